@@ -1,0 +1,3 @@
+app_name = "clusters"
+
+urlpatterns: list = []

@@ -1,0 +1,21 @@
+from django.contrib import admin
+
+from fedportal.models import AuditEvent
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """Read-only: the audit log has no edit or delete path in the app."""
+
+    list_display = ("created_at", "actor_name", "action", "object_repr", "cluster", "summary")
+    list_filter = ("action",)
+    search_fields = ("actor_name", "object_repr", "summary", "cluster")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,132 @@
+"""Writing and verifying the audit log. Services call ``record_event`` explicitly."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+
+from fedportal import request_context
+from fedportal.models import AuditChainHead, AuditEvent
+
+GENESIS_HASH = "0" * 64
+REDACTED = "[redacted]"
+_SECRET_MARKERS = ("token", "password", "secret", "private_key", "client_key", "credential", "certificate_data")
+
+
+def redact(value):
+    """A copy of ``value`` with every secret-looking key's value replaced by ``[redacted]``."""
+    if isinstance(value, dict):
+        return {
+            key: (REDACTED if _is_secret_key(key) and item not in (None, "", {}) else redact(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(item) for item in value]
+    return value
+
+
+def _is_secret_key(key) -> bool:
+    lowered = str(key).lower()
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), cls=DjangoJSONEncoder)
+
+
+def compute_hash(event: AuditEvent) -> str:
+    payload = {
+        "prev_hash": event.prev_hash,
+        "created_at": event.created_at.isoformat(),
+        "actor_id": event.actor_id,
+        "actor_name": event.actor_name,
+        "action": event.action,
+        "object_type": event.object_type,
+        "object_id": event.object_id,
+        "object_repr": event.object_repr,
+        "cluster": event.cluster,
+        "summary": event.summary,
+        "before": event.before,
+        "after": event.after,
+        "request_id": event.request_id,
+        "source_ip": event.source_ip,
+    }
+    return hashlib.sha256(_canonical(payload).encode()).hexdigest()
+
+
+def _normalise(value):
+    """JSON round-trip so the hash is computed over exactly what the database stores."""
+    return None if value is None else json.loads(_canonical(redact(value)))
+
+
+def record_event(
+    action: str,
+    *,
+    actor=None,
+    obj=None,
+    object_type: str = "",
+    object_id: str | int = "",
+    object_repr: str = "",
+    cluster: str = "",
+    summary: str = "",
+    before=None,
+    after=None,
+) -> AuditEvent:
+    """Append one event to the chain. ``actor`` defaults to the request's user, else 'system'."""
+    context = request_context.current()
+    if actor is None and context.user is not None and getattr(context.user, "is_authenticated", False):
+        actor = context.user
+    if obj is not None:
+        object_type = object_type or obj._meta.label_lower
+        object_id = object_id or obj.pk
+        object_repr = object_repr or str(obj)
+    with transaction.atomic():
+        head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
+        event = AuditEvent(
+            created_at=timezone.now(),
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_name=(actor.get_username() if actor is not None else "system")[:150],
+            action=action,
+            object_type=object_type[:64],
+            object_id=str(object_id)[:64],
+            object_repr=str(object_repr)[:255],
+            cluster=cluster[:63],
+            summary=summary,
+            before=_normalise(before),
+            after=_normalise(after),
+            request_id=context.request_id,
+            source_ip=context.source_ip,
+            prev_hash=head.last_hash,
+        )
+        event.hash = compute_hash(event)
+        event.save()
+        AuditChainHead.objects.filter(pk=1).update(last_hash=event.hash, length=head.length + 1)
+    return event
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    checked: int
+    broken_id: int | None = None
+    reason: str = ""
+
+
+def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
+    """Walk the chain in id order; report the first event whose link or content does not match."""
+    expected_prev = GENESIS_HASH
+    checked = 0
+    for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
+        if event.prev_hash != expected_prev:
+            return VerifyResult(False, checked, event.pk, "its prev_hash does not match the event before it")
+        if compute_hash(event) != event.hash:
+            return VerifyResult(False, checked, event.pk, "its content does not match its hash")
+        expected_prev = event.hash
+        checked += 1
+    head = AuditChainHead.objects.filter(pk=1).first()
+    if head is not None and checked and head.last_hash != expected_prev:
+        return VerifyResult(False, checked, None, "the newest events were removed (chain head does not match)")
+    return VerifyResult(True, checked)

@@ -1,0 +1,61 @@
+"""The audit log: append-only, hash-chained records of every action."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class AppendOnlyError(Exception):
+    """Raised on any attempt to change or delete an audit event through the ORM."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("Audit events are append-only.")
+
+    def delete(self):
+        raise AppendOnlyError("Audit events are append-only.")
+
+
+class AuditEvent(models.Model):
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, help_text="Username at the time, or 'system'.")
+    action = models.CharField(max_length=64, db_index=True)
+    object_type = models.CharField(max_length=64, blank=True, db_index=True)
+    object_id = models.CharField(max_length=64, blank=True)
+    object_repr = models.CharField(max_length=255, blank=True)
+    cluster = models.CharField(max_length=63, blank=True, db_index=True)
+    summary = models.TextField(blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    request_id = models.CharField(max_length=64, blank=True)
+    source_ip = models.GenericIPAddressField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self):
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_repr}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise AppendOnlyError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Audit events are append-only.")
+
+
+class AuditChainHead(models.Model):
+    """One row, locked while an event is appended, so the chain stays linear under concurrency."""
+
+    last_hash = models.CharField(max_length=64, default="0" * 64)
+    length = models.BigIntegerField(default=0)

@@ -1,0 +1,265 @@
+"""FedPortal settings, read from the environment (see README "Configuration").
+
+Two profiles: ``development`` (default; SQLite and a filesystem broker under ``var/``) and
+``production`` (``FEDPORTAL_PROFILE=production``; secrets required, secure cookies, HSTS).
+"""
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
+from fedportal.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("FEDPORTAL_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+PROFILE = env_str("FEDPORTAL_PROFILE", "development")
+if PROFILE not in {"development", "production"}:
+    raise ImproperlyConfigured(f"FEDPORTAL_PROFILE={PROFILE!r}: use 'development' or 'production'.")
+PRODUCTION = PROFILE == "production"
+
+
+def _dev_secret(filename: str, make) -> str:
+    """A development secret generated once into var/ so restarts keep sessions and data readable."""
+    path = VAR_DIR / filename
+    if not path.exists():
+        path.write_text(make())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _required_in_production(name: str, dev_file: str, make) -> str:
+    value = env_str(name)
+    if value:
+        return value
+    if PRODUCTION:
+        raise ImproperlyConfigured(f"{name} must be set when FEDPORTAL_PROFILE=production.")
+    return _dev_secret(dev_file, make)
+
+
+SECRET_KEY = _required_in_production("SECRET_KEY", "secret_key", lambda: secrets.token_urlsafe(50))
+# Comma-separated Fernet keys; the first encrypts, all decrypt (rotation).
+FEDPORTAL_ENCRYPTION_KEYS = env_list(
+    "FEDPORTAL_ENCRYPTION_KEY",
+    [],
+) or [_required_in_production("FEDPORTAL_ENCRYPTION_KEY", "encryption_key", lambda: Fernet.generate_key().decode())]
+for _key in FEDPORTAL_ENCRYPTION_KEYS:
+    try:
+        Fernet(_key)
+    except (ValueError, TypeError):
+        raise ImproperlyConfigured(
+            "FEDPORTAL_ENCRYPTION_KEY must be 32 url-safe base64-encoded bytes (Fernet.generate_key())."
+        ) from None
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when FEDPORTAL_PROFILE=production.")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "django_celery_beat",
+    "axes",
+    "fedportal",
+    "clusters",
+    "federation",
+    "drift",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "fedportal.middleware.RequestContextMiddleware",
+    "fedportal.middleware.LoginRequiredEverywhereMiddleware",
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+ROOT_URLCONF = "fedportal.urls"
+WSGI_APPLICATION = "fedportal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "fedportal.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+# Database: DATABASE_URL, default SQLite under var/.
+_default_db_url = f"sqlite:///{VAR_DIR / 'fedportal.sqlite3'}"
+try:
+    _db = dj_database_url.parse(env_str("DATABASE_URL", _default_db_url) or _default_db_url)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Tests that need a real worker share the test database with it, so it must be a file.
+    _db["TEST"] = {"NAME": str(VAR_DIR / f"test_{env_str('FEDPORTAL_TEST_DB_SUFFIX', 'db')}.sqlite3")}
+else:
+    _db["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+    _db["CONN_HEALTH_CHECKS"] = True
+    if env_str("FEDPORTAL_TEST_DB_SUFFIX"):
+        _db["TEST"] = {"NAME": f"test_fedportal_{env_str('FEDPORTAL_TEST_DB_SUFFIX')}"}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+_cache_url = env_str("CACHE_URL", "")
+if _cache_url.startswith(("redis://", "rediss://")):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _cache_url}}
+elif _cache_url in ("", "file"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+            "OPTIONS": {"MAX_ENTRIES": 20000},
+        }
+    }
+elif _cache_url == "locmem":
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    raise ImproperlyConfigured(f"CACHE_URL={_cache_url!r}: use redis://..., 'file' or 'locmem'.")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+# plotly.js is served from the plotly package itself (no CDN): see fedportal.staticfinders.
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "fedportal.staticfinders.PlotlyFinder",
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+# Security. The production profile passes `manage.py check --deploy` with no warnings.
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from hx-headers, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SILENCED_SYSTEM_CHECKS = [] if SECURE_SSL_REDIRECT else ["security.W008"]
+
+# Login throttling (django-axes).
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25, minimum=0)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
+# Celery. Default broker: kombu's filesystem transport under var/ (no server needed).
+# Never eager mode: tasks always run in real worker processes.
+_broker_dir = Path(env_str("FEDPORTAL_BROKER_DIR", str(VAR_DIR / "broker")))
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or "filesystem://"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for _sub in ("queue", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 120, minimum=1)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 100, minimum=1)
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "clusters.tasks.probe_cluster_task": {"queue": "probes"},
+    "federation.tasks.propagate_to_cluster_task": {"queue": "propagation"},
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = TIME_ZONE
+
+# Cluster health, with KubeFed's defaults (KubeFedConfig.spec.clusterHealthCheck).
+FEDPORTAL_HEALTH_PERIOD_SECONDS = env_int("FEDPORTAL_HEALTH_PERIOD_SECONDS", 10, minimum=1)
+FEDPORTAL_HEALTH_FAILURE_THRESHOLD = env_int("FEDPORTAL_HEALTH_FAILURE_THRESHOLD", 3, minimum=1)
+FEDPORTAL_HEALTH_SUCCESS_THRESHOLD = env_int("FEDPORTAL_HEALTH_SUCCESS_THRESHOLD", 1, minimum=1)
+FEDPORTAL_HEALTH_TIMEOUT_SECONDS = env_float("FEDPORTAL_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
+FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}

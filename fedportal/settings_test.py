@@ -1,0 +1,36 @@
+"""Test settings: the real settings, with per-run broker, cache and test-database paths so that
+several test runs on one machine never share a queue or a database."""
+
+import os
+
+from fedportal.settings import *  # noqa: F403
+from fedportal.settings import CELERY_BROKER_URL, DATABASES, VAR_DIR
+
+TEST_RUN_ID = os.environ.get("FEDPORTAL_TEST_RUN_ID") or str(os.getpid())
+os.environ["FEDPORTAL_TEST_RUN_ID"] = TEST_RUN_ID
+
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    TEST_BROKER_DIR = VAR_DIR / f"broker-test-{TEST_RUN_ID}"
+    for _sub in ("queue", "processed"):
+        (TEST_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(TEST_BROKER_DIR / "queue"),
+        "data_folder_out": str(TEST_BROKER_DIR / "queue"),
+        "processed_folder": str(TEST_BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    TEST_BROKER_DIR = None
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_{TEST_RUN_ID}.sqlite3")}
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_fedportal_{TEST_RUN_ID}"}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / f"cache-test-{TEST_RUN_ID}"),
+    }
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

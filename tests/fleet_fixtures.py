@@ -1,0 +1,1 @@
+"""Fleet simulator fixtures (owned by the simulator work; see clusters/simulator/)."""
