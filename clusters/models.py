@@ -1,0 +1,170 @@
+"""Cluster registry: clusters, their credentials (encrypted), health state and version history."""
+
+from django.conf import settings
+from django.core.validators import URLValidator
+from django.db import models
+from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
+from django.utils import timezone
+
+from clusters import crypto
+from clusters.choices import AuthMethod, ClusterRole, ClusterState
+from clusters.validators import validate_dns1123_label, validate_labels
+
+api_server_validator = URLValidator(schemes=["https", "http"])
+
+
+class ClusterQuerySet(models.QuerySet):
+    def members(self):
+        return self.filter(role=ClusterRole.MEMBER)
+
+    def ready(self):
+        return self.filter(state=ClusterState.READY)
+
+    def with_label(self, key: str, value: str | None = None):
+        """Clusters labelled ``key`` (=``value``); works for any key, dots and slashes included."""
+        if value is None:
+            return self.filter(labels__has_key=key)
+        return self.alias(_label_value=KeyTextTransform(key, "labels")).filter(_label_value=value)
+
+
+class Cluster(models.Model):
+    """A KubeFedCluster: how to reach one Kubernetes API server and what we last saw there."""
+
+    name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
+    api_server = models.CharField("API server URL", max_length=2048, validators=[api_server_validator])
+    role = models.CharField(max_length=16, choices=ClusterRole.choices, default=ClusterRole.MEMBER)
+    labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])
+    region = models.CharField(max_length=253, blank=True, db_index=True, help_text="From the nodes' topology labels.")
+    zones = models.JSONField(default=list, blank=True, help_text="From the nodes' topology labels.")
+
+    # Credentials: one encrypted JSON blob ({"token": ...} or {"client_certificate": ..., "client_key": ...}).
+    # Never rendered, logged or exported; read only through clusters.services.connection_for().
+    auth_method = models.CharField(max_length=32, choices=AuthMethod.choices, default=AuthMethod.TOKEN)
+    credentials_encrypted = models.TextField(blank=True, editable=False)
+    credential_version = models.PositiveIntegerField(default=1, editable=False)
+    credentials_rotated_at = models.DateTimeField(null=True, blank=True, editable=False)
+    ca_bundle = models.TextField("CA bundle (PEM)", blank=True)
+    insecure_skip_tls_verify = models.BooleanField("skip TLS verification", default=False)
+
+    # Health (KubeFed semantics; see clusters.services.probe_cluster).
+    state = models.CharField(max_length=16, choices=ClusterState.choices, default=ClusterState.UNKNOWN, db_index=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    consecutive_successes = models.PositiveIntegerField(default=0)
+    last_probe_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    probe_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # Version (from GET /version and the node list).
+    server_version = models.CharField(max_length=64, blank=True, help_text="gitVersion, e.g. v1.27.3")
+    version_major = models.PositiveSmallIntegerField(null=True, blank=True)
+    version_minor = models.PositiveSmallIntegerField(null=True, blank=True)
+    platform = models.CharField(max_length=64, blank=True)
+    kubelet_versions = models.JSONField(default=dict, blank=True, help_text="{node name: kubelet version}")
+    node_count = models.PositiveIntegerField(default=0)
+
+    # Isolation (set by drift/compliance work; excluded from propagation while set).
+    isolated = models.BooleanField(default=False, db_index=True)
+    isolated_reason = models.TextField(blank=True)
+    isolated_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["role"], condition=Q(role="host"), name="clusters_at_most_one_host"),
+        ]
+        indexes = [models.Index(fields=["version_major", "version_minor"], name="clusters_version_idx")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_host(self) -> bool:
+        return self.role == ClusterRole.HOST
+
+    @property
+    def minor_version(self) -> str:
+        """"1.27" (empty when the version is not known yet)."""
+        if self.version_major is None or self.version_minor is None:
+            return ""
+        return f"{self.version_major}.{self.version_minor}"
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state == ClusterState.READY
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.credentials_encrypted)
+
+    @property
+    def cache_key(self) -> tuple:
+        """Key for the per-cluster ApiClient cache: a new credential_version means a new client."""
+        return (self.pk, self.credential_version)
+
+    # Credentials are only written and read through these two methods.
+    def set_credentials(self, credentials: dict) -> None:
+        self.credentials_encrypted = crypto.encrypt_json({k: v for k, v in credentials.items() if v})
+
+    def get_credentials(self) -> dict:
+        return crypto.decrypt_json(self.credentials_encrypted)
+
+
+class VersionSample(models.Model):
+    """A cluster's version as seen at one probe; written only when something changed."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="version_samples")
+    sampled_at = models.DateTimeField(default=timezone.now, db_index=True)
+    git_version = models.CharField(max_length=64)
+    version_major = models.PositiveSmallIntegerField(null=True, blank=True)
+    version_minor = models.PositiveSmallIntegerField(null=True, blank=True)
+    platform = models.CharField(max_length=64, blank=True)
+    kubelet_versions = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-sampled_at", "-id"]
+        indexes = [models.Index(fields=["cluster", "-sampled_at"], name="clusters_vsample_cluster_idx")]
+
+    def __str__(self):
+        return f"{self.cluster_id} {self.git_version} @ {self.sampled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ClusterStateChange(models.Model):
+    """One transition of a cluster's state, for the detail page's history."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="state_changes")
+    from_state = models.CharField(max_length=16, choices=ClusterState.choices)
+    to_state = models.CharField(max_length=16, choices=ClusterState.choices)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["cluster", "-at"], name="clusters_statechg_cluster_idx")]
+
+    def __str__(self):
+        return f"{self.cluster_id} {self.from_state} -> {self.to_state}"
+
+
+class PollRequest(models.Model):
+    """A "poll now" for one cluster or the whole fleet; progress = clusters probed since started_at."""
+
+    started_at = models.DateTimeField(default=timezone.now)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    total = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return f"poll {self.pk} ({self.cluster_id or 'fleet'})"

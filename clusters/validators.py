@@ -1,0 +1,93 @@
+"""Kubernetes name and label rules (apimachinery/pkg/util/validation), as Django validators."""
+
+import re
+
+from django.core.exceptions import ValidationError
+
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_MAX = 253
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE_MAX = 63
+
+
+def validate_dns1123_label(value: str) -> None:
+    if not value or len(value) > DNS1123_LABEL_MAX or not _DNS1123_LABEL.match(value):
+        raise ValidationError(
+            "%(value)r is not a valid name: use at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit (a DNS-1123 label).",
+            code="invalid_name",
+            params={"value": value},
+        )
+
+
+def label_key_error(key: str) -> str | None:
+    """Why ``key`` is not a valid Kubernetes label key, or None."""
+    if not key:
+        return "a label key must not be empty"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key:
+        if not prefix or len(prefix) > DNS1123_SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.match(prefix):
+            return f"label key {key!r}: the prefix must be a DNS-1123 subdomain (e.g. example.com)"
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (
+            f"label key {key!r}: the name part must be at most 63 characters of letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    if value == "":
+        return None
+    if len(value) > LABEL_VALUE_MAX or not _QUALIFIED_NAME.match(value):
+        return (
+            f"label value {value!r}: at most 63 characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit (or empty)"
+        )
+    return None
+
+
+def validate_labels(labels) -> None:
+    """A dict of str -> str that Kubernetes would accept as metadata.labels."""
+    if not isinstance(labels, dict):
+        raise ValidationError("Labels must be a mapping of key to value.", code="invalid_labels")
+    errors = []
+    for key, value in labels.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            errors.append(f"label {key!r}: keys and values must be strings")
+            continue
+        error = label_key_error(key) or label_value_error(value)
+        if error:
+            errors.append(error)
+    if errors:
+        raise ValidationError([ValidationError(e, code="invalid_label") for e in errors])
+
+
+def parse_label_pairs(text: str) -> dict[str, str]:
+    """``k=v`` pairs separated by commas, spaces or new lines -> dict; ValidationError with reasons."""
+    labels: dict[str, str] = {}
+    errors = []
+    for item in re.split(r"[,\s]+", text or ""):
+        if not item:
+            continue
+        if "=" not in item:
+            errors.append(f"{item!r} is not key=value")
+            continue
+        key, _, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        error = label_key_error(key) or label_value_error(value)
+        if error:
+            errors.append(error)
+        elif key in labels and labels[key] != value:
+            errors.append(f"label key {key!r} is given twice")
+        else:
+            labels[key] = value
+    if errors:
+        raise ValidationError([ValidationError(e, code="invalid_label") for e in errors])
+    return labels
+
+
+def format_label_pairs(labels: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
