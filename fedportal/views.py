@@ -4,7 +4,10 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from fedportal.roles import Role, role_required
 
+
+@role_required(Role.VIEWER)
 @require_GET
 def home(request):
     """The dashboard: each app's summary panel loads as an htmx fragment (links work without JS)."""

@@ -1,0 +1,133 @@
+"""`make demo`: a simulated fleet, a worker, beat and the web server, all stopped by Ctrl-C.
+
+Every step is a separate process or a management command invoked by name, so this project-level
+command depends on no app's internals.
+"""
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import BaseCommand, CommandError, call_command
+
+from fedportal.roles import Role
+
+DEMO_USERS = {"admin": Role.ADMIN, "operator": Role.OPERATOR, "approver": Role.APPROVER, "viewer": Role.VIEWER}
+
+
+class Command(BaseCommand):
+    help = "Run the demo: fleet simulator, Celery worker + beat, and the web server on 127.0.0.1:8000."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--fleet-port", type=int, default=8600)
+        parser.add_argument("--fleet", default=str(settings.BASE_DIR / "clusters/simulator/fleets/demo.yaml"))
+        parser.add_argument("--host-context", default="host", help="kubeconfig context of the host cluster")
+
+    def handle(self, *args, **options):
+        self.children: list[subprocess.Popen] = []
+        demo_dir = Path(settings.VAR_DIR) / "demo"
+        demo_dir.mkdir(parents=True, exist_ok=True)
+        for port in (options["port"], options["fleet_port"]):
+            if _port_in_use(port):
+                raise CommandError(f"Port {port} is already in use: is another demo running? Stop it first.")
+        password = self._demo_users(demo_dir)
+        kubeconfig = demo_dir / "kubeconfig"
+        kubeconfig.unlink(missing_ok=True)
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            self._start(
+                "fleet simulator",
+                ["manage.py", "runfleet", "--fleet", options["fleet"], "--port", str(options["fleet_port"]),
+                 "--kubeconfig-out", str(kubeconfig)],
+                demo_dir / "fleet.log",
+            )
+            _wait_for(lambda: kubeconfig.exists() and _port_in_use(options["fleet_port"]), "the fleet simulator")
+            call_command("import_kubeconfig", str(kubeconfig), host_context=options["host_context"],
+                         update_existing=True)
+            self._start(
+                "celery worker",
+                ["-m", "celery", "-A", "fedportal", "worker", "-Q", "default,probes,propagation",
+                 "-P", "threads", "-c", "16", "-l", "INFO", "--without-mingle", "--without-gossip"],
+                demo_dir / "worker.log",
+            )
+            self._start(
+                "celery beat",
+                ["-m", "celery", "-A", "fedportal", "beat", "-l", "INFO",
+                 "--schedule", str(demo_dir / "celerybeat-schedule")],
+                demo_dir / "beat.log",
+            )
+            call_command("poll_versions")
+            self._start(
+                "web server",
+                ["manage.py", "runserver", f"127.0.0.1:{options['port']}", "--noreload"],
+                demo_dir / "web.log",
+            )
+            _wait_for(lambda: _port_in_use(options["port"]), "the web server")
+            self.stdout.write(self.style.SUCCESS(
+                f"\nFedPortal is running at http://127.0.0.1:{options['port']}/\n"
+                f"  log in as admin / {password}   (also: operator, approver, viewer — same password)\n"
+                f"  logs: {demo_dir}/*.log   ·   Ctrl-C stops everything.\n"
+            ))
+            while all(child.poll() is None for child in self.children):
+                time.sleep(1)
+            raise CommandError("A demo process exited; see the logs in " + str(demo_dir))
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping…")
+        finally:
+            self._stop_all()
+
+    def _demo_users(self, demo_dir: Path) -> str:
+        password_file = demo_dir / "password"
+        if not password_file.exists():
+            password_file.write_text(secrets.token_urlsafe(9))
+            password_file.chmod(0o600)
+        password = password_file.read_text().strip()
+        User = get_user_model()
+        for username, role in DEMO_USERS.items():
+            user, _ = User.objects.get_or_create(username=username)
+            user.set_password(password)
+            user.is_staff = user.is_superuser = role == Role.ADMIN
+            user.save()
+            user.groups.set([Group.objects.get_or_create(name=role)[0]])
+        return password
+
+    def _start(self, label: str, argv: list[str], log_path: Path):
+        log = open(log_path, "ab")
+        child = subprocess.Popen([sys.executable, *argv], cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
+                                 env=os.environ.copy(), start_new_session=True)
+        self.children.append(child)
+        self.stdout.write(f"started {label} (pid {child.pid}, log {log_path})")
+
+    def _stop_all(self):
+        for child in reversed(self.children):
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+        for child in self.children:
+            try:
+                child.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_for(predicate, what: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise CommandError(f"{what} did not start within {timeout:.0f}s; see var/demo/*.log")

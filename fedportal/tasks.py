@@ -1,0 +1,9 @@
+from celery import shared_task
+
+from fedportal.audit import record_event
+
+
+@shared_task(ignore_result=True)
+def record_heartbeat_task(note: str = "") -> None:
+    """A no-op that leaves an audit trace: proves a worker is alive and wired to the database."""
+    record_event("system.heartbeat", summary=note)

@@ -1,0 +1,190 @@
+"""Shared fixtures: users per role, and a real Celery worker process sharing the test database.
+
+The worker is a real ``celery worker`` subprocess (never eager mode). Tests that enqueue work use
+``@pytest.mark.worker`` and ``@pytest.mark.django_db(transaction=True)`` so that what they write is
+committed and visible to the worker.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group
+
+from fedportal.roles import Role
+
+pytest_plugins = ["tests.fleet_fixtures"]
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_QUEUES = "default,probes,propagation"
+
+
+# --- users -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def make_user(django_user_model):
+    """make_user("alice", Role.OPERATOR) -> a user in that role group (no role: roles=())."""
+
+    def make(username: str, *roles: str, password: str = "pass-for-tests-1"):
+        user = django_user_model.objects.create_user(username=username, password=password)
+        for role in roles:
+            # get_or_create: transactional tests flush the groups the migration made
+            user.groups.add(Group.objects.get_or_create(name=role)[0])
+        return user
+
+    return make
+
+
+@pytest.fixture
+def viewer(make_user):
+    return make_user("vera-viewer", Role.VIEWER)
+
+
+@pytest.fixture
+def operator(make_user):
+    return make_user("otto-operator", Role.OPERATOR)
+
+
+@pytest.fixture
+def approver(make_user):
+    return make_user("anna-approver", Role.APPROVER)
+
+
+@pytest.fixture
+def admin_user(make_user):
+    return make_user("adam-admin", Role.ADMIN)
+
+
+@pytest.fixture
+def nobody(make_user):
+    """Logged in, but in no role group: every page answers 403."""
+    return make_user("nick-norole")
+
+
+# --- the real Celery worker ----------------------------------------------------------------------
+
+def test_database_url() -> str:
+    """A DATABASE_URL pointing at the test database that pytest-django created."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{db['NAME']}"
+    auth = ""
+    if db.get("USER"):
+        auth = quote(db["USER"], safe="")
+        if db.get("PASSWORD"):
+            auth += ":" + quote(db["PASSWORD"], safe="")
+        auth += "@"
+    host = db.get("HOST") or "localhost"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{db['NAME']}"
+
+
+class WorkerProcess:
+    def __init__(self, name: str, extra_env: dict[str, str] | None = None, concurrency: int = 8):
+        self.name = name
+        self.log_path = Path(settings.VAR_DIR) / f"worker-{settings.TEST_RUN_ID}-{name}.log"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
+            "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
+            "DATABASE_URL": test_database_url(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            **(extra_env or {}),
+        }
+        self.log_path.write_text("")
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "fedportal", "worker",
+                "-Q", WORKER_QUEUES, "-P", "threads", "-c", str(concurrency),
+                "-n", f"{name}-{settings.TEST_RUN_ID}@%h",
+                "--without-mingle", "--without-gossip", "--without-heartbeat",
+                "-l", "INFO", "--logfile", str(self.log_path),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_until_ready()
+
+    def _wait_until_ready(self, timeout: float = 60.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"celery worker exited early:\n{self.log()}")
+            if " ready." in self.log():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self):
+        """SIGKILL, as a crashed machine would: unacknowledged tasks must be redelivered."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _purge_broker():
+    """Start from an empty queue: nothing left over from an earlier run reaches this worker."""
+    from fedportal.celery import app
+
+    with app.connection_for_write() as conn:
+        for queue in WORKER_QUEUES.split(","):
+            try:
+                conn.default_channel.queue_purge(queue)
+            except Exception:  # the queue may not exist yet
+                pass
+
+
+@pytest.fixture(scope="session")
+def celery_worker(django_db_setup, django_db_blocker):
+    """A real worker process for the whole session, consuming every queue from the test database."""
+    with django_db_blocker.unblock():
+        _purge_broker()
+    worker = WorkerProcess("session")
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def celery_worker_factory(django_db_setup):
+    """Start extra workers (own env, e.g. shorter thresholds); all are stopped after the test."""
+    started: list[WorkerProcess] = []
+
+    def start(name: str = "extra", *, env: dict[str, str] | None = None, concurrency: int = 8):
+        worker = WorkerProcess(name, env, concurrency)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove this run's broker and cache folders (the SQLite test DB is removed by pytest-django)."""
+    import shutil
+
+    for path in (getattr(settings, "TEST_BROKER_DIR", None), Path(settings.VAR_DIR) / f"cache-test-{settings.TEST_RUN_ID}"):
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
