@@ -223,12 +223,13 @@ AXES_VERBOSE = False
 _broker_dir = Path(env_str("FEDPORTAL_BROKER_DIR", str(VAR_DIR / "broker")))
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or "filesystem://"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
