@@ -116,17 +116,38 @@ class VerifyResult:
 
 
 def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
-    """Walk the chain in id order; report the first event whose link or content does not match."""
+    """Walk the chain in id order; report the first event whose link or content does not match.
+
+    An edited row fails its own content hash; a removed row makes the next event's prev_hash
+    point at nothing; removing the newest rows (or all of them) leaves the chain head, which
+    ``record_event`` keeps in step, disagreeing with what is left.
+    """
     expected_prev = GENESIS_HASH
+    previous_id = None
     checked = 0
     for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
         if event.prev_hash != expected_prev:
-            return VerifyResult(False, checked, event.pk, "its prev_hash does not match the event before it")
+            after = f"event {previous_id}" if previous_id is not None else "the start of the chain"
+            return VerifyResult(
+                False,
+                checked,
+                event.pk,
+                f"its prev_hash does not match the hash of {after} before it "
+                "(an event in between was removed, or the one before it was altered)",
+            )
         if compute_hash(event) != event.hash:
-            return VerifyResult(False, checked, event.pk, "its content does not match its hash")
+            return VerifyResult(False, checked, event.pk, "its content does not match its hash (the row was altered)")
         expected_prev = event.hash
+        previous_id = event.pk
         checked += 1
     head = AuditChainHead.objects.filter(pk=1).first()
-    if head is not None and checked and head.last_hash != expected_prev:
-        return VerifyResult(False, checked, None, "the newest events were removed (chain head does not match)")
+    if head is not None and (head.last_hash != expected_prev or head.length != checked):
+        newest = f"after event {previous_id}" if previous_id is not None else "(every event)"
+        return VerifyResult(
+            False,
+            checked,
+            None,
+            f"the chain head expects {head.length} events ending in {head.last_hash[:12]}…, "
+            f"found {checked}: the newest events {newest} were removed",
+        )
     return VerifyResult(True, checked)

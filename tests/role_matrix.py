@@ -1,0 +1,72 @@
+"""The role matrix: who may call every URL in the project, and how to build a sample of each.
+
+``tests/fedportal/test_role_matrix.py`` walks every URL pattern (``get_resolver().url_patterns``,
+skipping ``admin/`` and static files) and, for GET and POST, checks:
+
+* anonymous           -> redirect to the login page (unless the entry says PUBLIC);
+* logged in, no role  -> 403 (unless PUBLIC or AUTHENTICATED);
+* viewer / operator / approver / admin -> allowed when the user holds the role named for that
+  method (``fedportal.roles.user_roles``: admin holds every role, every role holder is a viewer),
+  403 otherwise. A method missing from the entry must be refused (403 or 405) for everyone.
+
+"Allowed" means the request got past the permission check: any status except 401, 403, 405 and
+5xx (a POST with an empty body may well answer 200 with form errors, 302, 400 or 404).
+
+THE TEST FAILS when a URL pattern has no entry in ``EXPECTED`` (so nobody adds an unguarded view),
+when an entry names a URL that no longer exists, or when a pattern has parameters and no entry in
+``URL_KWARGS``.
+
+EACH APP ADDS ITS OWN ENTRIES here, in its own block, when it adds a URL:
+
+    # --- clusters ---------------------------------------------------------------------------
+    EXPECTED.update({
+        "clusters:cluster_list": {"GET": Role.VIEWER},
+        "clusters:cluster_create": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_detail": {"GET": Role.VIEWER},
+    })
+    URL_KWARGS.update({
+        # a callable run inside the test's database; make the objects the URL needs (factories)
+        "clusters:cluster_detail": lambda: {"pk": ClusterFactory().pk},
+    })
+
+Keys are the URL's full name (``namespace:name``). Values map an HTTP method ("GET", "POST")
+to the role it needs (a ``Role`` value), or to ``PUBLIC`` (anyone, even anonymous: login,
+healthz) or ``AUTHENTICATED`` (any logged-in user, even without a role: logout). Import your
+factories inside the lambda (or at the top of your block) so a broken app only breaks its rows.
+"""
+
+from collections.abc import Callable
+
+from fedportal.roles import Role
+
+PUBLIC = "public"
+AUTHENTICATED = "authenticated"
+METHODS = ("GET", "POST")
+
+EXPECTED: dict[str, dict[str, str]] = {}
+URL_KWARGS: dict[str, Callable[[], dict]] = {}
+
+
+# --- fedportal ----------------------------------------------------------------------------------
+def _sample_audit_event_pk() -> dict:
+    from fedportal.audit import record_event
+
+    return {"pk": record_event("test.role_matrix", summary="sample event for the role matrix").pk}
+
+
+EXPECTED.update(
+    {
+        "home": {"GET": Role.VIEWER},
+        "healthz": {"GET": PUBLIC},
+        "login": {"GET": PUBLIC, "POST": PUBLIC},
+        "logout": {"POST": AUTHENTICATED},
+        "audit:event_list": {"GET": Role.VIEWER},
+        "audit:event_detail": {"GET": Role.VIEWER},
+        "audit:event_export": {"GET": Role.VIEWER},
+    }
+)
+URL_KWARGS.update(
+    {
+        "audit:event_detail": _sample_audit_event_pk,
+    }
+)
