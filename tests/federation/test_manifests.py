@@ -1,0 +1,92 @@
+import pytest
+
+from federation.manifests import (
+    MAX_MANIFEST_BYTES,
+    ManifestError,
+    dump_yaml,
+    load_yaml,
+    load_yaml_documents,
+    parse_template,
+)
+
+
+def test_multi_document_yaml_is_split_and_empty_documents_skipped():
+    assert load_yaml_documents("a: 1\n---\n---\nb: [1, 2]\n") == [{"a": 1}, {"b": [1, 2]}]
+
+
+def test_alias_bomb_is_refused_without_expanding():
+    bomb = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    for i in range(ord("b"), ord("j")):
+        prev = chr(i - 1)
+        bomb += f"{chr(i)}: &{chr(i)} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+    with pytest.raises(ManifestError, match="aliases"):
+        load_yaml(bomb)
+
+
+def test_merge_key_aliases_are_refused_too():
+    with pytest.raises(ManifestError, match="aliases"):
+        load_yaml("base: &b {x: 1}\nother:\n  <<: *b\n")
+
+
+def test_oversized_yaml_is_refused():
+    with pytest.raises(ManifestError, match="larger than"):
+        load_yaml("a: " + "x" * (MAX_MANIFEST_BYTES + 1))
+
+
+def test_deep_nesting_is_refused():
+    with pytest.raises(ManifestError, match="nested deeper"):
+        load_yaml("[" * 200 + "]" * 200)
+
+
+def test_duplicate_keys_are_refused_with_the_key_named():
+    with pytest.raises(ManifestError, match="Duplicate key 'spec'"):
+        load_yaml("spec: {}\nspec: {}\n")
+
+
+def test_invalid_yaml_reports_line_and_column():
+    with pytest.raises(ManifestError, match=r"Invalid YAML: .*line 1"):
+        load_yaml("a: [1")
+
+
+def test_python_tags_are_not_constructed():
+    with pytest.raises(ManifestError):
+        load_yaml("!!python/object/apply:os.system ['true']")
+
+
+def test_several_documents_where_one_is_expected_is_an_error():
+    with pytest.raises(ManifestError, match="one YAML document"):
+        load_yaml("a: 1\n---\nb: 2\n")
+
+
+def test_bytes_must_be_utf8():
+    with pytest.raises(ManifestError, match="UTF-8"):
+        load_yaml(b"\xff\xfe")
+
+
+def test_template_kind_must_match_type():
+    with pytest.raises(ManifestError, match="kind is 'Service'"):
+        parse_template("kind: Service\nspec: {}\n", api_version="apps/v1", kind="Deployment")
+
+
+def test_template_api_version_must_match_type():
+    with pytest.raises(ManifestError, match="apiVersion is 'apps/v1beta1'"):
+        parse_template("apiVersion: apps/v1beta1\nkind: Deployment\n", api_version="apps/v1", kind="Deployment")
+
+
+def test_template_must_be_a_mapping():
+    with pytest.raises(ManifestError, match="mapping"):
+        parse_template("- a\n- b\n", api_version="v1", kind="ConfigMap")
+
+
+def test_template_labels_must_be_strings():
+    with pytest.raises(ManifestError, match="metadata.labels"):
+        parse_template("metadata:\n  labels:\n    a: 1\n", api_version="v1", kind="ConfigMap")
+
+
+def test_template_without_identity_is_accepted_and_empty_text_is_empty_template():
+    assert parse_template("data:\n  a: b\n", api_version="v1", kind="ConfigMap") == {"data": {"a": "b"}}
+    assert parse_template("", api_version="v1", kind="ConfigMap") == {}
+
+
+def test_dump_is_stable():
+    assert dump_yaml({"b": 1, "a": {"d": 2, "c": 3}}) == "a:\n  c: 3\n  d: 2\nb: 1\n"
