@@ -1,0 +1,75 @@
+"""Charts: plain data in, valid plotly figures out."""
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import plotly.graph_objects as go
+
+from drift import charts
+from drift.skew import ClusterVersion, SkewPolicy, minor_matrix
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def valid(fig: dict) -> dict:
+    json.dumps(fig)  # JSON-ready
+    go.Figure(fig)  # plotly accepts every property
+    return fig
+
+
+def fleet(n):
+    return [ClusterVersion("host", "host", "v1.29.0")] + [
+        ClusterVersion(f"m{i}", "member", f"v1.{25 + i % 7}.0") for i in range(n - 1)
+    ] + [ClusterVersion("odd", "member", "who-knows")]
+
+
+def test_skew_heatmap_is_clusters_by_clusters_with_severity_text():
+    matrix = minor_matrix(fleet(8), SkewPolicy())
+    fig = valid(charts.skew_heatmap(matrix))
+    trace = fig["data"][0]
+    assert trace["x"] == matrix.names and trace["y"] == matrix.names
+    assert trace["z"][0][matrix.names.index("m0")] == 4  # host v1.29 - m0 v1.25
+    assert trace["text"][0][matrix.names.index("m0")] == "P0"
+    assert trace["z"][0][-1] is None  # unknown version: a gap, not a crash
+
+
+def test_big_fleet_heatmap_collapses_to_versions():
+    matrix = minor_matrix(fleet(400), SkewPolicy())
+    fig = valid(charts.skew_heatmap(matrix, max_clusters=150))
+    trace = fig["data"][0]
+    assert len(trace["x"]) == 8  # v1.25..v1.31 and unknown
+    assert trace["x"][0].startswith("v1.25 (")
+    assert trace["x"][-1].startswith("unknown")
+
+
+def test_version_timeline_and_distribution():
+    samples = {
+        "a": [(T0, "v1.27.1"), (T0 + timedelta(days=2), "v1.28.0")],
+        "b": [(T0 + timedelta(days=1), "v1.28.3")],
+        "c": [(T0, "junk")],
+    }
+    timeline = valid(charts.version_timeline(samples, until=T0 + timedelta(days=3)))
+    assert [t["name"] for t in timeline["data"]] == ["a", "b", "c"]
+    assert timeline["data"][0]["y"] == [27, 28, 28]
+    points = charts.distribution_over_time(samples, [T0, T0 + timedelta(days=1), T0 + timedelta(days=2)])
+    assert points[0][1] == {"v1.27": 1, "unknown": 1}
+    assert points[1][1] == {"v1.27": 1, "v1.28": 1, "unknown": 1}
+    assert points[2][1] == {"v1.28": 2, "unknown": 1}
+    dist = valid(charts.version_distribution(points))
+    assert [t["name"] for t in dist["data"]] == ["v1.27", "v1.28", "unknown"]
+    assert dist["data"][1]["y"] == [0, 1, 2]
+
+
+def test_compliance_trend_and_severity_bar():
+    fig = valid(charts.compliance_trend([(T0 + timedelta(days=1), 0.5, 3), (T0, 0.25, 7)]))
+    assert fig["data"][0]["y"] == [25.0, 50.0]
+    assert fig["data"][1]["y"] == [7, 3]
+    bar = valid(charts.severity_bar({"P0": 2, "P2": 1}))
+    assert bar["data"][0]["y"] == [2, 0, 1, 0]
+
+
+def test_empty_inputs_give_empty_but_valid_figures():
+    valid(charts.skew_heatmap(minor_matrix([], SkewPolicy())))
+    valid(charts.version_timeline({}))
+    valid(charts.version_distribution([]))
+    valid(charts.compliance_trend([]))
