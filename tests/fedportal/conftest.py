@@ -19,8 +19,8 @@ def nobody_client(client, nobody):
 def make_events():
     """make_events(n, **record_event kwargs) -> the events, oldest first."""
 
-    def make(count: int = 1, action: str = "test.event", **kwargs):
-        return [record_event(action, summary=kwargs.pop("summary", f"event {i}"), **kwargs) for i in range(count)]
+    def make(count: int = 1, action: str = "test.event", summary: str | None = None, **kwargs):
+        return [record_event(action, summary=summary or f"event {i}", **kwargs) for i in range(count)]
 
     return make
 
