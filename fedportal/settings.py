@@ -265,3 +265,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+
+# The lockout page (templates/axes_lockout.html) instead of axes' bare text response; status 429.
+AXES_LOCKOUT_TEMPLATE = "axes_lockout.html"
