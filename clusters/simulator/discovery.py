@@ -1,0 +1,103 @@
+"""Discovery documents (/api, /api/v1, /apis, /apis/<g>, /apis/<g>/<v>) per Kubernetes minor.
+
+Built from clusters.schemas.api_resources(minor) and cached per minor, so 1,000 clusters on
+nine versions share nine copies, serialised once.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import re
+
+from clusters import schemas
+
+_SHORT_NAMES = {
+    "configmaps": ["cm"], "namespaces": ["ns"], "nodes": ["no"], "pods": ["po"], "services": ["svc"],
+    "serviceaccounts": ["sa"], "secrets": [], "deployments": ["deploy"], "replicasets": ["rs"],
+    "daemonsets": ["ds"], "statefulsets": ["sts"], "persistentvolumeclaims": ["pvc"],
+    "persistentvolumes": ["pv"], "ingresses": ["ing"], "horizontalpodautoscalers": ["hpa"],
+    "cronjobs": ["cj"], "endpoints": ["ep"], "events": ["ev"], "limitranges": ["limits"],
+    "resourcequotas": ["quota"], "networkpolicies": ["netpol"], "poddisruptionbudgets": ["pdb"],
+    "priorityclasses": ["pc"], "storageclasses": ["sc"], "customresourcedefinitions": ["crd", "crds"],
+    "replicationcontrollers": ["rc"], "componentstatuses": ["cs"], "certificatesigningrequests": ["csr"],
+}
+_CATEGORIES = {"pods", "services", "deployments", "replicasets", "daemonsets", "statefulsets",
+               "jobs", "cronjobs", "replicationcontrollers", "horizontalpodautoscalers"}
+
+
+def version_priority(version: str) -> tuple:
+    """Kubernetes' version ordering: GA > beta > alpha, then by number."""
+    match = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", version)
+    if not match:
+        return (-1, 0, 0, version)
+    level = {"alpha": 0, "beta": 1, None: 2}[match.group(2)]
+    return (level, int(match.group(1)), int(match.group(3) or 0), version)
+
+
+@functools.lru_cache(maxsize=None)
+def _by_group_version(minor: int) -> dict[str, list[schemas.ApiResource]]:
+    out: dict[str, list[schemas.ApiResource]] = {}
+    for res in schemas.api_resources(minor):
+        out.setdefault(res.group_version, []).append(res)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _groups(minor: int) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for gv in _by_group_version(minor):
+        group, version = schemas.split_api_version(gv)
+        if group:
+            groups.setdefault(group, []).append(version)
+    return {g: sorted(vs, key=version_priority, reverse=True) for g, vs in sorted(groups.items())}
+
+
+def _group_doc(group: str, versions: list[str]) -> dict:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": entries, "preferredVersion": entries[0]}
+
+
+def _resource_doc(res: schemas.ApiResource) -> list[dict]:
+    doc = {"name": res.plural, "singularName": res.kind.lower(), "namespaced": res.namespaced,
+           "kind": res.kind, "verbs": list(res.verbs)}
+    if res.plural in _SHORT_NAMES and _SHORT_NAMES[res.plural]:
+        doc["shortNames"] = _SHORT_NAMES[res.plural]
+    if res.plural in _CATEGORIES:
+        doc["categories"] = ["all"]
+    docs = [doc]
+    if res.verbs != ("create",) and res.kind not in ("ConfigMap", "Secret", "ServiceAccount", "ComponentStatus"):
+        docs.append({"name": f"{res.plural}/status", "singularName": "", "namespaced": res.namespaced,
+                     "kind": res.kind, "verbs": ["get", "patch", "update"]})
+    return docs
+
+
+@functools.lru_cache(maxsize=None)
+def document(minor: int, path: str) -> bytes | None:
+    """Serialised discovery document for a path like 'api', 'api/v1', 'apis/apps/v1'; None = 404."""
+    if path == "api":
+        return _dump({"kind": "APIVersions", "versions": ["v1"],
+                      "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]})
+    if path == "apis":
+        return _dump({"kind": "APIGroupList", "apiVersion": "v1",
+                      "groups": [_group_doc(g, vs) for g, vs in _groups(minor).items()]})
+    parts = path.split("/")
+    if parts[0] == "api" and len(parts) == 2:
+        gv = parts[1]
+    elif parts[0] == "apis" and len(parts) == 2:
+        versions = _groups(minor).get(parts[1])
+        if not versions:
+            return None
+        return _dump({"kind": "APIGroup", "apiVersion": "v1", **_group_doc(parts[1], versions)})
+    elif parts[0] == "apis" and len(parts) == 3:
+        gv = f"{parts[1]}/{parts[2]}"
+    else:
+        return None
+    resources = _by_group_version(minor).get(gv)
+    if not resources:
+        return None
+    return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                  "resources": [d for res in resources for d in _resource_doc(res)]})
+
+
+def _dump(doc: dict) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()

@@ -1,0 +1,186 @@
+"""Fleet spec: which clusters the simulator serves (see FLEET_FORMAT.md)."""
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+_VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.-]+)?$")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DOWN_MODES = ("refused", "503")
+
+
+class FleetSpecError(ValueError):
+    pass
+
+
+@dataclass
+class Faults:
+    down: str | None = None  # None | "refused" | "503"
+    latency_ms: int = 0
+    error_rate: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"down": self.down, "latencyMs": self.latency_ms, "errorRate": self.error_rate}
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    kubelet_version: str
+    region: str
+    zone: str
+
+
+@dataclass
+class ClusterSpec:
+    name: str
+    version: str
+    role: str = "member"
+    labels: dict = field(default_factory=dict)
+    token: str = ""
+    readonly_token: str = ""
+    nodes: list[NodeSpec] = field(default_factory=list)
+    faults: Faults = field(default_factory=Faults)
+    rollout_seconds: float = 1.0
+
+
+@dataclass
+class FleetSpec:
+    clusters: list[ClusterSpec]
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    match = _VERSION_RE.match(str(text or "").strip())
+    if not match:
+        raise FleetSpecError(f"bad Kubernetes version {text!r} (expected e.g. v1.27.3)")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def parse_faults(raw: dict | None) -> Faults:
+    raw = raw or {}
+    if not isinstance(raw, dict):
+        raise FleetSpecError("faults must be a mapping")
+    down = raw.get("down")
+    if down in (False, "", "up"):
+        down = None
+    if down is not None:
+        down = str(down)
+        if down not in DOWN_MODES:
+            raise FleetSpecError(f"faults.down must be one of {DOWN_MODES} or null, not {down!r}")
+    try:
+        latency = int(raw.get("latencyMs", 0) or 0)
+        rate = float(raw.get("errorRate", 0) or 0)
+    except (TypeError, ValueError) as exc:
+        raise FleetSpecError(f"bad faults: {exc}") from exc
+    if latency < 0 or not 0 <= rate <= 1:
+        raise FleetSpecError("faults.latencyMs must be >= 0 and errorRate within 0..1")
+    return Faults(down=down, latency_ms=latency, error_rate=rate)
+
+
+def _parse_nodes(name: str, version: str, raw, labels: dict) -> list[NodeSpec]:
+    if raw is None:
+        raw = {}
+    if isinstance(raw, int):
+        raw = {"count": raw}
+    if not isinstance(raw, dict):
+        raise FleetSpecError(f"{name}: nodes must be a count or a mapping")
+    count = int(raw.get("count", 3))
+    kubelets = raw.get("kubeletVersions") or [version]
+    if isinstance(kubelets, str):
+        kubelets = [kubelets]
+    for kv in kubelets:
+        parse_version(kv)
+    region = str(raw.get("region") or labels.get("region") or "region-1")
+    zones = raw.get("zones") or [f"{region}a", f"{region}b", f"{region}c"]
+    if isinstance(zones, str):
+        zones = [zones]
+    return [NodeSpec(f"{name}-node-{i + 1}", str(kubelets[i % len(kubelets)]), region,
+                     str(zones[i % len(zones)])) for i in range(count)]
+
+
+def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
+    if not isinstance(raw, dict):
+        raise FleetSpecError("each cluster must be a mapping")
+    name = str(raw.get("name") or "")
+    if not _NAME_RE.match(name) or len(name) > 63:
+        raise FleetSpecError(f"bad cluster name {name!r} (DNS label expected)")
+    version = str(raw.get("version") or defaults.get("version") or "")
+    parse_version(version)
+    role = str(raw.get("role", "member"))
+    if role not in ("host", "member"):
+        raise FleetSpecError(f"{name}: role must be host or member")
+    labels = raw.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise FleetSpecError(f"{name}: labels must be a mapping")
+    labels = {str(k): str(v) for k, v in labels.items()}
+    nodes = _parse_nodes(name, version, raw.get("nodes", defaults.get("nodes")), labels)
+    return ClusterSpec(
+        name=name, version=version, role=role, labels=labels,
+        token=str(raw.get("token") or secrets.token_hex(16)),
+        readonly_token=str(raw.get("readonlyToken") or secrets.token_hex(16)),
+        nodes=nodes, faults=parse_faults(raw.get("faults")),
+        rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
+    )
+
+
+def parse_fleet(data) -> FleetSpec:
+    """Parse a fleet from a dict, a YAML string or a path to a YAML file."""
+    if isinstance(data, Path) or (isinstance(data, str) and "\n" not in data and data.endswith((".yaml", ".yml"))):
+        try:
+            data = Path(data).read_text()
+        except OSError as exc:
+            raise FleetSpecError(f"cannot read fleet file: {exc}") from exc
+    if isinstance(data, str):
+        try:
+            data = yaml.safe_load(data)
+        except yaml.YAMLError as exc:
+            raise FleetSpecError(f"fleet file is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list) or not data["clusters"]:
+        raise FleetSpecError("a fleet needs a non-empty `clusters:` list")
+    defaults = data.get("defaults") or {}
+    clusters = [parse_cluster(c, defaults) for c in data["clusters"]]
+    names = [c.name for c in clusters]
+    if len(set(names)) != len(names):
+        raise FleetSpecError("cluster names must be unique")
+    return FleetSpec(clusters)
+
+
+def parse_version_range(text: str) -> list[int]:
+    """'1.25-1.33' -> [25, ..., 33] (minors)."""
+    match = re.match(r"^v?1\.(\d+)(?:-v?1\.(\d+))?$", text.strip())
+    if not match:
+        raise FleetSpecError(f"bad version range {text!r} (expected e.g. 1.25-1.33)")
+    lo = int(match.group(1))
+    hi = int(match.group(2) or lo)
+    if hi < lo:
+        raise FleetSpecError("version range must be ascending")
+    return list(range(lo, hi + 1))
+
+
+REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-northeast-1")
+ENVS = ("prod", "staging", "dev")
+PROVIDERS = ("aws", "gcp", "azure", "onprem")
+
+
+def generate_fleet(count: int, versions: str = "1.25-1.33") -> FleetSpec:
+    """A host plus count-1 members spread over the version range, regions, envs and providers."""
+    if count < 1:
+        raise FleetSpecError("--generate needs at least 1 cluster")
+    minors = parse_version_range(versions)
+    raw = []
+    for i in range(count):
+        minor = minors[i % len(minors)]
+        region = REGIONS[i % len(REGIONS)]
+        raw.append({
+            "name": "host" if i == 0 else f"member-{i:04d}",
+            "role": "host" if i == 0 else "member",
+            "version": f"v1.{minor}.{i % 7}",
+            "labels": {"region": region, "env": ENVS[i % len(ENVS)], "provider": PROVIDERS[i % len(PROVIDERS)]},
+            "nodes": {"count": 3, "kubeletVersions": [f"v1.{minor}.{i % 7}", f"v1.{max(minor - 1, 20)}.0"],
+                      "region": region},
+        })
+    return parse_fleet({"clusters": raw})

@@ -1,0 +1,449 @@
+"""Write path of a simulated apiserver: admission (type meta, names, schema per fieldValidation,
+defaults), metadata (uid, resourceVersion, generation), managedFields, roll-out scheduling."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+
+import jsonpatch
+
+from clusters import schemas
+
+from . import merge, rollout
+from .errors import ApiError, already_exists, conflict, invalid, not_found, success
+from .store import ClusterState, now_text
+
+FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
+READ_ONLY_KINDS = ("Node",)
+
+
+@dataclass
+class Ctx:
+    cluster: ClusterState
+    res: schemas.ApiResource
+    namespace: str  # "" for cluster-scoped
+    name: str | None  # from the URL
+    field_validation: str = "Warn"
+    field_manager: str = ""
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def minor(self) -> int:
+        return self.cluster.minor
+
+
+def _kind_label(res: schemas.ApiResource) -> str:
+    return res.kind
+
+
+# ---------------------------------------------------------------------------------------------
+# admission steps
+
+def _check_type_meta(ctx: Ctx, obj: dict) -> None:
+    res = ctx.res
+    api_version = obj.get("apiVersion") or res.api_version
+    kind = obj.get("kind") or res.kind
+    if api_version != res.api_version:
+        raise ApiError(400, f"the API version in the data ({api_version}) does not match the expected "
+                            f"API version ({res.api_version})")
+    if kind != res.kind:
+        raise ApiError(400, f"the kind in the data ({kind}) does not match the expected kind "
+                            f"({res.kind}) for this URL")
+    obj["apiVersion"], obj["kind"] = api_version, kind
+
+
+def _check_names(ctx: Ctx, obj: dict) -> None:
+    meta = obj.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise ApiError(400, f"{ctx.res.kind} in version \"{ctx.res.version}\" cannot be handled as a "
+                            f"{ctx.res.kind}: metadata must be an object")
+    if ctx.name is not None:
+        if meta.get("name") in (None, ""):
+            meta["name"] = ctx.name
+        elif meta["name"] != ctx.name:
+            raise ApiError(400, f"the name of the object ({meta['name']}) does not match the name on "
+                                f"the URL ({ctx.name})")
+    if ctx.res.namespaced:
+        if meta.get("namespace") in (None, ""):
+            meta["namespace"] = ctx.namespace
+        elif meta["namespace"] != ctx.namespace:
+            raise ApiError(400, "the namespace of the provided object does not match the namespace "
+                                "sent on the request")
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name"):
+        if meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        else:
+            raise invalid(ctx.res.kind, ctx.res.group, "", [
+                {"reason": "FieldValueRequired", "field": "metadata.name",
+                 "message": "Required value: name or generateName is required"}])
+
+
+def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
+    """Unknown fields per fieldValidation; type errors -> 400; missing/unsupported -> 422."""
+    pruned, problems = schemas.prune_unknown_fields(obj, ctx.minor)
+    unknown = [p for p in problems if p.code == "unknown_field"]
+    if unknown:
+        fields = [schemas.pointer_to_field_path(p.path) for p in unknown]
+        if ctx.field_validation == "Strict":
+            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                                f'{ctx.res.kind}: strict decoding error: '
+                                + ", ".join(f'unknown field "{f}"' for f in fields))
+        if ctx.field_validation == "Warn":
+            ctx.warnings.extend(f'unknown field "{f}"' for f in fields)
+        obj = pruned
+    type_errors = [p for p in problems if p.code == "invalid" and p.message.startswith("expected")]
+    if type_errors:
+        p = type_errors[0]
+        raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                            f'{ctx.res.kind}: {schemas.pointer_to_field_path(p.path)}: {p.message}')
+    causes = []
+    for p in problems:
+        if p.code != "invalid" or p.message.startswith("expected"):
+            continue
+        if p.message.startswith("Required value") and not check_required:
+            continue
+        reason = "FieldValueRequired" if p.message.startswith("Required") else "FieldValueNotSupported"
+        causes.append({"reason": reason, "field": schemas.pointer_to_field_path(p.path), "message": p.message})
+    if causes:
+        raise invalid(ctx.res.kind, ctx.res.group, obj.get("metadata", {}).get("name", ""), causes)
+    return obj
+
+
+def _image_pull_policy(image: str) -> str:
+    tail = image.rsplit("/", 1)[-1]
+    return "Always" if ":" not in tail or tail.endswith(":latest") else "IfNotPresent"
+
+
+def _default_pod_spec(spec: dict) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            if isinstance(c.get("image"), str):
+                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+def _apply_defaults(ctx: Ctx, obj: dict) -> None:
+    kind = ctx.res.kind
+    spec = obj.get("spec")
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet") and isinstance(spec, dict):
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        if kind == "Deployment":
+            spec.setdefault("progressDeadlineSeconds", 600)
+            spec.setdefault("strategy", {"type": "RollingUpdate",
+                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+            _default_pod_spec(template["spec"])
+    elif kind == "Pod" and isinstance(spec, dict):
+        _default_pod_spec(spec)
+    elif kind == "Service" and isinstance(spec, dict):
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec["type"] != "ExternalName":
+            digest = hashlib.sha256(f"{ctx.cluster.name}/{obj['metadata'].get('namespace')}/{obj['metadata']['name']}".encode()).digest()
+            spec.setdefault("clusterIP", f"10.96.{digest[0]}.{digest[1] or 1}")
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                if "port" in port:
+                    port.setdefault("targetPort", port["port"])
+    elif kind == "Namespace":
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj["status"] = {"phase": "Active"}
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif kind == "Secret":
+        obj.setdefault("type", "Opaque")
+
+
+def _has_status(ctx: Ctx) -> bool:
+    node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
+    return "status" in (node.get("properties") or {})
+
+
+def _has_spec(ctx: Ctx) -> bool:
+    node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
+    return "spec" in (node.get("properties") or {})
+
+
+def _body_without_meta(obj: dict) -> dict:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+# ---------------------------------------------------------------------------------------------
+# managed fields
+
+def _entries(obj: dict | None) -> list[dict]:
+    return list(((obj or {}).get("metadata") or {}).get("managedFields") or [])
+
+
+def _entry_paths(entry: dict) -> set:
+    return merge.paths_from_fields_v1(entry.get("fieldsV1") or {})
+
+
+def _kind_node(ctx: Ctx) -> dict:
+    return schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
+
+
+def _write_entries(ctx: Ctx, obj: dict, owned: dict[tuple[str, str], set]) -> None:
+    stamp = now_text()
+    old = {(e.get("manager"), e.get("operation")): e for e in _entries(obj)}
+    out = []
+    for (manager, operation), paths in owned.items():
+        if not paths:
+            continue
+        prev = old.get((manager, operation))
+        out.append({
+            "manager": manager, "operation": operation, "apiVersion": ctx.res.api_version,
+            "time": stamp if prev is None or _entry_paths(prev) != paths else prev.get("time", stamp),
+            "fieldsType": "FieldsV1", "fieldsV1": merge.fields_v1(paths),
+        })
+    obj["metadata"]["managedFields"] = out
+
+
+def _owned(obj: dict | None) -> dict[tuple[str, str], set]:
+    return {(e.get("manager", ""), e.get("operation", "Update")): _entry_paths(e) for e in _entries(obj)}
+
+
+def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[dict]) -> None:
+    node = _kind_node(ctx)
+    old_f = merge.field_paths(ctx.minor, node, old) if old else {}
+    new_f = merge.field_paths(ctx.minor, node, new)
+    changed = {p for p, v in new_f.items() if p not in old_f or old_f[p] != v}
+    removed = set(old_f) - set(new_f)
+    owned = {(e.get("manager", ""), e.get("operation", "Update")): _entry_paths(e) for e in prior_entries}
+    for key in owned:
+        owned[key] = owned[key] - changed - removed
+    key = (ctx.field_manager, "Update")
+    owned[key] = owned.get(key, set()) | changed
+    new["metadata"]["managedFields"] = prior_entries
+    _write_entries(ctx, new, owned)
+
+
+# ---------------------------------------------------------------------------------------------
+# finishing a write
+
+def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
+    meta = obj["metadata"]
+    if old is None:
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_text()
+        if _has_spec(ctx):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if _has_status(ctx) and ctx.res.kind != "Namespace":
+            obj.pop("status", None)
+    else:
+        old_meta = old["metadata"]
+        for key in ("uid", "creationTimestamp"):
+            if key in old_meta:
+                meta[key] = old_meta[key]
+        if _has_spec(ctx):
+            generation = old_meta.get("generation", 1)
+            if _body_without_meta(obj) != _body_without_meta(old):
+                generation += 1
+            meta["generation"] = generation
+        if _has_status(ctx) and ctx.res.kind != "Namespace":
+            if "status" in old:
+                obj["status"] = old["status"]
+            else:
+                obj.pop("status", None)
+    meta.pop("selfLink", None)
+    if ctx.res.kind == "Deployment" and (old is None or meta.get("generation") != old["metadata"].get("generation")):
+        rollout.start(obj, old, now_text())
+        start_rollout = True
+    else:
+        start_rollout = False
+    if ctx.dry_run:
+        meta["resourceVersion"] = (old or {}).get("metadata", {}).get("resourceVersion", "") or str(ctx.cluster.rv + 1)
+        return obj
+    meta["resourceVersion"] = ctx.cluster.next_rv()
+    ctx.cluster.save(ctx.res, obj)
+    if start_rollout:
+        ctx.cluster.schedule_rollout(obj)
+    return obj
+
+
+def _guard_writable(ctx: Ctx) -> None:
+    if ctx.res.kind in READ_ONLY_KINDS:
+        raise ApiError(405, f"{ctx.res.plural} are read-only in the fleet simulator (set them in the fleet file)")
+    if ctx.res.namespaced and not ctx.namespace:
+        raise ApiError(405, f"the server does not allow this method on the requested resource")
+    if ctx.res.namespaced and not ctx.cluster.namespace_exists(ctx.namespace):
+        raise not_found("namespaces", "", ctx.namespace)
+
+
+def _prepare(ctx: Ctx, body) -> dict:
+    if not isinstance(body, dict):
+        raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                            f'{ctx.res.kind}: the body must be a JSON object')
+    obj = copy.deepcopy(body)
+    _check_type_meta(ctx, obj)
+    _check_names(ctx, obj)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# verbs
+
+def create(ctx: Ctx, body) -> dict:
+    _guard_writable(ctx)
+    obj = _prepare(ctx, body)
+    if "create" in ctx.res.verbs and ctx.res.verbs == ("create",):
+        return obj  # review kinds: answered, never stored
+    obj = _schema_step(ctx, obj)
+    name = obj["metadata"]["name"]
+    if ctx.cluster.load(ctx.res, ctx.namespace, name) is not None:
+        raise already_exists(ctx.res.plural, ctx.res.group, name)
+    obj["metadata"].pop("resourceVersion", None)
+    obj["metadata"].pop("managedFields", None)
+    _apply_defaults(ctx, obj)
+    _record_update(ctx, None, obj, [])
+    return _finish(ctx, obj, None)
+
+
+def update(ctx: Ctx, body) -> dict:
+    _guard_writable(ctx)
+    obj = _prepare(ctx, body)
+    old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    if old is None:
+        raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    rv = obj["metadata"].get("resourceVersion")
+    if rv not in (None, "") and rv != old["metadata"].get("resourceVersion"):
+        raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
+    obj = _schema_step(ctx, obj)
+    _apply_defaults(ctx, obj)
+    _record_update(ctx, old, obj, _entries(old))
+    return _finish(ctx, obj, old)
+
+
+def patch(ctx: Ctx, patch_type: str, body) -> dict:
+    _guard_writable(ctx)
+    old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    if old is None:
+        raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    base = copy.deepcopy(old)
+    if patch_type == "json":
+        if not isinstance(body, list):
+            raise ApiError(400, "json patch must be a list of operations")
+        try:
+            new = jsonpatch.JsonPatch(body).apply(base)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, ValueError) as exc:
+            raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
+                           reason="Invalid") from exc
+    else:
+        if not isinstance(body, dict):
+            raise ApiError(400, "the patch body must be a JSON object")
+        if patch_type == "merge":
+            new = merge.json_merge_patch(base, body)
+        else:
+            new = merge.strategic_merge(ctx.minor, _kind_node(ctx), base, body)
+    if not isinstance(new, dict):
+        raise ApiError(422, "the patch produced a non-object", reason="Invalid")
+    rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+    if rv and rv != old["metadata"].get("resourceVersion"):
+        raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
+    new = _prepare(ctx, new)
+    new = _schema_step(ctx, new)
+    _apply_defaults(ctx, new)
+    _record_update(ctx, old, new, _entries(old))
+    return _finish(ctx, new, old)
+
+
+def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
+    """Server-side apply. Returns (object, created)."""
+    _guard_writable(ctx)
+    if not ctx.field_manager:
+        raise ApiError(400, "PATCH, fieldManager: Required value: is required for apply patch")
+    applied = _prepare(ctx, body)
+    if not applied.get("apiVersion") or not body.get("kind"):
+        raise ApiError(400, "apply patches must include apiVersion and kind")
+    old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    applied = _schema_step(ctx, applied, check_required=old is None)
+    applied["metadata"].pop("managedFields", None)
+    applied["metadata"].pop("resourceVersion", None)
+    applied.pop("status", None)
+    node = _kind_node(ctx)
+    applied_f = merge.field_paths(ctx.minor, node, applied)
+    me = (ctx.field_manager, "Apply")
+    if old is None:
+        obj = applied
+        owned = {me: set(applied_f)}
+        _apply_defaults(ctx, obj)
+        obj["metadata"]["managedFields"] = []
+        _write_entries(ctx, obj, owned)
+        return _finish(ctx, obj, None), True
+    owned = _owned(old)
+    live_f = merge.field_paths(ctx.minor, node, old)
+    conflicts: list[tuple[str, tuple]] = []
+    for key, paths in owned.items():
+        if key == me or key[0] == ctx.field_manager:
+            continue
+        for path in sorted(paths & set(applied_f), key=str):
+            if path[-1] == ".":
+                continue
+            if live_f.get(path, object()) != applied_f[path]:
+                conflicts.append((key[0], path))
+    if conflicts and not force:
+        managers = sorted({m for m, _ in conflicts})
+        causes = [{"reason": "FieldManagerConflict", "message": f'conflict with "{m}"',
+                   "field": merge.path_text(p)} for m, p in conflicts]
+        message = (f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: "
+                   + "; ".join(f'conflict with "{m}" using {ctx.res.api_version}: '
+                               + ", ".join(merge.path_text(p) for mm, p in conflicts if mm == m) for m in managers))
+        raise ApiError(409, message, details={"name": ctx.name, "group": ctx.res.group,
+                                              "kind": ctx.res.plural, "causes": causes})
+    for manager, path in conflicts:  # force: take the fields over
+        for key in owned:
+            if key[0] == manager:
+                owned[key].discard(path)
+    others = set().union(*[p for k, p in owned.items() if k != me]) if len(owned) > (me in owned) else set()
+    base = copy.deepcopy(old)
+    stale = owned.get(me, set()) - set(applied_f) - others
+    for path in sorted(stale, key=lambda p: -len(p)):
+        merge.remove_path(base, path)
+    obj = merge.apply_merge(ctx.minor, node, base, applied)
+    obj = _prepare(ctx, obj)
+    obj = _schema_step(ctx, obj)
+    _apply_defaults(ctx, obj)
+    owned[me] = set(applied_f)
+    _write_entries(ctx, obj, owned)
+    return _finish(ctx, obj, old), False
+
+
+def delete(ctx: Ctx) -> dict:
+    _guard_writable(ctx)
+    old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    if old is None:
+        raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    if not ctx.dry_run:
+        ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
+        ctx.cluster.next_rv()
+        if ctx.res.kind == "Namespace":
+            for (group, plural), bucket in ctx.cluster.data.items():
+                for key in [k for k in bucket if k[0] == ctx.name]:
+                    del bucket[key]
+    return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))

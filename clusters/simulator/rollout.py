@@ -1,0 +1,65 @@
+"""Deployment roll-out: status converges `rollout_seconds` after a spec change."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+
+def _desired(obj: dict) -> int:
+    replicas = (obj.get("spec") or {}).get("replicas", 1)
+    return replicas if isinstance(replicas, int) else 1
+
+
+def _template_hash(obj: dict) -> str:
+    template = json.dumps((obj.get("spec") or {}).get("template") or {}, sort_keys=True)
+    return hashlib.sha256(template.encode()).hexdigest()[:10]
+
+
+def _compact(status: dict) -> dict:
+    # the apiserver omits zero-valued counters (omitempty)
+    return {k: v for k, v in status.items() if v not in (0, None)}
+
+
+def _condition(ctype: str, status: str, reason: str, message: str, now: str) -> dict:
+    return {"type": ctype, "status": status, "reason": reason, "message": message,
+            "lastUpdateTime": now, "lastTransitionTime": now}
+
+
+def start(obj: dict, old: dict | None, now: str) -> None:
+    """Set the in-progress status right after a spec change."""
+    desired = _desired(obj)
+    prev = (old or {}).get("status") or {}
+    ready = min(prev.get("readyReplicas", 0) or 0, desired)
+    available = min(prev.get("availableReplicas", 0) or 0, desired)
+    name = obj["metadata"]["name"]
+    rs = f"{name}-{_template_hash(obj)}"
+    obj["status"] = _compact({
+        "observedGeneration": obj["metadata"].get("generation", 1),
+        "replicas": desired, "updatedReplicas": 0, "readyReplicas": ready,
+        "availableReplicas": available, "unavailableReplicas": max(desired - available, 0),
+    })
+    obj["status"]["conditions"] = [
+        _condition("Available", "True" if available >= desired else "False",
+                   "MinimumReplicasAvailable" if available >= desired else "MinimumReplicasUnavailable",
+                   "Deployment has minimum availability." if available >= desired
+                   else "Deployment does not have minimum availability.", now),
+        _condition("Progressing", "True", "ReplicaSetUpdated",
+                   f'ReplicaSet "{rs}" is progressing.', now),
+    ]
+
+
+def finish(obj: dict, now: str) -> None:
+    """Converged status: every replica updated, ready and available."""
+    desired = _desired(obj)
+    rs = f"{obj['metadata']['name']}-{_template_hash(obj)}"
+    obj["status"] = _compact({
+        "observedGeneration": obj["metadata"].get("generation", 1),
+        "replicas": desired, "updatedReplicas": desired, "readyReplicas": desired,
+        "availableReplicas": desired,
+    })
+    obj["status"]["conditions"] = [
+        _condition("Available", "True", "MinimumReplicasAvailable",
+                   "Deployment has minimum availability.", now),
+        _condition("Progressing", "True", "NewReplicaSetAvailable",
+                   f'ReplicaSet "{rs}" has successfully progressed.', now),
+    ]

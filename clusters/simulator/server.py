@@ -1,0 +1,384 @@
+"""The simulator's HTTP server: one aiohttp app, every cluster under /clusters/<name>.
+
+Routing, auth, faults and (de)serialisation live here; object semantics live in objects.py.
+Admin endpoints (faults, external edits, version changes, object reads) are under /_fleet/ and
+need the admin token.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+
+import yaml
+from aiohttp import web
+
+from clusters import schemas
+
+from . import discovery, objects
+from .errors import ApiError
+from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
+from .store import ClusterState, parse_field_selector, parse_selector
+
+MAX_BODY = 3 * 1024 * 1024  # the apiserver's request size limit
+WRITE_METHODS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+_GO_VERSIONS = {25: "go1.19.13", 26: "go1.20.10", 27: "go1.20.12", 28: "go1.20.13", 29: "go1.21.9",
+                30: "go1.22.5", 31: "go1.22.7", 32: "go1.23.6", 33: "go1.24.4", 34: "go1.24.6",
+                35: "go1.25.3", 36: "go1.25.5", 37: "go1.26.1"}
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Fleet:
+    def __init__(self, spec: FleetSpec, admin_token: str):
+        self.clusters: dict[str, ClusterState] = {c.name: ClusterState(c) for c in spec.clusters}
+        self.admin_token = admin_token
+        self.started = time.time()
+
+
+def version_info(git_version: str) -> dict:
+    major, minor, patch = parse_version(git_version)
+    commit = hashlib.sha1(git_version.encode()).hexdigest()
+    info = {
+        "major": str(major), "minor": str(minor), "gitVersion": git_version, "gitCommit": commit,
+        "gitTreeState": "clean", "buildDate": f"{2014 + minor // 3}-0{1 + patch % 9}-1{patch % 10}T09:47:40Z",
+        "goVersion": _GO_VERSIONS.get(minor, "go1.22.5"), "compiler": "gc", "platform": "linux/amd64",
+    }
+    if minor >= 33:
+        info.update({"emulationMajor": str(major), "emulationMinor": str(minor),
+                     "minCompatibilityMajor": str(major), "minCompatibilityMinor": str(minor - 1)})
+    return info
+
+
+def _json(body, status: int = 200, warnings: list[str] | None = None) -> web.Response:
+    data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+    resp = web.Response(body=data, status=status, content_type="application/json")
+    for text in warnings or ():
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        resp.headers.add("Warning", f'299 - "{escaped}"')
+    return resp
+
+
+def _error(err: ApiError) -> web.Response:
+    return _json(err.status(), err.code)
+
+
+async def _read_body(request: web.Request):
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
+    if not raw.strip():
+        raise ApiError(400, "the body of the request was empty")
+    ctype = request.content_type
+    try:
+        if "yaml" in ctype:
+            return yaml.load(raw.decode("utf-8"), Loader=_SAFE_LOADER)
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        kind = "yaml" if "yaml" in ctype else "json"
+        raise ApiError(400, f"couldn't get version/kind; {kind} parse error: {str(exc).splitlines()[0]}") from exc
+
+
+def _bool(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("true", "1")
+
+
+class ClusterHandler:
+    def __init__(self, fleet: Fleet):
+        self.fleet = fleet
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        cluster = self.fleet.clusters.get(request.match_info["cluster"])
+        if cluster is None:
+            return _error(ApiError(404, "the server could not find the requested resource"))
+        faults = cluster.faults
+        if faults.latency_ms:
+            await asyncio.sleep(faults.latency_ms / 1000)
+        if faults.down == "refused":
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError()
+        if faults.down == "503":
+            return _error(ApiError(503, "the server is currently unable to handle the request"))
+        if faults.error_rate and random.random() < faults.error_rate:
+            return _error(ApiError(500, "Internal error occurred: simulated fault"))
+        tail = request.match_info.get("tail", "").strip("/")
+        try:
+            return await self.dispatch(request, cluster, tail)
+        except ApiError as err:
+            return _error(err)
+
+    def authenticate(self, request: web.Request, cluster: ClusterState, public: bool) -> bool:
+        """Returns True for a read-write token, False for read-only; raises 401 otherwise."""
+        header = request.headers.get("Authorization", "")
+        if not header:
+            if public:
+                return False
+            raise ApiError(401, "Unauthorized")
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise ApiError(401, "Unauthorized")
+        if token == cluster.spec.token:
+            return True
+        if token == cluster.spec.readonly_token:
+            return False
+        raise ApiError(401, "Unauthorized")
+
+    async def dispatch(self, request: web.Request, cluster: ClusterState, tail: str) -> web.StreamResponse:
+        parts = tail.split("/") if tail else []
+        head = parts[0] if parts else ""
+        if head in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok")
+        public = head == "version"
+        can_write = self.authenticate(request, cluster, public)
+        if head == "version" and len(parts) == 1:
+            return _json(version_info(cluster.git_version))
+        if head not in ("api", "apis"):
+            raise ApiError(404, "the server could not find the requested resource")
+        doc = discovery.document(cluster.minor, tail) if len(parts) <= (2 if head == "api" else 3) else None
+        if doc is not None:
+            if request.method != "GET":
+                raise ApiError(405, "the server does not allow this method on the requested resource")
+            return _json(doc)
+        if head == "api":
+            if len(parts) < 3 or parts[1] != "v1":
+                raise ApiError(404, "the server could not find the requested resource")
+            gv, rest = "v1", parts[2:]
+        else:
+            if len(parts) < 4:
+                raise ApiError(404, "the server could not find the requested resource")
+            gv, rest = f"{parts[1]}/{parts[2]}", parts[3:]
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3 and rest[2] not in ("status", "finalize"):
+            namespace, rest = rest[1], rest[2:]
+        plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+        if len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource")
+        res = schemas.find_resource(cluster.minor, gv, plural)
+        if res is None or res.plural != plural:
+            raise ApiError(404, "the server could not find the requested resource")
+        if namespace and not res.namespaced:
+            raise ApiError(404, "the server could not find the requested resource")
+        if sub is not None and sub != "status":
+            raise ApiError(404, "the server could not find the requested resource")
+        if request.method in WRITE_METHODS and not can_write:
+            verb = WRITE_METHODS[request.method]
+            where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+            target = f'{schemas.plural_for(res.kind)}.{res.group}' if res.group else res.plural
+            quoted = f'"{name}" ' if name else ""
+            raise ApiError(403, f'{target} {quoted}is forbidden: User '
+                                f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
+                                f'"{res.plural}" in API group "{res.group}"{where}',
+                           details={"name": name or "", "group": res.group, "kind": res.plural})
+        if sub == "status" and request.method != "GET":
+            raise ApiError(405, "the fleet simulator does not write status subresources")
+        ctx = objects.Ctx(cluster, res, namespace, name)
+        return await self.serve(request, ctx)
+
+    async def serve(self, request: web.Request, ctx: objects.Ctx) -> web.StreamResponse:
+        method, res, cluster = request.method, ctx.res, ctx.cluster
+        if method == "GET" and ctx.name is None:
+            if _bool(request, "watch"):
+                raise ApiError(405, "watch is not supported by the fleet simulator")
+            return self.list(request, ctx)
+        if method == "GET":
+            obj = cluster.load(res, ctx.namespace, ctx.name)
+            if obj is None:
+                from .errors import not_found
+                raise not_found(res.plural, res.group, ctx.name)
+            return _json(obj)
+        if method not in ("POST", "PUT", "PATCH", "DELETE"):
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        validation = request.query.get("fieldValidation", "Warn") or "Warn"
+        if validation not in objects.FIELD_VALIDATION:
+            raise ApiError(400, f'fieldValidation must be one of "Ignore", "Warn", "Strict" (got "{validation}")')
+        ctx.field_validation = validation
+        ctx.dry_run = request.query.get("dryRun") == "All"
+        user_agent = request.headers.get("User-Agent", "unknown")
+        ctx.field_manager = request.query.get("fieldManager", "")
+        if method == "DELETE":
+            if ctx.name is None:
+                return self.delete_collection(request, ctx)
+            return _json(objects.delete(ctx))
+        if method == "POST":
+            if ctx.name is not None:
+                raise ApiError(405, "the server does not allow this method on the requested resource")
+            body = await _read_body(request)
+            ctx.field_manager = ctx.field_manager or user_agent.split("/")[0]
+            obj = objects.create(ctx, body)
+            return _json(obj, 201, ctx.warnings)
+        if ctx.name is None:
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        if method == "PUT":
+            body = await _read_body(request)
+            ctx.field_manager = ctx.field_manager or user_agent.split("/")[0]
+            return _json(objects.update(ctx, body), 200, ctx.warnings)
+        patch_type = PATCH_TYPES.get(request.content_type)
+        if patch_type is None:
+            raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
+                                f'include: {", ".join(PATCH_TYPES)}')
+        body = await _read_body(request)
+        if patch_type == "apply":
+            obj, created = objects.apply(ctx, body, force=_bool(request, "force"))
+            return _json(obj, 201 if created else 200, ctx.warnings)
+        ctx.field_manager = ctx.field_manager or user_agent.split("/")[0]
+        return _json(objects.patch(ctx, patch_type, body), 200, ctx.warnings)
+
+    def _selected(self, request: web.Request, ctx: objects.Ctx):
+        labels = parse_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        scope = ctx.namespace if ctx.res.namespaced and ctx.namespace else None
+        return [o for o in ctx.cluster.items(ctx.res, scope)
+                if labels(o["metadata"].get("labels")) and fields(o)]
+
+    def list(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        items = self._selected(request, ctx)
+        for item in items:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+        return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
+                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items})
+
+    def delete_collection(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        items = self._selected(request, ctx)
+        for item in items:
+            sub = objects.Ctx(ctx.cluster, ctx.res, item["metadata"].get("namespace", ""),
+                              item["metadata"]["name"], dry_run=ctx.dry_run)
+            objects.delete(sub)
+        return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
+                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items})
+
+
+# ---------------------------------------------------------------------------------------------
+# admin endpoints
+
+class AdminHandler:
+    def __init__(self, fleet: Fleet):
+        self.fleet = fleet
+
+    def _auth(self, request: web.Request) -> None:
+        if request.headers.get("Authorization", "") != f"Bearer {self.fleet.admin_token}":
+            raise ApiError(401, "admin token required")
+
+    def _cluster(self, request: web.Request) -> ClusterState:
+        cluster = self.fleet.clusters.get(request.match_info["cluster"])
+        if cluster is None:
+            raise ApiError(404, f'cluster "{request.match_info["cluster"]}" not found')
+        return cluster
+
+    @staticmethod
+    def describe(c: ClusterState) -> dict:
+        return {"name": c.name, "role": c.spec.role, "version": c.git_version, "schemaMinor": c.minor,
+                "labels": c.spec.labels, "faults": c.faults.as_dict(), "rolloutSeconds": c.rollout_seconds,
+                "objects": c.object_count()}
+
+    async def handle(self, request: web.Request) -> web.Response:
+        try:
+            self._auth(request)
+            action = request.match_info["action"]
+            if action == "clusters" and request.method == "GET":
+                return _json({"clusters": [self.describe(c) for c in self.fleet.clusters.values()]})
+            if action == "stats":
+                return _json(self.stats())
+            raise ApiError(404, "unknown admin endpoint")
+        except ApiError as err:
+            return _error(err)
+
+    async def handle_cluster(self, request: web.Request) -> web.Response:
+        try:
+            self._auth(request)
+            cluster = self._cluster(request)
+            action = request.match_info["action"]
+            if request.method == "GET" and action == "":
+                return _json(self.describe(cluster))
+            if request.method == "GET" and action == "object":
+                return self.get_object(cluster, request.query)
+            if request.method != "POST":
+                raise ApiError(405, "use POST")
+            body = await _read_body(request)
+            if not isinstance(body, dict):
+                raise ApiError(400, "a JSON object is expected")
+            if action == "faults":
+                merged = {**cluster.faults.as_dict(), **body}
+                cluster.faults = parse_faults(merged)
+                return _json(self.describe(cluster))
+            if action == "version":
+                try:
+                    cluster.set_version(str(body.get("gitVersion", "")))
+                except FleetSpecError as exc:
+                    raise ApiError(400, str(exc)) from exc
+                return _json(self.describe(cluster))
+            if action == "rollout":
+                cluster.rollout_seconds = float(body.get("seconds", cluster.rollout_seconds))
+                return _json(self.describe(cluster))
+            if action == "edit":
+                return self.external_edit(cluster, body)
+            raise ApiError(404, "unknown admin endpoint")
+        except FleetSpecError as exc:
+            return _error(ApiError(400, str(exc)))
+        except ApiError as err:
+            return _error(err)
+
+    @staticmethod
+    def _resource(cluster: ClusterState, api_version: str, kind: str) -> schemas.ApiResource:
+        res = schemas.find_resource(cluster.minor, api_version or "", kind or "")
+        if res is None:
+            raise ApiError(404, f'no resource for {api_version} {kind} at Kubernetes 1.{cluster.minor}')
+        return res
+
+    def get_object(self, cluster: ClusterState, query) -> web.Response:
+        res = self._resource(cluster, query.get("apiVersion", ""), query.get("kind", ""))
+        namespace = query.get("namespace", "") if res.namespaced else ""
+        obj = cluster.load(res, namespace, query.get("name", ""))
+        if obj is None:
+            from .errors import not_found
+            raise not_found(res.plural, res.group, query.get("name", ""))
+        return _json(obj)
+
+    def external_edit(self, cluster: ClusterState, body: dict) -> web.Response:
+        res = self._resource(cluster, body.get("apiVersion", ""), body.get("kind", ""))
+        namespace = body.get("namespace") or "" if res.namespaced else ""
+        ctx = objects.Ctx(cluster, res, namespace, body.get("name"), field_validation="Ignore",
+                          field_manager=body.get("fieldManager") or "kubectl-edit")
+        obj = objects.patch(ctx, "merge", body.get("mergePatch") or {})
+        return _json(obj)
+
+    def stats(self) -> dict:
+        import resource as _resource
+        return {"clusters": len(self.fleet.clusters),
+                "objects": sum(c.object_count() for c in self.fleet.clusters.values()),
+                "maxRssMb": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rssMb": _current_rss_mb()}
+
+
+def _current_rss_mb() -> float:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def build_app(fleet: Fleet) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY * 4)
+    cluster_handler = ClusterHandler(fleet)
+    admin = AdminHandler(fleet)
+    app.router.add_route("*", "/_fleet/clusters/{cluster}/{action:[a-z]*}", admin.handle_cluster)
+    app.router.add_route("*", "/_fleet/{action}", admin.handle)
+    app.router.add_route("*", "/clusters/{cluster}/{tail:.*}", cluster_handler)
+    app.router.add_route("*", "/clusters/{cluster}", cluster_handler)
+    return app

@@ -1,0 +1,220 @@
+"""Per-cluster runtime state and object storage.
+
+Objects are stored once, as compact JSON bytes, in one dict per (group, plural). Schemas,
+discovery documents and compiled validators are shared per Kubernetes minor (clusters.schemas
+caches them), so a cluster costs little more than its objects.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from datetime import datetime, timezone
+
+from clusters import schemas
+
+from . import rollout
+from .errors import ApiError
+from .fleet import ClusterSpec, Faults, parse_version
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def schema_minor(git_version: str) -> int:
+    """Schema minor used for a cluster version; clamps to the nearest shipped schemas."""
+    _, minor, _ = parse_version(git_version)
+    return min(max(minor, schemas.SUPPORTED_MINORS[0]), schemas.SUPPORTED_MINORS[-1])
+
+
+class ClusterState:
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        self.name = spec.name
+        self.faults: Faults = spec.faults
+        self.rollout_seconds = spec.rollout_seconds
+        self.rv = 0
+        self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
+        self.rollouts: dict[tuple[str, str], float] = {}
+        self.set_version(spec.version)
+        self._seed()
+
+    # -- version ---------------------------------------------------------------------------
+    def set_version(self, git_version: str) -> None:
+        parse_version(git_version)
+        self.git_version = git_version
+        self.minor = schema_minor(git_version)
+
+    # -- raw storage -----------------------------------------------------------------------
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def bucket(self, res: schemas.ApiResource) -> dict:
+        return self.data.setdefault((res.group, res.plural), {})
+
+    def load(self, res: schemas.ApiResource, namespace: str, name: str) -> dict | None:
+        raw = self.data.get((res.group, res.plural), {}).get((namespace, name))
+        if raw is None:
+            return None
+        obj = json.loads(raw)
+        if res.kind == "Deployment":
+            obj = self._maybe_converge(res, obj)
+        return obj
+
+    def save(self, res: schemas.ApiResource, obj: dict) -> None:
+        meta = obj["metadata"]
+        self.bucket(res)[(meta.get("namespace", ""), meta["name"])] = dumps(obj)
+
+    def drop(self, res: schemas.ApiResource, namespace: str, name: str) -> None:
+        self.data.get((res.group, res.plural), {}).pop((namespace, name), None)
+        self.rollouts.pop((namespace, name), None)
+
+    def items(self, res: schemas.ApiResource, namespace: str | None):
+        bucket = self.data.get((res.group, res.plural), {})
+        for (ns, name) in sorted(bucket):
+            if namespace is None or ns == namespace:
+                obj = self.load(res, ns, name)
+                if obj is not None:
+                    yield obj
+
+    def namespace_exists(self, name: str) -> bool:
+        return ("", name) in self.data.get(("", "namespaces"), {})
+
+    def object_count(self) -> int:
+        return sum(len(b) for b in self.data.values())
+
+    # -- deployments -----------------------------------------------------------------------
+    def schedule_rollout(self, obj: dict) -> None:
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        self.rollouts[key] = time.monotonic() + max(self.rollout_seconds, 0)
+
+    def _maybe_converge(self, res, obj: dict) -> dict:
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        due = self.rollouts.get(key)
+        if due is None or time.monotonic() < due:
+            return obj
+        del self.rollouts[key]
+        rollout.finish(obj, now_text())
+        obj["metadata"]["resourceVersion"] = self.next_rv()
+        self.save(res, obj)
+        return obj
+
+    # -- seed ------------------------------------------------------------------------------
+    def _seed(self) -> None:
+        ns_res = schemas.find_resource(self.minor, "v1", "Namespace")
+        node_res = schemas.find_resource(self.minor, "v1", "Node")
+        stamp = now_text()
+        for ns in SYSTEM_NAMESPACES:
+            self.save(ns_res, {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "uid": str(uuid.uuid4()), "resourceVersion": self.next_rv(),
+                             "creationTimestamp": stamp,
+                             "labels": {"kubernetes.io/metadata.name": ns}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
+            })
+        for node in self.spec.nodes:
+            self.save(node_res, {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {
+                    "name": node.name, "uid": str(uuid.uuid4()), "resourceVersion": self.next_rv(),
+                    "creationTimestamp": stamp,
+                    "labels": {
+                        "kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "topology.kubernetes.io/region": node.region,
+                        "topology.kubernetes.io/zone": node.zone,
+                    },
+                },
+                "spec": {"podCIDR": "10.244.0.0/24"},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                    "message": "kubelet is posting ready status",
+                                    "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
+                    "nodeInfo": {
+                        "kubeletVersion": node.kubelet_version, "kubeProxyVersion": node.kubelet_version,
+                        "machineID": uuid.uuid4().hex, "systemUUID": str(uuid.uuid4()),
+                        "bootID": str(uuid.uuid4()), "kernelVersion": "6.1.0-sim",
+                        "osImage": "Debian GNU/Linux 12 (bookworm)", "containerRuntimeVersion": "containerd://1.7.13",
+                        "operatingSystem": "linux", "architecture": "amd64",
+                    },
+                    "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                    "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                },
+            })
+
+
+# ---------------------------------------------------------------------------------------------
+# label selectors
+
+_REQ_RE = re.compile(
+    r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9._/-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<val>[A-Za-z0-9._-]*)|\s+(?P<set>in|notin)\s*\((?P<vals>[^)]*)\))?\s*$")
+
+
+def _split_selector(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p for p in parts if p.strip()]
+
+
+def parse_selector(text: str | None):
+    """Parse a labelSelector into a predicate over a labels dict; ApiError 400 if malformed."""
+    if not text:
+        return lambda labels: True
+    reqs = []
+    for part in _split_selector(text):
+        match = _REQ_RE.match(part)
+        if not match or (match.group("neg") and (match.group("op") or match.group("set"))):
+            raise ApiError(400, f'unable to parse requirement: found \'{part.strip()}\', expected: label selector')
+        key, op = match.group("key"), match.group("op") or match.group("set")
+        if match.group("neg"):
+            reqs.append(lambda l, k=key: k not in l)
+        elif op in ("=", "=="):
+            reqs.append(lambda l, k=key, v=match.group("val"): l.get(k) == v)
+        elif op == "!=":
+            reqs.append(lambda l, k=key, v=match.group("val"): l.get(k) != v)
+        elif op in ("in", "notin"):
+            values = {v.strip() for v in match.group("vals").split(",") if v.strip()}
+            if op == "in":
+                reqs.append(lambda l, k=key, vs=values: l.get(k) in vs)
+            else:
+                reqs.append(lambda l, k=key, vs=values: l.get(k) not in vs)
+        else:
+            reqs.append(lambda l, k=key: k in l)
+    return lambda labels: all(r(labels or {}) for r in reqs)
+
+
+def parse_field_selector(text: str | None):
+    if not text:
+        return lambda obj: True
+    reqs = []
+    for part in text.split(","):
+        match = re.match(r"^\s*([A-Za-z.]+)\s*(==|=|!=)\s*(.*?)\s*$", part)
+        if not match or match.group(1) not in ("metadata.name", "metadata.namespace"):
+            raise ApiError(400, f'"{part}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+        field, op, value = match.groups()
+        key = field.split(".")[1]
+        if op == "!=":
+            reqs.append(lambda o, k=key, v=value: o["metadata"].get(k, "") != v)
+        else:
+            reqs.append(lambda o, k=key, v=value: o["metadata"].get(k, "") == v)
+    return lambda obj: all(r(obj) for r in reqs)
