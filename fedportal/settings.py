@@ -268,3 +268,8 @@ LOGGING = {
 
 # The lockout page (templates/axes_lockout.html) instead of axes' bare text response; status 429.
 AXES_LOCKOUT_TEMPLATE = "axes_lockout.html"
+
+# Federation propagation: per-cluster retries of transient errors (exponential backoff, capped).
+FEDERATION_MAX_ATTEMPTS = env_int("FEDERATION_MAX_ATTEMPTS", 8, minimum=1)
+FEDERATION_RETRY_BASE_SECONDS = env_float("FEDERATION_RETRY_BASE_SECONDS", 2.0, minimum=0.1)
+FEDERATION_RETRY_MAX_SECONDS = env_float("FEDERATION_RETRY_MAX_SECONDS", 60.0, minimum=0.1)

@@ -1,0 +1,669 @@
+"""Propagation, status collection and resource drift: the part of federation that crosses the
+network (always through clusters/kube.py).
+
+Public API:
+
+    plan_targets(resource, revision) -> list[ClusterPlan]      what a run would do, per cluster
+    propagate_revision(resource, *, actor, revision=None, trigger="propagate") -> PropagationRun
+        THE entry point for the approval workflow: fan out one propagate_to_cluster_task per
+        target cluster on queue "propagation" (after the surrounding transaction commits).
+    resync_cluster(resource, cluster, *, actor) -> PropagationRun   retry/re-apply on one cluster
+    propagate_to_cluster(run_id, cluster_id) -> TargetOutcome        what the task calls
+    run_progress(run) -> RunProgress
+    preview_revision(resource, revision=None) -> list[ClusterPreview]
+    detect_drift(*, cluster=None, resource=None) -> DriftSummary       what the periodic task calls
+"""
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from clusters import kube
+from clusters.choices import ClusterState
+from clusters.models import Cluster
+from clusters.services import connection_for
+from fedportal.audit import record_event
+from federation.choices import (
+    Condition,
+    DriftPolicy,
+    PropagationReason,
+    Retention,
+    RunState,
+    RunTrigger,
+    SyncState,
+    TargetAction,
+    TargetState,
+)
+from federation.diffs import SERVER_POPULATED, diff_desired_live, strip_server_fields, unified_yaml_diff
+from federation.manifests import dump_yaml
+from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget, Revision
+from federation.overrides import OverrideError, operations_for
+from federation.placement import ClusterRef, select_clusters
+from federation.rendering import MANAGED_LABEL, content_hash, ignored_paths, render_manifest
+from federation.scheduling import participating_clusters, plan_replicas, to_preference
+
+logger = logging.getLogger(__name__)
+
+_UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
+
+
+class PropagationError(RuntimeError):
+    """The resource cannot be propagated as asked (message is for the user)."""
+
+
+def _setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def max_attempts() -> int:
+    return int(_setting("FEDERATION_MAX_ATTEMPTS", 8))
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Exponential backoff: base * 2**(attempt-1), capped."""
+    base = float(_setting("FEDERATION_RETRY_BASE_SECONDS", 2.0))
+    cap = float(_setting("FEDERATION_RETRY_MAX_SECONDS", 60.0))
+    return min(cap, base * (2 ** max(attempt - 1, 0)))
+
+
+def _lease_seconds() -> int:
+    return int(_setting("CELERY_TASK_TIME_LIMIT", 120)) + 10
+
+
+def _timeout() -> float:
+    return float(_setting("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0))
+
+
+def object_version(obj: dict | None) -> str:
+    """KubeFed's propagated version: gen:N when the object has a generation, else rv:N."""
+    if not obj:
+        return ""
+    metadata = obj.get("metadata") or {}
+    if metadata.get("generation"):
+        return f"gen:{metadata['generation']}"
+    return f"rv:{metadata.get('resourceVersion', '')}"
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+@dataclass
+class ClusterPlan:
+    cluster: Cluster
+    action: str  # TargetAction
+    replicas: int | None = None
+    reason: str = ""  # for skips: PropagationReason
+    message: str = ""
+
+
+def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=None, existing=None) -> list[ClusterPlan]:
+    """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
+    clusters = list(clusters if clusters is not None else Cluster.objects.all())
+    by_name = {c.name: c for c in clusters}
+    refs = [ClusterRef(c.name, c.labels or {}) for c in clusters]
+    selected = [n for n in select_clusters(revision.placement or {}, refs) if n in by_name]
+    if existing is None:
+        existing = list(resource.propagated_versions.select_related("cluster"))
+    replicas: dict[str, int] = {}
+    candidates = selected
+    if revision.scheduling:
+        preference = to_preference(revision.scheduling)
+        pool = selected if preference.intersect_with_cluster_selector else list(by_name)
+        candidates = participating_clusters(preference, pool)
+        schedulable = [n for n in candidates if by_name[n].state == ClusterState.READY and not by_name[n].isolated]
+        current = {}
+        for pv in existing:
+            spec = (pv.applied_manifest or {}).get("spec") or {}
+            if pv.is_present and isinstance(spec.get("replicas"), int):
+                current[pv.cluster.name] = spec["replicas"]
+        replicas = plan_replicas(preference, schedulable, key=f"{resource.namespace}/{resource.name}", current=current)
+    plans = []
+    for name in sorted(candidates):
+        cluster = by_name[name]
+        if cluster.isolated:
+            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_ISOLATED,
+                                     message=f"{name} is isolated{': ' + cluster.isolated_reason if cluster.isolated_reason else ''}; not propagated until the isolation is lifted."))
+        elif cluster.state != ClusterState.READY:
+            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_NOT_READY,
+                                     message=f"{name} is {cluster.state}; propagation resumes when it is Ready again."))
+        else:
+            plans.append(ClusterPlan(cluster, TargetAction.APPLY, replicas=replicas.get(name) if revision.scheduling else None))
+    targeted = set(candidates)
+    removal = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    for pv in existing:
+        if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
+            plans.append(ClusterPlan(pv.cluster, removal))
+    return sorted(plans, key=lambda p: p.cluster.name)
+
+
+# --- fan-out ------------------------------------------------------------------------------------
+
+def _enqueue(run_id: int, cluster_ids: list[int]) -> None:
+    from federation.tasks import propagate_to_cluster_task
+
+    for cluster_id in cluster_ids:
+        propagate_to_cluster_task.apply_async((run_id, cluster_id), queue="propagation")
+
+
+def _pv(resource, cluster) -> PropagatedVersion:
+    pv, _ = PropagatedVersion.objects.get_or_create(resource=resource, cluster=cluster)
+    return pv
+
+
+def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
+                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None) -> PropagationRun:
+    """Send ``revision`` (default: the current one) to every cluster its placement selects, and
+    remove it (Delete or Orphan, per retention) from clusters that left the placement.
+
+    Returns the PropagationRun at once; one ``propagate_to_cluster_task`` per cluster runs on queue
+    "propagation" after the transaction commits. Propagating the same revision twice writes
+    nothing the second time (hashes and object versions match). The approval workflow calls this
+    once a change request is approved.
+    """
+    resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
+    revision = revision or resource.current_revision
+    if revision is None:
+        raise PropagationError(f"{resource} has no revision to propagate.")
+    if revision.resource_id != resource.pk:
+        raise PropagationError("That revision belongs to another resource.")
+    if not resource.type.propagation_enabled:
+        raise PropagationError(f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page.")
+    plans = plan_targets(resource, revision)
+    if only_cluster is not None:
+        plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
+        if not plans:
+            raise PropagationError(f"{only_cluster.name} is not a target of {resource} and holds nothing to remove.")
+    with transaction.atomic():
+        run = PropagationRun.objects.create(resource=resource, revision=revision, trigger=trigger,
+                                            actor=actor if getattr(actor, "pk", None) else None)
+        now = timezone.now()
+        to_queue = []
+        for plan in plans:
+            skip = plan.action == TargetAction.SKIP
+            PropagationTarget.objects.create(
+                run=run, cluster=plan.cluster, action=plan.action, replicas=plan.replicas,
+                state=TargetState.DONE if skip else TargetState.PENDING, reason=plan.reason, message=plan.message,
+                finished_at=now if skip else None,
+            )
+            pv = _pv(resource, plan.cluster)
+            if skip:
+                _set_status(pv, plan.reason, plan.message, actor=actor)
+            else:
+                to_queue.append(plan.cluster.pk)
+                if pv.status != PropagationReason.OK:
+                    _set_status(pv, PropagationReason.PENDING if plan.action == TargetAction.APPLY
+                                else PropagationReason.WAITING_FOR_REMOVAL, "", actor=actor, audit=False)
+        FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
+        record_event(
+            f"federation.resource.{trigger}", actor=actor, obj=resource,
+            summary=f"{RunTrigger(trigger).label} revision {revision.number} of {resource} to "
+                    f"{len(to_queue)} cluster(s)" + (f", {len(plans) - len(to_queue)} skipped" if len(plans) > len(to_queue) else ""),
+            after={"run": run.pk, "revision": revision.number,
+                   "targets": {p.cluster.name: p.action if p.action != TargetAction.SKIP else f"skip:{p.reason}" for p in plans}},
+        )
+        if not to_queue:
+            _finish_run_if_complete(run.pk)
+        run_id = run.pk
+        transaction.on_commit(lambda: _enqueue(run_id, to_queue))
+    return run
+
+
+def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
+    """Re-run propagation of the last propagated (or current) revision on one cluster."""
+    revision = resource.propagated_revision or resource.current_revision
+    return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
+
+
+# --- one cluster (the task's body) ---------------------------------------------------------------
+
+@dataclass
+class TargetOutcome:
+    state: str = ""
+    reason: str = ""
+    message: str = ""
+    changed: bool = False
+    retry_in: float | None = None
+    skipped: str = ""
+
+
+class _Failure(Exception):
+    def __init__(self, reason: str, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.reason, self.message, self.transient = reason, message, transient
+
+
+def _claim(run_id: int, cluster_id: int) -> PropagationTarget | None:
+    now = timezone.now()
+    claimed = (
+        PropagationTarget.objects.filter(run_id=run_id, cluster_id=cluster_id, state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(state=TargetState.RUNNING, lease_until=now + timedelta(seconds=_lease_seconds()), attempts=F("attempts") + 1)
+    )
+    if not claimed:
+        return None
+    return PropagationTarget.objects.select_related("run__resource__type", "run__revision", "cluster").get(run_id=run_id, cluster_id=cluster_id)
+
+
+def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
+    """Do one cluster's share of a run. Safe to call twice (compare-and-set claim on the target)."""
+    target = _claim(run_id, cluster_id)
+    if target is None:
+        return TargetOutcome(skipped="not pending, or another worker holds it")
+    run, cluster = target.run, target.cluster
+    resource = run.resource
+    newer = PropagationTarget.objects.filter(run__resource=resource, cluster=cluster, run_id__gt=run.pk).exists()
+    if newer:
+        _finish_target(target, TargetState.DONE, "", "Superseded by a newer propagation run.", changed=False)
+        return TargetOutcome(state=TargetState.DONE, message="superseded")
+    try:
+        if target.action == TargetAction.APPLY:
+            changed, message = _apply_on_cluster(resource, run.revision, cluster, replicas=target.replicas, actor=run.actor)
+            reason = PropagationReason.OK
+        else:
+            changed, message = _remove_from_cluster(resource, cluster, orphan=target.action == TargetAction.ORPHAN, actor=run.actor)
+            reason = PropagationReason.ORPHANED if target.action == TargetAction.ORPHAN else PropagationReason.REMOVED
+    except _Failure as failure:
+        pv = _pv(resource, cluster)
+        if failure.transient and target.attempts < max_attempts():
+            delay = backoff_seconds(target.attempts)
+            message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
+            _set_status(pv, failure.reason, message, actor=run.actor, audit=False)
+            PropagationTarget.objects.filter(pk=target.pk).update(
+                state=TargetState.RETRYING, lease_until=None, reason=failure.reason, message=message)
+            return TargetOutcome(state=TargetState.RETRYING, reason=failure.reason, message=message, retry_in=delay)
+        _set_status(pv, failure.reason, failure.message, actor=run.actor)
+        _finish_target(target, TargetState.FAILED, failure.reason, failure.message)
+        return TargetOutcome(state=TargetState.FAILED, reason=failure.reason, message=failure.message)
+    _finish_target(target, TargetState.DONE, reason, message, changed=changed)
+    return TargetOutcome(state=TargetState.DONE, reason=reason, message=message, changed=changed)
+
+
+def _finish_target(target, state, reason, message, *, changed=False):
+    PropagationTarget.objects.filter(pk=target.pk).update(
+        state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=timezone.now())
+    _finish_run_if_complete(target.run_id)
+
+
+def _finish_run_if_complete(run_id: int) -> None:
+    counts = dict(PropagationTarget.objects.filter(run_id=run_id).values_list("state").annotate(n=Count("id")))
+    if any(counts.get(s) for s in (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)):
+        return
+    failed = counts.get(TargetState.FAILED, 0)
+    done = counts.get(TargetState.DONE, 0)
+    state = RunState.SUCCEEDED if not failed else (RunState.FAILED if not done else RunState.PARTIALLY_FAILED)
+    finished = PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(state=state, finished_at=timezone.now())
+    if finished:
+        run = PropagationRun.objects.select_related("resource__type").get(pk=run_id)
+        record_event("federation.run.finish", actor=None, obj=run.resource,
+                     summary=f"Propagation run {run_id} of {run.resource} finished: {state} ({done} done, {failed} failed)",
+                     after={"run": run_id, "state": state, "done": done, "failed": failed})
+
+
+def _set_status(pv: PropagatedVersion, reason: str, message: str, *, actor=None, audit: bool = True, **extra) -> None:
+    before = pv.status
+    fields = {"status": reason, "message": message, "last_attempt_at": timezone.now(), **extra}
+    PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(pv, key, value)
+    if audit and before != reason:
+        record_event("federation.propagation.status", actor=actor, obj=pv.resource, cluster=pv.cluster.name,
+                     summary=f"{pv.resource} on {pv.cluster.name}: {before} -> {reason}" + (f" ({message})" if message else ""),
+                     before={"status": before}, after={"status": reason, "message": message})
+
+
+def _classify(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> _Failure:
+    if exc.transient:
+        return _Failure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
+    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "")
+    if exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) and fields:
+        version = cluster.server_version or "its version"
+        names = ", ".join(dict.fromkeys(fields))
+        return _Failure(PropagationReason.FIELD_NOT_SUPPORTED,
+                        f"{cluster.name} ({version}) does not support field {names}: {exc.message}")
+    reason = PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED
+    return _Failure(reason, exc.message)
+
+
+def _namespace_type() -> FederatedType | None:
+    return FederatedType.objects.filter(group="", kind="Namespace").first()
+
+
+def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, actor) -> None:
+    """Namespaced types need their namespace first: present already, or federated to this cluster."""
+    try:
+        live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise _classify(exc, existed=False, cluster=cluster) from None
+        raise _Failure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
+    if live is not None:
+        return
+    ns_type = _namespace_type()
+    ns_resource = None
+    if ns_type is not None:
+        ns_resource = (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+                       .filter(type=ns_type, name=resource.namespace).first())
+    revision = ns_resource and (ns_resource.propagated_revision or ns_resource.current_revision)
+    if revision is None or cluster.name not in {p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY}:
+        raise _Failure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+                       f"Namespace {resource.namespace} does not exist on {cluster.name} and is not federated to it; "
+                       f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.")
+    _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
+
+
+def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn=None) -> tuple[bool, str]:
+    ftype = resource.type
+    conn = conn or connection_for(cluster)
+    pv = _pv(resource, cluster)
+    if ftype.namespaced:
+        _ensure_namespace(resource, cluster, conn, actor=actor)
+    try:
+        live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+                               namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise _classify(exc, existed=False, cluster=cluster) from None
+        raise _Failure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
+    if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+        raise _Failure(PropagationReason.ALREADY_EXISTS,
+                       f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
+                       f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.")
+    common = dict(target=ftype.target, template=revision.template, namespace=resource.namespace,
+                  name=resource.name, cluster=cluster.name, revision=revision.number, live=live)
+    try:
+        manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+    except OverrideError as exc:
+        raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    template_hash = content_hash(render_manifest(overrides=[], replicas=None, **common))
+    override_hash = content_hash({"ops": operations_for(revision.overrides, cluster.name), "replicas": replicas})
+    if (
+        live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
+        and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
+    ):
+        _collect_status(pv, ftype, live)
+        return False, "Up to date."
+    try:
+        result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+    except kube.KubeError as exc:
+        raise _classify(exc, existed=live is not None, cluster=cluster) from None
+    obj = result.object
+    message = "; ".join(result.warnings)
+    before_status = pv.status
+    fields = dict(
+        revision=revision, template_hash=template_hash, override_hash=override_hash, version=object_version(obj),
+        status=PropagationReason.OK, message=message, applied_manifest=manifest, sync_state=SyncState.IN_SYNC, drift=[],
+        live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
+        propagated_at=timezone.now(), last_attempt_at=timezone.now(),
+        remote_status=_remote_status(ftype, obj),
+    )
+    PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
+    verb = "Updated" if live is not None else "Created"
+    record_event(
+        "federation.propagation.apply", actor=actor, obj=resource, cluster=cluster.name,
+        summary=f"{verb} {ftype.kind} {resource.qualified_name} on {cluster.name} (revision {revision.number}, {fields['version']})",
+        before={"status": before_status, "version": pv.version}, after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
+    )
+    return True, message or f"{verb}."
+
+
+def _remove_from_cluster(resource: FederatedResource, cluster: Cluster, *, orphan: bool, actor) -> tuple[bool, str]:
+    ftype = resource.type
+    pv = _pv(resource, cluster)
+    if orphan:
+        _set_status(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
+                    sync_state=SyncState.UNKNOWN, drift=[])
+        return False, "Orphaned."
+    conn = connection_for(cluster)
+    try:
+        deleted = kube.delete_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+                                     namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise _Failure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
+        raise _Failure(PropagationReason.DELETION_FAILED, exc.message) from None
+    _set_status(pv, PropagationReason.REMOVED, f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
+                actor=actor, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[], version="", remote_status=None)
+    return deleted, "Deleted." if deleted else "Already gone."
+
+
+def _remote_status(ftype: FederatedType, obj: dict | None):
+    if not ftype.status_collection_enabled or not obj:
+        return None
+    return obj.get("status") or {}
+
+
+def _collect_status(pv: PropagatedVersion, ftype: FederatedType, live: dict) -> None:
+    status = _remote_status(ftype, live)
+    if status is not None and status != pv.remote_status:
+        PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=status)
+        pv.remote_status = status
+
+
+# --- progress and conditions ---------------------------------------------------------------------
+
+@dataclass
+class RunProgress:
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    pending: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.pending == 0
+
+    @property
+    def percent_done(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 100
+
+    @property
+    def percent_failed(self) -> int:
+        return round(100 * self.failed / self.total) if self.total else 0
+
+
+def run_progress(run: PropagationRun) -> RunProgress:
+    counts = dict(run.targets.values_list("state").annotate(n=Count("id")))
+    done, failed = counts.get(TargetState.DONE, 0), counts.get(TargetState.FAILED, 0)
+    total = sum(counts.values())
+    return RunProgress(total, done, failed, total - done - failed)
+
+
+def aggregate_condition(pvs, *, running: bool = False, propagated: bool = True) -> str:
+    """One word for a resource from its PropagatedVersions (as the list and detail pages show)."""
+    if running:
+        return Condition.PROPAGATING
+    active = [pv for pv in pvs if pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED)]
+    if not active:
+        return Condition.NOT_PROPAGATED
+    if any(pv.status not in PropagationReason.healthy() for pv in active):
+        return Condition.DEGRADED
+    if any(pv.sync_state == SyncState.OUT_OF_SYNC for pv in active):
+        return Condition.OUT_OF_SYNC
+    return Condition.PROPAGATED
+
+
+# --- preview -----------------------------------------------------------------------------------------
+
+@dataclass
+class ClusterPreview:
+    cluster: Cluster
+    action: str  # create / update / unchanged / delete / orphan / skip / error
+    rendered_yaml: str = ""
+    diff: str = ""
+    replicas: int | None = None
+    message: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+def preview_revision(resource: FederatedResource, revision: Revision | None = None) -> list[ClusterPreview]:
+    """Per target cluster: the rendered YAML and its diff against the live object, or what would be
+    created/deleted. Unreachable clusters are shown as errors, never raised."""
+    from clusters.schemas import schema_minor_for, validate_manifest
+
+    revision = revision or resource.current_revision
+    ftype = resource.type
+    previews = []
+    for plan in plan_targets(resource, revision):
+        cluster = plan.cluster
+        if plan.action == TargetAction.SKIP:
+            previews.append(ClusterPreview(cluster, "skip", message=f"{plan.reason}: {plan.message}"))
+            continue
+        try:
+            conn = connection_for(cluster)
+            live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+                                   namespace=resource.namespace or None, name=resource.name, timeout=min(_timeout(), 5.0))
+        except (kube.KubeError, ValueError) as exc:
+            previews.append(ClusterPreview(cluster, "error", message=f"Cannot read the live object: {exc}"))
+            continue
+        if plan.action in (TargetAction.DELETE, TargetAction.ORPHAN):
+            verb = "delete" if plan.action == TargetAction.DELETE else "orphan"
+            text = "will be deleted" if verb == "delete" else "will be left in place (retention Orphan)"
+            previews.append(ClusterPreview(cluster, verb, message=f"Left the placement: {text}." if live else "Left the placement; nothing there."))
+            continue
+        try:
+            manifest = render_manifest(target=ftype.target, template=revision.template, namespace=resource.namespace,
+                                       name=resource.name, cluster=cluster.name, overrides=revision.overrides,
+                                       replicas=plan.replicas, revision=revision.number, live=live)
+        except OverrideError as exc:
+            previews.append(ClusterPreview(cluster, "error", message=str(exc)))
+            continue
+        warnings = []
+        minor = schema_minor_for(cluster.server_version or "")
+        if minor is not None:
+            warnings = [f"{cluster.name} ({cluster.server_version}): {p.message}" for p in validate_manifest(manifest, minor)]
+        if live is None:
+            previews.append(ClusterPreview(cluster, "create", dump_yaml(manifest), unified_yaml_diff(None, manifest, after_label="rendered"),
+                                           plan.replicas, "Will be created.", warnings))
+            continue
+        if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+            previews.append(ClusterPreview(cluster, "error", dump_yaml(manifest), "", plan.replicas,
+                                           "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings))
+            continue
+        changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
+        live_view = _project(strip_server_fields(live), manifest)
+        diff = unified_yaml_diff(live_view, manifest, before_label="live", after_label="rendered")
+        previews.append(ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(manifest), diff,
+                                       plan.replicas, f"{len(changes)} field(s) change." if changes else "No change.", warnings))
+    return previews
+
+
+def _project(live, desired):
+    """The parts of ``live`` that ``desired`` sets, so a diff shows only what we manage."""
+    if isinstance(live, dict) and isinstance(desired, dict):
+        return {k: _project(live[k], desired[k]) for k in desired if k in live}
+    if isinstance(live, list) and isinstance(desired, list) and len(live) == len(desired):
+        return [_project(a, b) for a, b in zip(live, desired)]
+    return live
+
+
+# --- drift -------------------------------------------------------------------------------------------
+
+@dataclass
+class DriftSummary:
+    checked: int = 0
+    out_of_sync: int = 0
+    repaired: int = 0
+    errors: int = 0
+    resynced: int = 0
+
+
+def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource | None = None) -> DriftSummary:
+    """Compare each live object with its PropagatedVersion. External changes -> OutOfSync with a
+    field diff (server-populated and retained fields ignored); Enforce re-applies what we applied."""
+    summary = DriftSummary()
+    qs = PropagatedVersion.objects.select_related("resource__type", "cluster", "revision").filter(
+        status=PropagationReason.OK, applied_manifest__isnull=False, cluster__state=ClusterState.READY, cluster__isolated=False)
+    if cluster is not None:
+        qs = qs.filter(cluster=cluster)
+    if resource is not None:
+        qs = qs.filter(resource=resource)
+    connections = {}
+    for pv in qs.order_by("cluster_id", "id").iterator(chunk_size=200):
+        summary.checked += 1
+        try:
+            conn = connections.get(pv.cluster_id) or connections.setdefault(pv.cluster_id, connection_for(pv.cluster))
+            outcome = check_drift(pv, conn=conn)
+        except kube.KubeError as exc:
+            summary.errors += 1
+            logger.info("drift check of %s on %s failed: %s", pv.resource_id, pv.cluster.name, exc)
+            continue
+        summary.out_of_sync += outcome == "out_of_sync"
+        summary.repaired += outcome == "repaired"
+    return summary
+
+
+def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
+    """One object: 'in_sync', 'out_of_sync' or 'repaired'. Raises KubeError when unreachable."""
+    resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
+    conn = conn or connection_for(cluster)
+    live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+                           namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+    now = timezone.now()
+    if live is None:
+        changes = [{"path": "/", "before": "present", "after": None, "change": "removed"}]
+    else:
+        _collect_status(pv, ftype, live)
+        changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
+    if not changes:
+        update = {"sync_state": SyncState.IN_SYNC, "drift": [], "drift_checked_at": now,
+                  "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", ""))}
+        if pv.sync_state == SyncState.OUT_OF_SYNC:
+            record_event("federation.drift.resolve", obj=resource, cluster=cluster.name,
+                         summary=f"{resource} on {cluster.name} is back in sync")
+        PropagatedVersion.objects.filter(pk=pv.pk).update(**update)
+        return "in_sync"
+    paths = ", ".join(c["path"] for c in changes[:5]) + (" ..." if len(changes) > 5 else "")
+    if pv.sync_state != SyncState.OUT_OF_SYNC or pv.drift != changes:
+        record_event("federation.drift.detect", obj=resource, cluster=cluster.name,
+                     summary=f"Drift on {cluster.name}: {resource} changed outside FedPortal ({paths})",
+                     before={"applied": {c["path"]: c["before"] for c in changes}},
+                     after={"live": {c["path"]: c["after"] for c in changes}})
+    PropagatedVersion.objects.filter(pk=pv.pk).update(
+        sync_state=SyncState.OUT_OF_SYNC, drift=changes, drift_checked_at=now,
+        drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now)
+    if resource.drift_policy != DriftPolicy.ENFORCE:
+        return "out_of_sync"
+    try:
+        result = kube.apply_object(conn, pv.applied_manifest, plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise
+        PropagatedVersion.objects.filter(pk=pv.pk).update(message=f"Drift repair failed: {exc.message}")
+        record_event("federation.drift.enforce_failed", obj=resource, cluster=cluster.name,
+                     summary=f"Could not repair drift of {resource} on {cluster.name}: {exc.message}")
+        return "out_of_sync"
+    obj = result.object
+    PropagatedVersion.objects.filter(pk=pv.pk).update(
+        sync_state=SyncState.IN_SYNC, drift=[], drift_repaired_at=timezone.now(), version=object_version(obj),
+        live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
+        message=f"Drift repaired (Enforce): {paths}.", remote_status=_remote_status(ftype, obj) or pv.remote_status)
+    record_event("federation.drift.enforce", obj=resource, cluster=cluster.name,
+                 summary=f"Re-applied {resource} on {cluster.name} to repair drift ({paths})",
+                 before={"live": {c["path"]: c["after"] for c in changes}},
+                 after={"applied": {c["path"]: c["before"] for c in changes}})
+    return "repaired"
+
+
+def reconcile_waiting_clusters(*, actor=None) -> int:
+    """Resources skipped on a cluster that was not Ready (or isolated) get a re-sync once it is
+    Ready again; this is how a cluster that was down converges without anyone clicking."""
+    waiting = (PropagatedVersion.objects.filter(
+        status__in=[PropagationReason.CLUSTER_NOT_READY, PropagationReason.CLUSTER_ISOLATED],
+        cluster__state=ClusterState.READY, cluster__isolated=False)
+        .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+        .select_related("resource", "cluster").distinct())
+    count = 0
+    for pv in waiting:
+        try:
+            resync_cluster(pv.resource, pv.cluster, actor=actor)
+            count += 1
+        except PropagationError as exc:
+            logger.info("reconcile of %s on %s skipped: %s", pv.resource, pv.cluster.name, exc)
+    return count

@@ -1,0 +1,440 @@
+"""Federation services: every state change to types, resources and revisions (propagation and
+drift live in federation/propagation.py). Each writes its audit event explicitly.
+
+Public API (views, the CLI and the approval workflow call these):
+
+    validate_spec(ftype, namespace=, name=, template=, placement=, overrides=, scheduling=) -> dict
+    create_resource(ftype, *, namespace, name, template, placement, overrides, scheduling,
+                    retention, drift_policy, actor, message="") -> FederatedResource
+    update_resource(resource, *, template, placement, overrides, scheduling, actor, message="",
+                    retention=None, drift_policy=None) -> Revision      (a new revision per change)
+    rollback_resource(resource, *, to_revision, actor) -> Revision     (new revision, old content)
+    diff_revisions(old, new) -> RevisionDiff
+    create_type / update_type (admin)
+    apply_kubefed_file(text, *, actor, cluster_map=None, dry_run=False) -> list[ApplyOutcome]
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from clusters.models import Cluster
+from clusters.validators import validate_dns1123_label
+from django.core.exceptions import ValidationError
+from fedportal.audit import record_event
+from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
+from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
+from federation.kubefed_import import KubeFedImportError, parse_documents
+from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
+from federation.models import FederatedResource, FederatedType, Revision
+from federation.overrides import OverrideError, check_overrides, normalize_overrides
+from federation.placement import PlacementError, normalize_placement, unknown_clusters
+from federation.rendering import base_manifest, content_hash
+from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
+
+# Kinds whose spec.replicas KubeFed's ReplicaSchedulingPreference may drive.
+REPLICA_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+_SUBDOMAIN_MAX = 253
+
+
+class SpecError(ValueError):
+    """Invalid input. ``errors`` maps a field (template/placement/overrides/scheduling/namespace/
+    name/__all__) to messages, so forms can show each next to its input."""
+
+    def __init__(self, errors: Mapping[str, list[str]]):
+        self.errors = {key: list(value) for key, value in errors.items() if value}
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in self.errors.items()))
+
+
+class FederationError(RuntimeError):
+    """An action that cannot be done in the current state (message is for the user)."""
+
+
+# --- validation ------------------------------------------------------------------------------
+
+def _check_name(name: str) -> list[str]:
+    import re
+
+    if not name or len(name) > _SUBDOMAIN_MAX or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name):
+        return [f"{name!r} is not a valid object name (lowercase letters, digits, '-' and '.', at most 253)."]
+    return []
+
+
+def validate_spec(
+    ftype: FederatedType,
+    *,
+    namespace: str,
+    name: str,
+    template,
+    placement=None,
+    overrides=None,
+    scheduling=None,
+    known_clusters=None,
+) -> dict:
+    """Validate and normalise everything a revision holds; raise SpecError naming each problem."""
+    errors: dict[str, list[str]] = {}
+    if ftype.namespaced:
+        try:
+            validate_dns1123_label(namespace)
+        except ValidationError as exc:
+            errors["namespace"] = [m for m in exc.messages]
+    elif namespace:
+        errors["namespace"] = [f"{ftype.kind} is cluster-scoped: leave the namespace empty."]
+    errors["name"] = _check_name(name)
+    if ftype.kind == "Namespace" and not errors["name"]:
+        try:
+            validate_dns1123_label(name)
+        except ValidationError as exc:
+            errors["name"] = list(exc.messages)
+    known = set(known_clusters if known_clusters is not None else Cluster.objects.values_list("name", flat=True))
+
+    result = {"template": None, "placement": {}, "overrides": [], "scheduling": None}
+    try:
+        result["template"] = check_template(template if template is not None else {}, api_version=ftype.api_version, kind=ftype.kind)
+        result["template"] = {k: v for k, v in result["template"].items() if k not in ("apiVersion", "kind", "status")}
+    except ManifestError as exc:
+        errors["template"] = [str(exc)]
+    try:
+        result["placement"] = normalize_placement(placement)
+        missing = unknown_clusters(result["placement"], known)
+        if missing:
+            errors["placement"] = [f"Unknown cluster{'s' if len(missing) > 1 else ''}: {', '.join(missing)}."]
+    except PlacementError as exc:
+        errors["placement"] = [str(exc)]
+    try:
+        result["overrides"] = normalize_overrides(overrides)
+        missing = sorted({e["clusterName"] for e in result["overrides"]} - known)
+        if missing:
+            errors["overrides"] = [f"Overrides name unknown cluster{'s' if len(missing) > 1 else ''}: {', '.join(missing)}."]
+        elif result["template"] is not None and not errors.get("name") and not errors.get("namespace"):
+            rendered = base_manifest(result["template"], target=ftype.target, namespace=namespace or "default", name=name)
+            problems = check_overrides(rendered, result["overrides"])
+            if problems:
+                errors["overrides"] = [str(p) for p in problems]
+    except OverrideError as exc:
+        errors["overrides"] = [str(exc)]
+    try:
+        result["scheduling"] = normalize_preference(scheduling)
+        if result["scheduling"] is not None:
+            if ftype.kind not in REPLICA_KINDS:
+                errors["scheduling"] = [f"Replica scheduling applies to {', '.join(REPLICA_KINDS)}, not {ftype.kind}."]
+            else:
+                missing = sorted(set(result["scheduling"]["clusters"]) - known - {WILDCARD})
+                if missing:
+                    errors["scheduling"] = [f"Replica scheduling names unknown cluster(s): {', '.join(missing)}."]
+    except SchedulingError as exc:
+        errors["scheduling"] = [str(exc)]
+    if any(errors.values()):
+        raise SpecError(errors)
+    return result
+
+
+def spec_hash(spec: Mapping) -> str:
+    return content_hash({k: spec.get(k) for k in ("template", "placement", "overrides", "scheduling")})
+
+
+# --- resources and revisions -----------------------------------------------------------------
+
+def _new_revision(resource: FederatedResource, spec: Mapping, *, actor, parent: Revision | None, message: str) -> Revision:
+    number = (resource.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
+    revision = Revision.objects.create(
+        resource=resource,
+        number=number,
+        template=spec["template"],
+        placement=spec["placement"],
+        overrides=spec["overrides"],
+        scheduling=spec["scheduling"],
+        content_hash=spec_hash(spec),
+        parent=parent,
+        author=actor if getattr(actor, "pk", None) else None,
+        message=message[:500],
+    )
+    FederatedResource.objects.filter(pk=resource.pk).update(current_revision=revision)
+    resource.current_revision = revision
+    return revision
+
+
+def create_resource(
+    ftype: FederatedType,
+    *,
+    namespace: str,
+    name: str,
+    template,
+    placement=None,
+    overrides=None,
+    scheduling=None,
+    retention: str = Retention.DELETE,
+    drift_policy: str = DriftPolicy.REPORT,
+    actor=None,
+    message: str = "",
+) -> FederatedResource:
+    namespace = "" if not ftype.namespaced else (namespace or "").strip()
+    name = (name or "").strip()
+    spec = validate_spec(ftype, namespace=namespace, name=name, template=template, placement=placement,
+                         overrides=overrides, scheduling=scheduling)
+    if retention not in Retention.values:
+        raise SpecError({"retention": [f"Retention must be one of {', '.join(Retention.values)}."]})
+    if drift_policy not in DriftPolicy.values:
+        raise SpecError({"drift_policy": [f"Drift policy must be one of {', '.join(DriftPolicy.values)}."]})
+    try:
+        with transaction.atomic():
+            resource = FederatedResource.objects.create(
+                type=ftype, namespace=namespace, name=name, retention=retention, drift_policy=drift_policy,
+                created_by=actor if getattr(actor, "pk", None) else None,
+            )
+            revision = _new_revision(resource, spec, actor=actor, parent=None, message=message or "Created")
+            record_event(
+                "federation.resource.create", actor=actor, obj=resource,
+                summary=f"Created {resource} (revision {revision.number})",
+                after={**revision.snapshot, "retention": retention, "drift_policy": drift_policy},
+            )
+    except IntegrityError:
+        raise SpecError({"name": [f"A federated {ftype.kind} {namespace + '/' if namespace else ''}{name} already exists."]}) from None
+    return resource
+
+
+def update_resource(
+    resource: FederatedResource,
+    *,
+    template,
+    placement=None,
+    overrides=None,
+    scheduling=None,
+    actor=None,
+    message: str = "",
+    retention: str | None = None,
+    drift_policy: str | None = None,
+    parent: Revision | None = None,
+) -> Revision:
+    """Save an edit: a new immutable revision when the content changed (else the current one)."""
+    spec = validate_spec(resource.type, namespace=resource.namespace, name=resource.name, template=template,
+                         placement=placement, overrides=overrides, scheduling=scheduling)
+    errors = {}
+    if retention is not None and retention not in Retention.values:
+        errors["retention"] = [f"Retention must be one of {', '.join(Retention.values)}."]
+    if drift_policy is not None and drift_policy not in DriftPolicy.values:
+        errors["drift_policy"] = [f"Drift policy must be one of {', '.join(DriftPolicy.values)}."]
+    if errors:
+        raise SpecError(errors)
+    with transaction.atomic():
+        resource = FederatedResource.objects.select_for_update().select_related("current_revision", "type").get(pk=resource.pk)
+        current = resource.current_revision
+        settings_before = {"retention": resource.retention, "drift_policy": resource.drift_policy}
+        settings_after = {
+            "retention": retention or resource.retention,
+            "drift_policy": drift_policy or resource.drift_policy,
+        }
+        if settings_after != settings_before:
+            FederatedResource.objects.filter(pk=resource.pk).update(**settings_after)
+            record_event("federation.resource.settings", actor=actor, obj=resource,
+                         summary=f"Changed settings of {resource}", before=settings_before, after=settings_after)
+        if current is not None and current.content_hash == spec_hash(spec):
+            return current
+        revision = _new_revision(resource, spec, actor=actor, parent=parent or current, message=message or "Edited")
+        record_event(
+            "federation.resource.update", actor=actor, obj=resource,
+            summary=f"Revision {revision.number} of {resource}",
+            before=current.snapshot if current else None, after=revision.snapshot,
+        )
+    return revision
+
+
+def rollback_resource(resource: FederatedResource, *, to_revision: Revision, actor=None) -> Revision:
+    """A new revision with an old revision's content (history is never rewritten)."""
+    if to_revision.resource_id != resource.pk:
+        raise FederationError("That revision belongs to another resource.")
+    revision = update_resource(
+        resource, template=to_revision.template, placement=to_revision.placement, overrides=to_revision.overrides,
+        scheduling=to_revision.scheduling, actor=actor, message=f"Rollback to revision {to_revision.number}",
+        parent=to_revision,
+    )
+    record_event("federation.resource.rollback", actor=actor, obj=resource,
+                 summary=f"Rolled {resource} back to revision {to_revision.number} (now revision {revision.number})")
+    return revision
+
+
+@dataclass
+class RevisionDiff:
+    old: Revision | None
+    new: Revision
+    changes: list[FieldChange] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.changes
+
+
+def diff_revisions(old: Revision | None, new: Revision) -> RevisionDiff:
+    before = old.snapshot if old is not None else {}
+    after = new.snapshot
+    return RevisionDiff(
+        old, new, diff_objects(before, after, ignore=()),
+        unified_yaml_diff(before, after, before_label=f"revision {old.number}" if old else "(none)", after_label=f"revision {new.number}"),
+    )
+
+
+# --- federated types (admin) -----------------------------------------------------------------
+
+TYPE_FIELDS = ("group", "version", "kind", "plural", "scope", "propagation", "status_collection")
+
+
+def _type_snapshot(ftype: FederatedType) -> dict:
+    return {name: getattr(ftype, name) for name in TYPE_FIELDS}
+
+
+def create_type(*, actor=None, **values) -> FederatedType:
+    ftype = FederatedType(**{k: values[k] for k in TYPE_FIELDS if k in values})
+    ftype.full_clean()
+    with transaction.atomic():
+        ftype.save()
+        record_event("federation.type.create", actor=actor, obj=ftype, summary=f"Enabled federated type {ftype.name}",
+                     after=_type_snapshot(ftype))
+    return ftype
+
+
+def update_type(ftype: FederatedType, *, actor=None, **changes) -> FederatedType:
+    before = _type_snapshot(ftype)
+    for key, value in changes.items():
+        if key not in TYPE_FIELDS:
+            raise FederationError(f"{key} is not a federated type field.")
+        setattr(ftype, key, value)
+    ftype.full_clean()
+    with transaction.atomic():
+        ftype.save()
+        record_event("federation.type.update", actor=actor, obj=ftype, summary=f"Changed federated type {ftype.name}",
+                     before=before, after=_type_snapshot(ftype))
+    return ftype
+
+
+def find_type(kind: str, api_version: str = "") -> FederatedType | None:
+    qs = FederatedType.objects.filter(kind=kind)
+    if api_version:
+        group, _version = split_api_version(api_version)
+        qs = qs.filter(group=group)
+    return qs.order_by("group").first()
+
+
+def enable_hint(kind: str, api_version: str = "") -> str:
+    group, version = split_api_version(api_version) if api_version else ("", "")
+    guess = f" --group {group or '<group>'} --version {version or '<version>'}" if api_version else " --group <group> --version <version>"
+    return (
+        f"Federated type {kind} is not enabled. An admin can enable it on the Federated types page, "
+        f"or run: python manage.py fedctl enable {kind}{guess}"
+    )
+
+
+# --- KubeFed import (fedctl apply) -----------------------------------------------------------
+
+@dataclass
+class ApplyOutcome:
+    kind: str
+    namespace: str
+    name: str
+    action: str  # created / updated / unchanged / scheduled
+    revision: int | None = None
+
+    def __str__(self):
+        target = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        suffix = f" (revision {self.revision})" if self.revision else ""
+        return f"{self.kind.lower()}/{target} {self.action}{suffix}"
+
+
+def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | None = None, dry_run: bool = False,
+                       default_namespace: str = "default") -> list[ApplyOutcome]:
+    """Import KubeFed (or plain) objects. All or nothing: the first problem raises and nothing is saved."""
+    known = list(Cluster.objects.values_list("name", flat=True))
+    try:
+        parsed = parse_documents(text, cluster_map=cluster_map, known_clusters=known)
+    except KubeFedImportError as exc:
+        raise FederationError(str(exc)) from exc
+    outcomes: list[ApplyOutcome] = []
+    with transaction.atomic():
+        pending: dict[tuple, dict] = {}
+        for item in parsed.resources:
+            ftype = find_type(item.kind, item.api_version)
+            if ftype is None or not ftype.propagation_enabled:
+                hint = enable_hint(item.kind, item.api_version)
+                if ftype is not None:
+                    hint = f"Propagation of {ftype.name} is Disabled; an admin can enable it on the Federated types page."
+                raise FederationError(f"{item.kind} {item.name}: {hint}")
+            if item.api_version and item.api_version != ftype.api_version:
+                raise FederationError(
+                    f"{item.kind} {item.name}: apiVersion {item.api_version} does not match the enabled type ({ftype.api_version})."
+                )
+            namespace = (item.namespace or default_namespace) if ftype.namespaced else ""
+            key = (ftype.pk, namespace, item.name)
+            template = dict(item.template)
+            metadata = dict(template.get("metadata") or {})
+            metadata.pop("namespace", None)
+            metadata.pop("name", None)
+            if metadata:
+                template["metadata"] = metadata
+            else:
+                template.pop("metadata", None)
+            pending[key] = {"ftype": ftype, "namespace": namespace, "name": item.name, "template": template,
+                            "placement": item.placement, "overrides": item.overrides, "scheduling": None, "kind": item.kind}
+        for rsp in parsed.scheduling:
+            ftype = find_type(rsp.target_kind)
+            if ftype is None:
+                raise FederationError(f"ReplicaSchedulingPreference {rsp.name}: {enable_hint(rsp.target_kind)}")
+            key = (ftype.pk, rsp.namespace or default_namespace, rsp.name)
+            if key not in pending:
+                existing = FederatedResource.objects.filter(type=ftype, namespace=key[1], name=rsp.name).select_related("current_revision").first()
+                if existing is None:
+                    raise FederationError(
+                        f"ReplicaSchedulingPreference {key[1]}/{rsp.name}: no Federated{rsp.target_kind} {key[1]}/{rsp.name} "
+                        "in this file or already in FedPortal."
+                    )
+                rev = existing.current_revision
+                pending[key] = {"ftype": ftype, "namespace": key[1], "name": rsp.name, "template": rev.template,
+                                "placement": rev.placement, "overrides": rev.overrides, "kind": rsp.target_kind}
+            pending[key]["scheduling"] = rsp.preference
+        for key, item in pending.items():
+            ftype = item["ftype"]
+            existing = FederatedResource.objects.filter(type=ftype, namespace=item["namespace"], name=item["name"]).first()
+            try:
+                if existing is None:
+                    resource = create_resource(
+                        ftype, namespace=item["namespace"], name=item["name"], template=item["template"],
+                        placement=item["placement"], overrides=item["overrides"], scheduling=item.get("scheduling"),
+                        actor=actor, message="Imported with fedctl apply",
+                    )
+                    outcomes.append(ApplyOutcome(item["kind"], item["namespace"], item["name"], "created", resource.current_revision.number))
+                else:
+                    before = existing.current_revision_id
+                    revision = update_resource(
+                        existing, template=item["template"], placement=item["placement"], overrides=item["overrides"],
+                        scheduling=item.get("scheduling"), actor=actor, message="Applied with fedctl apply",
+                    )
+                    action = "unchanged" if revision.pk == before else "configured"
+                    outcomes.append(ApplyOutcome(item["kind"], item["namespace"], item["name"], action, revision.number))
+            except SpecError as exc:
+                raise FederationError(f"{item['kind']} {item['namespace'] + '/' if item['namespace'] else ''}{item['name']}: {exc}") from exc
+        if dry_run:
+            transaction.set_rollback(True)
+    return outcomes
+
+
+def enable_type(*, kind: str, group: str, version: str, plural: str = "", namespaced: bool = True, actor=None) -> FederatedType:
+    from clusters.schemas import plural_for
+
+    existing = FederatedType.objects.filter(group=group, kind=kind).first()
+    if existing is not None:
+        if existing.propagation != Toggle.ENABLED:
+            return update_type(existing, actor=actor, propagation=Toggle.ENABLED)
+        return existing
+    return create_type(
+        actor=actor, group=group, version=version, kind=kind, plural=plural or plural_for(kind),
+        scope=TypeScope.NAMESPACED if namespaced else TypeScope.CLUSTER, propagation=Toggle.ENABLED,
+        status_collection=Toggle.DISABLED,
+    )
+
+
+__all__ = [
+    "SpecError", "FederationError", "validate_spec", "create_resource", "update_resource", "rollback_resource",
+    "diff_revisions", "create_type", "update_type", "enable_type", "find_type", "apply_kubefed_file",
+    "join_api_version",
+]

@@ -1,0 +1,50 @@
+"""Celery entry points for federation. Thin: take ids, call services."""
+
+import logging
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from clusters.choices import ClusterState
+from clusters.models import Cluster
+from federation import propagation
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    queue="propagation",
+    acks_late=True,  # safe twice: the target is claimed with compare-and-set, applies are idempotent
+    max_retries=None,  # the service counts attempts (FEDERATION_MAX_ATTEMPTS) and fails the target
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    retry_backoff_max=30,
+)
+def propagate_to_cluster_task(self, run_id: int, cluster_id: int) -> dict:
+    """Apply (or delete/orphan) one run's share on one cluster; transient errors retry with backoff."""
+    outcome = propagation.propagate_to_cluster(run_id, cluster_id)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in)
+    return {"run_id": run_id, "cluster_id": cluster_id, "state": outcome.state, "reason": outcome.reason}
+
+
+@shared_task(queue="default", soft_time_limit=110, time_limit=130, expires=55,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+def detect_drift_task() -> dict:
+    """Periodic (beat): one drift check per Ready cluster, and re-sync of clusters that came back."""
+    resynced = propagation.reconcile_waiting_clusters()
+    ids = list(Cluster.objects.filter(state=ClusterState.READY, isolated=False).values_list("pk", flat=True))
+    for cluster_id in ids:
+        detect_cluster_drift_task.apply_async((cluster_id,), expires=55)
+    return {"clusters": len(ids), "resynced": resynced}
+
+
+@shared_task(queue="default", soft_time_limit=100, time_limit=120,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+def detect_cluster_drift_task(cluster_id: int) -> dict:
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return {"cluster_id": cluster_id, "skipped": "gone"}
+    summary = propagation.detect_drift(cluster=cluster)
+    return {"cluster_id": cluster_id, "checked": summary.checked, "out_of_sync": summary.out_of_sync, "repaired": summary.repaired}
