@@ -70,3 +70,26 @@ URL_KWARGS.update(
         "audit:event_detail": _sample_audit_event_pk,
     }
 )
+
+
+# --- drift --------------------------------------------------------------------------------------
+def _sample_drift_pair() -> dict:
+    from clusters.models import Cluster
+
+    for name, role, version in (("rm-host", "host", "v1.29.0"), ("rm-member", "member", "v1.27.0")):
+        Cluster.objects.get_or_create(
+            name=name, defaults={"api_server": f"https://{name}.example:6443", "role": role, "server_version": version}
+        )
+    return {"a": "rm-host", "b": "rm-member"}
+
+
+EXPECTED.update(
+    {
+        "drift:skew_matrix": {"GET": Role.VIEWER},
+        "drift:skew_export": {"GET": Role.VIEWER},
+        "drift:skew_pair": {"GET": Role.VIEWER},
+        "drift:version_history": {"GET": Role.VIEWER},
+        "drift:policy_edit": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+    }
+)
+URL_KWARGS.update({"drift:skew_pair": _sample_drift_pair})

@@ -1,0 +1,18 @@
+"""Admin: compliance snapshots, read-only. The version policy is edited only through the audited
+drift:policy_edit page (drift.services.update_version_policy), so it is not registered here."""
+
+from django.contrib import admin
+
+from drift.models import ComplianceSnapshot
+
+
+@admin.register(ComplianceSnapshot)
+class ComplianceSnapshotAdmin(admin.ModelAdmin):
+    list_display = ("taken_at", "clusters_compliant", "clusters_total", "open_drift", "findings_p0")
+    date_hierarchy = "taken_at"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,64 @@
+"""Forms: the version policy (admins) and query parameters of the drift pages."""
+
+import re
+
+from django import forms
+
+from drift.choices import Severity
+from drift.models import VersionPolicy
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+MAX_LABEL_TERMS = 10
+
+
+def parse_label_selector(text: str) -> list[tuple[str, str | None]]:
+    """'env=prod, tier' -> [("env", "prod"), ("tier", None)]; ValidationError with the reason otherwise."""
+    terms = []
+    for raw in (text or "").split(","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        key, sep, value = raw.partition("=")
+        key, value = key.strip(), value.strip()
+        if not _LABEL_KEY.match(key) or len(key) > 316:
+            raise forms.ValidationError(f"{key or raw!r} is not a label key (like env or example.com/tier).")
+        if sep and (not _LABEL_VALUE.match(value) or len(value) > 63):
+            raise forms.ValidationError(f"{value!r} is not a label value (letters, digits, - _ ., at most 63).")
+        terms.append((key, value if sep else None))
+    if len(terms) > MAX_LABEL_TERMS:
+        raise forms.ValidationError(f"At most {MAX_LABEL_TERMS} label terms.")
+    return terms
+
+
+class LabelFilterMixin(forms.Form):
+    labels = forms.CharField(
+        required=False, max_length=500, label="Labels",
+        help_text="Members with these labels: env=prod, tier (the host is always shown).",
+    )
+
+    def clean_labels(self):
+        return parse_label_selector(self.cleaned_data["labels"])
+
+
+class SkewFilterForm(LabelFilterMixin):
+    severity = forms.ChoiceField(
+        required=False, choices=[("", "any"), *Severity.choices, ("ok", "no finding")], label="Severity",
+    )
+
+
+class HistoryFilterForm(LabelFilterMixin):
+    DAY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
+    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, label="Window")
+
+
+class VersionPolicyForm(forms.ModelForm):
+    class Meta:
+        model = VersionPolicy
+        fields = [
+            "host_member_max_minor_skew",
+            "member_member_max_minor_skew",
+            "kubelet_max_older_minors",
+            "kubelet_max_older_minors_before_1_28",
+            "auto_isolate_on_p0",
+        ]

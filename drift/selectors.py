@@ -1,0 +1,317 @@
+"""Read side of the drift app: build the engines' plain inputs with a fixed number of queries,
+and cache the heavy results keyed on a hash of those inputs (recomputed only when they change)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.core.cache import cache
+from django.db.models import CharField, Count, Max, OuterRef, Q, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from clusters.choices import ClusterRole
+from clusters.models import Cluster, VersionSample
+from drift import charts
+from drift.models import VersionPolicy
+from drift.skew import (
+    ClusterVersion,
+    KubeletSkew,
+    MinorMatrix,
+    PairVerdict,
+    SkewFinding,
+    SkewPolicy,
+    SkewReport,
+    evaluate_fleet,
+    evaluate_kubelets,
+    evaluate_pair,
+    minor_matrix,
+    parse_version,
+)
+
+CACHE_SECONDS = 24 * 3600
+CACHE_VERSION = "drift-1"
+GRID_MAX_CLUSTERS = 40  # the clickable HTML grid (works without JavaScript) up to this size
+
+_ROW_FIELDS = ("pk", "name", "role", "server_version", "kubelet_versions", "labels", "state", "isolated")
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    pk: int
+    name: str
+    role: str
+    server_version: str
+    kubelet_versions: dict
+    labels: dict
+    state: str
+    isolated: bool
+
+    @property
+    def is_host(self) -> bool:
+        return self.role == ClusterRole.HOST
+
+    @property
+    def version_label(self) -> str:
+        parsed = parse_version(self.server_version)
+        return parsed.label if parsed else "unknown"
+
+    def as_input(self) -> ClusterVersion:
+        kubelets = self.kubelet_versions if isinstance(self.kubelet_versions, dict) else {}
+        return ClusterVersion(self.name, self.role, self.server_version or "", kubelets)
+
+
+def _filtered_clusters(labels) -> "Cluster.objects":
+    """Members matching every label term, plus the host(s) always (they anchor the policy)."""
+    queryset = Cluster.objects.all()
+    if labels:
+        members = Cluster.objects.all()
+        for index, (key, value) in enumerate(labels):
+            if value is None:
+                members = members.filter(labels__has_key=key)
+            else:
+                # Cast to text: Cluster.objects.with_label(key, value) compares the value as JSON on
+                # SQLite ("malformed JSON"); a text comparison works on SQLite and PostgreSQL.
+                alias = f"_drift_label_{index}"
+                members = members.alias(**{alias: Cast(KeyTextTransform(key, "labels"), CharField())}).filter(
+                    **{alias: value}
+                )
+        queryset = Cluster.objects.filter(Q(role=ClusterRole.HOST) | Q(pk__in=members.values("pk")))
+    return queryset
+
+
+def fleet_rows(*, labels=()) -> list[ClusterRow]:
+    """One query: every (filtered) cluster's version inputs, ordered by name."""
+    values = _filtered_clusters(labels).order_by("name").values_list(*_ROW_FIELDS)
+    return [ClusterRow(*row) for row in values]
+
+
+def inputs_hash(rows: list[ClusterRow], policy: SkewPolicy, *extra) -> str:
+    payload = {
+        "v": CACHE_VERSION,
+        "clusters": [[r.name, r.role, r.server_version, r.kubelet_versions] for r in rows],
+        "policy": policy.as_dict(),
+        "extra": list(extra),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _cached(key: str, compute):
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, CACHE_SECONDS)
+    return value
+
+
+@dataclass
+class MemberRow:
+    """One line of the host-vs-member table (and of the CSV export)."""
+
+    cluster: ClusterRow
+    host: str
+    host_version: str
+    difference: int | None  # host minor - this cluster's minor
+    severity: str | None
+    findings: list[SkewFinding]
+    kubelets: KubeletSkew
+
+    @property
+    def name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def rules(self) -> str:
+        return "; ".join(sorted({str(f.rule) for f in self.findings}))
+
+    @property
+    def messages(self) -> str:
+        return " | ".join(f.message for f in self.findings)
+
+    @property
+    def labels_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in sorted((self.cluster.labels or {}).items()))
+
+
+@dataclass
+class SkewOverview:
+    policy: VersionPolicy
+    rows: list[ClusterRow]
+    report: SkewReport
+    heatmap: dict
+    grid: object | None  # MinorMatrix when small enough for the HTML grid
+    inputs_hash: str
+    member_rows: list[MemberRow] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[ClusterRow]:
+        return [r for r in self.rows if r.is_host]
+
+    def grid_rows(self) -> list[tuple[str, str, list[tuple[str, int | None, str | None]]]]:
+        """The HTML grid: (row name, row version, [(column name, difference, severity), ...])."""
+        if self.grid is None:
+            return []
+        g = self.grid
+        return [
+            (g.names[i], g.versions[i], [(g.names[j], g.cells[i][j], g.severities[i][j]) for j in range(len(g.names))])
+            for i in range(len(g.names))
+        ]
+
+    @property
+    def fleet_findings(self) -> list[SkewFinding]:
+        """Findings that are not about one member against the host (peer skew, unknown versions)."""
+        return [f for f in self.report.findings if f.rule not in ("host_member_skew", "host_older_than_member")]
+
+
+def _compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
+    inputs = [r.as_input() for r in rows]
+    report = evaluate_fleet(inputs, policy)
+    if len(inputs) <= charts.MAX_HEATMAP_CLUSTERS:
+        matrix = minor_matrix(inputs, policy)
+        heatmap = charts.skew_heatmap(matrix)
+    else:
+        # past the heatmap's size only the versions matter (charts collapses to versions × versions)
+        matrix = MinorMatrix([r.name for r in rows], [r.version_label for r in rows], [], [])
+        heatmap = charts.skew_heatmap(matrix)
+    grid = minor_matrix(inputs, policy) if len(inputs) <= GRID_MAX_CLUSTERS else None
+    return report, heatmap, grid
+
+
+def skew_overview(*, labels=()) -> SkewOverview:
+    """Findings, heatmap and per-member rows for the (filtered) fleet: two queries, cached compute."""
+    policy_row = VersionPolicy.load()
+    policy = policy_row.as_skew_policy()
+    rows = fleet_rows(labels=labels)
+    digest = inputs_hash(rows, policy)
+    report, heatmap, grid = _cached(f"drift:skew:{digest}", lambda: _compute_skew(rows, policy))
+    overview = SkewOverview(policy_row, rows, report, heatmap, grid, digest)
+    hosts = overview.hosts
+    host = hosts[0] if hosts else None
+    host_version = parse_version(host.server_version) if host else None
+    for row in rows:
+        if row.is_host:
+            continue
+        version = parse_version(row.server_version)
+        difference = host_version.minor - version.minor if host_version and version else None
+        findings = report.findings_for(row.name)
+        overview.member_rows.append(
+            MemberRow(
+                cluster=row,
+                host=host.name if host else "",
+                host_version=host.version_label if host else "",
+                difference=difference,
+                severity=report.worst_by_cluster.get(row.name),
+                findings=findings,
+                kubelets=report.kubelets[row.name],
+            )
+        )
+    return overview
+
+
+def filter_member_rows(rows: list[MemberRow], severity: str) -> list[MemberRow]:
+    if not severity:
+        return rows
+    if severity == "ok":
+        return [r for r in rows if r.severity is None]
+    return [r for r in rows if r.severity == severity]
+
+
+@dataclass
+class PairDetail:
+    a: ClusterRow
+    b: ClusterRow
+    verdict: PairVerdict
+    kubelets_a: KubeletSkew
+    kubelets_b: KubeletSkew
+    policy: VersionPolicy
+
+
+def skew_pair(a_name: str, b_name: str) -> PairDetail | None:
+    """What the policy says about clusters a × b (two queries); None when either does not exist."""
+    policy_row = VersionPolicy.load()
+    policy = policy_row.as_skew_policy()
+    found = {
+        row[1]: ClusterRow(*row)
+        for row in Cluster.objects.filter(name__in=[a_name, b_name]).values_list(*_ROW_FIELDS)
+    }
+    if a_name not in found or b_name not in found:
+        return None
+    a, b = found[a_name], found[b_name]
+    return PairDetail(
+        a,
+        b,
+        evaluate_pair(a.as_input(), b.as_input(), policy),
+        evaluate_kubelets(a.as_input(), policy),
+        evaluate_kubelets(b.as_input(), policy),
+        policy_row,
+    )
+
+
+# --- version history ----------------------------------------------------------------------------
+
+
+def _baseline(since: datetime):
+    return Subquery(
+        VersionSample.objects.filter(cluster=OuterRef("pk"), sampled_at__lte=since)
+        .order_by("-sampled_at", "-id")
+        .values("git_version")[:1]
+    )
+
+
+def _samples(cluster_ids_query, since: datetime) -> list[tuple[str, datetime, str]]:
+    return list(
+        VersionSample.objects.filter(cluster__in=cluster_ids_query, sampled_at__gt=since)
+        .order_by("sampled_at", "id")
+        .values_list("cluster__name", "sampled_at", "git_version")
+    )
+
+
+def _series(baselines, samples, since) -> dict[str, list[tuple[datetime, str]]]:
+    series: dict[str, list[tuple[datetime, str]]] = {name: [] for name, _ in baselines}
+    for name, base in baselines:
+        if base:
+            series[name].append((since, base))
+    for name, at, git_version in samples:
+        series.setdefault(name, []).append((at, git_version))
+    return {name: points for name, points in series.items() if points}
+
+
+def history_clusters(*, labels=(), since: datetime):
+    """The (filtered) clusters with their version at ``since``, for pagination."""
+    return _filtered_clusters(labels).order_by("name").annotate(baseline=_baseline(since))
+
+
+def timeline_figure(clusters_on_page, *, since: datetime, now: datetime) -> dict:
+    """Per-cluster version timeline for one page of clusters (one query for their samples)."""
+    baselines = [(c.name, c.baseline) for c in clusters_on_page]
+    samples = _samples([c.pk for c in clusters_on_page], since)
+    return charts.version_timeline(_series(baselines, samples, since), until=now)
+
+
+def distribution_figure(*, labels=(), since: datetime, now: datetime, points: int = 30) -> dict:
+    """Fleet version distribution over the window; cached until a new sample arrives (3 queries)."""
+    stats = VersionSample.objects.aggregate(last=Max("id"), count=Count("id"))
+    bucket = now.replace(minute=0, second=0, microsecond=0)
+    key = "drift:dist:" + hashlib.sha256(
+        json.dumps([CACHE_VERSION, labels, since.isoformat()[:13], stats, bucket.isoformat(), points], default=str).encode()
+    ).hexdigest()
+
+    def compute():
+        clusters = _filtered_clusters(labels)
+        baselines = list(clusters.annotate(baseline=_baseline(since)).values_list("name", "baseline"))
+        samples = _samples(clusters.values("pk"), since)
+        series = _series(baselines, samples, since)
+        step = (now - since) / max(points - 1, 1)
+        times = [since + step * i for i in range(points)]
+        return charts.version_distribution(charts.distribution_over_time(series, times))
+
+    return _cached(key, compute)
+
+
+def history_window(days: int, now: datetime | None = None) -> tuple[datetime, datetime]:
+    now = now or timezone.now()
+    return now - timedelta(days=days), now

@@ -1,0 +1,57 @@
+"""Column specs shared by the drift pages' HTML tables and their CSV exports."""
+
+from fedportal.tables import Cell, Column
+
+
+class RowTable:
+    """Like fedportal.tables.Table, for rows computed in Python (no queryset behind them)."""
+
+    columns: tuple[Column, ...] = ()
+
+    @classmethod
+    def html_columns(cls) -> list[Column]:
+        return [c for c in cls.columns if c.html]
+
+    @classmethod
+    def csv_columns(cls) -> list[Column]:
+        return [c for c in cls.columns if c.csv]
+
+    @classmethod
+    def html_rows(cls, objects) -> list[tuple[object, list[Cell]]]:
+        columns = cls.html_columns()
+        return [(obj, [Cell(c, c.value(obj)) for c in columns]) for obj in objects]
+
+    @classmethod
+    def csv_rows(cls, objects):
+        columns = cls.csv_columns()
+        for obj in objects:
+            yield [_plain(c.value(obj)) for c in columns]
+
+
+def _plain(value):
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    return str(value)
+
+
+class SkewMemberTable(RowTable):
+    """The host-vs-member table of the drift matrix page (one row per member)."""
+
+    columns = (
+        Column("name", "Cluster", link=True),
+        Column("cluster__version_label", "Version", kind="code"),
+        Column("cluster__server_version", "gitVersion", html=False),
+        Column("host", "Host", html=False),
+        Column("host_version", "Host version", html=False),
+        Column("difference", "Host − member (minors)"),
+        Column("severity", "Severity", kind="severity"),
+        Column("rules", "Rules", kind="code"),
+        Column("kubelets__oldest", "Oldest kubelet", kind="code"),
+        Column("kubelets__newest", "Newest kubelet", kind="code"),
+        Column("kubelets__behind", "Kubelet minors behind"),
+        Column("kubelets__severity", "Kubelet severity", kind="severity"),
+        Column("labels_text", "Labels"),
+        Column("cluster__state", "State", kind="state"),
+        Column("cluster__isolated", "Isolated", html=False),
+        Column("messages", "Findings", html=False),
+    )

@@ -1,0 +1,265 @@
+"""Drift pages: full page, htmx fragment, no-permission, bad input, query counts, caching, CSV."""
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from drift import selectors
+from drift.choices import Severity
+from drift.models import VersionPolicy
+from fedportal.models import AuditEvent
+
+MATRIX = reverse("drift:skew_matrix")
+HISTORY = reverse("drift:version_history")
+EXPORT = reverse("drift:skew_export")
+POLICY = reverse("drift:policy_edit")
+
+pytestmark = pytest.mark.django_db
+
+
+def pair_url(a, b):
+    return reverse("drift:skew_pair", args=[a, b])
+
+
+# --- matrix --------------------------------------------------------------------------------------
+
+
+def test_matrix_page_shows_heatmap_table_and_exact_policy_violations(viewer_client, sim_fleet):
+    response = viewer_client.get(MATRIX)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "plotly/plotly.min.js" in body and "cdn" not in body.lower()
+    assert 'id="skew-heatmap"' in body and "skew-heatmap-data" in body
+    overview = response.context["overview"]
+    severities = {row.name: row.severity for row in overview.member_rows}
+    assert severities == {
+        "m25": Severity.P0,
+        "m26": Severity.P0,
+        "m27": Severity.P0,
+        "m28": Severity.P2,  # in policy with the host, 3 from m31 (member–member)
+        "m29": Severity.P2,
+        "m30": Severity.P1,
+        "m31": Severity.P0,
+    }
+    assert pair_url("host", "m27") in body
+    assert 'href="/drift/"' in body or "Drift" in body  # nav link
+
+
+def test_matrix_htmx_request_renders_only_the_results_fragment(viewer_client, sim_fleet):
+    response = viewer_client.get(MATRIX, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" not in body and 'id="skew-heatmap"' in body
+    assert "HX-Request" in response.headers.get("Vary", "")
+
+
+def test_matrix_label_filter_keeps_the_host_and_matching_members(viewer_client, sim_fleet):
+    response = viewer_client.get(MATRIX, {"labels": "env=prod"})
+    names = [row.name for row in response.context["overview"].rows]
+    assert names == ["host", "m25", "m27", "m29", "m31"]
+
+
+def test_matrix_severity_filter(viewer_client, sim_fleet):
+    response = viewer_client.get(MATRIX, {"severity": "P1"})
+    assert [obj.name for obj, _ in response.context["rows"]] == ["m30"]
+
+
+@pytest.mark.parametrize("query", [{"labels": "env=pr od"}, {"labels": "=x"}, {"severity": "P9"}])
+def test_matrix_bad_filters_are_form_errors_not_500(viewer_client, sim_fleet, query):
+    response = viewer_client.get(MATRIX, query)
+    assert response.status_code == 200
+    assert response.context["form"].errors
+    assert "Fix the filter above" in response.content.decode()
+
+
+def test_matrix_and_pairs_refuse_users_without_a_role(nobody_client, sim_fleet):
+    assert nobody_client.get(MATRIX).status_code == 403
+    assert nobody_client.get(pair_url("host", "m25")).status_code == 403
+    assert nobody_client.get(EXPORT).status_code == 403
+    assert nobody_client.get(HISTORY).status_code == 403
+
+
+def test_matrix_query_count_does_not_grow_with_the_fleet(viewer_client, make_cluster, django_assert_max_num_queries):
+    make_cluster("host", "v1.29.0", role="host")
+    for i in range(5):
+        make_cluster(f"a{i}", f"v1.{25 + i}.0")
+    with django_assert_max_num_queries(8):
+        assert viewer_client.get(MATRIX).status_code == 200
+    for i in range(120):
+        make_cluster(f"b{i}", f"v1.{25 + i % 7}.0", kubelets={"n": "v1.20.0"})
+    with django_assert_max_num_queries(8):
+        response = viewer_client.get(MATRIX)
+    assert response.status_code == 200
+    assert response.context["page"].paginator.count == 125
+
+
+def test_heavy_skew_cells_are_cached_until_inputs_change(viewer_client, sim_fleet, monkeypatch):
+    calls = []
+    original = selectors._compute_skew
+
+    def counting(rows, policy):
+        calls.append(len(rows))
+        return original(rows, policy)
+
+    monkeypatch.setattr(selectors, "_compute_skew", counting)
+    viewer_client.get(MATRIX)
+    viewer_client.get(MATRIX)
+    assert len(calls) == 1
+    host, members = sim_fleet
+    members[0].server_version = "v1.28.0"
+    members[0].save()
+    viewer_client.get(MATRIX)
+    assert len(calls) == 2  # a version changed
+    VersionPolicy.objects.create(pk=1, member_member_max_minor_skew=4)
+    viewer_client.get(MATRIX)
+    assert len(calls) == 3  # the policy changed
+
+
+def test_big_fleet_heatmap_collapses_to_versions_and_grid_is_hidden(viewer_client, make_cluster):
+    make_cluster("host", "v1.29.0", role="host")
+    for i in range(160):
+        make_cluster(f"c{i}", f"v1.{25 + i % 7}.0")
+    response = viewer_client.get(MATRIX)
+    overview = response.context["overview"]
+    assert overview.grid is None
+    assert len(overview.heatmap["data"][0]["x"]) == 7
+    assert response.context["clickable_heatmap"] is False
+
+
+def test_unknown_versions_render_without_crashing(viewer_client, make_cluster):
+    make_cluster("host", "", role="host")
+    make_cluster("m1", "banana", kubelets={"n": "??"})
+    response = viewer_client.get(MATRIX)
+    assert response.status_code == 200
+    assert "is unknown" in response.content.decode()
+
+
+# --- pair ------------------------------------------------------------------------------------------
+
+
+def test_pair_page_explains_the_policy(viewer_client, sim_fleet):
+    response = viewer_client.get(pair_url("host", "m27"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "What the policy says" in body and "<html" in body
+    assert "P0" in body and "2 minors behind host" in body
+
+
+def test_pair_fragment_for_htmx(viewer_client, sim_fleet):
+    response = viewer_client.get(pair_url("m28", "host"), HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert response.status_code == 200 and "<html" not in body
+    assert "within policy" in body
+
+
+def test_pair_of_unknown_clusters_is_404(viewer_client, sim_fleet):
+    assert viewer_client.get(pair_url("host", "nope")).status_code == 404
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+def test_export_streams_csv_of_members_and_is_audited(viewer_client, sim_fleet):
+    response = viewer_client.get(EXPORT, {"labels": "env=prod"})
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    text = b"".join(response.streaming_content).decode("utf-8-sig")
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0][:3] == ["Cluster", "Version", "gitVersion"]
+    assert [r[0] for r in rows[1:]] == ["m25", "m27", "m29", "m31"]
+    assert rows[1][rows[0].index("Severity")] == "P0"
+    assert AuditEvent.objects.filter(action="drift.skew.export").count() == 1
+
+
+def test_export_rejects_bad_filters_with_400(viewer_client, sim_fleet):
+    response = viewer_client.get(EXPORT, {"labels": "a=b=c"})
+    assert response.status_code == 400
+    assert b"Bad filter" in response.content
+
+
+def test_export_neutralises_formula_labels(viewer_client, make_cluster):
+    make_cluster("host", "v1.29.0", role="host")
+    make_cluster("m1", "v1.29.0", labels={"team": "x"})
+    from clusters.models import Cluster
+
+    Cluster.objects.filter(name="m1").update(labels={"=cmd": "=1+1"})  # bypasses validation on purpose
+    text = b"".join(viewer_client.get(EXPORT).streaming_content).decode("utf-8-sig")
+    assert "'=cmd" in text
+
+
+# --- history -------------------------------------------------------------------------------------
+
+
+def test_version_history_page_and_fragment(viewer_client, sim_fleet, django_assert_max_num_queries):
+    from clusters.models import VersionSample
+
+    host, members = sim_fleet
+    now = timezone.now()
+    VersionSample.objects.create(cluster=members[0], sampled_at=now - timedelta(days=40), git_version="v1.24.0")
+    VersionSample.objects.create(cluster=members[0], sampled_at=now - timedelta(days=3), git_version="v1.25.1")
+    VersionSample.objects.create(cluster=host, sampled_at=now - timedelta(days=10), git_version="v1.29.2")
+    with django_assert_max_num_queries(12):
+        response = viewer_client.get(HISTORY)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "plotly/plotly.min.js" in body and "version-timeline-data" in body
+    timeline = {t["name"]: t for t in response.context["timeline"]["data"]}
+    assert timeline["m25"]["text"][:2] == ["v1.24.0", "v1.25.1"]
+    dist = response.context["distribution"]
+    assert {t["name"] for t in dist["data"]} == {"v1.24", "v1.25", "v1.29"}
+    fragment = viewer_client.get(HISTORY, {"days": 7}, HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 200 and "<html" not in fragment.content.decode()
+
+
+def test_version_history_bad_window_is_a_form_error(viewer_client, sim_fleet):
+    response = viewer_client.get(HISTORY, {"days": "9999"})
+    assert response.status_code == 200
+    assert response.context["form"].errors
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+def test_admin_edits_policy_and_it_is_audited_and_used(admin_client_, sim_fleet):
+    assert admin_client_.get(POLICY).status_code == 200
+    data = {
+        "host_member_max_minor_skew": 4,
+        "member_member_max_minor_skew": 6,
+        "kubelet_max_older_minors": 3,
+        "kubelet_max_older_minors_before_1_28": 2,
+    }
+    response = admin_client_.post(POLICY, data)
+    assert response.status_code == 302
+    policy = VersionPolicy.load()
+    assert policy.host_member_max_minor_skew == 4 and policy.auto_isolate_on_p0 is False
+    event = AuditEvent.objects.get(action="drift.policy.update")
+    assert event.before["host_member_max_minor_skew"] == 1 and event.after["host_member_max_minor_skew"] == 4
+    rows = admin_client_.get(MATRIX).context["overview"].member_rows
+    assert {r.name: r.severity for r in rows}["m25"] is None
+
+
+def test_policy_rejects_bad_values_without_saving(admin_client_, sim_fleet):
+    response = admin_client_.post(POLICY, {"host_member_max_minor_skew": -1, "member_member_max_minor_skew": 99,
+                                           "kubelet_max_older_minors": "x", "kubelet_max_older_minors_before_1_28": 2})
+    assert response.status_code == 400
+    assert not VersionPolicy.objects.exists()
+    assert not AuditEvent.objects.filter(action="drift.policy.update").exists()
+
+
+def test_viewer_cannot_edit_policy(viewer_client):
+    assert viewer_client.get(POLICY).status_code == 403
+    assert viewer_client.post(POLICY, {"host_member_max_minor_skew": 3}).status_code == 403
+    assert not VersionPolicy.objects.exists()
+
+
+def test_policy_service_refuses_non_admins(viewer):
+    from django.core.exceptions import PermissionDenied
+
+    from drift.services import update_version_policy
+
+    with pytest.raises(PermissionDenied):
+        update_version_policy(actor=viewer, host_member_max_minor_skew=3)
