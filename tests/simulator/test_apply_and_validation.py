@@ -1,0 +1,140 @@
+"""Server-side apply (fieldManager, force, conflicts, removal of fields no longer applied) and
+fieldValidation Strict/Warn/Ignore against each cluster version's schema."""
+import json
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from tests.simulator.conftest import deployment
+
+
+def apply(c, path, body, *, manager="fedportal", force=False, validation=None, as_yaml=False):
+    query = [("fieldManager", manager)]
+    if force:
+        query.append(("force", "true"))
+    if validation:
+        query.append(("fieldValidation", validation))
+    c.set_default_header("Content-Type", "application/apply-patch+yaml")
+    try:
+        return c.call_api(path, "PATCH", query_params=query,
+                          header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                          body=yaml.safe_dump(body) if as_yaml else body, auth_settings=["BearerToken"],
+                          response_type="object", _return_http_data_only=False, _preload_content=True)
+    finally:
+        c.default_headers.pop("Content-Type", None)
+
+
+@pytest.fixture
+def ns(api):
+    name = "apply-ns"
+    for cluster in ("host", "m127", "m128"):
+        core = client.CoreV1Api(api(cluster))
+        try:
+            core.create_namespace({"metadata": {"name": name}})
+        except ApiException as exc:
+            assert exc.value.status == 409 if hasattr(exc, "value") else exc.status == 409
+    return name
+
+
+def dep_path(ns, name):
+    return f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+
+
+def test_apply_creates_then_updates_and_records_managed_fields(api, ns):
+    c = api("host")
+    data, status, _ = apply(c, dep_path(ns, "ssa"), deployment("ssa"))
+    assert status == 201 and data["metadata"]["generation"] == 1
+    entries = data["metadata"]["managedFields"]
+    assert entries[0]["manager"] == "fedportal" and entries[0]["operation"] == "Apply"
+    assert "f:replicas" in entries[0]["fieldsV1"]["f:spec"]
+    changed = deployment("ssa", replicas=5)
+    data, status, _ = apply(c, dep_path(ns, "ssa"), changed)
+    assert status == 200 and data["spec"]["replicas"] == 5 and data["metadata"]["generation"] == 2
+    typed = client.AppsV1Api(c).read_namespaced_deployment("ssa", ns)
+    assert typed.metadata.managed_fields[0].manager == "fedportal"
+
+
+def test_reapply_removes_fields_the_manager_no_longer_applies(api, ns):
+    c = api("host")
+    body = deployment("drop")
+    body["metadata"]["labels"]["team"] = "a"
+    apply(c, dep_path(ns, "drop"), body)
+    del body["metadata"]["labels"]["team"]
+    data, _, _ = apply(c, dep_path(ns, "drop"), body)
+    assert "team" not in data["metadata"]["labels"]
+
+
+def test_external_edit_conflicts_with_apply_until_forced(sim, api, ns):
+    c = api("host")
+    apply(c, dep_path(ns, "drifty"), deployment("drifty", replicas=2))
+    edited = sim.external_edit("host", "apps/v1", "Deployment", ns, "drifty", {"spec": {"replicas": 7}})
+    assert edited["spec"]["replicas"] == 7
+    with pytest.raises(ApiException) as exc:
+        apply(c, dep_path(ns, "drifty"), deployment("drifty", replicas=2))
+    body = json.loads(exc.value.body)
+    assert exc.value.status == 409 and body["reason"] == "Conflict"
+    assert 'conflict with "kubectl-edit"' in body["message"] and ".spec.replicas" in body["message"]
+    data, status, _ = apply(c, dep_path(ns, "drifty"), deployment("drifty", replicas=2), force=True)
+    assert status == 200 and data["spec"]["replicas"] == 2
+    assert sim.get_object("host", "apps/v1", "Deployment", ns, "drifty")["spec"]["replicas"] == 2
+
+
+def test_apply_without_field_manager_is_400(api, ns):
+    c = api("host")
+    with pytest.raises(ApiException) as exc:
+        c.call_api(dep_path(ns, "nofm"), "PATCH",
+                   header_params={"Content-Type": "application/apply-patch+yaml"},
+                   body=deployment("nofm"), auth_settings=["BearerToken"])
+    assert exc.value.status == 400
+
+
+def test_v127_strict_rejects_v128_only_field_naming_it(api, ns):
+    with pytest.raises(ApiException) as exc:
+        apply(api("m127"), dep_path(ns, "sidecar"), deployment("sidecar", init_restart_policy="Always"),
+              validation="Strict")
+    body = json.loads(exc.value.body)
+    assert exc.value.status == 400 and body["reason"] == "BadRequest"
+    assert 'unknown field "spec.template.spec.initContainers[0].restartPolicy"' in body["message"]
+
+
+def test_v128_strict_accepts_the_same_field(api, ns):
+    data, status, _ = apply(api("m128"), dep_path(ns, "sidecar"), deployment("sidecar", init_restart_policy="Always"),
+                            validation="Strict")
+    assert status == 201
+    assert data["spec"]["template"]["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+
+
+def test_v127_warn_is_the_default_drops_the_field_and_sends_warning_header(api, ns):
+    apps = client.AppsV1Api(api("m127"))
+    data, status, headers = apps.create_namespaced_deployment_with_http_info(
+        ns, deployment("warned", init_restart_policy="Always"))
+    assert status == 201
+    assert data.spec.template.spec.init_containers[0].restart_policy is None
+    assert headers["Warning"] == '299 - "unknown field \\"spec.template.spec.initContainers[0].restartPolicy\\""'
+
+
+def test_v127_ignore_drops_the_field_silently(api, ns):
+    apps = client.AppsV1Api(api("m127"))
+    data, status, headers = apps.create_namespaced_deployment_with_http_info(
+        ns, deployment("ignored", init_restart_policy="Always"), field_validation="Ignore")
+    assert status == 201 and "Warning" not in headers
+    assert data.spec.template.spec.init_containers[0].restart_policy is None
+
+
+def test_strict_create_through_typed_client(api, ns):
+    apps = client.AppsV1Api(api("m127"))
+    body = deployment("strict-typed")
+    body["spec"]["bogus"] = 1
+    with pytest.raises(ApiException) as exc:
+        apps.create_namespaced_deployment(ns, body, field_validation="Strict")
+    assert exc.value.status == 400 and 'unknown field \\"spec.bogus\\"' in exc.value.body
+
+
+def test_dry_run_does_not_store(api, ns):
+    core = client.CoreV1Api(api("host"))
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "dry"}}, dry_run="All")
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_config_map("dry", ns)
+    assert exc.value.status == 404

@@ -1,0 +1,81 @@
+"""Bad requests get the apiserver's Status answer, never a crash or a 500 (raw HTTP)."""
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+
+def call(sim, path, method="GET", body: bytes | None = None, ctype="application/json", token="default"):
+    headers = {"Content-Type": ctype, "Accept": "application/json"}
+    if token == "default":
+        token = sim.token("host")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(sim.url("host") + path, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+@pytest.mark.parametrize("path,method,body,ctype,code,reason", [
+    (CM, "POST", b'{"metadata": {"name": ', "application/json", 400, "BadRequest"),
+    (CM, "POST", b'[1, 2]', "application/json", 400, "BadRequest"),
+    (CM + "/x", "PATCH", b"a: [unclosed", "application/apply-patch+yaml", 400, "BadRequest"),
+    (CM, "POST", b'{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k"}}', "application/json", 400, "BadRequest"),
+    (CM, "POST", b'{"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "k"}}', "application/json", 400, "BadRequest"),
+    ("/api/v1/namespaces/default/widgets", "GET", None, "application/json", 404, "NotFound"),
+    ("/apis/nope.example.com/v1/things", "GET", None, "application/json", 404, "NotFound"),
+    ("/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers", "GET", None, "application/json", 404, "NotFound"),
+    (CM + "/url-name", "PUT", b'{"metadata": {"name": "body-name"}}', "application/json", 400, "BadRequest"),
+    (CM + "/x", "PATCH", b'{"data": {}}', "text/plain", 415, "UnsupportedMediaType"),
+    (CM + "?labelSelector=a%20in%20(", "GET", None, "application/json", 400, "BadRequest"),
+    (CM, "POST", b'{"metadata": {"name": "v"}}', "application/json", 200, None),
+    ("/api/v1/namespaces/default/configmaps?fieldValidation=Loose", "POST", b'{"metadata": {"name": "fv"}}', "application/json", 400, "BadRequest"),
+    ("/apis/apps/v1/namespaces/default/deployments", "POST",
+     b'{"metadata": {"name": "t"}, "spec": {"replicas": "two", "selector": {}, "template": {}}}', "application/json", 400, "BadRequest"),
+    ("/api/v1/namespaces/default/configmaps", "PUT", b'{}', "application/json", 405, "MethodNotAllowed"),
+], ids=["malformed-json", "not-an-object", "malformed-yaml", "wrong-kind", "wrong-apiversion", "unknown-resource",
+        "unknown-group", "group-version-absent-at-this-version", "name-mismatch", "unknown-patch-type",
+        "bad-label-selector", "sanity-create", "bad-field-validation", "wrong-type", "put-on-collection"])
+def test_bad_request_gets_status(sim, path, method, body, ctype, code, reason):
+    status, payload = call(sim, path, method, body, ctype)
+    if reason is None:
+        assert status in (200, 201)
+        return
+    assert status == code
+    assert payload["kind"] == "Status" and payload["reason"] == reason and payload["code"] == code
+    assert payload["message"]
+
+
+def test_oversized_body_is_413(sim):
+    big = json.dumps({"metadata": {"name": "big"}, "data": {"blob": "x" * (4 * 1024 * 1024)}}).encode()
+    status, payload = call(sim, CM, "POST", big)
+    assert status == 413 and payload["reason"] == "RequestEntityTooLarge"
+
+
+def test_unknown_cluster_is_404(sim):
+    req = urllib.request.Request(sim.base_url + "/clusters/ghost/version")
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert exc.value.code == 404
+
+
+def test_admin_endpoint_needs_admin_token(sim):
+    req = urllib.request.Request(sim.admin_url + "/clusters", headers={"Authorization": f"Bearer {sim.token('host')}"})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(req, timeout=5)
+    assert exc.value.code == 401
+
+
+def test_admin_rejects_bad_fault_values(sim):
+    from tests.fleet_fixtures import FleetError
+    with pytest.raises(FleetError, match="400"):
+        sim.admin("POST", "/clusters/host/faults", {"down": "sideways"})
+    with pytest.raises(FleetError, match="400"):
+        sim.set_version("host", "banana")

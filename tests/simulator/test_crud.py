@@ -1,0 +1,159 @@
+"""CRUD, lists, metadata, conflicts and patches through the official kubernetes client."""
+import json
+
+import pytest
+from kubernetes import client
+from kubernetes.client import ApiException
+
+from tests.simulator.conftest import deployment
+
+
+@pytest.fixture
+def ns(api):
+    core = client.CoreV1Api(api("host"))
+    name = f"crud-{id(core) % 100000}"
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    try:
+        core.delete_namespace(name)
+    except ApiException:
+        pass
+
+
+def test_create_get_list_delete_configmap(api, ns):
+    core = client.CoreV1Api(api("host"))
+    created = core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg", "labels": {"tier": "a"}},
+                                                     "data": {"k": "v"}})
+    assert created.metadata.uid and created.metadata.creation_timestamp
+    assert created.metadata.resource_version
+    got = core.read_namespaced_config_map("cfg", ns)
+    assert got.data == {"k": "v"} and got.metadata.labels == {"tier": "a"}
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "other", "labels": {"tier": "b"}}})
+    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier=a").items] == ["cfg"]
+    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier in (a,b)").items] == ["cfg", "other"]
+    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier!=a").items] == ["other"]
+    status = core.delete_namespaced_config_map("cfg", ns)
+    assert status.status == "Success"
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_config_map("cfg", ns)
+    assert exc.value.status == 404
+    body = json.loads(exc.value.body)
+    assert body["kind"] == "Status" and body["reason"] == "NotFound" and 'configmaps "cfg" not found' in body["message"]
+
+
+def test_resource_version_increases_and_generation_follows_spec_only(api, ns):
+    apps = client.AppsV1Api(api("host"))
+    d = apps.create_namespaced_deployment(ns, deployment("web"))
+    assert d.metadata.generation == 1
+    rv1 = int(d.metadata.resource_version)
+    d2 = apps.patch_namespaced_deployment("web", ns, {"metadata": {"labels": {"app": "web", "x": "y"}}})
+    assert int(d2.metadata.resource_version) > rv1
+    assert d2.metadata.generation == 1
+    d3 = apps.patch_namespaced_deployment("web", ns, {"spec": {"replicas": 4}})
+    assert d3.metadata.generation == 2 and int(d3.metadata.resource_version) > int(d2.metadata.resource_version)
+    assert d3.metadata.uid == d.metadata.uid and d3.metadata.labels["x"] == "y"
+
+
+def test_create_existing_name_is_409_already_exists(api, ns):
+    core = client.CoreV1Api(api("host"))
+    core.create_namespaced_service_account(ns, {"metadata": {"name": "robot"}})
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_service_account(ns, {"metadata": {"name": "robot"}})
+    assert exc.value.status == 409
+    assert json.loads(exc.value.body)["reason"] == "AlreadyExists"
+
+
+def test_update_with_stale_resource_version_is_409_conflict(api, ns):
+    core = client.CoreV1Api(api("host"))
+    cm = core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    cm.data = {"a": "2"}
+    updated = core.replace_namespaced_config_map("c", ns, cm)
+    assert updated.data == {"a": "2"}
+    cm.data = {"a": "3"}  # still carries the old resourceVersion
+    with pytest.raises(ApiException) as exc:
+        core.replace_namespaced_config_map("c", ns, cm)
+    body = json.loads(exc.value.body)
+    assert exc.value.status == 409 and body["reason"] == "Conflict" and "has been modified" in body["message"]
+
+
+def test_namespaced_object_needs_its_namespace(api):
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(api("host")).create_namespaced_secret("nope", {"metadata": {"name": "s"}})
+    assert exc.value.status == 404 and 'namespaces "nope" not found' in json.loads(exc.value.body)["message"]
+
+
+def test_missing_required_field_is_422_invalid(api, ns):
+    bad = deployment("broken")
+    del bad["spec"]["selector"]
+    with pytest.raises(ApiException) as exc:
+        client.AppsV1Api(api("host")).create_namespaced_deployment(ns, bad)
+    body = json.loads(exc.value.body)
+    assert exc.value.status == 422 and body["reason"] == "Invalid"
+    assert body["details"]["causes"][0]["field"] == "spec.selector"
+
+
+def test_missing_name_is_422(api, ns):
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(api("host")).create_namespaced_config_map(ns, {"metadata": {}})
+    assert exc.value.status == 422
+
+
+def test_strategic_merge_patch_merges_containers_by_name(api, ns):
+    apps = client.AppsV1Api(api("host"))
+    body = deployment("smp")
+    body["spec"]["template"]["spec"]["containers"].append({"name": "log", "image": "fluentbit:2"})
+    apps.create_namespaced_deployment(ns, body)
+    patched = apps.patch_namespaced_deployment("smp", ns, {"spec": {"template": {"spec": {"containers": [
+        {"name": "web", "image": "nginx:1.27", "env": [{"name": "A", "value": "1"}]}]}}}})
+    containers = {c.name: c for c in patched.spec.template.spec.containers}
+    assert set(containers) == {"web", "log"}
+    assert containers["web"].image == "nginx:1.27" and containers["web"].ports[0].container_port == 80
+    assert containers["web"].env[0].name == "A"
+
+
+def test_json_merge_patch_replaces_lists(api, ns):
+    c = api("host")
+    apps = client.AppsV1Api(c)
+    apps.create_namespaced_deployment(ns, deployment("jmp"))
+    data, status, _ = c.call_api(
+        f"/apis/apps/v1/namespaces/{ns}/deployments/jmp", "PATCH",
+        header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
+        body={"spec": {"template": {"spec": {"containers": [{"name": "other", "image": "redis:7"}]}}}},
+        auth_settings=["BearerToken"], response_type="V1Deployment", _return_http_data_only=False)
+    assert status == 200
+    assert [c.name for c in data.spec.template.spec.containers] == ["other"]
+
+
+def test_services_secrets_and_cluster_scoped_objects(api, ns):
+    c = api("m131")
+    core = client.CoreV1Api(c)
+    core.create_namespace({"metadata": {"name": ns}})
+    svc = core.create_namespaced_service(ns, {"metadata": {"name": "web"},
+                                              "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    assert svc.spec.cluster_ip and svc.spec.ports[0].protocol == "TCP"
+    secret = core.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"p": "x"}})
+    assert secret.metadata.name == "s"
+    rbac = client.RbacAuthorizationV1Api(c)
+    role = rbac.create_cluster_role({"metadata": {"name": f"{ns}-reader"},
+                                     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    assert role.metadata.namespace is None
+    assert any(r.metadata.name == f"{ns}-reader" for r in rbac.list_cluster_role().items)
+    core.delete_namespace(ns)
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_service("web", ns)
+    assert exc.value.status == 404
+
+
+def test_nodes_are_read_only(api):
+    core = client.CoreV1Api(api("host"))
+    node = core.list_node().items[0].metadata.name
+    with pytest.raises(ApiException) as exc:
+        core.patch_node(node, {"metadata": {"labels": {"x": "y"}}})
+    assert exc.value.status == 405
+
+
+def test_list_all_namespaces(api, ns):
+    apps = client.AppsV1Api(api("host"))
+    apps.create_namespaced_deployment(ns, deployment("everywhere"))
+    names = [(d.metadata.namespace, d.metadata.name) for d in apps.list_deployment_for_all_namespaces().items]
+    assert (ns, "everywhere") in names
