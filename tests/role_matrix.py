@@ -93,3 +93,44 @@ EXPECTED.update(
     }
 )
 URL_KWARGS.update({"drift:skew_pair": _sample_drift_pair})
+
+
+# --- clusters -----------------------------------------------------------------------------------
+def _sample_cluster_pk() -> dict:
+    from tests.clusters.factories import ClusterFactory
+
+    return {"pk": ClusterFactory().pk}
+
+
+def _sample_poll_pk() -> dict:
+    from clusters.models import PollRequest
+
+    return {"pk": PollRequest.objects.create(total=0).pk}
+
+
+EXPECTED.update(
+    {
+        "clusters:cluster_list": {"GET": Role.VIEWER},
+        "clusters:cluster_detail": {"GET": Role.VIEWER},
+        "clusters:summary": {"GET": Role.VIEWER},
+        "clusters:cluster_create": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_test_connection": {"POST": Role.ADMIN},
+        "clusters:cluster_import": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_edit": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_rotate_credentials": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_unjoin": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_poll": {"POST": Role.OPERATOR},
+        "clusters:fleet_poll": {"POST": Role.OPERATOR},
+        "clusters:poll_status": {"GET": Role.VIEWER},
+    }
+)
+URL_KWARGS.update(
+    {
+        "clusters:cluster_detail": _sample_cluster_pk,
+        "clusters:cluster_edit": _sample_cluster_pk,
+        "clusters:cluster_rotate_credentials": _sample_cluster_pk,
+        "clusters:cluster_unjoin": _sample_cluster_pk,
+        "clusters:cluster_poll": _sample_cluster_pk,
+        "clusters:poll_status": _sample_poll_pk,
+    }
+)

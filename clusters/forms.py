@@ -1,0 +1,287 @@
+"""Forms: register, edit, rotate, kubeconfig import, unjoin confirmation, list filters."""
+
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+
+from clusters.choices import AuthMethod, ClusterRole, ClusterState
+from clusters.models import Cluster
+from clusters.selectors import SORTS
+from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
+
+MAX_KUBECONFIG_BYTES = 1024 * 1024
+
+
+class LabelsField(forms.CharField):
+    """``k=v`` pairs (commas, spaces or new lines between them), validated like Kubernetes labels."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault(
+            "help_text", "key=value pairs separated by commas, e.g. env=prod, team=payments (Kubernetes label rules)."
+        )
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return format_label_pairs(value) if isinstance(value, dict) else value
+
+    def to_python(self, value):
+        return parse_label_pairs(super().to_python(value) or "")
+
+
+class ApiServerField(forms.CharField):
+    default_validators = [URLValidator(schemes=["https", "http"], message="Enter the API server as an https:// (or http://) URL.")]
+
+    def to_python(self, value):
+        return (super().to_python(value) or "").strip().rstrip("/")
+
+
+PEM_WIDGET = forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"})
+
+
+class CredentialsMixin(forms.Form):
+    auth_method = forms.ChoiceField(choices=AuthMethod.choices, initial=AuthMethod.TOKEN, widget=forms.RadioSelect)
+    token = forms.CharField(
+        label="Bearer token",
+        required=False,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="A service-account token. Stored encrypted; never shown again.",
+    )
+    client_certificate = forms.CharField(label="Client certificate (PEM)", required=False, widget=PEM_WIDGET)
+    client_key = forms.CharField(
+        label="Client key (PEM)",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Paste the PEM key; it is stored encrypted and never shown again.",
+    )
+
+    def clean_credentials(self, cleaned):
+        method = cleaned.get("auth_method")
+        if method == AuthMethod.TOKEN:
+            if not cleaned.get("token"):
+                self.add_error("token", "Enter the bearer token.")
+            cleaned["client_certificate"] = cleaned["client_key"] = ""
+        elif method == AuthMethod.CLIENT_CERTIFICATE:
+            if not cleaned.get("client_certificate"):
+                self.add_error("client_certificate", "Paste the client certificate.")
+            if not cleaned.get("client_key"):
+                self.add_error("client_key", "Paste the client key.")
+            cleaned["token"] = ""
+        return cleaned
+
+    def credentials(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "token": data.get("token") or None,
+            "client_certificate": data.get("client_certificate") or None,
+            "client_key": data.get("client_key") or None,
+        }
+
+
+class TLSMixin(forms.Form):
+    ca_bundle = forms.CharField(
+        label="CA bundle (PEM)",
+        required=False,
+        widget=PEM_WIDGET,
+        help_text="The cluster's CA. Leave empty to use the system trust store.",
+    )
+    insecure_skip_tls_verify = forms.BooleanField(
+        label="Skip TLS verification (insecure)",
+        required=False,
+        help_text="Anyone between FedPortal and the cluster could read the token. Use only for labs.",
+    )
+
+    def clean_tls(self, cleaned):
+        ca = (cleaned.get("ca_bundle") or "").strip()
+        if ca and "BEGIN CERTIFICATE" not in ca:
+            self.add_error("ca_bundle", "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----).")
+        if ca and cleaned.get("insecure_skip_tls_verify"):
+            self.add_error("insecure_skip_tls_verify", "Give a CA bundle or skip verification, not both.")
+        return cleaned
+
+
+class ClusterRegisterForm(CredentialsMixin, TLSMixin, forms.Form):
+    name = forms.CharField(
+        max_length=63,
+        validators=[validate_dns1123_label],
+        help_text="A DNS label: lowercase letters, digits and '-', e.g. prod-eu-1.",
+    )
+    api_server = ApiServerField(label="API server URL", max_length=2048)
+    role = forms.ChoiceField(choices=ClusterRole.choices, initial=ClusterRole.MEMBER)
+    labels = LabelsField()
+
+    field_order = [
+        "name",
+        "api_server",
+        "role",
+        "labels",
+        "auth_method",
+        "token",
+        "client_certificate",
+        "client_key",
+        "ca_bundle",
+        "insecure_skip_tls_verify",
+    ]
+
+    def clean(self):
+        cleaned = super().clean()
+        self.clean_credentials(cleaned)
+        self.clean_tls(cleaned)
+        return cleaned
+
+    def service_kwargs(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "api_server": data["api_server"],
+            "role": data["role"],
+            "labels": data["labels"],
+            "ca_bundle": data.get("ca_bundle") or "",
+            "insecure_skip_tls_verify": data.get("insecure_skip_tls_verify", False),
+            **self.credentials(),
+        }
+
+
+class ClusterEditForm(TLSMixin, forms.Form):
+    api_server = ApiServerField(label="API server URL", max_length=2048)
+    role = forms.ChoiceField(choices=ClusterRole.choices)
+    labels = LabelsField()
+
+    field_order = ["api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify"]
+
+    @classmethod
+    def for_cluster(cls, cluster: Cluster, data=None):
+        return cls(
+            data,
+            initial={
+                "api_server": cluster.api_server,
+                "role": cluster.role,
+                "labels": format_label_pairs(cluster.labels),
+                "ca_bundle": cluster.ca_bundle,
+                "insecure_skip_tls_verify": cluster.insecure_skip_tls_verify,
+            },
+        )
+
+    def clean(self):
+        return self.clean_tls(super().clean())
+
+    def changes(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "api_server": data["api_server"],
+            "role": data["role"],
+            "labels": data["labels"],
+            "ca_bundle": data.get("ca_bundle") or "",
+            "insecure_skip_tls_verify": data.get("insecure_skip_tls_verify", False),
+        }
+
+
+class RotateCredentialsForm(CredentialsMixin, forms.Form):
+    def clean(self):
+        return self.clean_credentials(super().clean())
+
+
+class UnjoinForm(forms.Form):
+    confirm_name = forms.CharField(label="Type the cluster's name to confirm")
+
+    def __init__(self, *args, cluster: Cluster, **kwargs):
+        self.cluster = cluster
+        super().__init__(*args, **kwargs)
+
+    def clean_confirm_name(self):
+        value = self.cleaned_data["confirm_name"].strip()
+        if value != self.cluster.name:
+            raise ValidationError(f"Type {self.cluster.name} exactly to unjoin it.")
+        return value
+
+
+class KubeconfigUploadForm(forms.Form):
+    kubeconfig_file = forms.FileField(label="Upload a kubeconfig", required=False)
+    kubeconfig_text = forms.CharField(
+        label="…or paste it",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false", "autocomplete": "off"}),
+        help_text="Credentials must be embedded (kubectl config view --flatten). Nothing is stored until you import.",
+    )
+
+    def clean(self):
+        cleaned = super().clean()
+        upload = cleaned.get("kubeconfig_file")
+        text = cleaned.get("kubeconfig_text") or ""
+        if upload:
+            if upload.size > MAX_KUBECONFIG_BYTES:
+                raise ValidationError("The kubeconfig is larger than 1 MiB.")
+            raw = upload.read()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValidationError("The uploaded file is not UTF-8 text.") from None
+        if not text.strip():
+            raise ValidationError("Upload a kubeconfig file or paste one.")
+        if len(text) > MAX_KUBECONFIG_BYTES:
+            raise ValidationError("The kubeconfig is larger than 1 MiB.")
+        cleaned["text"] = text
+        return cleaned
+
+
+class KubeconfigChooseForm(forms.Form):
+    contexts = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one context."})
+    host_context = forms.ChoiceField(required=False, label="Host cluster")
+    labels = LabelsField(help_text="Labels for every imported cluster, e.g. env=staging.")
+
+    def __init__(self, *args, contexts: list, **kwargs):
+        super().__init__(*args, **kwargs)
+        usable = [(c.name, c.name) for c in contexts if c.usable]
+        self.fields["contexts"].choices = usable
+        self.fields["host_context"].choices = [("", "— none (all members) —"), *usable]
+
+    def clean(self):
+        cleaned = super().clean()
+        host = cleaned.get("host_context")
+        if host and host not in (cleaned.get("contexts") or []):
+            self.add_error("host_context", "The host cluster must be one of the chosen contexts.")
+        return cleaned
+
+
+class ClusterFilterForm(forms.Form):
+    """Query parameters of the cluster list (and its CSV export)."""
+
+    q = forms.CharField(required=False, label="Search", max_length=200)
+    label = forms.CharField(required=False, max_length=400, help_text="key or key=value")
+    role = forms.ChoiceField(required=False, choices=[("", "any role"), *ClusterRole.choices])
+    state = forms.ChoiceField(required=False, choices=[("", "any state"), *ClusterState.choices])
+    version = forms.CharField(required=False, max_length=64, help_text="1.27, v1.27.3 or unknown")
+    sort = forms.ChoiceField(required=False, choices=[(key, key) for key in SORTS])
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def clean_label(self):
+        value = (self.cleaned_data.get("label") or "").strip()
+        if value:
+            key, _, label_value = value.partition("=")
+            try:
+                parse_label_pairs(f"{key.strip()}={label_value.strip()}")
+            except ValidationError as exc:
+                raise ValidationError(exc.messages) from None
+        return value
+
+    def clean_version(self):
+        import re
+
+        value = (self.cleaned_data.get("version") or "").strip()
+        if value and value != "unknown" and not re.fullmatch(r"v?\d+\.\d+(\.\d+.*)?", value):
+            raise ValidationError("Use a minor version (1.27), a gitVersion (v1.27.3) or 'unknown'.")
+        return value
+
+    def filters(self) -> dict:
+        data = self.cleaned_data if self.is_valid() else {}
+        return {
+            "q": data.get("q") or "",
+            "label": data.get("label") or "",
+            "role": data.get("role") or "",
+            "state": data.get("state") or "",
+            "version": data.get("version") or "",
+            "sort": data.get("sort") or "name",
+        }

@@ -1,0 +1,130 @@
+"""Read-side queries for views, exports and other apps. A fixed number of queries each."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q, QuerySet
+
+from clusters.choices import ClusterState
+from clusters.models import Cluster, ClusterStateChange, VersionSample
+
+# Sort keys offered to users -> ORDER BY (name as the tie-breaker keeps pages stable).
+SORTS = {
+    "name": ("name",),
+    "-name": ("-name",),
+    "state": ("state", "name"),
+    "-state": ("-state", "name"),
+    "version": ("version_major", "version_minor", "server_version", "name"),
+    "-version": ("-version_major", "-version_minor", "-server_version", "name"),
+    "role": ("role", "name"),
+    "-role": ("-role", "name"),
+    "region": ("region", "name"),
+    "-region": ("-region", "name"),
+    "last_probe": ("last_probe_at", "name"),
+    "-last_probe": ("-last_probe_at", "name"),
+}
+
+LIST_FIELDS = (
+    "id",
+    "name",
+    "api_server",
+    "role",
+    "labels",
+    "region",
+    "zones",
+    "state",
+    "state_changed_at",
+    "last_probe_at",
+    "last_error",
+    "server_version",
+    "version_major",
+    "version_minor",
+    "platform",
+    "node_count",
+    "isolated",
+)
+
+
+def parse_label_filter(text: str) -> tuple[str, str | None]:
+    """"env=prod" -> ("env", "prod"); "env" -> ("env", None)."""
+    key, sep, value = (text or "").partition("=")
+    return key.strip(), (value.strip() if sep else None)
+
+
+def filter_clusters(
+    *,
+    q: str = "",
+    label: str = "",
+    role: str = "",
+    state: str = "",
+    version: str = "",
+    sort: str = "name",
+    queryset: QuerySet | None = None,
+) -> QuerySet:
+    """The inventory, filtered and sorted; only the columns lists and exports show (no credentials)."""
+    qs = (queryset if queryset is not None else Cluster.objects.all()).only(*LIST_FIELDS)
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(api_server__icontains=q))
+    if label:
+        key, value = parse_label_filter(label)
+        if key:
+            qs = qs.with_label(key, value)
+    if role:
+        qs = qs.filter(role=role)
+    if state:
+        qs = qs.filter(state=state)
+    if version:
+        qs = filter_version(qs, version)
+    return qs.order_by(*SORTS.get(sort, SORTS["name"]))
+
+
+def filter_version(qs: QuerySet, version: str) -> QuerySet:
+    """"1.27" -> every 1.27.x; "v1.27.3" -> exactly that gitVersion; "unknown" -> not probed yet."""
+    version = version.strip()
+    if version == "unknown":
+        return qs.filter(version_minor__isnull=True)
+    parts = version.lstrip("v").split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return qs.filter(version_major=int(parts[0]), version_minor=int(parts[1]))
+    return qs.filter(server_version=version if version.startswith("v") else f"v{version}")
+
+
+def version_choices() -> list[tuple[str, str]]:
+    """Minor versions present in the fleet, for the filter (one query)."""
+    rows = (
+        Cluster.objects.filter(version_minor__isnull=False)
+        .values_list("version_major", "version_minor")
+        .distinct()
+        .order_by("version_major", "version_minor")
+    )
+    return [(f"{major}.{minor}", f"{major}.{minor}") for major, minor in rows]
+
+
+def fleet_summary() -> dict:
+    """Counts by state and by minor version (two queries)."""
+    by_state = {state: 0 for state in ClusterState.values}
+    for row in Cluster.objects.values("state").annotate(n=Count("id")).order_by():
+        by_state[row["state"]] = row["n"]
+    versions = [
+        {"version": f"{r['version_major']}.{r['version_minor']}" if r["version_minor"] is not None else "unknown", "count": r["n"]}
+        for r in Cluster.objects.values("version_major", "version_minor")
+        .annotate(n=Count("id"))
+        .order_by("version_major", "version_minor")
+    ]
+    return {"total": sum(by_state.values()), "by_state": by_state, "versions": versions}
+
+
+def state_history(cluster: Cluster, *, limit: int = 50) -> list[ClusterStateChange]:
+    return list(ClusterStateChange.objects.filter(cluster=cluster).order_by("-at", "-id")[:limit])
+
+
+def version_history(cluster: Cluster, *, limit: int = 20) -> list[VersionSample]:
+    return list(VersionSample.objects.filter(cluster=cluster).order_by("-sampled_at", "-id")[:limit])
+
+
+def clusters_by_names(names) -> dict[str, Cluster]:
+    return {c.name: c for c in Cluster.objects.filter(name__in=list(names))}
+
+
+def ready_members() -> QuerySet:
+    """Clusters that can receive propagated resources right now (Ready, not isolated)."""
+    return Cluster.objects.filter(state=ClusterState.READY, isolated=False)

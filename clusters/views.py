@@ -1,0 +1,330 @@
+"""Cluster registry views: check the role, validate, call a service or selector, render.
+
+Every view serves a full page, and its named partial when the request comes from htmx.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+
+from clusters import crypto, kube, selectors, services
+from clusters.forms import (
+    ClusterEditForm,
+    ClusterFilterForm,
+    ClusterRegisterForm,
+    KubeconfigChooseForm,
+    KubeconfigUploadForm,
+    RotateCredentialsForm,
+    UnjoinForm,
+)
+from clusters.models import Cluster, PollRequest
+from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
+from fedportal.csv_export import stream_csv
+from fedportal.roles import Role, has_role, role_required
+
+PAGE_SIZE = 50
+IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
+
+
+def _add_errors(form, exc: ValidationError) -> None:
+    """Put a service's ValidationError on the form: on the field when the form has it."""
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.error_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, exc)
+
+
+def _redirect(request, url):
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+# ---------------------------------------------------------------------------------------------
+# Read
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def cluster_list(request):
+    form = ClusterFilterForm(request.GET)
+    filters = form.filters()
+    queryset = selectors.filter_clusters(**filters)
+    if request.GET.get("format") == "csv":
+        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+        return stream_csv(f"clusters-{stamp}.csv", CLUSTER_COLUMNS, csv_rows(queryset))
+    page = Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
+    params = request.GET.copy()
+    params.pop("page", None)
+    sort_params = params.copy()
+    sort_params.pop("sort", None)
+    context = {
+        "form": form,
+        "page": page,
+        "columns": HTML_COLUMNS,
+        "filters": filters,
+        "query": params.urlencode(),
+        "sort_query": sort_params.urlencode(),
+        "version_choices": selectors.version_choices(),
+        "can_poll": has_role(request.user, Role.OPERATOR),
+        "can_admin": has_role(request.user, Role.ADMIN),
+    }
+    template = "clusters/cluster_list.html"
+    return render(request, template + "#rows" if request.htmx else template, context)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def cluster_detail(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    context = {
+        "cluster": cluster,
+        "history": selectors.state_history(cluster),
+        "samples": selectors.version_history(cluster),
+        "kubelets": sorted((cluster.kubelet_versions or {}).items()),
+        "can_poll": has_role(request.user, Role.OPERATOR),
+        "can_admin": has_role(request.user, Role.ADMIN),
+    }
+    template = "clusters/cluster_detail.html"
+    return render(request, template + "#status" if request.htmx else template, context)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def summary(request):
+    """The home-page panel (a fragment for htmx; a small page without it)."""
+    template = "clusters/cluster_summary.html"
+    context = {"summary": selectors.fleet_summary()}
+    return render(request, template + "#panel" if request.htmx else template, context)
+
+
+# ---------------------------------------------------------------------------------------------
+# Register, test, import
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_create(request):
+    form = ClusterRegisterForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = services.register_cluster(actor=request.user, **form.service_kwargs())
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            messages.success(request, f"Registered {cluster.name} ({cluster.server_version or 'version pending'}).")
+            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+    template = "clusters/cluster_form.html"
+    context = {"form": form, "mode": "create"}
+    status = 400 if request.method == "POST" else 200
+    return render(request, template + "#form" if request.htmx else template, context, status=status)
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_test_connection(request):
+    """Try the connection in the register form without saving anything: version or exact reason."""
+    form = ClusterRegisterForm(request.POST)
+    form.is_valid()
+    result = None
+    needed = ("api_server", "token", "client_certificate", "client_key", "ca_bundle", "insecure_skip_tls_verify")
+    if not any(field in form.errors for field in needed):
+        data = form.cleaned_data
+        conn = kube.ClusterConnection(
+            name=data.get("name") or "new",
+            api_server=data["api_server"],
+            ca_data=(data.get("ca_bundle") or "").strip() or None,
+            insecure_skip_tls_verify=data.get("insecure_skip_tls_verify", False),
+            **form.credentials(),
+        )
+        result = services.test_connection(conn)
+    context = {"form": form, "result": result, "mode": "create"}
+    if request.htmx:
+        return render(request, "clusters/cluster_form.html#test_result", context)
+    return render(request, "clusters/cluster_form.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_import(request):
+    """Step 1: upload or paste a kubeconfig. Step 2: choose contexts (the kubeconfig waits,
+    encrypted, in the session; it is never rendered back into the page)."""
+    template = "clusters/cluster_import.html"
+    step = request.POST.get("step", "upload") if request.method == "POST" else "upload"
+    upload_form = KubeconfigUploadForm()
+    choose_form = None
+    contexts = []
+    status = 200
+    if request.method == "GET":
+        request.session.pop(IMPORT_SESSION_KEY, None)
+    elif step == "upload":
+        upload_form = KubeconfigUploadForm(request.POST, request.FILES)
+        if upload_form.is_valid():
+            text = upload_form.cleaned_data["text"]
+            try:
+                contexts = kube.parse_kubeconfig(text)
+            except kube.KubeError as exc:
+                upload_form.add_error(None, exc.message)
+                status = 400
+            else:
+                request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
+                choose_form = KubeconfigChooseForm(
+                    contexts=contexts, initial={"contexts": [c.name for c in contexts if c.usable]}
+                )
+        else:
+            status = 400
+    elif step == "choose":
+        text = _session_kubeconfig(request)
+        if text is None:
+            upload_form.add_error(None, "The uploaded kubeconfig expired; upload it again.")
+            status = 400
+        else:
+            contexts = kube.parse_kubeconfig(text)
+            choose_form = KubeconfigChooseForm(request.POST, contexts=contexts)
+            if choose_form.is_valid():
+                data = choose_form.cleaned_data
+                try:
+                    created = services.import_kubeconfig_contexts(
+                        text,
+                        contexts=data["contexts"],
+                        labels=data["labels"],
+                        host_context=data.get("host_context") or None,
+                        actor=request.user,
+                    )
+                except ValidationError as exc:
+                    _add_errors(choose_form, exc)
+                    status = 400
+                else:
+                    request.session.pop(IMPORT_SESSION_KEY, None)
+                    messages.success(request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}.")
+                    return _redirect(request, reverse("clusters:cluster_list"))
+            else:
+                status = 400
+    else:
+        return HttpResponseNotAllowed(["GET", "POST"])
+    context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts}
+    return render(request, template + "#body" if request.htmx else template, context, status=status)
+
+
+def _session_kubeconfig(request) -> str | None:
+    token = request.session.get(IMPORT_SESSION_KEY)
+    if not token:
+        return None
+    try:
+        return crypto.decrypt_json(token).get("text")
+    except crypto.CredentialDecryptError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Edit, rotate, unjoin
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_edit(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = ClusterEditForm.for_cluster(cluster, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.update_cluster(cluster, actor=request.user, **form.changes())
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            messages.success(request, f"Saved {cluster.name}.")
+            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+    template = "clusters/cluster_form.html"
+    context = {"form": form, "cluster": cluster, "mode": "edit"}
+    status = 400 if request.method == "POST" else 200
+    return render(request, template + "#form" if request.htmx else template, context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_rotate_credentials(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = RotateCredentialsForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.rotate_credentials(cluster, actor=request.user, **form.credentials())
+        except ValidationError as exc:
+            _add_errors(form, exc)
+        else:
+            messages.success(request, f"Rotated the credentials of {cluster.name}.")
+            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+    template = "clusters/cluster_form.html"
+    context = {"form": form, "cluster": cluster, "mode": "rotate"}
+    status = 400 if request.method == "POST" else 200
+    return render(request, template + "#form" if request.htmx else template, context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def cluster_unjoin(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    form = UnjoinForm(request.POST or None, cluster=cluster)
+    if request.method == "POST" and form.is_valid():
+        services.unjoin_cluster(cluster, actor=request.user)
+        messages.success(request, f"Unjoined {cluster.name}; it is no longer polled.")
+        return _redirect(request, reverse("clusters:cluster_list"))
+    template = "clusters/cluster_unjoin.html"
+    status = 400 if request.method == "POST" else 200
+    return render(request, template + "#form" if request.htmx else template, {"form": form, "cluster": cluster}, status=status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Poll now
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+@role_required(Role.OPERATOR)
+def cluster_poll(request, pk):
+    cluster = get_object_or_404(Cluster, pk=pk)
+    poll = services.request_poll(cluster=cluster, actor=request.user)
+    return _poll_response(request, poll)
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+@role_required(Role.OPERATOR)
+def fleet_poll(request):
+    poll = services.request_poll(actor=request.user)
+    return _poll_response(request, poll)
+
+
+def _poll_response(request, poll: PollRequest):
+    if request.htmx:
+        return _render_poll(request, poll, fragment=True)
+    return redirect("clusters:poll_status", pk=poll.pk)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def poll_status(request, pk):
+    poll = get_object_or_404(PollRequest.objects.select_related("cluster"), pk=pk)
+    return _render_poll(request, poll, fragment=bool(request.htmx))
+
+
+def _render_poll(request, poll, *, fragment: bool):
+    context = {"poll": poll, "progress": services.poll_progress(poll)}
+    template = "clusters/poll_status.html"
+    return render(request, template + "#progress" if fragment else template, context)
