@@ -47,6 +47,7 @@ def admin_call(admin_url: str, token: str, method: str, path: str, body: dict | 
 
 
 class Command(BaseCommand):
+    requires_system_checks: list = []  # the simulator must not depend on the rest of the project loading
     help = "Control a running fleet simulator (faults, external edits, versions)."
 
     def add_arguments(self, parser):

@@ -20,6 +20,7 @@ from clusters.simulator.server import Fleet, build_app
 
 
 class Command(BaseCommand):
+    requires_system_checks: list = []  # the simulator must not depend on the rest of the project loading
     help = "Serve a simulated Kubernetes fleet (one apiserver per cluster under /clusters/<name>)."
 
     def add_arguments(self, parser):

@@ -1,0 +1,119 @@
+"""TLS, the written kubeconfig, Debian's kubectl against it, and the fleetctl CLI."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBECTL = "/usr/bin/kubectl"
+TLS_FLEET = {"clusters": [
+    {"name": "tls-host", "role": "host", "version": "v1.29.4"},
+    {"name": "tls-m127", "version": "v1.27.3"},
+]}
+
+
+@pytest.fixture(scope="module")
+def tls_fleet(tmp_path_factory):
+    from tests.fleet_fixtures import start_fleet
+    running = start_fleet(TLS_FLEET, tls=True, workdir=tmp_path_factory.mktemp("tls-fleet"))
+    yield running
+    running.stop()
+
+
+def test_tls_fleet_serves_https_verified_by_its_ca(tls_fleet):
+    assert tls_fleet.url("tls-host").startswith("https://127.0.0.1:")
+    config = client.Configuration(host=tls_fleet.url("tls-host"))
+    config.api_key = {"authorization": f"Bearer {tls_fleet.token('tls-host')}"}
+    config.ssl_ca_cert = tls_fleet.ca_path
+    with client.ApiClient(config) as c:
+        assert client.VersionApi(c).get_code().git_version == "v1.29.4"
+
+
+def test_kubeconfig_has_one_context_per_cluster_with_ca(tls_fleet):
+    kc = yaml.safe_load(Path(tls_fleet.kubeconfig_path).read_text())
+    contexts = {c["name"] for c in kc["contexts"]}
+    assert {"tls-host", "tls-m127", "tls-host-readonly", "tls-m127-readonly"} <= contexts
+    clusters = {c["name"]: c["cluster"] for c in kc["clusters"]}
+    assert clusters["tls-m127"]["server"] == tls_fleet.url("tls-m127")
+    assert clusters["tls-m127"]["certificate-authority-data"]
+
+
+def test_kubeconfig_loads_into_a_private_configuration(tls_fleet):
+    from kubernetes import config as kconfig
+    configuration = client.Configuration()
+    kconfig.load_kube_config(config_file=str(tls_fleet.kubeconfig_path), context="tls-m127",
+                             client_configuration=configuration)
+    with client.ApiClient(configuration) as c:
+        assert client.VersionApi(c).get_code().minor == "27"
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed (CI installs kubernetes-client)")
+def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
+    base = [KUBECTL, "--kubeconfig", str(tls_fleet.kubeconfig_path), "--context", "tls-m127"]
+
+    def run(*args):
+        proc = subprocess.run([*base, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    out = run("version", "-o", "json")
+    assert json.loads(out)["serverVersion"]["gitVersion"] == "v1.27.3"
+    assert "kube-system" in run("get", "ns")
+    manifest = tmp_path / "deployment.yaml"
+    manifest.write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web, namespace: default, labels: {app: web}}
+        spec:
+          replicas: 2
+          selector: {matchLabels: {app: web}}
+          template:
+            metadata: {labels: {app: web}}
+            spec:
+              containers: [{name: web, image: "nginx:1.25"}]
+        """))
+    assert "created" in run("apply", "--validate=false", "-f", str(manifest))
+    assert "unchanged" in run("apply", "--validate=false", "-f", str(manifest))
+    manifest.write_text(manifest.read_text().replace("replicas: 2", "replicas: 4"))
+    assert "configured" in run("apply", "--validate=false", "-f", str(manifest))
+    live = tls_fleet.get_object("tls-m127", "apps/v1", "Deployment", "default", "web")
+    assert live["spec"]["replicas"] == 4 and live["metadata"]["generation"] == 2
+    assert "web" in run("get", "deployments")
+
+
+def fleetctl(state, *args):
+    proc = subprocess.run([sys.executable, "manage.py", "fleetctl", "--state", str(state), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return proc
+
+
+def test_fleetctl_switches_faults_versions_and_edits(tls_fleet):
+    state = Path(tls_fleet.kubeconfig_path).with_name("kubeconfig.state.json")
+    listing = fleetctl(state, "list")
+    assert listing.returncode == 0 and "tls-m127" in listing.stdout
+    assert fleetctl(state, "down", "tls-m127", "--mode", "503").returncode == 0
+    assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["down"] == "503"
+    assert fleetctl(state, "up", "tls-m127").returncode == 0
+    assert fleetctl(state, "latency", "tls-m127", "5").returncode == 0
+    assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["latencyMs"] == 5
+    tls_fleet.set_latency("tls-m127", 0)
+    assert fleetctl(state, "version", "tls-m127", "v1.28.1").returncode == 0
+    assert tls_fleet.version("tls-m127") == "v1.28.1"
+    tls_fleet.set_version("tls-m127", "v1.27.3")
+    edit = fleetctl(state, "edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace",
+                    "--patch", '{"metadata": {"labels": {"drift": "yes"}}}')
+    assert edit.returncode == 0, edit.stderr
+    got = fleetctl(state, "get", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace")
+    assert json.loads(got.stdout)["metadata"]["labels"]["drift"] == "yes"
+    bad = fleetctl(state, "version", "tls-m127", "nope")
+    assert bad.returncode != 0 and "bad Kubernetes version" in bad.stderr
+    missing = fleetctl(state, "up", "ghost")
+    assert missing.returncode != 0 and "404" in missing.stderr

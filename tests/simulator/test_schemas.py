@@ -1,0 +1,82 @@
+"""clusters.schemas: the per-version catalog shared by the simulator and the drift app."""
+import time
+
+import pytest
+
+from clusters import schemas
+from tests.simulator.conftest import deployment
+
+
+def test_supported_minors_come_from_the_package():
+    assert schemas.SUPPORTED_MINORS[0] == 25 and 37 in schemas.SUPPORTED_MINORS
+    assert list(schemas.SUPPORTED_MINORS) == sorted(schemas.SUPPORTED_MINORS)
+
+
+@pytest.mark.parametrize("text,minor", [("v1.27.3", 27), ("1.30", 30), ("v1.29.4-eks-1234", 29),
+                                        ("v1.9.0", None), ("v1.38.0", None), ("v2.1.0", None), ("", None),
+                                        ("banana", None)])
+def test_schema_minor_for(text, minor):
+    assert schemas.schema_minor_for(text) == minor
+
+
+def test_api_resources_follow_removals():
+    def gvs(minor):
+        return {r.group_version for r in schemas.api_resources(minor)}
+    assert "autoscaling/v2beta2" in gvs(25) and "autoscaling/v2beta2" not in gvs(26)
+    assert "flowcontrol.apiserver.k8s.io/v1beta2" in gvs(28) and "flowcontrol.apiserver.k8s.io/v1beta2" not in gvs(29)
+
+
+def test_api_resources_have_plural_scope_and_verbs():
+    table = {(r.group, r.kind): r for r in schemas.api_resources(29)}
+    assert table[("", "Endpoints")].plural == "endpoints"
+    assert table[("networking.k8s.io", "Ingress")].plural == "ingresses"
+    assert table[("networking.k8s.io", "NetworkPolicy")].plural == "networkpolicies"
+    assert table[("apps", "Deployment")].namespaced and not table[("", "Namespace")].namespaced
+    assert not table[("rbac.authorization.k8s.io", "ClusterRole")].namespaced
+    assert not table[("admissionregistration.k8s.io", "ValidatingWebhookConfiguration")].namespaced
+    assert table[("authentication.k8s.io", "TokenReview")].verbs == ("create",)
+    assert not any(r.kind.endswith("List") or r.kind in ("Scale", "Eviction") for r in table.values())
+
+
+def test_unknown_field_reported_by_pointer_for_older_versions_only():
+    dep = deployment("x", init_restart_policy="Always")
+    problems = schemas.validate_manifest(dep, 27)
+    assert problems == [schemas.SchemaProblem(
+        "/spec/template/spec/initContainers/0/restartPolicy", "unknown_field",
+        'unknown field "spec.template.spec.initContainers[0].restartPolicy"')]
+    assert schemas.validate_manifest(dep, 28) == []
+    assert schemas.validate_manifest(dep, 27, strict=False) == []
+
+
+def test_invalid_and_unknown_kind():
+    bad = deployment("x")
+    bad["spec"]["replicas"] = "two"
+    codes = {(p.path, p.code) for p in schemas.validate_manifest(bad, 29)}
+    assert ("/spec/replicas", "invalid") in codes
+    hpa = {"apiVersion": "autoscaling/v2beta2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "h"}}
+    assert schemas.validate_manifest(hpa, 25) == []
+    assert [p.code for p in schemas.validate_manifest(hpa, 27)] == ["unknown_kind"]
+
+
+def test_prune_unknown_fields_returns_a_copy():
+    dep = deployment("x", init_restart_policy="Always")
+    pruned, problems = schemas.prune_unknown_fields(dep, 27)
+    assert "restartPolicy" not in pruned["spec"]["template"]["spec"]["initContainers"][0]
+    assert dep["spec"]["template"]["spec"]["initContainers"][0]["restartPolicy"] == "Always"
+    assert [p.code for p in problems] == ["unknown_field"]
+
+
+def test_many_checks_are_fast():
+    manifests = [deployment(f"d{i}", replicas=i % 5) for i in range(200)]
+    for minor in schemas.SUPPORTED_MINORS:
+        schemas.validate_manifest(manifests[0], minor)  # warm the per-version caches
+    started = time.monotonic()
+    for _cluster in range(100):
+        minor = schemas.SUPPORTED_MINORS[_cluster % 9]
+        for m in manifests:
+            schemas.validate_manifest(m, minor)
+    assert time.monotonic() - started < 10
+
+
+def test_pointer_to_field_path():
+    assert schemas.pointer_to_field_path("/metadata/labels/a~1b") == "metadata.labels.a/b"
