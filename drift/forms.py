@@ -62,3 +62,20 @@ class VersionPolicyForm(forms.ModelForm):
             "kubelet_max_older_minors_before_1_28",
             "auto_isolate_on_p0",
         ]
+
+
+class CompatFilterForm(LabelFilterMixin):
+    kind = forms.CharField(required=False, max_length=63, label="Kind")
+    namespace = forms.CharField(required=False, max_length=63, label="Namespace")
+
+    def clean_kind(self):
+        kind = self.cleaned_data["kind"].strip()
+        if kind and not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", kind):
+            raise forms.ValidationError("A kind is letters and digits, like Deployment.")
+        return kind
+
+    def clean_namespace(self):
+        namespace = self.cleaned_data["namespace"].strip()
+        if namespace and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace):
+            raise forms.ValidationError("Not a namespace name (lowercase letters, digits and -).")
+        return namespace

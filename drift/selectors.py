@@ -315,3 +315,155 @@ def distribution_figure(*, labels=(), since: datetime, now: datetime, points: in
 def history_window(days: int, now: datetime | None = None) -> tuple[datetime, datetime]:
     now = now or timezone.now()
     return now - timedelta(days=days), now
+
+
+# --- API compatibility of federated resources ---------------------------------------------------
+
+
+@dataclass
+class CompatCell:
+    """One resource on one cluster. ``result`` is None when the cluster is not a target."""
+
+    resource_id: int
+    cluster: str
+    targeted: bool
+    result: object | None = None  # drift.compat.CompatResult
+    manifest: dict | None = None
+    overridden: bool = False
+
+    @property
+    def status(self) -> str:
+        return str(self.result.status) if self.result is not None else "untargeted"
+
+
+def _resource_queryset():
+    from federation.models import FederatedResource
+
+    return FederatedResource.objects.select_related("type", "current_revision").order_by(
+        "type__kind", "namespace", "name", "pk"
+    )
+
+
+def compat_resources(*, kind: str = "", namespace: str = ""):
+    queryset = _resource_queryset()
+    if kind:
+        queryset = queryset.filter(type__kind=kind)
+    if namespace:
+        queryset = queryset.filter(namespace=namespace)
+    return queryset
+
+
+def _target_names(revision, rows: list[ClusterRow]) -> set[str]:
+    from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
+
+    try:
+        placement = normalize_placement(revision.placement or {})
+    except PlacementError:
+        return set()
+    refs = [ClusterRef(r.name, r.labels or {}) for r in rows]
+    return set(select_clusters(placement, refs))
+
+
+def compat_row(resource, rows: list[ClusterRow]) -> dict[str, CompatCell]:
+    """Cells of one federated resource over ``rows``: rendered once, plus once per cluster with overrides.
+
+    The manifest is rendered as propagation renders it (template, identity, the cluster's
+    overrides; replicas from scheduling do not change validity and are left out), then checked
+    against each target's version through drift.compat's (content hash, minor) cache.
+    """
+    from federation.overrides import OverrideError, operations_for
+    from federation.rendering import render_manifest
+
+    from drift import compat
+    from drift.choices import CompatProblemCode, CompatStatus
+
+    revision = resource.current_revision
+    cells: dict[str, CompatCell] = {}
+    if revision is None:
+        return {r.name: CompatCell(resource.pk, r.name, False) for r in rows}
+    targets = _target_names(revision, rows)
+    common = {
+        "target": resource.type.target,
+        "template": revision.template or {},
+        "namespace": resource.namespace,
+        "name": resource.name,
+    }
+    base_manifest = None
+    base_digest = None
+    for row in rows:
+        if row.name not in targets:
+            cells[row.name] = CompatCell(resource.pk, row.name, False)
+            continue
+        ops = operations_for(revision.overrides or [], row.name)
+        try:
+            if ops:
+                manifest = render_manifest(cluster=row.name, overrides=revision.overrides, **common)
+                digest = None
+            else:
+                if base_manifest is None:
+                    base_manifest = render_manifest(cluster=row.name, overrides=[], **common)
+                    base_digest = compat.content_hash(base_manifest)
+                manifest, digest = base_manifest, base_digest
+        except (OverrideError, ValueError, TypeError) as exc:
+            result = compat.CompatResult(
+                CompatStatus.INCOMPATIBLE,
+                compat.minor_of(row.server_version),
+                (compat.CompatProblem(CompatProblemCode.INVALID, "", f"The overrides do not apply: {exc}"),),
+            )
+            cells[row.name] = CompatCell(resource.pk, row.name, True, result, None, True)
+            continue
+        result = compat.check_manifest(manifest, row.server_version, digest=digest)
+        cells[row.name] = CompatCell(resource.pk, row.name, True, result, manifest, bool(ops))
+    return cells
+
+
+def compat_grid(resources, rows: list[ClusterRow]) -> list[tuple[object, list[CompatCell]]]:
+    """[(resource, [cell per row]), ...] for one page of resources × one page of clusters."""
+    out = []
+    for resource in resources:
+        cells = compat_row(resource, rows)
+        out.append((resource, [cells[r.name] for r in rows]))
+    return out
+
+
+def compat_cell(resource_id: int, cluster_name: str):
+    """(resource, cluster row, cell) for the drill-down page, or None when either is missing."""
+    resource = _resource_queryset().filter(pk=resource_id).first()
+    row = Cluster.objects.filter(name=cluster_name).values_list(*_ROW_FIELDS).first()
+    if resource is None or row is None:
+        return None
+    cluster = ClusterRow(*row)
+    # Placement may use labels of every cluster only through the selector, which needs just this one.
+    cell = compat_row(resource, [cluster])[cluster.name]
+    return resource, cluster, cell
+
+
+def host_row() -> ClusterRow | None:
+    row = Cluster.objects.filter(role=ClusterRole.HOST).values_list(*_ROW_FIELDS).first()
+    return ClusterRow(*row) if row else None
+
+
+def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
+    """Upgrade guidance for one incompatible cell: up to the version that accepts every field, or
+    the host's version when that is newer (the host anchors the skew policy); None when neither is
+    known. Raises drift.upgrade.UpgradePathError for an impossible path (downgrade)."""
+    from drift.upgrade import plan_upgrade
+
+    host = host_row()
+    host_version = parse_version(host.server_version) if host else None
+    candidates = []
+    if result.min_version:
+        candidates.append(int(result.min_version.rsplit(".", 1)[1]))
+    if host_version is not None:
+        candidates.append(host_version.minor)
+    own = parse_version(row.server_version)
+    if not candidates or own is None:
+        return None
+    target = max(candidates + [own.minor])
+    return plan_upgrade(
+        row.as_input(),
+        target,
+        {key: manifest},
+        host=host.as_input() if host else None,
+        policy=VersionPolicy.load().as_skew_policy(),
+    )

@@ -23,13 +23,16 @@ class RowTable:
 
     @classmethod
     def csv_rows(cls, objects):
-        columns = cls.csv_columns()
         for obj in objects:
-            yield [_plain(c.value(obj)) for c in columns]
+            yield cls.csv_rows_one(obj)
+
+    @classmethod
+    def csv_rows_one(cls, obj) -> list:
+        return [_plain(c.value(obj)) for c in cls.csv_columns()]
 
 
 def _plain(value):
-    if value is None or isinstance(value, (int, float, str, bool)):
+    if value is None or isinstance(value, (int, float, str, bool, list, dict)):
         return value
     return str(value)
 
@@ -54,4 +57,20 @@ class SkewMemberTable(RowTable):
         Column("cluster__state", "State", kind="state"),
         Column("cluster__isolated", "Isolated", html=False),
         Column("messages", "Findings", html=False),
+    )
+
+
+class CompatCellTable(RowTable):
+    """The compatibility matrix's CSV: one row per (federated resource, target cluster)."""
+
+    columns = (
+        Column("resource", "Resource"),
+        Column("kind", "Kind"),
+        Column("cluster", "Cluster"),
+        Column("version", "Cluster version"),
+        Column("status", "Status"),
+        Column("fields", "Unsupported fields"),
+        Column("problems", "Problems"),
+        Column("min_version", "Minimum version"),
+        Column("fix", "Suggested override"),
     )

@@ -11,3 +11,9 @@ urlpatterns = [
     path("history/", views.version_history, name="version_history"),
     path("policy/", views.policy_edit, name="policy_edit"),
 ]
+
+urlpatterns += [
+    path("compat/", views.compat_matrix, name="compat_matrix"),
+    path("compat.csv", views.compat_export, name="compat_export"),
+    path("compat/<int:pk>/<str:cluster>/", views.compat_cell, name="compat_cell"),
+]

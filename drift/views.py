@@ -11,15 +11,21 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from drift import selectors
-from drift.forms import HistoryFilterForm, SkewFilterForm, VersionPolicyForm
+import json
+from types import SimpleNamespace
+
+from drift.forms import CompatFilterForm, HistoryFilterForm, SkewFilterForm, VersionPolicyForm
 from drift.models import VersionPolicy
 from drift.services import update_version_policy
-from drift.tables import SkewMemberTable
+from drift.tables import CompatCellTable, SkewMemberTable
+from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
 from fedportal.roles import Role, has_role, role_required
 
 MEMBER_PAGE_SIZE = 50
+COMPAT_RESOURCES_PER_PAGE = 25
+COMPAT_CLUSTERS_PER_PAGE = 30
 HISTORY_PAGE_SIZE = 20
 
 
@@ -127,3 +133,123 @@ def policy_edit(request):
             messages.success(request, "Version policy saved; the drift matrix uses it now.")
             return redirect("drift:skew_matrix")
     return render(request, "drift/policy_form.html", {"form": form, "policy": policy}, status=400 if form.errors else 200)
+
+
+def _query_without(request, *names) -> str:
+    query = request.GET.copy()
+    for name in names:
+        query.pop(name, None)
+    return query.urlencode()
+
+
+@role_required(Role.VIEWER)
+@require_GET
+@vary_on_headers("HX-Request")
+def compat_matrix(request):
+    """Federated resources × clusters: compatible (green), incompatible (red), unverifiable (grey)."""
+    form = CompatFilterForm(request.GET or None)
+    context = {"form": form, "filter_query": _filter_query(request)}
+    if not form.is_bound or form.is_valid():
+        cleaned = form.cleaned_data if form.is_bound else {"labels": [], "kind": "", "namespace": ""}
+        rows = selectors.fleet_rows(labels=cleaned["labels"])
+        resource_page = Paginator(
+            selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"]), COMPAT_RESOURCES_PER_PAGE
+        ).get_page(request.GET.get("page"))
+        cluster_page = Paginator(rows, COMPAT_CLUSTERS_PER_PAGE).get_page(request.GET.get("cpage"))
+        grid = selectors.compat_grid(list(resource_page.object_list), list(cluster_page.object_list))
+        counts = {}
+        for _, cells in grid:
+            for cell in cells:
+                counts[cell.status] = counts.get(cell.status, 0) + 1
+        context.update(
+            page=resource_page,
+            cluster_page=cluster_page,
+            clusters=list(cluster_page.object_list),
+            grid=grid,
+            counts=counts,
+            rows_query=_query_without(request, "page"),
+            cols_query=_query_without(request, "cpage"),
+        )
+    template_name = "drift/compat_matrix.html"
+    if request.htmx:
+        template_name += "#results"
+    return render(request, template_name, context)
+
+
+@role_required(Role.VIEWER)
+@require_GET
+@vary_on_headers("HX-Request")
+def compat_cell(request, pk, cluster):
+    """One resource on one cluster: the exact fields, suggested fixes, and the upgrade path."""
+    found = selectors.compat_cell(pk, cluster)
+    if found is None:
+        raise Http404("No such resource or cluster.")
+    resource, row, cell = found
+    plan, plan_error = None, ""
+    if cell.result is not None and cell.manifest is not None and cell.result.status == "incompatible":
+        try:
+            plan = selectors.repair_plan(row, resource.qualified_name, cell.manifest, cell.result)
+        except UpgradePathError as exc:
+            plan_error = str(exc)
+    overrides_entry = None
+    if cell.result is not None and cell.result.suggested_overrides:
+        overrides_entry = json.dumps(
+            [{"clusterName": row.name, "clusterOverrides": cell.result.suggested_overrides}], indent=2
+        )
+    context = {
+        "resource": resource,
+        "cluster": row,
+        "cell": cell,
+        "plan": plan,
+        "plan_error": plan_error,
+        "overrides_entry": overrides_entry,
+        "manifest_json": json.dumps(cell.manifest, indent=2, sort_keys=True) if cell.manifest else "",
+    }
+    template_name = "drift/compat_cell.html"
+    if request.htmx:
+        template_name += "#detail"
+    return render(request, template_name, context)
+
+
+def _compat_csv_rows(resources, rows):
+    for resource in resources:
+        cells = selectors.compat_row(resource, rows)
+        for row in rows:
+            cell = cells[row.name]
+            if not cell.targeted:
+                continue
+            result = cell.result
+            yield CompatCellTable.csv_rows_one(
+                SimpleNamespace(
+                    resource=resource.qualified_name,
+                    kind=resource.type.kind,
+                    cluster=row.name,
+                    version=row.server_version,
+                    status=cell.status,
+                    fields="; ".join(p.field_path for p in result.problems if p.code == "unknown_field"),
+                    problems=" | ".join(p.message for p in result.problems),
+                    min_version=result.min_version,
+                    fix=result.suggested_overrides or None,
+                )
+            )
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def compat_export(request):
+    form = CompatFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_filter(form)
+    cleaned = form.cleaned_data
+    rows = selectors.fleet_rows(labels=cleaned["labels"])
+    resources = selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"])
+    record_event(
+        "drift.compat.export",
+        object_type="drift.compat",
+        summary="exported the compatibility matrix as CSV",
+        after={"labels": form.data.get("labels", ""), "kind": cleaned["kind"], "namespace": cleaned["namespace"]},
+    )
+    filename = f"compat-matrix-{timezone.now():%Y%m%dT%H%M%SZ}.csv"
+    return stream_csv(
+        filename, CompatCellTable.csv_columns(), _compat_csv_rows(resources.iterator(chunk_size=200), rows)
+    )

@@ -134,3 +134,26 @@ URL_KWARGS.update(
         "clusters:poll_status": _sample_poll_pk,
     }
 )
+
+
+def _sample_compat_cell() -> dict:
+    from federation.models import FederatedType
+    from federation.services import create_resource
+
+    kwargs = _sample_drift_pair()
+    ftype = FederatedType.objects.get(group="apps", kind="Deployment")
+    template = {"spec": {"selector": {"matchLabels": {"app": "rm"}}, "template": {"metadata": {"labels": {"app": "rm"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    resource = create_resource(ftype, namespace="default", name="rm-compat", template=template,
+                               placement={"clusters": [kwargs["b"]]})
+    return {"pk": resource.pk, "cluster": kwargs["b"]}
+
+
+EXPECTED.update(
+    {
+        "drift:compat_matrix": {"GET": Role.VIEWER},
+        "drift:compat_export": {"GET": Role.VIEWER},
+        "drift:compat_cell": {"GET": Role.VIEWER},
+    }
+)
+URL_KWARGS.update({"drift:compat_cell": _sample_compat_cell})
