@@ -4,7 +4,8 @@ Stable API for every test that needs Kubernetes clusters:
 
 ``fleet_factory`` (function-scoped)
     ``fleet_factory(spec, tls=False, rollout_seconds=None) -> RunningFleet``. ``spec`` is a fleet
-    dict (the FLEET_FORMAT.md shape) or a path to a fleet YAML file. Starts
+    dict (the FLEET_FORMAT.md shape), ``{"generate": N, "versions": "1.25-1.33"}``, or a path to
+    a fleet YAML file. Starts
     ``manage.py runfleet`` as a SUBPROCESS on a free port (so the Celery worker process can reach
     it too), waits until it answers, and stops it at teardown.
 
@@ -178,7 +179,9 @@ def start_fleet(spec, *, tls: bool = False, rollout_seconds: float | None = None
     """Start `manage.py runfleet` in a subprocess and wait until its admin endpoint answers."""
     workdir = Path(workdir or tempfile.mkdtemp(prefix="fleet-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    if isinstance(spec, dict):
+    if isinstance(spec, dict) and "generate" in spec:
+        source = ["--generate", str(int(spec["generate"])), "--versions", str(spec.get("versions", "1.25-1.33"))]
+    elif isinstance(spec, dict):
         fleet_file = workdir / "fleet.yaml"
         fleet_file.write_text(yaml.safe_dump(spec, sort_keys=False))
         source = ["--fleet", str(fleet_file)]
