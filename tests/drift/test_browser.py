@@ -1,0 +1,34 @@
+"""Browser journey through the drift pages (Playwright + Debian chromium, the e2e harness's fixtures)."""
+
+import pytest
+
+from tests.e2e.conftest import browser, login, page  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_drift_matrix_heatmap_cell_opens_pair_and_csv_downloads(page, login, live_server, viewer, sim_fleet):  # noqa: F811
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    login(page, viewer)
+    page.click("nav.mainnav >> text=Drift")
+    page.wait_for_selector("#skew-heatmap .main-svg")  # plotly drew the heatmap (served locally)
+    # a red cell of the clickable table: host vs m25 (P0)
+    page.click("details.drift-grid-box summary")
+    page.click("table.drift-grid a[title='host vs m25']")
+    page.wait_for_selector("#pair-detail .drift-pair-detail")
+    assert "P0" in page.inner_text("#pair-detail")
+    assert page.url.rstrip("/").endswith("/drift")  # htmx swap, no navigation
+    # clicking the plotly heatmap itself opens a pair too
+    page.evaluate("document.getElementById('pair-detail').innerHTML = ''")
+    box = page.locator("#skew-heatmap .nsewdrag").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.6)
+    page.wait_for_selector("#pair-detail .drift-pair-detail")
+    with page.expect_download() as download:
+        page.click("text=Export CSV")
+    path = download.value.path()
+    text = open(path, encoding="utf-8-sig").read()
+    assert text.startswith("Cluster,Version") and "m25" in text
+    page.click("text=Version history")
+    page.wait_for_selector("#version-distribution .main-svg")
+    assert errors == []
