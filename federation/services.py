@@ -170,7 +170,7 @@ def create_resource(
     actor=None,
     message: str = "",
 ) -> FederatedResource:
-    namespace = "" if not ftype.namespaced else (namespace or "").strip()
+    namespace = (namespace or "").strip()
     name = (name or "").strip()
     spec = validate_spec(ftype, namespace=namespace, name=name, template=template, placement=placement,
                          overrides=overrides, scheduling=scheduling)

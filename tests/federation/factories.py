@@ -1,0 +1,61 @@
+"""Helpers for federation tests: clusters registered from a running fleet, resources, runs."""
+
+from clusters.choices import ClusterRole, ClusterState
+from clusters.models import Cluster
+from federation import propagation, services
+from federation.choices import TargetState
+from federation.models import FederatedType, PropagationTarget
+
+WEB_TEMPLATE = {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]},
+        },
+    },
+}
+
+
+def register_fleet(fleet, names=None) -> dict[str, Cluster]:
+    """Cluster rows for a RunningFleet's clusters, Ready, with their real versions."""
+    clusters = {}
+    for name in names or fleet.names:
+        version = fleet.version(name)
+        minor = int(version.lstrip("v").split(".")[1])
+        cluster = Cluster(
+            name=name, api_server=fleet.url(name), labels=fleet.labels(name),
+            role=ClusterRole.HOST if name == "host" else ClusterRole.MEMBER, state=ClusterState.READY,
+            server_version=version, version_major=1, version_minor=minor,
+        )
+        cluster.set_credentials({"token": fleet.token(name)})
+        cluster.save()
+        clusters[name] = cluster
+    return clusters
+
+
+def ftype(kind: str) -> FederatedType:
+    return FederatedType.objects.get(kind=kind)
+
+
+def federate_namespace(name: str, clusters, *, actor=None):
+    return services.create_resource(ftype("Namespace"), namespace="", name=name, template={},
+                                     placement={"clusters": list(clusters)}, actor=actor)
+
+
+def web_deployment(*, namespace="shop", name="web", placement=None, overrides=None, scheduling=None, template=None, **kw):
+    return services.create_resource(ftype("Deployment"), namespace=namespace, name=name, template=template or WEB_TEMPLATE,
+                                    placement=placement, overrides=overrides, scheduling=scheduling, **kw)
+
+
+def drain(run, *, rounds: int = 3):
+    """Run every pending/retrying target of a run in this process (what the worker would do)."""
+    for _ in range(rounds):
+        pending = list(PropagationTarget.objects.filter(run=run, state__in=[TargetState.PENDING, TargetState.RETRYING])
+                       .values_list("cluster_id", flat=True))
+        if not pending:
+            return
+        for cluster_id in pending:
+            propagation.propagate_to_cluster(run.pk, cluster_id)

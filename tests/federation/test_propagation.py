@@ -1,0 +1,280 @@
+"""Propagation, drift and preview services against the fleet simulator, run in-process (the
+worker path is covered by test_integration.py)."""
+
+import time
+
+import pytest
+
+from clusters import kube
+from clusters.choices import ClusterState
+from clusters.services import connection_for
+from fedportal.models import AuditEvent
+from federation import propagation, services
+from federation.choices import Condition, DriftPolicy, PropagationReason, Retention, RunState, SyncState, TargetState
+from federation.models import PropagatedVersion
+from federation.rendering import MANAGED_LABEL
+from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
+
+pytestmark = pytest.mark.django_db
+
+MEMBERS = ["m127", "m128", "m130", "m131"]
+IMAGE = "/spec/template/spec/containers/0/image"
+
+
+@pytest.fixture
+def fleet_clusters(fleet):
+    clusters = register_fleet(fleet, MEMBERS)
+    ns = federate_namespace("shop", MEMBERS)
+    drain(propagation.propagate_revision(ns))
+    return clusters
+
+
+def live(fleet, cluster, name="web", kind="Deployment", api_version="apps/v1", namespace="shop"):
+    return fleet.get_object(cluster, api_version, kind, namespace, name)
+
+
+def pv(resource, cluster):
+    return PropagatedVersion.objects.get(resource=resource, cluster__name=cluster)
+
+
+def test_weighted_rsp_and_image_override_land_on_every_cluster(fleet, fleet_clusters, operator):
+    resource = web_deployment(
+        placement={"clusters": MEMBERS},
+        overrides=[{"clusterName": "m130", "clusterOverrides": [{"path": IMAGE, "value": "nginx:1.27-alpine"}]}],
+        scheduling={"totalReplicas": 10, "rebalance": True, "clusters": {"m127": {"weight": 2}, "*": {"weight": 1}}},
+    )
+    run = propagation.propagate_revision(resource, actor=operator)
+    drain(run)
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+    replicas = {name: live(fleet, name)["spec"]["replicas"] for name in MEMBERS}
+    assert replicas == {"m127": 4, "m128": 2, "m130": 2, "m131": 2}
+    images = {name: live(fleet, name)["spec"]["template"]["spec"]["containers"][0]["image"] for name in MEMBERS}
+    assert images == {"m127": "nginx:1.25", "m128": "nginx:1.25", "m130": "nginx:1.27-alpine", "m131": "nginx:1.25"}
+    obj = live(fleet, "m128")
+    assert obj["metadata"]["labels"][MANAGED_LABEL] == "true"
+    assert obj["metadata"]["annotations"]["fedportal.io/revision"] == "1"
+    version = pv(resource, "m128")
+    assert version.status == PropagationReason.OK and version.version.startswith("gen:")
+    assert version.template_hash and version.override_hash and version.sync_state == SyncState.IN_SYNC
+    assert propagation.run_progress(run).percent_done == 100
+    assert AuditEvent.objects.filter(action="federation.propagation.apply", cluster="m130").exists()
+
+
+def test_propagating_the_same_revision_twice_changes_nothing(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    before = {n: live(fleet, n)["metadata"]["resourceVersion"] for n in ("m128", "m130")}
+    second = propagation.propagate_revision(resource)
+    drain(second)
+    assert {n: live(fleet, n)["metadata"]["resourceVersion"] for n in ("m128", "m130")} == before
+    assert not second.targets.filter(changed=True).exists()
+
+
+def test_task_body_is_idempotent(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    run = propagation.propagate_revision(resource)
+    cluster_id = fleet_clusters["m128"].pk
+    first = propagation.propagate_to_cluster(run.pk, cluster_id)
+    again = propagation.propagate_to_cluster(run.pk, cluster_id)
+    assert first.state == TargetState.DONE and again.skipped
+
+
+def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_clusters):
+    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                 "containers": [{"name": "web", "image": "nginx:1.25"}]}}}}
+    resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
+    previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
+    assert previews["m127"].warnings and "restartPolicy" in previews["m127"].warnings[0]
+    run = propagation.propagate_revision(resource)
+    drain(run)
+    failed = pv(resource, "m127")
+    assert failed.status == PropagationReason.FIELD_NOT_SUPPORTED
+    assert "spec.template.spec.initContainers[0].restartPolicy" in failed.message and "v1.27.3" in failed.message
+    assert all(pv(resource, n).status == PropagationReason.OK for n in ("m128", "m130", "m131"))
+    run.refresh_from_db()
+    assert run.state == RunState.PARTIALLY_FAILED
+    assert propagation.aggregate_condition(resource.propagated_versions.all()) == Condition.DEGRADED
+
+
+def test_missing_namespace_that_is_not_federated_is_reported(fleet):
+    register_fleet(fleet, ["m128"])
+    resource = web_deployment(namespace="nowhere", placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m128").status == PropagationReason.NAMESPACE_NOT_FEDERATED
+
+
+def test_federated_namespace_is_created_first(fleet):
+    register_fleet(fleet, ["m128"])
+    federate_namespace("fresh", ["m128"])  # defined, never propagated on its own
+    resource = web_deployment(namespace="fresh", placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m128").status == PropagationReason.OK
+    assert fleet.get_object("m128", "v1", "Namespace", None, "fresh") is not None
+
+
+def test_unmanaged_object_is_already_exists_and_left_alone(fleet, fleet_clusters):
+    conn = connection_for(fleet_clusters["m128"])
+    kube.apply_object(conn, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shop"},
+                             "data": {"owner": "someone-else"}}, plural="configmaps", namespaced=True, field_manager="kubectl")
+    resource = services.create_resource(services.find_type("ConfigMap"), namespace="shop", name="cfg",
+                                        template={"data": {"owner": "fedportal"}}, placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m128").status == PropagationReason.ALREADY_EXISTS
+    assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "cfg")["data"] == {"owner": "someone-else"}
+
+
+def test_down_cluster_retries_and_converges_when_back(fleet, fleet_clusters, settings):
+    settings.FEDERATION_RETRY_BASE_SECONDS = 0.1
+    fleet.set_down("m131")
+    resource = web_deployment(placement={"clusters": ["m128", "m131"]})
+    run = propagation.propagate_revision(resource)
+    drain(run, rounds=1)
+    waiting = pv(resource, "m131")
+    assert waiting.status == PropagationReason.CLUSTER_NOT_READY and "Retrying" in waiting.message
+    assert run.targets.get(cluster__name="m131").state == TargetState.RETRYING
+    assert propagation.run_progress(run).pending == 1
+    fleet.set_up("m131")
+    drain(run)
+    assert pv(resource, "m131").status == PropagationReason.OK
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+
+
+def test_retries_stop_after_max_attempts(fleet, fleet_clusters, settings):
+    settings.FEDERATION_MAX_ATTEMPTS = 2
+    fleet.set_down("m131")
+    resource = web_deployment(placement={"clusters": ["m131"]})
+    run = propagation.propagate_revision(resource)
+    drain(run, rounds=3)
+    target = run.targets.get()
+    assert target.state == TargetState.FAILED and target.attempts == 2
+    run.refresh_from_db()
+    assert run.state == RunState.FAILED
+
+
+def test_not_ready_cluster_is_skipped_then_reconciled_when_ready(fleet, fleet_clusters):
+    cluster = fleet_clusters["m131"]
+    cluster.state = ClusterState.OFFLINE
+    cluster.save()
+    resource = web_deployment(placement={"clusters": ["m128", "m131"]})
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m131").status == PropagationReason.CLUSTER_NOT_READY
+    assert live(fleet, "m131") is None
+    cluster.state = ClusterState.READY
+    cluster.save()
+    assert propagation.reconcile_waiting_clusters() == 1
+    drain(resource.runs.first())
+    assert pv(resource, "m131").status == PropagationReason.OK and live(fleet, "m131") is not None
+
+
+def test_isolated_cluster_is_skipped(fleet, fleet_clusters):
+    cluster = fleet_clusters["m131"]
+    cluster.isolated = True
+    cluster.save()
+    resource = web_deployment(placement={"clusters": ["m131"]})
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m131").status == PropagationReason.CLUSTER_ISOLATED and live(fleet, "m131") is None
+
+
+def test_rsp_moves_replicas_away_from_unready_clusters(fleet, fleet_clusters):
+    fleet_clusters["m131"].state = ClusterState.NOT_READY
+    fleet_clusters["m131"].save()
+    resource = web_deployment(scheduling={"totalReplicas": 9, "rebalance": True, "clusters": {"*": {"weight": 1}}})
+    drain(propagation.propagate_revision(resource))
+    assert sum(live(fleet, n)["spec"]["replicas"] for n in ("m127", "m128", "m130")) == 9
+
+
+@pytest.mark.parametrize("retention, expect_present, status", [
+    (Retention.DELETE, False, PropagationReason.REMOVED),
+    (Retention.ORPHAN, True, PropagationReason.ORPHANED),
+])
+def test_clusters_leaving_the_placement_delete_or_orphan(fleet, fleet_clusters, retention, expect_present, status):
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]}, retention=retention)
+    drain(propagation.propagate_revision(resource))
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128"]})
+    resource.refresh_from_db()
+    drain(propagation.propagate_revision(resource))
+    assert (live(fleet, "m130") is not None) is expect_present
+    assert pv(resource, "m130").status == status
+    assert live(fleet, "m128") is not None
+
+
+@pytest.mark.parametrize("policy", [DriftPolicy.REPORT, DriftPolicy.ENFORCE])
+def test_external_edit_is_drift_with_a_field_diff(fleet, fleet_clusters, policy):
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]}, drift_policy=policy)
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m130", "apps/v1", "Deployment", "shop", "web",
+                        {"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "evil:latest"}]}}}})
+    summary = propagation.detect_drift()
+    assert summary.checked == 6  # 4 namespaces + 2 deployments
+    assert summary.out_of_sync + summary.repaired == 1
+    version = pv(resource, "m130")
+    if policy == DriftPolicy.REPORT:
+        assert version.sync_state == SyncState.OUT_OF_SYNC
+        assert version.drift == [{"path": IMAGE, "before": "nginx:1.25", "after": "evil:latest", "change": "changed"}]
+        assert live(fleet, "m130")["spec"]["template"]["spec"]["containers"][0]["image"] == "evil:latest"
+        assert propagation.aggregate_condition(resource.propagated_versions.all()) == Condition.OUT_OF_SYNC
+        # a per-cluster re-sync repairs it
+        drain(propagation.resync_cluster(resource, fleet_clusters["m130"]))
+        propagation.detect_drift()
+        assert pv(resource, "m130").sync_state == SyncState.IN_SYNC
+    else:
+        assert summary.repaired == 1
+        assert version.sync_state == SyncState.IN_SYNC and "Drift repaired" in version.message
+        assert live(fleet, "m130")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.25"
+        assert AuditEvent.objects.filter(action="federation.drift.enforce", cluster="m130").exists()
+    assert AuditEvent.objects.filter(action="federation.drift.detect", cluster="m130").exists()
+    assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
+
+
+def test_deleted_object_is_drift(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    kube.delete_object(connection_for(fleet_clusters["m128"]), api_version="apps/v1", plural="deployments", namespace="shop", name="web")
+    propagation.detect_drift()
+    assert pv(resource, "m128").drift[0]["change"] == "removed"
+
+
+def test_status_collection_records_remote_status(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        propagation.detect_drift()
+        status = pv(resource, "m128").remote_status or {}
+        if status.get("readyReplicas") == 1:
+            break
+        time.sleep(0.3)
+    assert status.get("readyReplicas") == 1
+
+
+def test_preview_shows_create_update_unchanged_and_delete(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
+    assert {n: p.action for n, p in previews.items()} == {"m128": "create", "m130": "create"}
+    assert "image: nginx:1.25" in previews["m128"].rendered_yaml
+    drain(propagation.propagate_revision(resource))
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128", "m131"]},
+                             overrides=[{"clusterName": "m128", "clusterOverrides": [{"path": IMAGE, "value": "nginx:1.26"}]}])
+    resource.refresh_from_db()
+    previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
+    assert {n: p.action for n, p in previews.items()} == {"m128": "update", "m130": "delete", "m131": "create"}
+    assert "-      - image: nginx:1.25" in previews["m128"].diff and "+      - image: nginx:1.26" in previews["m128"].diff
+
+
+def test_preview_of_unreachable_cluster_is_an_error_row(fleet, fleet_clusters):
+    fleet.set_down("m128")
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    (preview,) = propagation.preview_revision(resource)
+    assert preview.action == "error" and "Cannot read" in preview.message
+
+
+def test_disabled_type_cannot_propagate(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    services.update_type(resource.type, propagation="Disabled")
+    resource.refresh_from_db()
+    with pytest.raises(propagation.PropagationError, match="Disabled"):
+        propagation.propagate_revision(resource)
