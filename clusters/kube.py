@@ -259,6 +259,18 @@ def _build_client(conn: ClusterConnection) -> _CachedClient:
     return _CachedClient(client, files)
 
 
+def _fingerprint(conn: ClusterConnection) -> str:
+    parts = (
+        conn.api_server,
+        conn.token or "",
+        conn.client_certificate or "",
+        conn.client_key or "",
+        conn.ca_data or "",
+        "insecure" if conn.insecure_skip_tls_verify else "verify",
+    )
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
 class _Borrowed:
     """Context manager: a cached client (kept) or a one-off client (closed afterwards)."""
 
@@ -271,7 +283,9 @@ class _Borrowed:
         if self.owned:
             self.entry = _build_client(self.conn)
             return self.entry.client
-        key = tuple(self.conn.cache_key)
+        # The fingerprint guards against a reused cluster id (SQLite reuses the highest deleted id):
+        # a client is only ever reused for exactly the same server, CA and credentials.
+        key = (*tuple(self.conn.cache_key), _fingerprint(self.conn))
         with _cache_lock:
             entry = _cache.get(key)
             if entry is None:

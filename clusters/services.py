@@ -130,6 +130,10 @@ def _validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
     others = Cluster.objects.exclude(pk=exclude_pk) if exclude_pk else Cluster.objects.all()
     if cluster.name and others.filter(name=cluster.name).exists():
         errors.setdefault("name", []).append(f"A cluster named {cluster.name!r} is already registered.")
+    if cluster.api_server:
+        same = others.filter(api_server=cluster.api_server).values_list("name", flat=True).first()
+        if same:
+            errors.setdefault("api_server", []).append(f"This API server is already registered as {same}.")
     if cluster.role == ClusterRole.HOST:
         host = others.filter(role=ClusterRole.HOST).first()
         if host is not None:
@@ -354,6 +358,13 @@ def plan_kubeconfig_import(
             raise ValidationError(f"Context {name!r} cannot be registered: {context.problem}.", code="unusable_context")
         role = ClusterRole.HOST if name == host_context else ClusterRole.MEMBER
         plans.append(ImportPlan(context, cluster_name_for_context(name), role))
+    servers = Counter(plan.context.server.rstrip("/") for plan in plans)
+    shared = [server for server, count in servers.items() if count > 1]
+    if shared:
+        raise ValidationError(
+            f"Two chosen contexts point at the same API server ({shared[0]}); choose one of them.",
+            code="duplicate_server",
+        )
     names = Counter(plan.name for plan in plans)
     clashes = [n for n, count in names.items() if count > 1]
     if clashes:

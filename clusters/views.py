@@ -182,9 +182,7 @@ def cluster_import(request):
                 status = 400
             else:
                 request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
-                choose_form = KubeconfigChooseForm(
-                    contexts=contexts, initial={"contexts": [c.name for c in contexts if c.usable]}
-                )
+                choose_form = KubeconfigChooseForm(contexts=contexts, initial={"contexts": _default_contexts(contexts)})
         else:
             status = 400
     elif step == "choose":
@@ -218,6 +216,17 @@ def cluster_import(request):
         return HttpResponseNotAllowed(["GET", "POST"])
     context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts}
     return render(request, template + "#body" if request.htmx else template, context, status=status)
+
+
+def _default_contexts(contexts) -> list[str]:
+    """Pre-select the first usable context of each API server (kubeconfigs often hold several
+    users for one cluster)."""
+    chosen, servers = [], set()
+    for context in contexts:
+        if context.usable and context.server not in servers:
+            servers.add(context.server)
+            chosen.append(context.name)
+    return chosen
 
 
 def _session_kubeconfig(request) -> str | None:

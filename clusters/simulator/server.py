@@ -7,8 +7,10 @@ need the admin token.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
+import logging
 import random
 import time
 
@@ -35,6 +37,7 @@ _GO_VERSIONS = {25: "go1.19.13", 26: "go1.20.10", 27: "go1.20.12", 28: "go1.20.1
                 30: "go1.22.5", 31: "go1.22.7", 32: "go1.23.6", 33: "go1.24.4", 34: "go1.24.6",
                 35: "go1.25.3", 36: "go1.25.5", 37: "go1.26.1"}
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+log = logging.getLogger("clusters.simulator")
 
 
 class Fleet:
@@ -117,6 +120,9 @@ class ClusterHandler:
             return await self.dispatch(request, cluster, tail)
         except ApiError as err:
             return _error(err)
+        except Exception:  # a simulator bug must still answer like an apiserver, and be visible
+            log.exception("unhandled error serving %s %s", request.method, request.path)
+            return _error(ApiError(500, "Internal error occurred: fleet simulator bug (see its log)"))
 
     def authenticate(self, request: web.Request, cluster: ClusterState, public: bool) -> bool:
         """Returns True for a read-write token, False for read-only; raises 401 otherwise."""
@@ -244,11 +250,29 @@ class ClusterHandler:
 
     def list(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         items = self._selected(request, ctx)
+        meta = {"resourceVersion": str(ctx.cluster.rv)}
+        start = 0
+        if request.query.get("continue"):
+            try:
+                start = int(base64.urlsafe_b64decode(request.query["continue"].encode()).decode())
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ApiError(400, "continue key is not valid: malformed token") from exc
+        limit_text = request.query.get("limit", "")
+        try:
+            limit = int(limit_text) if limit_text else 0
+        except ValueError as exc:
+            raise ApiError(400, f'invalid value for limit: "{limit_text}"') from exc
+        if start or limit > 0:
+            end = start + limit if limit > 0 else len(items)
+            if end < len(items):
+                meta["continue"] = base64.urlsafe_b64encode(str(end).encode()).decode()
+                meta["remainingItemCount"] = len(items) - end
+            items = items[start:end]
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)
         return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
-                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items})
+                      "metadata": meta, "items": items})
 
     def delete_collection(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         items = self._selected(request, ctx)

@@ -9,7 +9,8 @@ fleet simulator through its admin endpoint.
   fleetctl get CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME
   fleetctl stats
 
-The state file defaults to $FLEET_STATE, else var/fleet/kubeconfig's state file (written by runfleet).
+The state file defaults to $FLEET_STATE, else var/fleet/kubeconfig.state.json or var/fleet.state.json
+(runfleet writes <kubeconfig stem>.state.json next to the kubeconfig).
 """
 from __future__ import annotations
 
@@ -87,7 +88,11 @@ class Command(BaseCommand):
     def _target(self, opts) -> tuple[str, str, str | None]:
         if opts["admin_url"] and opts["admin_token"]:
             return opts["admin_url"], opts["admin_token"], None
-        state = Path(opts["state"]) if opts["state"] else state_path_for(Path("var/fleet/kubeconfig"))
+        if opts["state"]:
+            state = Path(opts["state"])
+        else:
+            candidates = [state_path_for(Path("var/fleet/kubeconfig")), state_path_for(Path("var/fleet.kubeconfig"))]
+            state = next((p for p in candidates if p.exists()), candidates[0])
         try:
             data = json.loads(state.read_text())
         except (OSError, ValueError) as exc:
