@@ -44,22 +44,21 @@ CHUNK_CHARS = 64 * 1024
 
 def neutralise_cell(value) -> str:
     """One value as CSV cell text that no spreadsheet will evaluate as a formula."""
-    if value is None:
+    if type(value) is str:  # the common case first: an export runs this for every cell
+        text = value
+    elif value is None:
         return ""
-    if isinstance(value, bool):
+    elif isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float, decimal.Decimal)):
+    elif isinstance(value, (int, float, decimal.Decimal)):
         return str(value)
-    if isinstance(value, datetime.datetime):
+    elif isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (dict, list, tuple)):
+    elif isinstance(value, (dict, list, tuple)):
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
     else:
         text = str(value)
-    stripped = text.lstrip(" ")
-    if stripped and stripped[0] in FORMULA_TRIGGERS:
+    if text and text.lstrip(" ")[:1] in FORMULA_TRIGGERS:
         return "'" + text
     return text
 

@@ -189,3 +189,12 @@ def test_chain_head_tracks_every_event(make_events):
     assert head.length == 4 and head.last_hash == AuditEvent.objects.order_by("-id").first().hash
     record_event("test.more")
     assert AuditChainHead.objects.get(pk=1).length == 5
+
+
+def test_the_benchmarks_bulk_inserted_chain_verifies(make_events):
+    from tests.bench.bench_audit_export import fill_audit_log
+
+    make_events(2)
+    fill_audit_log(1200)
+    record_event("test.after_bulk")
+    assert verify().strip() == "OK: 1203 events verified"

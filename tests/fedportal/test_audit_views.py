@@ -219,3 +219,23 @@ def test_export_reads_rows_in_chunks_through_values_list(viewer_client, make_eve
     assert len(rows) == 6
     sql = queries.captured_queries[-1]["sql"]
     assert '"fedportal_auditevent"."before"' in sql and "ORDER BY" in sql and "LIMIT" not in sql
+
+
+def test_export_link_on_the_page_carries_the_filter_but_not_the_page(viewer_client, make_events):
+    make_events(60, action="cluster.poll")
+    body = viewer_client.get(LIST_URL, {"action": "cluster.poll", "page": 2}).content.decode()
+    assert f'href="{EXPORT_URL}?action=cluster.poll"' in body
+
+
+def test_detail_and_export_answer_htmx_requests_like_full_requests(viewer_client, make_events):
+    event = make_events(1)[0]
+    detail = viewer_client.get(reverse("audit:event_detail", args=[event.pk]), HTTP_HX_REQUEST="true")
+    assert detail.status_code == 200 and event.action in detail.content.decode()
+    export = viewer_client.get(EXPORT_URL, {"action": "test.event"}, HTTP_HX_REQUEST="true")
+    assert export.status_code == 200 and len(read_csv(export)) == 2
+
+
+def test_operator_approver_and_admin_can_read_the_audit_log(client, operator, approver, admin_user):
+    for user in (operator, approver, admin_user):
+        client.force_login(user)
+        assert client.get(LIST_URL).status_code == 200
