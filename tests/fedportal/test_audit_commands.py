@@ -198,3 +198,14 @@ def test_the_benchmarks_bulk_inserted_chain_verifies(make_events):
     fill_audit_log(1200)
     record_event("test.after_bulk")
     assert verify().strip() == "OK: 1203 events verified"
+
+
+def test_export_audit_filters_by_object_and_cluster(tmp_path):
+    record_event("cluster.edit", object_type="clusters.cluster", object_id=3, cluster="east-1", summary="wanted")
+    record_event("cluster.edit", object_type="clusters.cluster", object_id=4, cluster="east-1", summary="other")
+    target = tmp_path / "a.csv"
+    call_command(
+        "export_audit", "--object-type", "clusters.cluster", "--object-id", "3", "--cluster", "east-1",
+        "-o", str(target), stdout=io.StringIO(),
+    )
+    assert [row[8] for row in read_file(target)[1:]] == ["wanted"]

@@ -46,10 +46,12 @@ class Command(BaseCommand):
         parser.add_argument("--actor", help="Only events by this username.")
         parser.add_argument("--action", help="Only this action, or a prefix ending in * (cluster.*).")
         parser.add_argument("--cluster", help="Only events about this cluster.")
+        parser.add_argument("--object-type", help="Only events about this object type (e.g. clusters.cluster).")
+        parser.add_argument("--object-id", help="Only events about this object id (with --object-type).")
         parser.add_argument("-o", "--output", required=True, help="CSV file to write ('-' for stdout).")
         parser.add_argument("--no-bom", action="store_true", help="Leave out the UTF-8 byte-order mark.")
 
-    def handle(self, *args, since, until, actor, action, cluster, output, no_bom, **options):
+    def handle(self, *args, since, until, actor, action, cluster, object_type, object_id, output, no_bom, **options):
         filters = {}
         if since:
             filters["since"] = parse_instant("--since", since)
@@ -65,6 +67,10 @@ class Command(BaseCommand):
             filters["action"] = action
         if cluster:
             filters["cluster"] = cluster
+        if object_type:
+            filters["object_type"] = object_type
+        if object_id:
+            filters["object_id"] = object_id
 
         target = None if output == "-" else Path(output)
         if target is not None and not target.parent.is_dir():
