@@ -1,5 +1,7 @@
 """Helpers for federation tests: clusters registered from a running fleet, resources, runs."""
 
+import importlib
+
 from clusters.choices import ClusterRole, ClusterState
 from clusters.models import Cluster
 from federation import propagation, services
@@ -36,8 +38,20 @@ def register_fleet(fleet, names=None) -> dict[str, Cluster]:
     return clusters
 
 
+def ensure_seeded_types() -> None:
+    """Transactional tests flush the rows the seed migration made; put them back."""
+    from django.apps import apps
+
+    seed = importlib.import_module("federation.migrations.0002_seed_types").seed
+    seed(apps, None)
+
+
 def ftype(kind: str) -> FederatedType:
-    return FederatedType.objects.get(kind=kind)
+    found = FederatedType.objects.filter(kind=kind).first()
+    if found is None:
+        ensure_seeded_types()
+        found = FederatedType.objects.get(kind=kind)
+    return found
 
 
 def federate_namespace(name: str, clusters, *, actor=None):
