@@ -3,4 +3,5 @@ from fedportal.roles import Role, user_roles
 
 def navigation(request):
     roles = user_roles(getattr(request, "user", None))
-    return {"user_roles": roles, "Role": Role}
+    # A sorted tuple: templates loop over it in a stable order and still test `"admin" in user_roles`.
+    return {"user_roles": tuple(sorted(roles)), "Role": Role}

@@ -171,3 +171,11 @@ def test_production_profile_without_secrets_refuses_to_start(tmp_path):
     result = manage(["check"], env, tmp_path)
     assert result.returncode != 0
     assert "FEDPORTAL_ENCRYPTION_KEY must be set when FEDPORTAL_PROFILE=production" in result.stderr
+
+
+@pytest.mark.django_db
+def test_the_header_lists_the_users_roles(client, operator, nobody):
+    client.force_login(operator)
+    assert '<span class="roles">operator, viewer</span>' in client.get(reverse("audit:event_list")).content.decode()
+    client.force_login(nobody)
+    assert '<span class="roles">no role</span>' in client.get(reverse("home")).content.decode()
