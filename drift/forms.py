@@ -79,3 +79,20 @@ class CompatFilterForm(LabelFilterMixin):
         if namespace and not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", namespace):
             raise forms.ValidationError("Not a namespace name (lowercase letters, digits and -).")
         return namespace
+
+
+class ComplianceFilterForm(LabelFilterMixin):
+    only = forms.ChoiceField(
+        required=False, label="Show", choices=[("", "all clusters"), ("noncompliant", "non-compliant only")]
+    )
+
+
+class IsolateForm(forms.Form):
+    reason = forms.CharField(
+        max_length=1000, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Shown in the banner and recorded in the audit log.",
+    )
+
+
+class RestoreForm(forms.Form):
+    note = forms.CharField(required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 2}))

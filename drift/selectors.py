@@ -467,3 +467,114 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
         host=host.as_input() if host else None,
         policy=VersionPolicy.load().as_skew_policy(),
     )
+
+
+# --- compliance -----------------------------------------------------------------------------------
+
+
+def _propagation_counts() -> dict[str, dict[str, int]]:
+    """{cluster name: {failed, out_of_sync, in_sync, other}} in one aggregate query (a partition)."""
+    from federation.choices import PropagationReason, SyncState
+    from federation.models import PropagatedVersion
+
+    failures = [
+        PropagationReason.CREATION_FAILED,
+        PropagationReason.UPDATE_FAILED,
+        PropagationReason.DELETION_FAILED,
+        PropagationReason.APPLY_OVERRIDES_FAILED,
+        PropagationReason.ALREADY_EXISTS,
+        PropagationReason.RETRIEVAL_FAILED,
+        PropagationReason.VERSION_RETRIEVAL_FAILED,
+        PropagationReason.NAMESPACE_NOT_FEDERATED,
+        PropagationReason.FIELD_NOT_SUPPORTED,
+    ]
+    failed = Q(status__in=failures)
+    rows = (
+        PropagatedVersion.objects.values("cluster__name")
+        .annotate(
+            total=Count("id"),
+            failed=Count("id", filter=failed),
+            out_of_sync=Count("id", filter=~failed & Q(sync_state=SyncState.OUT_OF_SYNC)),
+            in_sync=Count("id", filter=~failed & Q(sync_state=SyncState.IN_SYNC)),
+        )
+        .order_by()
+    )
+    out = {}
+    for row in rows:
+        counts = {k: row[k] for k in ("failed", "out_of_sync", "in_sync")}
+        counts["other"] = row["total"] - sum(counts.values())
+        out[row["cluster__name"]] = counts
+    return out
+
+
+def compat_counts_by_cluster(rows: list[ClusterRow], resources) -> dict[str, dict[str, int]]:
+    """{cluster: {compatible, incompatible, unverifiable}} over every federated resource targeting it."""
+    counts = {r.name: {"compatible": 0, "incompatible": 0, "unverifiable": 0} for r in rows}
+    for resource in resources:
+        for name, cell in compat_row(resource, rows).items():
+            if cell.targeted:
+                counts[name][cell.status] += 1
+    return counts
+
+
+def fleet_compliance(*, labels=()):
+    """The fleet compliance report (drift.compliance.FleetCompliance) with a fixed number of queries;
+    the compute is cached keyed on every input (versions, labels, policy, revisions, propagation)."""
+    from drift.compliance import FleetCompliance, evaluate_cluster
+
+    policy = VersionPolicy.load().as_skew_policy()
+    rows = fleet_rows(labels=labels)
+    revisions = list(_resource_queryset().values_list("pk", "current_revision__content_hash"))
+    propagation = _propagation_counts()
+    digest = inputs_hash(
+        rows, policy, "compliance", [[r.name, r.labels, r.isolated] for r in rows], revisions, propagation
+    )
+
+    def compute():
+        skew = evaluate_fleet([r.as_input() for r in rows], policy)
+        compat_counts = compat_counts_by_cluster(rows, _resource_queryset().iterator(chunk_size=200))
+        empty = {"failed": 0, "out_of_sync": 0, "in_sync": 0, "other": 0}
+        clusters = []
+        for row in rows:
+            findings = skew.findings_for(row.name)
+            clusters.append(
+                evaluate_cluster(
+                    name=row.name,
+                    role=row.role,
+                    version=row.server_version,
+                    isolated=row.isolated,
+                    skew_severity=skew.worst_by_cluster.get(row.name),
+                    skew_messages=[f.message for f in findings],
+                    compat=compat_counts[row.name],
+                    propagation=propagation.get(row.name, empty),
+                )
+            )
+        return FleetCompliance(clusters), skew.counts
+
+    report, skew_counts = _cached(f"drift:compliance:{digest}", compute)
+    return report, skew_counts
+
+
+def compliance_trend_figure(*, days: int = 90) -> dict:
+    """Compliant share and open drift over time from ComplianceSnapshot rows (one query)."""
+    from drift.models import ComplianceSnapshot
+
+    since = timezone.now() - timedelta(days=days)
+    points = [
+        (at, (compliant / total) if total else 1.0, drift)
+        for at, compliant, total, drift in ComplianceSnapshot.objects.filter(taken_at__gte=since)
+        .order_by("taken_at")
+        .values_list("taken_at", "clusters_compliant", "clusters_total", "open_drift")[:2000]
+    ]
+    return charts.compliance_trend(points)
+
+
+def isolated_clusters(limit: int = 5) -> dict:
+    """{"count": n, "clusters": [(name, reason), ...first ``limit``]} in one query."""
+    names = list(
+        Cluster.objects.filter(isolated=True).order_by("name").values_list("name", "isolated_reason")[: limit + 1]
+    )
+    count = len(names)
+    if count > limit:
+        count = Cluster.objects.filter(isolated=True).count()
+    return {"count": count, "clusters": names[:limit]}

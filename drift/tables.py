@@ -19,7 +19,7 @@ class RowTable:
     @classmethod
     def html_rows(cls, objects) -> list[tuple[object, list[Cell]]]:
         columns = cls.html_columns()
-        return [(obj, [Cell(c, c.value(obj)) for c in columns]) for obj in objects]
+        return [(obj, [Cell(c, resolve(c, obj)) for c in columns]) for obj in objects]
 
     @classmethod
     def csv_rows(cls, objects):
@@ -28,7 +28,16 @@ class RowTable:
 
     @classmethod
     def csv_rows_one(cls, obj) -> list:
-        return [_plain(c.value(obj)) for c in cls.csv_columns()]
+        return [_plain(resolve(c, obj)) for c in cls.csv_columns()]
+
+
+def resolve(column: Column, obj):
+    """Column.value, but also stepping into dicts (``compat__incompatible``)."""
+    for part in column.field.split("__"):
+        if obj is None:
+            return None
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part)
+    return obj
 
 
 def _plain(value):
@@ -73,4 +82,26 @@ class CompatCellTable(RowTable):
         Column("problems", "Problems"),
         Column("min_version", "Minimum version"),
         Column("fix", "Suggested override"),
+    )
+
+
+class ComplianceTable(RowTable):
+    """The compliance report: one row per cluster (page and CSV)."""
+
+    columns = (
+        Column("name", "Cluster"),
+        Column("role", "Role"),
+        Column("version", "Version", kind="code"),
+        Column("score", "Score"),
+        Column("compliant", "Compliant", kind="bool"),
+        Column("skew_severity", "Version policy", kind="severity"),
+        Column("compat__compatible", "Compatible resources", html=False),
+        Column("compat__incompatible", "Incompatible resources"),
+        Column("compat__unverifiable", "Unverifiable resources", html=False),
+        Column("propagation__failed", "Propagation failures"),
+        Column("propagation__out_of_sync", "Open drift"),
+        Column("propagation__in_sync", "In sync", html=False),
+        Column("isolated", "Isolated", kind="bool"),
+        Column("failed_rules_text", "Failed rules", kind="code"),
+        Column("explanations", "Explanations", html=False),
     )

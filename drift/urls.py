@@ -17,3 +17,11 @@ urlpatterns += [
     path("compat.csv", views.compat_export, name="compat_export"),
     path("compat/<int:pk>/<str:cluster>/", views.compat_cell, name="compat_cell"),
 ]
+
+urlpatterns += [
+    path("compliance/", views.compliance_report, name="compliance_report"),
+    path("compliance.csv", views.compliance_export, name="compliance_export"),
+    path("isolation/banner/", views.isolation_banner, name="isolation_banner"),
+    path("isolation/<str:name>/isolate/", views.cluster_isolate, name="cluster_isolate"),
+    path("isolation/<str:name>/restore/", views.cluster_restore, name="cluster_restore"),
+]

@@ -14,10 +14,18 @@ from drift import selectors
 import json
 from types import SimpleNamespace
 
-from drift.forms import CompatFilterForm, HistoryFilterForm, SkewFilterForm, VersionPolicyForm
+from drift.forms import (
+    CompatFilterForm,
+    ComplianceFilterForm,
+    HistoryFilterForm,
+    IsolateForm,
+    RestoreForm,
+    SkewFilterForm,
+    VersionPolicyForm,
+)
 from drift.models import VersionPolicy
-from drift.services import update_version_policy
-from drift.tables import CompatCellTable, SkewMemberTable
+from drift.services import IsolationError, isolate_cluster, restore_cluster, update_version_policy
+from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
@@ -253,3 +261,106 @@ def compat_export(request):
     return stream_csv(
         filename, CompatCellTable.csv_columns(), _compat_csv_rows(resources.iterator(chunk_size=200), rows)
     )
+
+
+COMPLIANCE_PAGE_SIZE = 50
+TREND_DAYS = 90
+
+
+@role_required(Role.VIEWER)
+@require_GET
+@vary_on_headers("HX-Request")
+def compliance_report(request):
+    """Per cluster: version policy, API compatibility, propagation, drift, isolation; a score. Printable."""
+    form = ComplianceFilterForm(request.GET or None)
+    context = {"form": form, "filter_query": _filter_query(request), "can_isolate": has_role(request.user, Role.ADMIN)}
+    if not form.is_bound or form.is_valid():
+        cleaned = form.cleaned_data if form.is_bound else {"labels": [], "only": ""}
+        report, skew_counts = selectors.fleet_compliance(labels=cleaned["labels"])
+        clusters = report.clusters
+        if cleaned["only"] == "noncompliant":
+            clusters = [c for c in clusters if not c.compliant]
+        page = Paginator(clusters, COMPLIANCE_PAGE_SIZE).get_page(request.GET.get("page"))
+        context.update(
+            report=report,
+            skew_counts=skew_counts,
+            page=page,
+            columns=ComplianceTable.html_columns(),
+            rows=ComplianceTable.html_rows(page.object_list),
+            trend=selectors.compliance_trend_figure(days=TREND_DAYS),
+            generated_at=timezone.now(),
+        )
+    template_name = "drift/compliance_report.html"
+    if request.htmx:
+        template_name += "#results"
+    return render(request, template_name, context)
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def compliance_export(request):
+    form = ComplianceFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_filter(form)
+    report, _ = selectors.fleet_compliance(labels=form.cleaned_data["labels"])
+    clusters = report.clusters
+    if form.cleaned_data["only"] == "noncompliant":
+        clusters = [c for c in clusters if not c.compliant]
+    record_event(
+        "drift.compliance.export",
+        object_type="drift.compliance",
+        summary=f"exported the compliance report as CSV ({len(clusters)} clusters, score {report.score})",
+        after={"labels": form.data.get("labels", ""), "only": form.cleaned_data["only"]},
+    )
+    filename = f"compliance-report-{timezone.now():%Y%m%dT%H%M%SZ}.csv"
+    return stream_csv(filename, ComplianceTable.csv_columns(), ComplianceTable.csv_rows(clusters))
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def isolation_banner(request):
+    """The fleet-wide banner naming isolated clusters (loaded by htmx from the shared banner slot)."""
+    return render(request, "drift/partials/isolation_banner.html", selectors.isolated_clusters())
+
+
+def _cluster_or_404(name):
+    from clusters.models import Cluster
+
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404("No such cluster.")
+    return cluster
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["GET", "POST"])
+def cluster_isolate(request, name):
+    cluster = _cluster_or_404(name)
+    form = IsolateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            isolate_cluster(cluster, actor=request.user, reason=form.cleaned_data["reason"])
+        except IsolationError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{cluster.name} is isolated: propagation skips it until you restore it.")
+            return redirect("drift:skew_matrix")
+    status = 400 if form.errors else 200
+    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": "isolate"}, status=status)
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["GET", "POST"])
+def cluster_restore(request, name):
+    cluster = _cluster_or_404(name)
+    form = RestoreForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            restore_cluster(cluster, actor=request.user, note=form.cleaned_data["note"])
+        except IsolationError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"{cluster.name} is back in placement and propagation.")
+            return redirect("drift:skew_matrix")
+    status = 400 if form.errors else 200
+    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": "restore"}, status=status)

@@ -157,3 +157,18 @@ EXPECTED.update(
     }
 )
 URL_KWARGS.update({"drift:compat_cell": _sample_compat_cell})
+EXPECTED.update(
+    {
+        "drift:compliance_report": {"GET": Role.VIEWER},
+        "drift:compliance_export": {"GET": Role.VIEWER},
+        "drift:isolation_banner": {"GET": Role.VIEWER},
+        "drift:cluster_isolate": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "drift:cluster_restore": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+    }
+)
+URL_KWARGS.update(
+    {
+        "drift:cluster_isolate": lambda: {"name": _sample_drift_pair()["b"]},
+        "drift:cluster_restore": lambda: {"name": _sample_drift_pair()["b"]},
+    }
+)

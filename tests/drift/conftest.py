@@ -38,22 +38,27 @@ def sim_fleet(make_cluster):
     return host, members
 
 
-@pytest.fixture
-def viewer_client(client, viewer):
-    client.force_login(viewer)
+def _client_for(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
     return client
 
 
 @pytest.fixture
-def admin_client_(client, admin_user):
-    client.force_login(admin_user)
-    return client
+def viewer_client(viewer):
+    return _client_for(viewer)
 
 
 @pytest.fixture
-def nobody_client(client, nobody):
-    client.force_login(nobody)
-    return client
+def admin_client_(admin_user):
+    return _client_for(admin_user)
+
+
+@pytest.fixture
+def nobody_client(nobody):
+    return _client_for(nobody)
 
 
 @pytest.fixture(autouse=True)
