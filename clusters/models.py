@@ -5,6 +5,7 @@ from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from clusters import crypto
@@ -25,7 +26,10 @@ class ClusterQuerySet(models.QuerySet):
         """Clusters labelled ``key`` (=``value``); works for any key, dots and slashes included."""
         if value is None:
             return self.filter(labels__has_key=key)
-        return self.alias(_label_value=KeyTextTransform(key, "labels")).filter(_label_value=value)
+        # Cast: compare as text (a bare KeyTextTransform would parse the value as JSON on SQLite).
+        return self.alias(_label_value=Cast(KeyTextTransform(key, "labels"), models.CharField())).filter(
+            _label_value=value
+        )
 
 
 class Cluster(models.Model):

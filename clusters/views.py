@@ -168,6 +168,7 @@ def cluster_import(request):
     upload_form = KubeconfigUploadForm()
     choose_form = None
     contexts = []
+    expired = ""
     status = 200
     if request.method == "GET":
         request.session.pop(IMPORT_SESSION_KEY, None)
@@ -188,7 +189,7 @@ def cluster_import(request):
     elif step == "choose":
         text = _session_kubeconfig(request)
         if text is None:
-            upload_form.add_error(None, "The uploaded kubeconfig expired; upload it again.")
+            expired = "The uploaded kubeconfig expired; upload it again."
             status = 400
         else:
             contexts = kube.parse_kubeconfig(text)
@@ -214,7 +215,7 @@ def cluster_import(request):
                 status = 400
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
-    context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts}
+    context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts, "expired": expired}
     return render(request, template + "#body" if request.htmx else template, context, status=status)
 
 

@@ -17,6 +17,7 @@ from .store import ClusterState, now_text
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
 READ_ONLY_KINDS = ("Node",)
+UNDELETABLE_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 @dataclass
@@ -60,6 +61,10 @@ def _check_names(ctx: Ctx, obj: dict) -> None:
     if not isinstance(meta, dict):
         raise ApiError(400, f"{ctx.res.kind} in version \"{ctx.res.version}\" cannot be handled as a "
                             f"{ctx.res.kind}: metadata must be an object")
+    for key in ("name", "generateName", "namespace", "resourceVersion"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                                f'{ctx.res.kind}: metadata.{key}: expected string, got {type(meta[key]).__name__}')
     if ctx.name is not None:
         if meta.get("name") in (None, ""):
             meta["name"] = ctx.name
@@ -220,7 +225,10 @@ def _write_entries(ctx: Ctx, obj: dict, owned: dict[tuple[str, str], set]) -> No
             "time": stamp if prev is None or _entry_paths(prev) != paths else prev.get("time", stamp),
             "fieldsType": "FieldsV1", "fieldsV1": merge.fields_v1(paths),
         })
-    obj["metadata"]["managedFields"] = out
+    if out:
+        obj["metadata"]["managedFields"] = out
+    else:
+        obj["metadata"].pop("managedFields", None)
 
 
 def _owned(obj: dict | None) -> dict[tuple[str, str], set]:
@@ -363,7 +371,8 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
             new = merge.strategic_merge(ctx.minor, _kind_node(ctx), base, body)
     if not isinstance(new, dict):
         raise ApiError(422, "the patch produced a non-object", reason="Invalid")
-    rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+    body_meta = body.get("metadata") if isinstance(body, dict) else None
+    rv = body_meta.get("resourceVersion") if isinstance(body_meta, dict) else None
     if rv and rv != old["metadata"].get("resourceVersion"):
         raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
     new = _prepare(ctx, new)
@@ -439,6 +448,9 @@ def delete(ctx: Ctx) -> dict:
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
     if old is None:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:
+        raise ApiError(403, f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
+                       details={"name": ctx.name, "group": "", "kind": "namespaces"})
     if not ctx.dry_run:
         ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         ctx.cluster.next_rv()

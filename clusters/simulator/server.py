@@ -65,7 +65,7 @@ def _json(body, status: int = 200, warnings: list[str] | None = None) -> web.Res
     data = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
     resp = web.Response(body=data, status=status, content_type="application/json")
     for text in warnings or ():
-        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        escaped = json.dumps(text)[1:-1]  # quotes, backslashes, control and non-ASCII characters escaped
         resp.headers.add("Warning", f'299 - "{escaped}"')
     return resp
 
@@ -275,7 +275,8 @@ class ClusterHandler:
                       "metadata": meta, "items": items})
 
     def delete_collection(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
-        items = self._selected(request, ctx)
+        items = [i for i in self._selected(request, ctx)
+                 if not (ctx.res.kind == "Namespace" and i["metadata"]["name"] in objects.UNDELETABLE_NAMESPACES)]
         for item in items:
             sub = objects.Ctx(ctx.cluster, ctx.res, item["metadata"].get("namespace", ""),
                               item["metadata"]["name"], dry_run=ctx.dry_run)
