@@ -1,0 +1,70 @@
+"""Read-side queries for federation pages and the CLI; each list is a fixed number of queries."""
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+
+from federation.choices import Condition, PropagationReason, SyncState, TargetState
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
+
+_GONE = [PropagationReason.REMOVED, PropagationReason.ORPHANED]
+
+
+def resources(*, q: str = "", type=None) -> QuerySet:
+    """Resources with per-cluster counts and a 'running' flag, for the list page."""
+    running = PropagationTarget.objects.filter(
+        run__resource=OuterRef("pk"), state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+    qs = (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+          .annotate(
+              clusters_total=Count("propagated_versions", filter=~Q(propagated_versions__status__in=_GONE), distinct=True),
+              clusters_ok=Count("propagated_versions", filter=Q(propagated_versions__status=PropagationReason.OK), distinct=True),
+              clusters_out_of_sync=Count("propagated_versions", filter=Q(
+                  propagated_versions__sync_state=SyncState.OUT_OF_SYNC) & ~Q(propagated_versions__status__in=_GONE), distinct=True),
+              is_running=Exists(running),
+          ).order_by("namespace", "name", "type__kind"))
+    if q:
+        qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(type__kind__icontains=q))
+    if type is not None:
+        qs = qs.filter(type=type)
+    return qs
+
+
+def condition_from_counts(resource) -> str:
+    """The aggregate condition from the annotations of resources() (no extra query)."""
+    if resource.is_running:
+        return Condition.PROPAGATING
+    if not resource.clusters_total:
+        return Condition.NOT_PROPAGATED
+    healthy_statuses = resource.clusters_ok
+    if healthy_statuses < resource.clusters_total:
+        return Condition.DEGRADED
+    if resource.clusters_out_of_sync:
+        return Condition.OUT_OF_SYNC
+    return Condition.PROPAGATED
+
+
+def cluster_rows(resource) -> list[PropagatedVersion]:
+    return list(resource.propagated_versions.select_related("cluster", "revision").order_by("cluster__name"))
+
+
+def latest_run(resource) -> PropagationRun | None:
+    return resource.runs.select_related("revision", "actor").order_by("-pk").first()
+
+
+def run_targets(run) -> dict[int, PropagationTarget]:
+    if run is None:
+        return {}
+    return {t.cluster_id: t for t in run.targets.all()}
+
+
+def out_of_sync() -> QuerySet:
+    return (PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exclude(status__in=_GONE)
+            .select_related("resource__type", "cluster").order_by("-drift_detected_at", "pk"))
+
+
+def find_resources(qualified: str, *, kind: str = "") -> list[FederatedResource]:
+    """'ns/name' (or 'name' for cluster-scoped) -> matching resources, optionally of one kind."""
+    namespace, _, name = qualified.rpartition("/")
+    qs = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").filter(
+        namespace=namespace, name=name)
+    if kind:
+        qs = qs.filter(Q(type__kind__iexact=kind) | Q(type__plural__iexact=kind))
+    return list(qs)

@@ -1,0 +1,368 @@
+"""Federation views: check the role, validate, call a service or selector, render.
+
+Every view serves a full page, and its named partial when the request comes from htmx.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+
+from clusters.models import Cluster
+from federation import propagation, selectors, services
+from federation.choices import Toggle
+from federation.forms import (
+    OVERRIDE_PREFIX,
+    RSP_PREFIX,
+    FederatedTypeForm,
+    OverrideFormSet,
+    PreviewForm,
+    ResourceFilterForm,
+    ResourceForm,
+    RevisionCompareForm,
+    RspFormSet,
+    collect_overrides,
+    collect_scheduling,
+    override_initial,
+    rsp_initial,
+)
+from federation.models import FederatedResource, FederatedType, Revision
+from fedportal.roles import Role, has_role, role_required
+
+PAGE_SIZE = 50
+# Service error keys -> the form field that shows them.
+_FIELD_FOR = {"template": "template_yaml", "namespace": "namespace", "name": "name", "retention": "retention",
+              "drift_policy": "drift_policy"}
+
+
+def _redirect(request, url):
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _render(request, template, context, partial=None, status=200):
+    return render(request, f"{template}#{partial}" if request.htmx and partial else template, context, status=status)
+
+
+# --- resources: list and detail --------------------------------------------------------------------
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def resource_list(request):
+    form = ResourceFilterForm(request.GET)
+    filters = form.filters()
+    page = Paginator(selectors.resources(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    for resource in page.object_list:
+        resource.condition = selectors.condition_from_counts(resource)
+    params = request.GET.copy()
+    params.pop("page", None)
+    context = {"form": form, "page": page, "filters": filters, "query": params.urlencode(),
+               "can_edit": has_role(request.user, Role.OPERATOR)}
+    return _render(request, "federation/resource_list.html", context, "rows")
+
+
+def _detail_context(request, resource):
+    run = selectors.latest_run(resource)
+    rows = selectors.cluster_rows(resource)
+    targets = selectors.run_targets(run)
+    for row in rows:
+        row.target = targets.get(row.cluster_id)
+    progress = propagation.run_progress(run) if run else None
+    return {
+        "resource": resource,
+        "rows": rows,
+        "run": run,
+        "progress": progress,
+        "condition": propagation.aggregate_condition(rows, running=bool(progress and not progress.finished)),
+        "can_edit": has_role(request.user, Role.OPERATOR),
+    }
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def resource_detail(request, pk):
+    resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"), pk=pk)
+    context = _detail_context(request, resource)
+    return _render(request, "federation/resource_detail.html", context, "status")
+
+
+# --- create and edit ----------------------------------------------------------------------------------
+
+def _formsets(data=None, *, revision=None):
+    overrides = OverrideFormSet(data, prefix=OVERRIDE_PREFIX, initial=None if data else override_initial(revision))
+    rsp = RspFormSet(data, prefix=RSP_PREFIX, initial=None if data else rsp_initial(revision))
+    return overrides, rsp
+
+
+def _apply_spec_errors(form, overrides, rsp, exc: services.SpecError):
+    for key, errors in exc.errors.items():
+        if key == "placement":
+            target = "selector_yaml" if form.cleaned_data.get("placement_mode") == "selector" else "clusters"
+            form.add_error(target, errors)
+        elif key == "overrides":
+            overrides.service_errors = errors
+        elif key == "scheduling":
+            rsp.service_errors = errors
+        else:
+            form.add_error(_FIELD_FOR.get(key) if _FIELD_FOR.get(key) in form.fields else None, errors)
+
+
+def _save(request, form, overrides, rsp, resource=None):
+    """Validate the whole page; on success call the service. Returns the resource or None."""
+    valid = form.is_valid() & overrides.is_valid() & rsp.is_valid()
+    if not valid:
+        return None
+    data = form.cleaned_data
+    kwargs = {
+        "template": data["template_yaml"],
+        "placement": form.placement(),
+        "overrides": collect_overrides(overrides),
+        "scheduling": collect_scheduling(form, rsp),
+        "actor": request.user,
+        "message": data.get("message") or "",
+    }
+    try:
+        if resource is None:
+            return services.create_resource(data["type"], namespace=data.get("namespace") or "", name=data.get("name") or "",
+                                            retention=data["retention"], drift_policy=data["drift_policy"], **kwargs)
+        services.update_resource(resource, retention=data["retention"], drift_policy=data["drift_policy"], **kwargs)
+        return resource
+    except services.SpecError as exc:
+        _apply_spec_errors(form, overrides, rsp, exc)
+    except ValidationError as exc:
+        form.add_error(None, exc)
+    return None
+
+
+def _form_page(request, context, status):
+    return _render(request, "federation/resource_form.html", context, "form", status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.OPERATOR)
+def resource_create(request):
+    initial = {}
+    if request.method == "GET" and request.GET.get("type"):
+        initial["type"] = FederatedType.objects.filter(pk=request.GET["type"] if request.GET["type"].isdigit() else 0).first()
+    form = ResourceForm(request.POST or None, initial=initial)
+    overrides, rsp = _formsets(request.POST or None)
+    status = 200
+    if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
+        resource = _save(request, form, overrides, rsp)
+        if resource is not None:
+            messages.success(request, f"Created {resource} (revision 1). Preview it, then propagate.")
+            return _redirect(request, resource.get_absolute_url())
+        status = 400
+    context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "create"}
+    return _form_page(request, context, status)
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.OPERATOR)
+def resource_edit(request, pk):
+    resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=pk)
+    form = ResourceForm(request.POST or None, initial=ResourceForm.initial_for(resource), edit=True)
+    overrides, rsp = _formsets(request.POST or None, revision=resource.current_revision)
+    status = 200
+    if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
+        before = resource.current_revision_id
+        if _save(request, form, overrides, rsp, resource=resource) is not None:
+            resource.refresh_from_db()
+            if resource.current_revision_id == before:
+                messages.info(request, "Nothing changed; no new revision.")
+            else:
+                messages.success(request, f"Saved revision {resource.current_revision.number}. Preview it, then propagate.")
+            return _redirect(request, resource.get_absolute_url())
+        status = 400
+    context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "edit", "resource": resource}
+    return _form_page(request, context, status)
+
+
+def _wants_more_rows(request, overrides, rsp) -> bool:
+    """No-JS fallback for 'add row': a submit button that re-renders with one more blank row."""
+    for name, formset, prefix in (("_add_override", overrides, OVERRIDE_PREFIX), ("_add_rsp", rsp, RSP_PREFIX)):
+        if name in request.POST:
+            data = request.POST.copy()
+            try:
+                data[f"{prefix}-TOTAL_FORMS"] = str(int(data.get(f"{prefix}-TOTAL_FORMS", "0")) + 1)
+            except ValueError:
+                return False
+            formset.data = data
+            formset.is_bound = True
+            return True
+    return False
+
+
+@require_GET
+@role_required(Role.OPERATOR)
+def formset_row(request, kind):
+    """htmx 'add row': one blank override/RSP row with the next index, and the bumped TOTAL_FORMS."""
+    if kind not in ("overrides", "rsp"):
+        raise Http404("No such row kind.")
+    prefix = OVERRIDE_PREFIX if kind == "overrides" else RSP_PREFIX
+    try:
+        index = int(request.GET.get(f"{prefix}-TOTAL_FORMS", ""))
+    except ValueError:
+        return HttpResponseBadRequest("TOTAL_FORMS must be a number.")
+    if not 0 <= index < 200:
+        return HttpResponseBadRequest("Too many rows.")
+    formset = (OverrideFormSet if kind == "overrides" else RspFormSet)(prefix=prefix)
+    row = formset.empty_form
+    row.prefix = f"{prefix}-{index}"
+    template = "federation/partials/override_row.html" if kind == "overrides" else "federation/partials/rsp_row.html"
+    return render(request, template, {"row": row, "prefix": prefix, "total": index + 1, "oob": True})
+
+
+# --- propagate, re-sync, preview ----------------------------------------------------------------------
+
+@require_POST
+@role_required(Role.OPERATOR)
+def resource_propagate(request, pk):
+    """Operators propagate directly until the approval workflow puts its gate in front of this."""
+    resource = get_object_or_404(FederatedResource, pk=pk)
+    try:
+        run = propagation.propagate_revision(resource, actor=request.user)
+    except propagation.PropagationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Propagating revision {run.revision.number} to {run.targets.count()} cluster(s).")
+    return _redirect(request, resource.get_absolute_url())
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def resource_resync(request, pk, cluster_pk):
+    resource = get_object_or_404(FederatedResource, pk=pk)
+    cluster = get_object_or_404(Cluster, pk=cluster_pk)
+    try:
+        propagation.resync_cluster(resource, cluster, actor=request.user)
+    except propagation.PropagationError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Re-syncing {resource} on {cluster.name}.")
+    return _redirect(request, resource.get_absolute_url())
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def resource_preview(request, pk):
+    resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=pk)
+    form = PreviewForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("revision must be a positive number.")
+    number = form.cleaned_data.get("revision")
+    revision = get_object_or_404(resource.revisions, number=number) if number else resource.current_revision
+    previews = propagation.preview_revision(resource, revision)
+    context = {"resource": resource, "revision": revision, "previews": previews,
+               "can_edit": has_role(request.user, Role.OPERATOR)}
+    return _render(request, "federation/resource_preview.html", context, "previews")
+
+
+# --- revisions -------------------------------------------------------------------------------------------
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def revision_list(request, pk):
+    resource = get_object_or_404(FederatedResource.objects.select_related("type"), pk=pk)
+    revisions = resource.revisions.select_related("author", "parent").order_by("-number")
+    page = Paginator(revisions, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"resource": resource, "page": page, "can_edit": has_role(request.user, Role.OPERATOR)}
+    return _render(request, "federation/revision_list.html", context, "rows")
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def revision_detail(request, pk, number):
+    resource = get_object_or_404(FederatedResource.objects.select_related("type"), pk=pk)
+    revision = get_object_or_404(resource.revisions.select_related("author", "parent"), number=number)
+    form = RevisionCompareForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("against must be a positive revision number.")
+    against_number = form.cleaned_data.get("against")
+    if against_number:
+        against = get_object_or_404(resource.revisions, number=against_number)
+    else:
+        against = resource.revisions.filter(number__lt=revision.number).order_by("-number").first()
+    diff = services.diff_revisions(against, revision)
+    context = {"resource": resource, "revision": revision, "against": against, "diff": diff,
+               "numbers": list(resource.revisions.order_by("-number").values_list("number", flat=True)[:200]),
+               "can_edit": has_role(request.user, Role.OPERATOR)}
+    return _render(request, "federation/revision_detail.html", context, "diff")
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def revision_rollback(request, pk, number):
+    resource = get_object_or_404(FederatedResource, pk=pk)
+    revision = get_object_or_404(Revision, resource=resource, number=number)
+    try:
+        new = services.rollback_resource(resource, to_revision=revision, actor=request.user)
+    except (services.SpecError, services.FederationError) as exc:
+        messages.error(request, f"Cannot roll back to revision {number}: {exc}")
+    else:
+        messages.success(request, f"Revision {new.number} restores revision {number}. Preview it, then propagate.")
+    return _redirect(request, resource.get_absolute_url())
+
+
+# --- drift ---------------------------------------------------------------------------------------------------
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def drift_list(request):
+    page = Paginator(selectors.out_of_sync(), PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "can_edit": has_role(request.user, Role.OPERATOR)}
+    return _render(request, "federation/drift_list.html", context, "rows")
+
+
+# --- federated types (admin) ----------------------------------------------------------------------------
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def type_list(request):
+    page = Paginator(FederatedType.objects.order_by("kind", "group"), PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"page": page, "can_admin": has_role(request.user, Role.ADMIN)}
+    return _render(request, "federation/type_list.html", context, "rows")
+
+
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+@role_required(Role.ADMIN)
+def type_edit(request, pk=None):
+    ftype = get_object_or_404(FederatedType, pk=pk) if pk else None
+    form = FederatedTypeForm(request.POST or None, instance=ftype,
+                             initial=None if ftype else {"propagation": Toggle.ENABLED, "status_collection": Toggle.DISABLED})
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            values = {name: form.cleaned_data[name] for name in form.Meta.fields}
+            try:
+                with transaction.atomic():
+                    if ftype is None:
+                        ftype = services.create_type(actor=request.user, **values)
+                    else:
+                        ftype = services.update_type(FederatedType.objects.get(pk=ftype.pk), actor=request.user, **values)
+            except ValidationError as exc:
+                for field, errors in getattr(exc, "error_dict", {None: exc.error_list}).items():
+                    form.add_error(field if field in form.fields else None, errors)
+            else:
+                messages.success(request, f"Saved federated type {ftype.name}.")
+                return _redirect(request, reverse("federation:type_list"))
+        status = 400
+    context = {"form": form, "ftype": ftype}
+    return _render(request, "federation/type_form.html", context, "form", status=status)

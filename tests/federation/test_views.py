@@ -1,0 +1,245 @@
+"""Federation pages: full page, htmx fragment, permissions, bad input, query counts."""
+
+import pytest
+from django.urls import reverse
+
+from federation import propagation, services
+from federation.models import FederatedResource, FederatedType, PropagatedVersion, Revision
+from tests.clusters.factories import ClusterFactory
+from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, ftype, register_fleet, web_deployment
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+IMAGE = "/spec/template/spec/containers/0/image"
+
+TEMPLATE_YAML = """metadata:
+  labels: {app: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: "nginx:1.25"}
+"""
+
+
+@pytest.fixture
+def clusters():
+    return [ClusterFactory(name=n) for n in ("east", "west")]
+
+
+@pytest.fixture
+def resource(clusters):
+    return web_deployment(placement={"clusters": ["east"]})
+
+
+def form_data(**overrides):
+    data = {
+        "type": ftype("Deployment").pk, "namespace": "shop", "name": "web", "template_yaml": TEMPLATE_YAML,
+        "placement_mode": "clusters", "clusters": ["east", "west"], "selector_yaml": "",
+        "retention": "Delete", "drift_policy": "Report", "message": "",
+        "ov-TOTAL_FORMS": "1", "ov-INITIAL_FORMS": "0", "ov-MIN_NUM_FORMS": "0", "ov-MAX_NUM_FORMS": "200",
+        "ov-0-cluster": "west", "ov-0-op": "replace", "ov-0-path": IMAGE, "ov-0-value": "nginx:1.27",
+        "rsp-TOTAL_FORMS": "1", "rsp-INITIAL_FORMS": "0", "rsp-MIN_NUM_FORMS": "0", "rsp-MAX_NUM_FORMS": "200",
+        "rsp-0-cluster": "*", "rsp-0-weight": "1",
+    }
+    data.update(overrides)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def pages(resource):
+    return [
+        reverse("federation:resource_list"),
+        reverse("federation:resource_detail", args=[resource.pk]),
+        reverse("federation:revision_list", args=[resource.pk]),
+        reverse("federation:revision_detail", args=[resource.pk, 1]),
+        reverse("federation:drift_list"),
+        reverse("federation:type_list"),
+    ]
+
+
+def test_every_read_page_renders_full_and_as_fragment(client, viewer, resource):
+    client.force_login(viewer)
+    for url in pages(resource):
+        full = client.get(url)
+        assert full.status_code == 200, url
+        assert b"<html" in full.content
+        fragment = client.get(url, **HX)
+        assert fragment.status_code == 200, url
+        assert b"<html" not in fragment.content
+        assert "HX-Request" in full.get("Vary", "")
+
+
+def test_users_without_a_role_get_403_everywhere(client, nobody, resource):
+    client.force_login(nobody)
+    for url in pages(resource) + [reverse("federation:resource_create"), reverse("federation:resource_preview", args=[resource.pk])]:
+        assert client.get(url).status_code == 403, url
+        assert client.get(url, **HX).status_code == 403, url
+
+
+def test_viewers_cannot_write(client, viewer, resource, clusters):
+    client.force_login(viewer)
+    assert client.get(reverse("federation:resource_create")).status_code == 403
+    assert client.post(reverse("federation:resource_create"), form_data()).status_code == 403
+    assert client.post(reverse("federation:resource_propagate", args=[resource.pk])).status_code == 403
+    assert client.post(reverse("federation:resource_resync", args=[resource.pk, clusters[0].pk])).status_code == 403
+    assert client.post(reverse("federation:revision_rollback", args=[resource.pk, 1])).status_code == 403
+    assert client.get(reverse("federation:type_create")).status_code == 403
+
+
+def test_operators_cannot_edit_types(client, operator):
+    client.force_login(operator)
+    assert client.get(reverse("federation:type_create")).status_code == 403
+    assert client.post(reverse("federation:type_edit", args=[ftype("Secret").pk]), {}).status_code == 403
+
+
+def test_resource_list_has_a_fixed_number_of_queries(client, viewer, clusters, django_assert_max_num_queries):
+    for i in range(12):
+        web_deployment(name=f"web-{i}", placement={"clusters": ["east"]})
+    client.force_login(viewer)
+    with django_assert_max_num_queries(8):
+        response = client.get(reverse("federation:resource_list"))
+    assert response.content.count(b"/federation/") >= 12
+
+
+def test_drift_list_has_a_fixed_number_of_queries(client, viewer, clusters, django_assert_max_num_queries):
+    for i in range(5):
+        resource = web_deployment(name=f"web-{i}", placement={"clusters": ["east"]})
+        PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status="OK", sync_state="OutOfSync",
+                                         drift=[{"path": "/spec/replicas", "before": 1, "after": 3, "change": "changed"}])
+    client.force_login(viewer)
+    with django_assert_max_num_queries(8):
+        response = client.get(reverse("federation:drift_list"))
+    assert response.content.count(b"/spec/replicas") == 5
+
+
+def test_create_through_the_form_saves_revision_with_override_and_rsp(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(**{"rsp_enabled": "on", "total_replicas": "4"}))
+    assert response.status_code == 302, response.content.decode()[:3000]
+    resource = FederatedResource.objects.get()
+    revision = resource.current_revision
+    assert revision.placement == {"clusters": ["east", "west"]}
+    assert revision.overrides == [{"clusterName": "west", "clusterOverrides": [{"op": "replace", "path": IMAGE, "value": "nginx:1.27"}]}]
+    assert revision.scheduling["totalReplicas"] == 4 and revision.scheduling["clusters"] == {"*": {"weight": 1, "minReplicas": 0}}
+    assert revision.author == operator
+
+
+def test_htmx_create_redirects_with_hx_header(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(), **HX)
+    assert response.status_code == 200 and response["HX-Redirect"].startswith("/federation/")
+
+
+@pytest.mark.parametrize(
+    "changes, field_text",
+    [
+        ({"template_yaml": "spec: [unclosed"}, "Invalid YAML"),
+        ({"template_yaml": "kind: Service\n"}, "kind is &#x27;Service&#x27;"),
+        ({"template_yaml": "a: &x [1]\nb: *x\n"}, "aliases"),
+        ({"template_yaml": "a: " + "x" * 300_000}, "larger than"),
+        ({"ov-0-path": "/spec/strategy/type", "ov-0-value": "Recreate"}, "path /spec/strategy/type does not exist"),
+        ({"ov-0-path": "spec/replicas"}, "not a JSON pointer"),
+        ({"placement_mode": "selector", "selector_yaml": "matchExpressions: [{key: env, operator: Has}]"}, "operator &#x27;Has&#x27;"),
+        ({"placement_mode": "selector", "selector_yaml": "matchLabels: [a]"}, "matchLabels must be a mapping"),
+        ({"clusters": ["mars"]}, "Select a valid choice"),
+        ({"namespace": "Not_Valid"}, "not a valid name"),
+        ({"rsp_enabled": "on", "total_replicas": ""}, "Give the total number of replicas"),
+        ({"type": "99999"}, "Select a valid choice"),
+    ],
+)
+def test_bad_input_is_a_form_error_and_nothing_is_saved(client, operator, clusters, changes, field_text):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(**changes))
+    assert response.status_code == 400
+    assert field_text in response.content.decode()
+    assert not FederatedResource.objects.exists() and not Revision.objects.exists()
+
+
+def test_bad_override_error_names_the_cluster(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(**{"ov-0-op": "remove", "ov-0-path": "/spec/paused", "ov-0-value": ""}))
+    assert response.status_code == 400
+    assert "/spec/paused" in response.content.decode() and "&#x27;west&#x27;" in response.content.decode()
+
+
+def test_htmx_bad_input_returns_the_form_fragment(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(template_yaml="- a"), **HX)
+    assert response.status_code == 400 and b"<html" not in response.content and b"resource-form" in response.content
+
+
+def test_add_override_row_via_htmx_and_without_js(client, operator, clusters):
+    client.force_login(operator)
+    response = client.get(reverse("federation:formset_row", args=["overrides"]), {"ov-TOTAL_FORMS": "3"})
+    body = response.content.decode()
+    assert 'name="ov-3-path"' in body and 'value="4"' in body and "hx-swap-oob" in body
+    assert client.get(reverse("federation:formset_row", args=["overrides"]), {"ov-TOTAL_FORMS": "x"}).status_code == 400
+    assert client.get(reverse("federation:formset_row", args=["nope"])).status_code == 404
+    no_js = client.post(reverse("federation:resource_create"), form_data(_add_override="1"))
+    assert no_js.status_code == 200 and 'name="ov-1-path"' in no_js.content.decode()
+    assert not FederatedResource.objects.exists()
+
+
+def test_removed_override_rows_are_ignored(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(**{"ov-0-DELETE": "on", "ov-0-path": "/nope"}))
+    assert response.status_code == 302
+    assert FederatedResource.objects.get().current_revision.overrides == []
+
+
+def test_edit_makes_a_new_revision_and_shows_initial_values(client, operator, resource):
+    client.force_login(operator)
+    page = client.get(reverse("federation:resource_edit", args=[resource.pk]))
+    assert page.status_code == 200 and "nginx:1.25" in page.content.decode()
+    data = form_data(namespace=None, name=None, type=None, clusters=["west"])
+    response = client.post(reverse("federation:resource_edit", args=[resource.pk]), data)
+    assert response.status_code == 302
+    resource.refresh_from_db()
+    assert resource.current_revision.number == 2 and resource.current_revision.placement == {"clusters": ["west"]}
+    assert resource.name == "web"  # identity fields are disabled
+
+
+def test_rollback_and_revision_diff(client, operator, resource):
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["west"]})
+    client.force_login(operator)
+    diff = client.get(reverse("federation:revision_detail", args=[resource.pk, 2]))
+    assert "/placement/clusters/0" in diff.content.decode()
+    against = client.get(reverse("federation:revision_detail", args=[resource.pk, 1]), {"against": "2"}, **HX)
+    assert against.status_code == 200 and b"Changes from revision 2" in against.content
+    assert client.get(reverse("federation:revision_detail", args=[resource.pk, 1]), {"against": "x"}).status_code == 400
+    response = client.post(reverse("federation:revision_rollback", args=[resource.pk, 1]))
+    assert response.status_code == 302
+    resource.refresh_from_db()
+    assert resource.current_revision.number == 3 and resource.current_revision.placement == {"clusters": ["east"]}
+
+
+def test_type_admin_can_enable_a_type_and_bad_input_is_an_error(client, admin_user):
+    client.force_login(admin_user)
+    ok = client.post(reverse("federation:type_create"), {"group": "batch", "version": "v1", "kind": "Job", "plural": "jobs",
+                                                        "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
+    assert ok.status_code == 302 and FederatedType.objects.filter(kind="Job").exists()
+    dup = client.post(reverse("federation:type_create"), {"group": "apps", "version": "v1", "kind": "Deployment", "plural": "deployments",
+                                                         "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
+    assert dup.status_code == 400 and b"already exists" in dup.content
+
+
+def test_propagate_and_progress_polling_through_the_detail_page(client, operator, fleet, settings):
+    register_fleet(fleet, ["m128", "m130"])
+    ns = federate_namespace("shop", ["m128", "m130"])
+    drain(propagation.propagate_revision(ns))
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_propagate", args=[resource.pk]))
+    assert response.status_code == 302
+    polling = client.get(reverse("federation:resource_detail", args=[resource.pk]), **HX)
+    assert b'hx-trigger="every 1s"' in polling.content and b"2 pending" in polling.content
+    drain(resource.runs.first())
+    done = client.get(reverse("federation:resource_detail", args=[resource.pk]), **HX).content.decode()
+    assert 'hx-trigger' not in done and "2 done" in done and 'data-condition="Propagated"' in done
+    preview = client.get(reverse("federation:resource_preview", args=[resource.pk]))
+    assert preview.status_code == 200 and preview.content.decode().count('data-action="unchanged"') == 2
+    assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "0"}).status_code == 400
+    assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "9"}).status_code == 404
