@@ -1,0 +1,67 @@
+"""Read-side queries for change-request pages, the badge and the command."""
+
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+
+from fedportal.models import AuditEvent
+from fedportal.roles import Role, has_role
+from federation.approvals.choices import ChangeState, Decision
+from federation.approvals.models import Approval, ChangeRequest
+
+
+def base_queryset() -> QuerySet:
+    return ChangeRequest.objects.select_related("resource__type", "proposed_revision", "author")
+
+
+def filter_change_requests(*, state="", author="", resource="", cluster="", emergency=None, q="") -> QuerySet:
+    qs = base_queryset()
+    if state:
+        qs = qs.filter(state=state)
+    if author:
+        qs = qs.filter(author_name=author)
+    if resource:
+        qs = qs.filter(Q(resource_repr__icontains=resource) | Q(resource__name__icontains=resource))
+    if cluster:
+        # targets are a JSON list of names; a simple containment on the text form works everywhere
+        qs = qs.filter(Q(cluster_name=cluster) | Q(target_clusters__icontains=f'"{cluster}"'))
+    if emergency is not None:
+        qs = qs.filter(emergency=emergency)
+    if q:
+        qs = qs.filter(Q(title__icontains=q) | Q(resource_repr__icontains=q))
+    return qs.annotate(
+        approval_count=Count("approvals", filter=Q(approvals__decision=Decision.APPROVE)),
+    ).order_by("-created_at", "-id")
+
+
+def inbox_for(user) -> QuerySet:
+    """Submitted requests waiting for this approver: not their own, not approved by them already
+    (for the current content)."""
+    mine = Approval.objects.filter(change_request=OuterRef("pk"), approver=user, content_hash=OuterRef("proposed_hash"))
+    return (base_queryset().filter(state=ChangeState.SUBMITTED).exclude(author=user)
+            .annotate(decided_by_me=Exists(mine)).filter(decided_by_me=False).order_by("submitted_at", "id"))
+
+
+def badge_count(user) -> int:
+    """What the navigation badge shows: approvers see their inbox, operators their open drafts."""
+    if has_role(user, Role.APPROVER):
+        return inbox_for(user).count()
+    if has_role(user, Role.OPERATOR):
+        return ChangeRequest.objects.filter(author=user, state=ChangeState.DRAFT).count()
+    return 0
+
+
+def state_counts() -> dict[str, int]:
+    return dict(ChangeRequest.objects.values_list("state").annotate(n=Count("id")))
+
+
+def audit_trail(cr: ChangeRequest, *, limit: int = 200) -> list[AuditEvent]:
+    """The audit events about this request, and about its resource since it was drafted."""
+    own = Q(object_type=cr._meta.label_lower, object_id=str(cr.pk))
+    qs = AuditEvent.objects.filter(own)
+    if cr.resource_id:
+        qs = AuditEvent.objects.filter(own | Q(object_type="federation.federatedresource", object_id=str(cr.resource_id),
+                                               created_at__gte=cr.created_at))
+    return list(qs.order_by("id")[:limit])
+
+
+def authors() -> list[str]:
+    return list(ChangeRequest.objects.order_by().values_list("author_name", flat=True).distinct()[:200])

@@ -1,0 +1,658 @@
+"""Change-request workflow: every transition is an explicit, validated, audited service call.
+
+Public API (views, the ``changes`` command and, later, fedctl call these):
+
+    create_change_request(resource=None, *, actor, kind=None, revision=None, cluster=None,
+                          title="", description="") -> ChangeRequest            (Draft)
+    revise_change_request(cr, *, actor, revision) -> ChangeRequest   new proposed revision; voids approvals
+    refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-snapshot diff, targets, preflight
+    submit(cr, *, actor)                       Draft -> Submitted
+    approve(cr, *, actor, comment="")          Submitted -> (Approved when enough valid approvals)
+    reject(cr, *, actor, comment)              Submitted / Approved -> Rejected
+    cancel(cr, *, actor, reason="")            Draft / Submitted / Approved -> Cancelled
+    add_comment(cr, *, actor, body) -> Comment
+    override_preflight(cr, *, actor, reason)   admin: blocking preflight problems no longer stop approval
+    apply_change_request(cr, *, actor)         Approved -> Applying (propagation fan-out)
+    emergency_apply(resource, *, actor, reason, revision=None) -> ChangeRequest   admin, flagged, Applying
+    sync_change_request(cr) -> ChangeRequest   Applying -> Applied / PartiallyFailed / Failed when runs end
+    approval_summary(cr) -> ApprovalSummary
+
+Errors: ``TransitionError`` (illegal or refused transition; ``str(exc)`` is the reason for the
+user) and ``django.core.exceptions.PermissionDenied`` (missing role, or approving your own request).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters.models import Cluster
+from fedportal.audit import record_event
+from fedportal.roles import Role, has_role, require_role
+from federation import propagation
+from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
+from federation.approvals.models import Approval, ChangeRequest, Comment
+from federation.approvals.preflight import run_preflight
+from federation.choices import PropagationReason, Retention, RunState, TargetAction, TargetState
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
+from federation.rendering import content_hash
+
+logger = logging.getLogger(__name__)
+
+PROD_LABEL = ("env", "prod")
+SYNC_DELAY_SECONDS = 2
+
+
+class TransitionError(Exception):
+    """A transition that is not allowed now; the message says why (shown to the user, 4xx)."""
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+def _name(user) -> str:
+    return user.get_username() if getattr(user, "pk", None) else "system"
+
+
+def _user(user):
+    return user if getattr(user, "pk", None) else None
+
+
+def _fresh(cr: ChangeRequest | int) -> ChangeRequest:
+    pk = cr.pk if isinstance(cr, ChangeRequest) else cr
+    return ChangeRequest.objects.select_related("resource__type", "proposed_revision", "base_revision", "cluster", "author").get(pk=pk)
+
+
+def _snapshot(cr: ChangeRequest) -> dict:
+    return {"state": cr.state, "kind": cr.kind, "proposed_hash": cr.proposed_hash,
+            "proposed_revision": cr.proposed_revision.number if cr.proposed_revision_id and cr.proposed_revision else None}
+
+
+def _transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: str, **fields) -> ChangeRequest:
+    """Compare-and-set: move from one of ``expected`` to ``new``; TransitionError when the state moved on."""
+    now = timezone.now()
+    updated = ChangeRequest.objects.filter(pk=cr.pk, state__in=expected).update(state=new, updated_at=now, **fields)
+    if not updated:
+        actual = ChangeRequest.objects.filter(pk=cr.pk).values_list("state", flat=True).first()
+        raise TransitionError(_illegal(cr.pk, actual, verb, expected))
+    return _fresh(cr)
+
+
+def _illegal(pk, actual, verb: str, expected) -> str:
+    if actual is None:
+        return f"CR-{pk} no longer exists."
+    allowed = " or ".join(ChangeState(s).label for s in expected)
+    return f"CR-{pk} is {ChangeState(actual).label}: only a {allowed} request can be {verb}."
+
+
+def _require_state(cr: ChangeRequest, expected: tuple[str, ...], verb: str) -> None:
+    if cr.state not in expected:
+        raise TransitionError(_illegal(cr.pk, cr.state, verb, expected))
+
+
+def _audit(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, after=None) -> None:
+    record_event(f"approvals.change.{action}", actor=actor, obj=cr, cluster=cr.cluster_name if cr.kind == ChangeKind.UNJOIN else "",
+                 summary=summary, before=before, after=after)
+
+
+def _setting(name: str, default: int) -> int:
+    return int(getattr(settings, name, default))
+
+
+# --- targets and required approvals ------------------------------------------------------------
+
+def required_approvals_for(clusters) -> int:
+    """Max over the target clusters: env=prod needs FEDPORTAL_APPROVALS_PROD, others
+    FEDPORTAL_APPROVALS_DEFAULT; a request with no target needs the default."""
+    default = max(1, _setting("FEDPORTAL_APPROVALS_DEFAULT", 1))
+    prod = max(1, _setting("FEDPORTAL_APPROVALS_PROD", 2))
+    needed = default
+    for cluster in clusters:
+        labels = cluster.labels or {}
+        if labels.get(PROD_LABEL[0]) == PROD_LABEL[1]:
+            needed = max(needed, prod)
+    return needed
+
+
+def _present_versions(resource: FederatedResource):
+    return [pv for pv in resource.propagated_versions.select_related("cluster") if pv.is_present]
+
+
+def _targets(cr: ChangeRequest) -> list[Cluster]:
+    if cr.kind == ChangeKind.UNJOIN:
+        return [cr.cluster] if cr.cluster_id else []
+    if cr.resource_id is None:
+        return []
+    if cr.kind == ChangeKind.DELETE:
+        return [pv.cluster for pv in _present_versions(cr.resource)]
+    if cr.proposed_revision_id is None:
+        return []
+    plans = propagation.plan_targets(cr.resource, cr.proposed_revision)
+    return [p.cluster for p in plans]
+
+
+def _diffs(cr: ChangeRequest) -> list[dict]:
+    """Per target cluster: what applying would do, against what is live now."""
+    if cr.kind == ChangeKind.UNJOIN:
+        rows = []
+        for pv in (PropagatedVersion.objects.filter(cluster=cr.cluster).select_related("resource__type")
+                   .order_by("resource__namespace", "resource__name")):
+            if not pv.is_present:
+                continue
+            orphan = pv.resource.retention == Retention.ORPHAN
+            rows.append({"cluster": cr.cluster_name, "resource": str(pv.resource),
+                         "action": "orphan" if orphan else "delete", "diff": "", "replicas": None, "warnings": [],
+                         "message": "Left in place (retention Orphan)." if orphan else "Will be deleted from the cluster."})
+        if not rows:
+            rows.append({"cluster": cr.cluster_name, "resource": "", "action": "unchanged", "diff": "", "replicas": None,
+                         "warnings": [], "message": "No propagated objects on this cluster."})
+        return rows
+    resource = cr.resource
+    if resource is None:
+        return []
+    if cr.kind == ChangeKind.DELETE:
+        orphan = resource.retention == Retention.ORPHAN
+        return [{"cluster": pv.cluster.name, "resource": str(resource), "action": "orphan" if orphan else "delete",
+                 "diff": "", "replicas": None, "warnings": [],
+                 "message": "Left in place (retention Orphan)." if orphan else "Will be deleted."}
+                for pv in _present_versions(resource)]
+    if cr.proposed_revision_id is None:
+        return []
+    rows = []
+    for preview in propagation.preview_revision(resource, cr.proposed_revision):
+        rows.append({"cluster": preview.cluster.name, "resource": str(resource), "action": preview.action,
+                     "diff": preview.diff, "replicas": preview.replicas, "message": preview.message,
+                     "warnings": list(preview.warnings)})
+    return rows
+
+
+def _proposed_hash(kind: str, resource: FederatedResource | None, revision: Revision | None, cluster: Cluster | None) -> str:
+    if kind == ChangeKind.UNJOIN:
+        return content_hash({"unjoin": cluster.pk if cluster else None})
+    if kind == ChangeKind.DELETE:
+        return content_hash({"delete": resource.pk if resource else None})
+    return revision.content_hash if revision else ""
+
+
+def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True) -> ChangeRequest:
+    """Re-snapshot targets, required approvals, the per-cluster diff and preflight results.
+    Reads the clusters (network) outside any transaction; never raises for an unreachable cluster."""
+    cr = _fresh(cr)
+    if cr.is_finished:
+        return cr
+    targets = _targets(cr)
+    fields = {
+        "target_clusters": sorted({c.name for c in targets}),
+        "required_approvals": required_approvals_for(targets),
+        "diffs": _diffs(cr),
+        "diffs_at": timezone.now(),
+    }
+    if preflight:
+        fields["preflight"] = [p.as_dict() for p in run_preflight(cr)]
+        fields["preflight_at"] = timezone.now()
+    ChangeRequest.objects.filter(pk=cr.pk).update(**fields)
+    return _fresh(cr)
+
+
+# --- create / revise ---------------------------------------------------------------------------
+
+def _default_kind(resource: FederatedResource, revision: Revision) -> str:
+    if resource.propagated_revision_id is None:
+        return ChangeKind.CREATE
+    if revision.parent_id and revision.message.startswith("Rollback"):
+        return ChangeKind.ROLLBACK
+    return ChangeKind.EDIT
+
+
+def _default_title(kind: str, subject: str, revision: Revision | None) -> str:
+    suffix = f" (revision {revision.number})" if revision is not None else ""
+    return f"{ChangeKind(kind).label} {subject}{suffix}"[:200]
+
+
+def create_change_request(
+    resource: FederatedResource | None = None,
+    *,
+    actor,
+    kind: str | None = None,
+    revision: Revision | None = None,
+    cluster: Cluster | None = None,
+    title: str = "",
+    description: str = "",
+    snapshot: bool = True,
+) -> ChangeRequest:
+    """Open a Draft. For a resource: proposes ``revision`` (default: its current revision); the kind
+    is create (never propagated), edit, rollback or delete. For ``kind="unjoin"``: ``cluster``."""
+    if kind == ChangeKind.UNJOIN:
+        require_role(actor, Role.ADMIN)
+        if cluster is None:
+            raise TransitionError("An unjoin request needs the cluster to unjoin.")
+        resource = None
+        revision = None
+    else:
+        require_role(actor, Role.OPERATOR)
+        if resource is None:
+            raise TransitionError("A change request needs the federated resource it changes.")
+        resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
+        if kind == ChangeKind.DELETE:
+            revision = None
+        else:
+            revision = revision or resource.current_revision
+            if revision is None:
+                raise TransitionError(f"{resource} has no revision to propose.")
+            if revision.resource_id != resource.pk:
+                raise TransitionError("That revision belongs to another resource.")
+            kind = kind or _default_kind(resource, revision)
+            if kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK):
+                raise TransitionError(f"Unknown change kind {kind!r}.")
+            if kind != ChangeKind.CREATE and resource.propagated_revision_id == revision.pk:
+                raise TransitionError(f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first.")
+    subject = f"cluster {cluster.name}" if kind == ChangeKind.UNJOIN else str(resource)
+    with transaction.atomic():
+        cr = ChangeRequest.objects.create(
+            kind=kind,
+            title=(title or "").strip()[:200] or _default_title(kind, subject, revision),
+            description=description or "",
+            author=_user(actor), author_name=_name(actor),
+            resource=resource, resource_repr=str(resource) if resource else "",
+            cluster=cluster, cluster_name=cluster.name if cluster else "",
+            proposed_revision=revision, proposed_hash=_proposed_hash(kind, resource, revision, cluster),
+            base_revision=resource.propagated_revision if resource else None,
+        )
+        _audit("create", cr, actor=actor, summary=f"Drafted CR-{cr.pk}: {cr.title}",
+               after={**_snapshot(cr), "subject": cr.subject,
+                      "base_revision": resource.propagated_revision.number if resource and resource.propagated_revision else None})
+    if snapshot:
+        cr = refresh_change_request(cr, actor=actor)
+    return cr
+
+
+def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> ChangeRequest:
+    """Point an open request at a new revision of its resource. Approvals given for the old
+    content become void; an Approved request goes back to Submitted."""
+    require_role(actor, Role.OPERATOR)
+    cr = _fresh(cr)
+    _require_state(cr, ChangeState.open(), "revised")
+    if cr.kind in (ChangeKind.UNJOIN, ChangeKind.DELETE):
+        raise TransitionError(f"A {ChangeKind(cr.kind).label.lower()} request has no revision to revise.")
+    if revision.resource_id != cr.resource_id:
+        raise TransitionError("That revision belongs to another resource.")
+    if revision.pk == cr.proposed_revision_id:
+        return cr
+    before = _snapshot(cr)
+    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
+    with transaction.atomic():
+        cr = _transition(cr, (cr.state,), new_state, verb="revised", proposed_revision=revision,
+                         proposed_hash=revision.content_hash, preflight_override_hash="", decided_at=None)
+        voided = cr.approvals.exclude(content_hash=revision.content_hash).filter(decision=Decision.APPROVE).count()
+        _audit("revise", cr, actor=actor,
+               summary=f"CR-{cr.pk} now proposes revision {revision.number}" + (f"; {voided} approval(s) void" if voided else ""),
+               before=before, after=_snapshot(cr))
+    return refresh_change_request(cr, actor=actor)
+
+
+def revise_from_current(cr: ChangeRequest, *, actor) -> ChangeRequest:
+    """After the resource was edited, propose its current revision instead."""
+    cr = _fresh(cr)
+    if cr.resource is None or cr.resource.current_revision is None:
+        raise TransitionError("The resource has no current revision.")
+    return revise_change_request(cr, actor=actor, revision=cr.resource.current_revision)
+
+
+# --- submit / approve / reject / cancel -------------------------------------------------------
+
+def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
+    require_role(actor, Role.OPERATOR)
+    cr = _fresh(cr)
+    _require_state(cr, (ChangeState.DRAFT,), "submitted")
+    if cr.kind == ChangeKind.UNJOIN:
+        require_role(actor, Role.ADMIN)
+    if cr.kind != ChangeKind.UNJOIN and cr.resource_id is None:
+        raise TransitionError(f"The resource of CR-{cr.pk} no longer exists; cancel the request.")
+    if cr.kind not in (ChangeKind.UNJOIN, ChangeKind.DELETE) and cr.proposed_revision_id is None:
+        raise TransitionError(f"CR-{cr.pk} proposes no revision.")
+    cr = refresh_change_request(cr, actor=actor)
+    with transaction.atomic():
+        cr = _transition(cr, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted", submitted_at=timezone.now())
+        _audit("submit", cr, actor=actor, summary=f"Submitted CR-{cr.pk}: {cr.title} (needs {cr.required_approvals} approval(s))",
+               before={"state": ChangeState.DRAFT}, after={**_snapshot(cr), "targets": cr.target_clusters,
+                                                           "required_approvals": cr.required_approvals})
+    return cr
+
+
+@dataclass
+class ApprovalSummary:
+    valid: int
+    required: int
+    void: int
+    blocking: list[dict]
+    overridden: bool
+
+    @property
+    def enough(self) -> bool:
+        return self.valid >= self.required
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.blocking) and not self.overridden
+
+
+def approval_summary(cr: ChangeRequest, approvals=None) -> ApprovalSummary:
+    approvals = list(cr.approvals.all()) if approvals is None else approvals
+    approved = [a for a in approvals if a.decision == Decision.APPROVE]
+    valid = {a.approver_id for a in approved if a.content_hash == cr.proposed_hash and a.approver_id != cr.author_id}
+    blocking = [p for p in (cr.preflight or []) if p.get("severity") == Severity.BLOCKING]
+    return ApprovalSummary(
+        valid=len(valid), required=cr.required_approvals,
+        void=sum(1 for a in approved if a.content_hash != cr.proposed_hash), blocking=blocking,
+        overridden=bool(cr.preflight_override_hash) and cr.preflight_override_hash == cr.proposed_hash,
+    )
+
+
+def _auto_apply() -> bool:
+    return bool(getattr(settings, "FEDPORTAL_APPROVALS_AUTO_APPLY", True))
+
+
+def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
+    """Record an approval for the current content. When enough valid approvals exist the request
+    becomes Approved (and, with FEDPORTAL_APPROVALS_AUTO_APPLY, is applied at once)."""
+    require_role(actor, Role.APPROVER)
+    cr = _fresh(cr)
+    if cr.author_id is not None and cr.author_id == getattr(actor, "pk", None):
+        raise PermissionDenied("You wrote this request: another approver must approve it.")
+    _require_state(cr, (ChangeState.SUBMITTED,), "approved")
+    cr = refresh_change_request(cr, actor=actor)
+    summary = approval_summary(cr)
+    if summary.blocked:
+        problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
+        raise TransitionError(f"Preflight found blocking problems ({problems}). Fix the change, or an admin can override with a reason.")
+    comment = (comment or "").strip()
+    with transaction.atomic():
+        # lock the row so two approvers counting at once cannot both miss the threshold
+        locked = ChangeRequest.objects.select_for_update().get(pk=cr.pk)
+        if locked.state != ChangeState.SUBMITTED or locked.proposed_hash != cr.proposed_hash:
+            raise TransitionError(_illegal(cr.pk, locked.state, "approved", (ChangeState.SUBMITTED,))
+                                  if locked.state != ChangeState.SUBMITTED else f"CR-{cr.pk} changed while you were reviewing it; review it again.")
+        if cr.approvals.filter(approver=actor, content_hash=cr.proposed_hash, decision=Decision.APPROVE).exists():
+            raise TransitionError(f"You already approved this version of CR-{cr.pk}.")
+        try:
+            with transaction.atomic():
+                approval = Approval.objects.create(change_request=cr, approver=actor, approver_name=_name(actor),
+                                                   decision=Decision.APPROVE, comment=comment, content_hash=cr.proposed_hash)
+        except IntegrityError:
+            raise TransitionError(f"You already approved this version of CR-{cr.pk}.") from None
+        summary = approval_summary(cr)
+        _audit("approve", cr, actor=actor,
+               summary=f"{_name(actor)} approved CR-{cr.pk} ({summary.valid} of {summary.required})" + (f": {comment}" if comment else ""),
+               after={"approval": approval.pk, "content_hash": cr.proposed_hash, "comment": comment,
+                      "valid": summary.valid, "required": summary.required})
+        if summary.enough:
+            cr = _transition(cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now())
+            _audit("approved", cr, actor=actor, summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
+                   before={"state": ChangeState.SUBMITTED}, after={"state": ChangeState.APPROVED})
+    cr = _fresh(cr)
+    if cr.state == ChangeState.APPROVED and _auto_apply():
+        cr = _apply(cr, actor=actor)
+    return cr
+
+
+def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
+    require_role(actor, Role.APPROVER)
+    cr = _fresh(cr)
+    if cr.author_id is not None and cr.author_id == getattr(actor, "pk", None):
+        raise PermissionDenied("You wrote this request: withdraw it with Cancel instead of rejecting it.")
+    comment = (comment or "").strip()
+    if not comment:
+        raise TransitionError("Say why you reject the request (a comment is required).")
+    _require_state(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), "rejected")
+    with transaction.atomic():
+        before = cr.state
+        cr = _transition(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), ChangeState.REJECTED, verb="rejected",
+                         decided_at=timezone.now(), finished_at=timezone.now())
+        Approval.objects.create(change_request=cr, approver=actor, approver_name=_name(actor), decision=Decision.REJECT,
+                                comment=comment, content_hash=cr.proposed_hash)
+        _audit("reject", cr, actor=actor, summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
+               before={"state": before}, after={"state": ChangeState.REJECTED, "comment": comment})
+    return cr
+
+
+def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
+    """The author (operator) or an admin withdraws an open request."""
+    require_role(actor, Role.OPERATOR)
+    cr = _fresh(cr)
+    if cr.author_id != getattr(actor, "pk", None) and not has_role(actor, Role.ADMIN):
+        raise PermissionDenied("Only the author or an admin can cancel a change request.")
+    _require_state(cr, ChangeState.open(), "cancelled")
+    with transaction.atomic():
+        before = cr.state
+        cr = _transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
+        _audit("cancel", cr, actor=actor, summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
+               before={"state": before}, after={"state": ChangeState.CANCELLED, "reason": reason})
+    return cr
+
+
+def add_comment(cr: ChangeRequest, *, actor, body: str) -> Comment:
+    require_role(actor, Role.VIEWER)
+    body = (body or "").strip()
+    if not body:
+        raise TransitionError("A comment cannot be empty.")
+    if len(body) > 5000:
+        raise TransitionError("A comment can be at most 5000 characters.")
+    with transaction.atomic():
+        comment = Comment.objects.create(change_request=cr, author=_user(actor), author_name=_name(actor), body=body)
+        _audit("comment", cr, actor=actor, summary=f"{_name(actor)} commented on CR-{cr.pk}: {body[:200]}",
+               after={"comment": comment.pk, "body": body})
+    return comment
+
+
+def override_preflight(cr: ChangeRequest, *, actor, reason: str) -> ChangeRequest:
+    """Admin: let approval go ahead despite blocking preflight problems (for this content only)."""
+    require_role(actor, Role.ADMIN)
+    reason = (reason or "").strip()
+    if not reason:
+        raise TransitionError("Give a reason for overriding the preflight checks.")
+    cr = _fresh(cr)
+    _require_state(cr, (ChangeState.DRAFT, ChangeState.SUBMITTED), "overridden")
+    with transaction.atomic():
+        ChangeRequest.objects.filter(pk=cr.pk).update(preflight_override_reason=reason, preflight_override_hash=cr.proposed_hash,
+                                                      preflight_override_by=_user(actor), updated_at=timezone.now())
+        _audit("preflight_override", cr, actor=actor, summary=f"{_name(actor)} overrode preflight of CR-{cr.pk}: {reason}",
+               after={"reason": reason, "problems": [p for p in cr.preflight if p.get("severity") == Severity.BLOCKING]})
+    return _fresh(cr)
+
+
+# --- apply -------------------------------------------------------------------------------------
+
+def _schedule_sync(cr_id: int, countdown: float = SYNC_DELAY_SECONDS) -> None:
+    from federation.approvals.tasks import sync_change_request_task
+
+    transaction.on_commit(lambda: sync_change_request_task.apply_async((cr_id,), countdown=countdown))
+
+
+def _removal_run(resource: FederatedResource, cluster: Cluster, *, actor) -> PropagationRun | None:
+    """One run that removes (Delete or Orphan, per retention) ``resource`` from one cluster.
+    Uses federation's task and target machinery; federation has no public call for this yet."""
+    revision = resource.propagated_revision or resource.current_revision
+    if revision is None:
+        return None
+    action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    run = PropagationRun.objects.create(resource=resource, revision=revision, actor=_user(actor))
+    PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
+    PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(status=PropagationReason.WAITING_FOR_REMOVAL)
+    record_event("federation.resource.remove", actor=actor, obj=resource, cluster=cluster.name,
+                 summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
+                 after={"run": run.pk, "action": action})
+    run_id, cluster_id = run.pk, cluster.pk
+
+    def enqueue():
+        from federation.tasks import propagate_to_cluster_task
+
+        propagate_to_cluster_task.apply_async((run_id, cluster_id), queue="propagation")
+
+    transaction.on_commit(enqueue)
+    return run
+
+
+def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
+    """Start the propagation runs of a request (inside the caller's transaction)."""
+    if cr.kind == ChangeKind.UNJOIN:
+        if cr.cluster is None:
+            raise TransitionError("The cluster to unjoin no longer exists.")
+        runs = []
+        for pv in PropagatedVersion.objects.filter(cluster=cr.cluster).select_related("resource__type"):
+            if pv.is_present:
+                run = _removal_run(pv.resource, cr.cluster, actor=actor)
+                if run is not None:
+                    runs.append(run)
+        return runs
+    resource = cr.resource
+    if resource is None:
+        raise TransitionError("The resource of this request no longer exists.")
+    if cr.kind == ChangeKind.DELETE:
+        from federation import services as federation_services
+
+        current = resource.current_revision
+        revision = federation_services.update_resource(
+            resource, template=current.template, placement={"clusters": []}, overrides=current.overrides,
+            scheduling=current.scheduling, actor=actor, message=f"Delete (CR-{cr.pk})",
+        )
+        ChangeRequest.objects.filter(pk=cr.pk).update(proposed_revision=revision)
+    else:
+        revision = cr.proposed_revision
+        if revision is None:
+            raise TransitionError("The proposed revision no longer exists.")
+    try:
+        return [propagation.propagate_revision(resource, actor=actor, revision=revision)]
+    except propagation.PropagationError as exc:
+        raise TransitionError(str(exc)) from None
+
+
+def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
+    """Approved -> Applying: run federation's propagation; the outcome is recorded when it ends.
+    Operators apply resource changes; an unjoin needs an admin."""
+    require_role(actor, Role.OPERATOR)
+    cr = _fresh(cr)
+    if cr.kind == ChangeKind.UNJOIN:
+        require_role(actor, Role.ADMIN)
+    return _apply(cr, actor=actor)
+
+
+def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
+    cr = _fresh(cr)
+    _require_state(cr, (ChangeState.APPROVED,), "applied")
+    summary = approval_summary(cr)
+    if not summary.enough:
+        raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
+    with transaction.atomic():
+        cr = _transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
+        runs = _start(cr, actor=actor)
+        cr.runs.add(*runs)
+        _audit("apply", cr, actor=actor, summary=f"Applying CR-{cr.pk}: {len(runs)} propagation run(s)",
+               before={"state": ChangeState.APPROVED}, after={"state": ChangeState.APPLYING, "runs": [r.pk for r in runs]})
+        _schedule_sync(cr.pk, countdown=0 if not runs else SYNC_DELAY_SECONDS)
+    return _fresh(cr)
+
+
+def emergency_apply(resource: FederatedResource, *, actor, reason: str, revision: Revision | None = None) -> ChangeRequest:
+    """Admin only: propagate now without approvals. Creates a request flagged emergency in
+    state Applying (the list flags it) and audits the bypass. This is the only direct path."""
+    require_role(actor, Role.ADMIN)
+    reason = (reason or "").strip()
+    if not reason:
+        raise TransitionError("An emergency apply needs a reason.")
+    resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
+    revision = revision or resource.current_revision
+    if revision is None:
+        raise TransitionError(f"{resource} has no revision to propagate.")
+    if revision.resource_id != resource.pk:
+        raise TransitionError("That revision belongs to another resource.")
+    kind = ChangeKind.CREATE if resource.propagated_revision_id is None else ChangeKind.EDIT
+    with transaction.atomic():
+        cr = ChangeRequest.objects.create(
+            kind=kind, state=ChangeState.APPLYING, emergency=True, emergency_reason=reason,
+            title=f"EMERGENCY: {_default_title(kind, str(resource), revision)}"[:200], description=reason,
+            author=_user(actor), author_name=_name(actor), resource=resource, resource_repr=str(resource),
+            proposed_revision=revision, proposed_hash=revision.content_hash, base_revision=resource.propagated_revision,
+            required_approvals=0, submitted_at=timezone.now(), decided_at=timezone.now(), applied_at=timezone.now(),
+            target_clusters=sorted({p.cluster.name for p in propagation.plan_targets(resource, revision)}),
+        )
+        try:
+            run = propagation.propagate_revision(resource, actor=actor, revision=revision)
+        except propagation.PropagationError as exc:
+            raise TransitionError(str(exc)) from None
+        cr.runs.add(run)
+        _audit("emergency_apply", cr, actor=actor,
+               summary=f"EMERGENCY apply of {resource} revision {revision.number} by {_name(actor)} without approval: {reason}",
+               after={**_snapshot(cr), "reason": reason, "run": run.pk})
+        _schedule_sync(cr.pk)
+    return _fresh(cr)
+
+
+def _outcome_rows(runs) -> list[dict]:
+    rows = []
+    for target in (PropagationTarget.objects.filter(run__in=runs)
+                   .select_related("cluster", "run__resource__type").order_by("cluster__name", "run_id")):
+        rows.append({"cluster": target.cluster.name, "resource": str(target.run.resource), "run": target.run_id,
+                     "action": target.action, "state": target.state, "reason": target.reason,
+                     "message": target.message, "changed": target.changed})
+    return rows
+
+
+def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
+    """Applying -> Applied / PartiallyFailed / Failed once every run has finished. Idempotent:
+    a request not Applying, or with runs still going, is left as it is (outcome refreshed)."""
+    cr = _fresh(cr)
+    if cr.state != ChangeState.APPLYING:
+        return cr
+    runs = list(cr.runs.all())
+    rows = _outcome_rows(runs)
+    if any(run.finished_at is None for run in runs):
+        ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(outcome=rows)
+        return _fresh(cr)
+    states = {run.state for run in runs}
+    if not runs or states == {RunState.SUCCEEDED}:
+        final = ChangeState.APPLIED
+    elif states == {RunState.FAILED}:
+        final = ChangeState.FAILED
+    else:
+        final = ChangeState.PARTIALLY_FAILED
+    with transaction.atomic():
+        updated = ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
+            state=final, outcome=rows, finished_at=timezone.now(), updated_at=timezone.now())
+        if not updated:
+            return _fresh(cr)
+        failed = [r for r in rows if r["state"] == TargetState.FAILED]
+        _audit("finish", cr, actor=None,
+               summary=f"CR-{cr.pk} {ChangeState(final).label}: {len(rows) - len(failed)} cluster(s) done, {len(failed)} failed",
+               before={"state": ChangeState.APPLYING},
+               after={"state": final, "outcome": {f"{r['cluster']}:{r['resource']}": f"{r['state']} {r['reason']}".strip() for r in rows}})
+    cr = _fresh(cr)
+    if final == ChangeState.APPLIED:
+        _finish_side_effects(cr)
+    return cr
+
+
+def _finish_side_effects(cr: ChangeRequest) -> None:
+    """After a fully applied delete, the resource row goes; after an unjoin, the cluster."""
+    if cr.kind == ChangeKind.DELETE and cr.resource_id:
+        resource = cr.resource
+        with transaction.atomic():
+            record_event("federation.resource.delete", actor=cr.author, obj=resource,
+                         summary=f"Deleted {resource} (CR-{cr.pk})", before={"retention": resource.retention})
+            resource.delete()
+    elif cr.kind == ChangeKind.UNJOIN and cr.cluster_id:
+        from clusters.services import unjoin_cluster
+
+        unjoin_cluster(cr.cluster, actor=cr.author)
+
+
+def sync_running_requests() -> int:
+    """Re-check every Applying request (a safety net for a lost sync task)."""
+    count = 0
+    for pk in ChangeRequest.objects.filter(state=ChangeState.APPLYING).values_list("pk", flat=True):
+        if sync_change_request(pk).state != ChangeState.APPLYING:
+            count += 1
+    return count

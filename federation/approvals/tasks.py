@@ -1,0 +1,25 @@
+"""Celery entry points for change requests. Thin: take ids, call services."""
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from federation.approvals import services
+from federation.approvals.choices import ChangeState
+from federation.approvals.models import ChangeRequest
+
+# Re-check an Applying request every few seconds until its runs finish, for at most about an
+# hour (propagation retries transient errors with capped backoff, so runs do finish).
+RECHECK_SECONDS = 3
+MAX_CHECKS = 1200
+
+
+@shared_task(queue="default", acks_late=True, soft_time_limit=60, time_limit=90,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=5)
+def sync_change_request_task(cr_id: int, checks: int = 0) -> dict:
+    """Record the outcome of an Applying request once its runs end; safe to run twice."""
+    if not ChangeRequest.objects.filter(pk=cr_id).exists():
+        return {"cr_id": cr_id, "skipped": "gone"}
+    cr = services.sync_change_request(cr_id)
+    if cr.state == ChangeState.APPLYING and checks < MAX_CHECKS:
+        sync_change_request_task.apply_async((cr_id, checks + 1), countdown=RECHECK_SECONDS)
+    return {"cr_id": cr_id, "state": cr.state}

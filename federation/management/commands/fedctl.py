@@ -1,0 +1,156 @@
+"""fedctl: KubeFed-style command line for federated resources.
+
+    fedctl apply -f FILE [--cluster-map cluster1=east,cluster2=west] [--dry-run]
+    fedctl get [-o table|json|yaml]
+    fedctl propagate NS/NAME [--kind KIND] [--wait] [--timeout SECONDS]
+    fedctl status NS/NAME [--kind KIND] [-o json|yaml]
+    fedctl enable KIND --group GROUP --version VERSION [--plural PLURAL] [--cluster-scoped]
+
+Cluster-scoped resources (Namespace) are named without a namespace: ``fedctl status shop --kind Namespace``.
+"""
+
+import json
+import sys
+import time
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError
+
+from federation import propagation, selectors, services
+
+
+def _cluster_map(text: str) -> dict[str, str]:
+    mapping = {}
+    for pair in filter(None, (p.strip() for p in (text or "").split(","))):
+        source, sep, target = pair.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            raise CommandError(f"--cluster-map entries look like cluster1=east, got {pair!r}.")
+        mapping[source.strip()] = target.strip()
+    return mapping
+
+
+class Command(BaseCommand):
+    help = "Apply KubeFed/plain YAML, list, propagate and inspect federated resources."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="verb", required=True)
+        apply = sub.add_parser("apply", help="Create or update federated resources from a YAML file.")
+        apply.add_argument("-f", "--filename", required=True, help="YAML file ('-' for stdin).")
+        apply.add_argument("--cluster-map", default="", help="Map KubeFed cluster names: cluster1=east,cluster2=west")
+        apply.add_argument("--dry-run", action="store_true", help="Validate only; save nothing.")
+        get = sub.add_parser("get", help="List federated resources.")
+        get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+        prop = sub.add_parser("propagate", help="Propagate the current revision.")
+        prop.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
+        prop.add_argument("--kind", default="")
+        prop.add_argument("--wait", action="store_true", help="Wait until every cluster is done or failed (needs a worker).")
+        prop.add_argument("--timeout", type=float, default=300.0)
+        status = sub.add_parser("status", help="Per-cluster status, message and propagated version.")
+        status.add_argument("target")
+        status.add_argument("--kind", default="")
+        status.add_argument("-o", "--output", choices=["json", "yaml"], default="yaml")
+        enable = sub.add_parser("enable", help="Enable a federated type (like kubefedctl enable).")
+        enable.add_argument("kind")
+        enable.add_argument("--group", default="")
+        enable.add_argument("--version", dest="type_version", required=True)
+        enable.add_argument("--plural", default="")
+        enable.add_argument("--cluster-scoped", action="store_true")
+
+    def handle(self, *args, verb, **options):
+        return getattr(self, f"do_{verb}")(**options) or None
+
+    # -- verbs -------------------------------------------------------------------------------
+    def do_apply(self, *, filename, cluster_map, dry_run, **_):
+        try:
+            text = sys.stdin.read() if filename == "-" else open(filename, "rb").read()
+        except OSError as exc:
+            raise CommandError(f"Cannot read {filename}: {exc.strerror}.") from exc
+        try:
+            outcomes = services.apply_kubefed_file(text, cluster_map=_cluster_map(cluster_map), dry_run=dry_run)
+        except services.FederationError as exc:
+            raise CommandError(f"{filename}: {exc} Nothing was changed.") from exc
+        for outcome in outcomes:
+            self.stdout.write(f"{outcome}{' (dry run)' if dry_run else ''}")
+
+    def do_get(self, *, output, **_):
+        rows = []
+        for resource in selectors.resources():
+            rows.append({
+                "kind": resource.type.kind, "namespace": resource.namespace, "name": resource.name,
+                "revision": resource.current_revision.number if resource.current_revision else None,
+                "propagatedRevision": resource.propagated_revision.number if resource.propagated_revision else None,
+                "condition": str(selectors.condition_from_counts(resource)),
+                "clusters": f"{resource.clusters_ok}/{resource.clusters_total}",
+            })
+        if output == "json":
+            self.stdout.write(json.dumps(rows, indent=2))
+        elif output == "yaml":
+            self.stdout.write(yaml.safe_dump(rows, sort_keys=False))
+        else:
+            header = ("KIND", "NAMESPACE", "NAME", "REVISION", "PROPAGATED", "CONDITION", "CLUSTERS OK")
+            table = [header] + [tuple(str(r[k] if r[k] is not None else "-") for k in
+                                      ("kind", "namespace", "name", "revision", "propagatedRevision", "condition", "clusters")) for r in rows]
+            widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+            for row in table:
+                self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+    def _resource(self, target: str, kind: str):
+        found = selectors.find_resources(target, kind=kind)
+        if not found:
+            raise CommandError(f"No federated resource {target}{' of kind ' + kind if kind else ''}.")
+        if len(found) > 1:
+            kinds = ", ".join(sorted(r.type.kind for r in found))
+            raise CommandError(f"{target} names several resources ({kinds}); pick one with --kind.")
+        return found[0]
+
+    def do_propagate(self, *, target, kind, wait, timeout, **_):
+        resource = self._resource(target, kind)
+        try:
+            run = propagation.propagate_revision(resource)
+        except propagation.PropagationError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"Propagating revision {run.revision.number} of {resource} (run {run.pk}, {run.targets.count()} cluster(s)).")
+        if not wait:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run.refresh_from_db()
+            if run.finished_at:
+                break
+            time.sleep(0.5)
+        else:
+            progress = propagation.run_progress(run)
+            raise CommandError(f"Timed out after {timeout:g}s: {progress.done} done, {progress.failed} failed, {progress.pending} pending.")
+        for target_row in run.targets.select_related("cluster").order_by("cluster__name"):
+            self.stdout.write(f"  {target_row.cluster.name}: {target_row.reason or target_row.state} {target_row.message}".rstrip())
+        self.stdout.write(f"Run {run.pk}: {run.state}")
+        if run.state != "Succeeded":
+            raise CommandError(f"Propagation {run.state}.")
+
+    def do_status(self, *, target, kind, output, **_):
+        resource = self._resource(target, kind)
+        rows = selectors.cluster_rows(resource)
+        data = {
+            "kind": resource.type.kind, "apiVersion": resource.type.api_version,
+            "namespace": resource.namespace, "name": resource.name,
+            "revision": resource.current_revision.number if resource.current_revision else None,
+            "propagatedRevision": resource.propagated_revision.number if resource.propagated_revision else None,
+            "condition": str(propagation.aggregate_condition(rows)),
+            "clusters": [
+                {"cluster": row.cluster.name, "status": row.status, "message": row.message, "version": row.version,
+                 "revision": row.revision.number if row.revision else None, "syncState": row.sync_state,
+                 "drift": row.drift, "remoteStatus": row.remote_status,
+                 "propagatedAt": row.propagated_at.isoformat() if row.propagated_at else None}
+                for row in rows
+            ],
+        }
+        self.stdout.write(json.dumps(data, indent=2) if output == "json" else yaml.safe_dump(data, sort_keys=False))
+
+    def do_enable(self, *, kind, group, type_version, plural, cluster_scoped, **_):
+        from django.core.exceptions import ValidationError
+
+        try:
+            ftype = services.enable_type(kind=kind, group=group, version=type_version, plural=plural, namespaced=not cluster_scoped)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
+        self.stdout.write(f"Federated type {ftype.name} ({ftype.api_version} {ftype.kind}) is enabled.")

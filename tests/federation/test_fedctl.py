@@ -1,0 +1,110 @@
+"""fedctl: apply KubeFed examples, get, propagate, status, enable; errors change nothing."""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import CommandError, call_command
+
+from federation import propagation
+from federation.models import FederatedResource, Revision
+from tests.clusters.factories import ClusterFactory
+from tests.federation.factories import drain, register_fleet
+
+pytestmark = pytest.mark.django_db
+EXAMPLES = Path("/work/shared/kubefed-examples")
+MAP = "cluster1=east,cluster2=west"
+
+
+def fedctl(*args) -> str:
+    out = StringIO()
+    call_command("fedctl", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def clusters():
+    return [ClusterFactory(name=n) for n in ("east", "west")]
+
+
+def test_apply_every_enabled_kubefed_example(clusters):
+    for name in ("federatednamespace", "federateddeployment", "federatedconfigmap", "federatedsecret",
+                 "federatedservice", "federatedserviceaccount", "federateddeployment-rsp"):
+        out = fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP)
+        assert "created" in out or "configured" in out, out
+    assert FederatedResource.objects.count() == 6
+    table = fedctl("get")
+    assert "test-deployment" in table and "NotPropagated" in table
+    rows = json.loads(fedctl("get", "-o", "json"))
+    assert {r["kind"] for r in rows} == {"Namespace", "Deployment", "ConfigMap", "Secret", "Service", "ServiceAccount"}
+
+
+def test_apply_plain_objects_like_kubefedctl_federate(clusters):
+    out = fedctl("apply", "-f", str(EXAMPLES / "deployment.yaml"))
+    assert "deployment/default/nginx created" in out
+
+
+@pytest.mark.parametrize("name", ["federatedjob", "federatedingress", "federatedclusterrole", "federatedclusterrolebinding"])
+def test_types_not_enabled_are_refused_with_a_hint(clusters, name):
+    with pytest.raises(CommandError, match="not enabled.*fedctl enable"):
+        fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP)
+    assert not FederatedResource.objects.exists()
+
+
+def test_enable_then_apply(clusters):
+    assert "jobs.batch" in fedctl("enable", "Job", "--group", "batch", "--version", "v1")
+    assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedjob.yaml"), "--cluster-map", MAP)
+    assert "clusterroles.rbac.authorization.k8s.io" in fedctl("enable", "ClusterRole", "--group", "rbac.authorization.k8s.io",
+                                                              "--version", "v1", "--cluster-scoped")
+    assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedclusterrole.yaml"), "--cluster-map", MAP)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nspec: {}\n", "no metadata.name"),
+    ("a: [1", "Invalid YAML"),
+    ("a: &x 1\nb: *x\n", "aliases"),
+    ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: c, namespace: s}\n"
+     "spec: {template: {data: {a: b}}, overrides: [{clusterName: east, clusterOverrides: [{path: /data/zz, op: remove}]}]}\n",
+     "/data/zz does not exist"),
+])
+def test_malformed_files_are_rejected_and_nothing_changes(clusters, tmp_path, content, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(CommandError, match=message):
+        fedctl("apply", "-f", str(path))
+    assert not FederatedResource.objects.exists() and not Revision.objects.exists()
+
+
+def test_apply_reports_unknown_clusters_and_bad_maps(clusters):
+    with pytest.raises(CommandError, match="'cluster1' is not registered"):
+        fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"))
+    with pytest.raises(CommandError, match="--cluster-map"):
+        fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", "cluster1")
+    with pytest.raises(CommandError, match="Cannot read"):
+        fedctl("apply", "-f", "/nonexistent.yaml")
+
+
+def test_dry_run_saves_nothing(clusters):
+    out = fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", MAP, "--dry-run")
+    assert "(dry run)" in out and not FederatedResource.objects.exists()
+
+
+def test_propagate_and_status(fleet):
+    register_fleet(fleet, ["m128", "m130"])
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", "cluster1=m128,cluster2=m130")
+    fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", "cluster1=m128,cluster2=m130")
+    out = fedctl("propagate", "test-namespace", "--kind", "Namespace")
+    assert "Propagating revision 1" in out
+    drain(FederatedResource.objects.get(name="test-namespace").runs.first())
+    fedctl("propagate", "test-namespace/test-configmap")
+    drain(FederatedResource.objects.get(name="test-configmap").runs.first())
+    status = yaml.safe_load(fedctl("status", "test-namespace/test-configmap"))
+    assert status["condition"] == "Propagated"
+    by_cluster = {c["cluster"]: c for c in status["clusters"]}
+    assert by_cluster["m128"]["status"] == "OK" and by_cluster["m128"]["version"].startswith(("rv:", "gen:"))
+    assert fleet.get_object("m130", "v1", "ConfigMap", "test-namespace", "test-configmap")["data"] == {"foo": "bar"}
+    assert json.loads(fedctl("status", "test-namespace/test-configmap", "-o", "json"))["clusters"][1]["cluster"] == "m130"
+    with pytest.raises(CommandError, match="No federated resource"):
+        fedctl("status", "nope/nothing")
