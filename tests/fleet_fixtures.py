@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -91,6 +92,7 @@ class RunningFleet:
         self.admin_token: str = state["adminToken"]
         self.ca_path: str | None = state.get("caPath")
         self.base_url: str = state["baseUrl"]
+        self.owns_workdir = False  # start_fleet() made a temp dir: removed at stop()
 
     # -- reading the fleet --------------------------------------------------------------------
     @property
@@ -172,11 +174,14 @@ class RunningFleet:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def start_fleet(spec, *, tls: bool = False, rollout_seconds: float | None = None,
                 workdir: Path | None = None, timeout: float = 60.0, extra_args: tuple = ()) -> RunningFleet:
     """Start `manage.py runfleet` in a subprocess and wait until its admin endpoint answers."""
+    owns_workdir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="fleet-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if isinstance(spec, dict) and "generate" in spec:
@@ -212,6 +217,7 @@ def start_fleet(spec, *, tls: bool = False, rollout_seconds: float | None = None
                 state = json.loads(state_file.read_text())
                 if state.get("pid") == proc.pid:
                     running = RunningFleet(proc, workdir, kubeconfig, state, log_path)
+                    running.owns_workdir = owns_workdir
                     running.admin("GET", "/clusters")
                     return running
             except (ValueError, FleetError, OSError):
