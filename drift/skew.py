@@ -42,7 +42,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from drift.choices import SEVERITY_ORDER, Severity, SkewRule
 
@@ -401,8 +401,16 @@ class SkewReport:
     worst_by_cluster: dict[str, str | None]
     host_member: list[PairVerdict]
 
+    @cached_property
+    def _by_cluster(self) -> dict[str, list[SkewFinding]]:
+        index: dict[str, list[SkewFinding]] = defaultdict(list)
+        for finding in self.findings:
+            for name in dict.fromkeys(finding.clusters):
+                index[name].append(finding)
+        return dict(index)
+
     def findings_for(self, name: str) -> list[SkewFinding]:
-        return [f for f in self.findings if name in f.clusters]
+        return list(self._by_cluster.get(name, ()))
 
     @property
     def counts(self) -> dict[str, int]:
