@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from clusters import kube
@@ -583,6 +583,12 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
         qs = qs.filter(cluster=cluster)
     if resource is not None:
         qs = qs.filter(resource=resource)
+    # Never judge (or Enforce) an object while a propagation to that cluster is in flight: the
+    # baseline is about to change, and re-applying the old one would undo the new revision.
+    in_flight = PropagationTarget.objects.filter(
+        run__resource=OuterRef("resource_id"), cluster=OuterRef("cluster_id"),
+        state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+    qs = qs.exclude(Exists(in_flight))
     connections = {}
     for pv in qs.order_by("cluster_id", "id").iterator(chunk_size=200):
         summary.checked += 1

@@ -278,3 +278,11 @@ def test_disabled_type_cannot_propagate(fleet, fleet_clusters):
     resource.refresh_from_db()
     with pytest.raises(propagation.PropagationError, match="Disabled"):
         propagation.propagate_revision(resource)
+
+
+def test_drift_is_not_judged_while_a_propagation_is_in_flight(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=DriftPolicy.ENFORCE)
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"spec": {"replicas": 5}})
+    propagation.propagate_revision(resource)  # queued, not yet run
+    assert propagation.detect_drift(resource=resource).checked == 0
