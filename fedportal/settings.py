@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "fedportal",
     "clusters",
     "federation",
+    "federation.approvals",
     "drift",
 ]
 
@@ -273,3 +274,9 @@ AXES_LOCKOUT_TEMPLATE = "axes_lockout.html"
 FEDERATION_MAX_ATTEMPTS = env_int("FEDERATION_MAX_ATTEMPTS", 8, minimum=1)
 FEDERATION_RETRY_BASE_SECONDS = env_float("FEDERATION_RETRY_BASE_SECONDS", 2.0, minimum=0.1)
 FEDERATION_RETRY_MAX_SECONDS = env_float("FEDERATION_RETRY_MAX_SECONDS", 60.0, minimum=0.1)
+
+# Change requests: approvals needed per target cluster (the max over a request's targets).
+FEDPORTAL_APPROVALS_DEFAULT = env_int("FEDPORTAL_APPROVALS_DEFAULT", 1, minimum=1)
+FEDPORTAL_APPROVALS_PROD = env_int("FEDPORTAL_APPROVALS_PROD", 2, minimum=1)
+# Apply a request as soon as it has enough approvals (else an operator clicks Apply).
+FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True)

@@ -12,6 +12,7 @@ urlpatterns = [
     path("audit/", include("fedportal.audit_urls")),
     path("clusters/", include("clusters.urls")),
     path("federation/", include("federation.urls")),
+    path("changes/", include("federation.approvals.urls")),
     path("drift/", include("drift.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -642,6 +642,8 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
         with transaction.atomic():
             record_event("federation.resource.delete", actor=cr.author, obj=resource,
                          summary=f"Deleted {resource} (CR-{cr.pk})", before={"retention": resource.retention})
+            # runs PROTECT their revision; they go with the resource (the outcome stays on the request)
+            PropagationRun.objects.filter(resource=resource).delete()
             resource.delete()
     elif cr.kind == ChangeKind.UNJOIN and cr.cluster_id:
         from clusters.services import unjoin_cluster
