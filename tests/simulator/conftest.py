@@ -23,8 +23,9 @@ CONTRACT_FLEET = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sim(tmp_path_factory):
+    """One contract fleet for the whole simulator suite (tests restore any fault they set)."""
     running = start_fleet(CONTRACT_FLEET, workdir=tmp_path_factory.mktemp("contract-fleet"))
     yield running
     running.stop()

@@ -157,3 +157,34 @@ def test_list_all_namespaces(api, ns):
     apps.create_namespaced_deployment(ns, deployment("everywhere"))
     names = [(d.metadata.namespace, d.metadata.name) for d in apps.list_deployment_for_all_namespaces().items]
     assert (ns, "everywhere") in names
+
+
+def test_list_pages_with_limit_and_continue(api, ns):
+    core = client.CoreV1Api(api("host"))
+    for i in range(5):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"page-{i}"}})
+    first = core.list_namespaced_config_map(ns, limit=2)
+    assert [i.metadata.name for i in first.items] == ["page-0", "page-1"]
+    assert first.metadata._continue and first.metadata.remaining_item_count == 3
+    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue)
+    assert [i.metadata.name for i in rest.items] == ["page-2", "page-3", "page-4"]
+    assert not rest.metadata._continue
+
+
+def test_delete_collection_by_label(api, ns):
+    core = client.CoreV1Api(api("host"))
+    for i, tier in enumerate(["a", "a", "b"]):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"dc-{i}", "labels": {"tier": tier}}})
+    core.delete_collection_namespaced_config_map(ns, label_selector="tier=a")
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["dc-2"]
+
+
+def test_generate_name(api, ns):
+    cm = client.CoreV1Api(api("host")).create_namespaced_config_map(ns, {"metadata": {"generateName": "gen-"}})
+    assert cm.metadata.name.startswith("gen-") and len(cm.metadata.name) > 4
+
+
+def test_system_namespaces_cannot_be_deleted(api):
+    with pytest.raises(ApiException) as exc:
+        client.CoreV1Api(api("host")).delete_namespace("kube-system")
+    assert exc.value.status == 403

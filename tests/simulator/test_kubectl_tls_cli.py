@@ -1,7 +1,7 @@
 """TLS, the written kubeconfig, Debian's kubectl against it, and the fleetctl CLI."""
+import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.core.management import CommandError, call_command
 from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,31 +90,55 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     assert "web" in run("get", "deployments")
 
 
-def fleetctl(state, *args):
-    proc = subprocess.run([sys.executable, "manage.py", "fleetctl", "--state", str(state), *args],
+def fleetctl_subprocess(state, *args):
+    return subprocess.run([sys.executable, "manage.py", "fleetctl", "--state", str(state), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
-    return proc
+
+
+def fleetctl(state, *args) -> str:
+    out = io.StringIO()
+    call_command("fleetctl", "--state", str(state), *args, stdout=out)
+    return out.getvalue()
+
+
+def test_fleetctl_entry_point_lists_the_fleet(tls_fleet):
+    state = Path(tls_fleet.kubeconfig_path).with_name("kubeconfig.state.json")
+    listing = fleetctl_subprocess(state, "list")
+    assert listing.returncode == 0 and "tls-m127" in listing.stdout and "v1.27.3" in listing.stdout
 
 
 def test_fleetctl_switches_faults_versions_and_edits(tls_fleet):
     state = Path(tls_fleet.kubeconfig_path).with_name("kubeconfig.state.json")
-    listing = fleetctl(state, "list")
-    assert listing.returncode == 0 and "tls-m127" in listing.stdout
-    assert fleetctl(state, "down", "tls-m127", "--mode", "503").returncode == 0
+    fleetctl(state, "down", "tls-m127", "--mode", "503")
     assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["down"] == "503"
-    assert fleetctl(state, "up", "tls-m127").returncode == 0
-    assert fleetctl(state, "latency", "tls-m127", "5").returncode == 0
+    fleetctl(state, "up", "tls-m127")
+    assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["down"] is None
+    fleetctl(state, "latency", "tls-m127", "5")
     assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["latencyMs"] == 5
-    tls_fleet.set_latency("tls-m127", 0)
-    assert fleetctl(state, "version", "tls-m127", "v1.28.1").returncode == 0
+    fleetctl(state, "errors", "tls-m127", "0.5")
+    assert tls_fleet.admin("GET", "/clusters/tls-m127/")["faults"]["errorRate"] == 0.5
+    tls_fleet.admin("POST", "/clusters/tls-m127/faults", {"latencyMs": 0, "errorRate": 0})
+    fleetctl(state, "version", "tls-m127", "v1.28.1")
     assert tls_fleet.version("tls-m127") == "v1.28.1"
     tls_fleet.set_version("tls-m127", "v1.27.3")
-    edit = fleetctl(state, "edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace",
-                    "--patch", '{"metadata": {"labels": {"drift": "yes"}}}')
-    assert edit.returncode == 0, edit.stderr
+    fleetctl(state, "edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace",
+             "--patch", '{"metadata": {"labels": {"drift": "yes"}}}')
     got = fleetctl(state, "get", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace")
-    assert json.loads(got.stdout)["metadata"]["labels"]["drift"] == "yes"
-    bad = fleetctl(state, "version", "tls-m127", "nope")
-    assert bad.returncode != 0 and "bad Kubernetes version" in bad.stderr
-    missing = fleetctl(state, "up", "ghost")
-    assert missing.returncode != 0 and "404" in missing.stderr
+    assert json.loads(got)["metadata"]["labels"]["drift"] == "yes"
+    assert json.loads(fleetctl(state, "stats"))["clusters"] == 2
+
+
+@pytest.mark.parametrize("args,message", [
+    (("version", "tls-m127", "nope"), "bad Kubernetes version"),
+    (("up", "ghost"), "404"),
+    (("edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace", "--patch", "{nope"), "not JSON"),
+])
+def test_fleetctl_reports_errors(tls_fleet, args, message):
+    state = Path(tls_fleet.kubeconfig_path).with_name("kubeconfig.state.json")
+    with pytest.raises(CommandError, match=message):
+        fleetctl(state, *args)
+
+
+def test_fleetctl_without_a_fleet_says_how_to_find_one(tmp_path):
+    with pytest.raises(CommandError, match="--admin-url"):
+        fleetctl(tmp_path / "missing.json", "list")
