@@ -333,6 +333,18 @@ class ImportPlan:
     role: str
 
 
+def default_contexts(contexts: list[kube.KubeconfigContext]) -> list[str]:
+    """The first usable context of each API server (a kubeconfig often holds several users for
+    one cluster, e.g. admin and read-only)."""
+    chosen, servers = [], set()
+    for context in contexts:
+        server = context.server.rstrip("/")
+        if context.usable and server not in servers:
+            servers.add(server)
+            chosen.append(context.name)
+    return chosen
+
+
 def plan_kubeconfig_import(
     text: str, *, contexts: list[str] | None = None, host_context: str | None = None, base_dir=None
 ) -> list[ImportPlan]:
@@ -342,7 +354,7 @@ def plan_kubeconfig_import(
     except kube.KubeError as exc:
         raise ValidationError(exc.message, code="bad_kubeconfig") from None
     by_name = {c.name: c for c in parsed}
-    wanted = list(contexts) if contexts else [c.name for c in parsed]
+    wanted = list(contexts) if contexts else default_contexts(parsed)
     unknown = [name for name in wanted if name not in by_name]
     if unknown:
         raise ValidationError(

@@ -183,7 +183,7 @@ def cluster_import(request):
                 status = 400
             else:
                 request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
-                choose_form = KubeconfigChooseForm(contexts=contexts, initial={"contexts": _default_contexts(contexts)})
+                choose_form = KubeconfigChooseForm(contexts=contexts, initial={"contexts": services.default_contexts(contexts)})
         else:
             status = 400
     elif step == "choose":
@@ -217,17 +217,6 @@ def cluster_import(request):
         return HttpResponseNotAllowed(["GET", "POST"])
     context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts, "expired": expired}
     return render(request, template + "#body" if request.htmx else template, context, status=status)
-
-
-def _default_contexts(contexts) -> list[str]:
-    """Pre-select the first usable context of each API server (kubeconfigs often hold several
-    users for one cluster)."""
-    chosen, servers = [], set()
-    for context in contexts:
-        if context.usable and context.server not in servers:
-            servers.add(context.server)
-            chosen.append(context.name)
-    return chosen
 
 
 def _session_kubeconfig(request) -> str | None:

@@ -18,8 +18,9 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait with --wait (default 120)")
         parser.add_argument("--inline", action="store_true",
                             help="probe from this process instead of the workers (no worker needed)")
+        parser.add_argument("--concurrency", type=int, default=8, help="parallel probes with --inline (default 8)")
 
-    def handle(self, wait, timeout, inline, **options):
+    def handle(self, wait, timeout, inline, concurrency, **options):
         if inline:
             ids = list(Cluster.objects.values_list("pk", flat=True))
 
@@ -29,8 +30,12 @@ class Command(BaseCommand):
                 finally:
                     close_old_connections()
 
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                list(pool.map(probe, ids))
+            if concurrency <= 1:
+                for cluster_id in ids:
+                    services.probe_cluster(cluster_id)
+            else:
+                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                    list(pool.map(probe, ids))
             self._print()
             return
         poll = services.request_poll()

@@ -1,0 +1,71 @@
+"""Management commands: import_kubeconfig (against the simulator) and poll_versions --inline."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from clusters.choices import ClusterRole, ClusterState
+from clusters.models import Cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def test_import_kubeconfig_registers_one_cluster_per_api_server_by_default(fleet, capsys):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--host", "host", "--label", "env=lab")
+    names = sorted(Cluster.objects.values_list("name", flat=True))
+    assert names == ["host", "m127", "m128", "m130", "m131"]  # not the *-readonly duplicates
+    assert Cluster.objects.get(name="host").role == ClusterRole.HOST
+    assert all(c.labels == {"env": "lab"} for c in Cluster.objects.all())
+    out = capsys.readouterr().out
+    assert "Imported 5 cluster(s)" in out and "v1.27.3" in out
+    assert fleet.token("m127") not in out
+
+
+def test_import_kubeconfig_with_chosen_contexts(fleet):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "m127", "--context", "m128-readonly")
+    assert sorted(Cluster.objects.values_list("name", flat=True)) == ["m127", "m128-readonly"]
+    assert Cluster.objects.get(name="m128-readonly").get_credentials()["token"] == fleet.readonly_token("m128")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--context", "nope"], "Unknown context(s): nope"),
+        (["--label", "bad key=x"], "is not key=value"),
+        (["--label=-x=y"], "label key"),
+    ],
+)
+def test_import_kubeconfig_bad_arguments_change_nothing(fleet, args, message):
+    with pytest.raises(CommandError) as info:
+        call_command("import_kubeconfig", str(fleet.kubeconfig_path), *args)
+    assert message in str(info.value)
+    assert not Cluster.objects.exists()
+
+
+def test_import_kubeconfig_missing_or_malformed_file(tmp_path):
+    with pytest.raises(CommandError, match="Cannot read"):
+        call_command("import_kubeconfig", str(tmp_path / "missing"))
+    bad = tmp_path / "config"
+    bad.write_text("clusters: [")
+    with pytest.raises(CommandError, match="not valid YAML"):
+        call_command("import_kubeconfig", str(bad))
+
+
+def test_import_kubeconfig_reads_referenced_files_next_to_it(fleet, tmp_path):
+    import yaml
+
+    config = yaml.safe_load(fleet.kubeconfig_path.read_text())
+    user = next(u for u in config["users"] if u["name"] == "m127-admin")
+    (tmp_path / "token").write_text(user["user"].pop("token") + "\n")
+    user["user"]["tokenFile"] = "token"
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    call_command("import_kubeconfig", str(path), "--context", "m127")
+    assert Cluster.objects.get(name="m127").get_credentials()["token"] == fleet.token("m127")
+
+
+def test_poll_versions_inline_probes_without_a_worker(fleet, capsys):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "m127", "--context", "m130")
+    fleet.set_down("m130")
+    call_command("poll_versions", "--inline", "--concurrency", "1")
+    assert dict(Cluster.objects.values_list("name", "state")) == {"m127": ClusterState.READY, "m130": ClusterState.NOT_READY}
+    assert "m130" in capsys.readouterr().out
