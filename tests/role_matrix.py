@@ -172,3 +172,64 @@ URL_KWARGS.update(
         "drift:cluster_restore": lambda: {"name": _sample_drift_pair()["b"]},
     }
 )
+
+
+# --- approvals (change requests) ------------------------------------------------------------------
+def _sample_change_request(state: str = "Draft") -> dict:
+    from federation.approvals.models import ChangeRequest
+    from federation.models import FederatedType
+    from federation.services import create_resource
+
+    ftype = FederatedType.objects.get(group="", kind="ConfigMap")
+    resource = create_resource(ftype, namespace="default", name=f"rm-change-{ChangeRequest.objects.count()}",
+                               template={"data": {"k": "v"}}, placement={})
+    revision = resource.current_revision
+    cr = ChangeRequest.objects.create(kind="create", state=state, title="role matrix sample", resource=resource,
+                                      resource_repr=str(resource), proposed_revision=revision,
+                                      proposed_hash=revision.content_hash)
+    return {"pk": cr.pk}
+
+
+def _sample_change_resource() -> dict:
+    from federation.approvals.models import ChangeRequest
+
+    return {"resource_pk": ChangeRequest.objects.get(pk=_sample_change_request()["pk"]).resource_id}
+
+
+EXPECTED.update(
+    {
+        "approvals:change_list": {"GET": Role.VIEWER},
+        "approvals:inbox": {"GET": Role.APPROVER},
+        "approvals:badge": {"GET": Role.VIEWER},
+        "approvals:summary": {"GET": Role.VIEWER},
+        "approvals:change_detail": {"GET": Role.VIEWER},
+        "approvals:change_create": {"GET": Role.OPERATOR, "POST": Role.OPERATOR},
+        "approvals:change_create_unjoin": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "approvals:emergency_apply": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "approvals:change_submit": {"POST": Role.OPERATOR},
+        "approvals:change_approve": {"POST": Role.APPROVER},
+        "approvals:change_reject": {"POST": Role.APPROVER},
+        "approvals:change_cancel": {"POST": Role.OPERATOR},
+        "approvals:change_apply": {"POST": Role.OPERATOR},
+        "approvals:change_refresh": {"POST": Role.OPERATOR},
+        "approvals:change_override": {"POST": Role.ADMIN},
+        "approvals:change_comment": {"POST": Role.VIEWER},
+    }
+)
+URL_KWARGS.update(
+    {
+        "approvals:change_detail": _sample_change_request,
+        "approvals:change_create": _sample_change_resource,
+        "approvals:change_create_unjoin": lambda: {"cluster_pk": _sample_cluster_pk()["pk"]},
+        "approvals:emergency_apply": _sample_change_resource,
+        "approvals:change_submit": _sample_change_request,
+        "approvals:change_approve": _sample_change_request,
+        "approvals:change_reject": _sample_change_request,
+        # a finished request: the state is refused (409) before the author check, for every operator
+        "approvals:change_cancel": lambda: _sample_change_request("Cancelled"),
+        "approvals:change_apply": _sample_change_request,
+        "approvals:change_refresh": _sample_change_request,
+        "approvals:change_override": _sample_change_request,
+        "approvals:change_comment": _sample_change_request,
+    }
+)

@@ -423,9 +423,9 @@ def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
     """The author (operator) or an admin withdraws an open request."""
     require_role(actor, Role.OPERATOR)
     cr = _fresh(cr)
+    _require_state(cr, ChangeState.open(), "cancelled")
     if cr.author_id != getattr(actor, "pk", None) and not has_role(actor, Role.ADMIN):
         raise PermissionDenied("Only the author or an admin can cancel a change request.")
-    _require_state(cr, ChangeState.open(), "cancelled")
     with transaction.atomic():
         before = cr.state
         cr = _transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
