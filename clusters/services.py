@@ -355,6 +355,9 @@ def plan_kubeconfig_import(
         raise ValidationError(exc.message, code="bad_kubeconfig") from None
     by_name = {c.name: c for c in parsed}
     wanted = list(contexts) if contexts else default_contexts(parsed)
+    if not wanted:
+        problems = "; ".join(f"{c.name}: {c.problem}" for c in parsed if c.problem)
+        raise ValidationError(f"The kubeconfig has no usable context ({problems}).", code="unusable_context")
     unknown = [name for name in wanted if name not in by_name]
     if unknown:
         raise ValidationError(

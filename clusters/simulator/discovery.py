@@ -99,5 +99,41 @@ def document(minor: int, path: str) -> bytes | None:
                   "resources": [d for res in resources for d in _resource_doc(res)]})
 
 
+def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]) -> bytes | None:
+    """Like document(), adding custom resources served from CRDs (not cached)."""
+    if not extra:
+        return document(minor, path)
+    by_gv: dict[str, list[schemas.ApiResource]] = {}
+    for res in extra:
+        by_gv.setdefault(res.group_version, []).append(res)
+    if path == "apis":
+        groups = {g: list(vs) for g, vs in _groups(minor).items()}
+        for gv in by_gv:
+            group, version = schemas.split_api_version(gv)
+            groups.setdefault(group, [])
+            if version not in groups[group]:
+                groups[group].append(version)
+        return _dump({"kind": "APIGroupList", "apiVersion": "v1",
+                      "groups": [_group_doc(g, sorted(vs, key=version_priority, reverse=True))
+                                 for g, vs in sorted(groups.items())]})
+    parts = path.split("/")
+    if parts[0] == "apis" and len(parts) == 2:
+        versions = list(_groups(minor).get(parts[1], []))
+        versions += [schemas.split_api_version(gv)[1] for gv in by_gv
+                     if schemas.split_api_version(gv)[0] == parts[1] and schemas.split_api_version(gv)[1] not in versions]
+        if not versions:
+            return None
+        return _dump({"kind": "APIGroup", "apiVersion": "v1",
+                      **_group_doc(parts[1], sorted(versions, key=version_priority, reverse=True))})
+    if parts[0] == "apis" and len(parts) == 3:
+        gv = f"{parts[1]}/{parts[2]}"
+        resources = list(_by_group_version(minor).get(gv, [])) + by_gv.get(gv, [])
+        if not resources:
+            return None
+        return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
+                      "resources": [d for res in resources for d in _resource_doc(res)]})
+    return document(minor, path)
+
+
 def _dump(doc: dict) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()

@@ -11,7 +11,7 @@ import jsonpatch
 
 from clusters import schemas
 
-from . import merge, rollout
+from . import custom, merge, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
 from .store import ClusterState, now_text
 
@@ -34,6 +34,10 @@ class Ctx:
     @property
     def minor(self) -> int:
         return self.cluster.minor
+
+    @property
+    def custom(self) -> bool:
+        return self.cluster.is_custom(self.res)
 
 
 def _kind_label(res: schemas.ApiResource) -> str:
@@ -90,6 +94,8 @@ def _check_names(ctx: Ctx, obj: dict) -> None:
 
 def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
     """Unknown fields per fieldValidation; type errors -> 400; missing/unsupported -> 422."""
+    if ctx.custom:
+        return obj  # custom objects: schema not enforced (preserve-unknown-fields)
     pruned, problems = schemas.prune_unknown_fields(obj, ctx.minor)
     unknown = [p for p in problems if p.code == "unknown_field"]
     if unknown:
@@ -184,11 +190,15 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
 
 
 def _has_status(ctx: Ctx) -> bool:
+    if ctx.custom:
+        return (ctx.res.group, ctx.res.version, ctx.res.plural) in ctx.cluster.custom_status
     node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
     return "status" in (node.get("properties") or {})
 
 
 def _has_spec(ctx: Ctx) -> bool:
+    if ctx.custom:
+        return True
     node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
     return "spec" in (node.get("properties") or {})
 
@@ -280,6 +290,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
             else:
                 obj.pop("status", None)
     meta.pop("selfLink", None)
+    if ctx.res.kind == "CustomResourceDefinition" and ctx.res.group == custom.CRD_GROUP:
+        obj["status"] = custom.crd_status(obj, now_text())
     if ctx.res.kind == "Deployment" and (old is None or meta.get("generation") != old["metadata"].get("generation")):
         rollout.start(obj, old, now_text())
         start_rollout = True
@@ -292,6 +304,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     ctx.cluster.save(ctx.res, obj)
     if start_rollout:
         ctx.cluster.schedule_rollout(obj)
+    if ctx.res.kind == "CustomResourceDefinition":
+        ctx.cluster.refresh_custom()
     return obj
 
 
@@ -365,6 +379,9 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
     else:
         if not isinstance(body, dict):
             raise ApiError(400, "the patch body must be a JSON object")
+        if patch_type == "strategic" and ctx.custom:
+            raise ApiError(415, "strategic merge patch is not supported for custom resources; "
+                                "use application/merge-patch+json or server-side apply")
         if patch_type == "merge":
             new = merge.json_merge_patch(base, body)
         else:
@@ -458,4 +475,6 @@ def delete(ctx: Ctx) -> dict:
             for (group, plural), bucket in ctx.cluster.data.items():
                 for key in [k for k in bucket if k[0] == ctx.name]:
                     del bucket[key]
+        if ctx.res.kind == "CustomResourceDefinition":
+            ctx.cluster.refresh_custom()
     return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))

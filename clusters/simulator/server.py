@@ -152,7 +152,8 @@ class ClusterHandler:
             return _json(version_info(cluster.git_version))
         if head not in ("api", "apis"):
             raise ApiError(404, "the server could not find the requested resource")
-        doc = discovery.document(cluster.minor, tail) if len(parts) <= (2 if head == "api" else 3) else None
+        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources())
+               if len(parts) <= (2 if head == "api" else 3) else None)
         if doc is not None:
             if request.method != "GET":
                 raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -171,7 +172,7 @@ class ClusterHandler:
         plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
         if len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
-        res = schemas.find_resource(cluster.minor, gv, plural)
+        res = cluster.find_resource(gv, plural)
         if res is None or res.plural != plural:
             raise ApiError(404, "the server could not find the requested resource")
         if namespace and not res.namespaced:
@@ -357,7 +358,7 @@ class AdminHandler:
 
     @staticmethod
     def _resource(cluster: ClusterState, api_version: str, kind: str) -> schemas.ApiResource:
-        res = schemas.find_resource(cluster.minor, api_version or "", kind or "")
+        res = cluster.find_resource(api_version or "", kind or "")
         if res is None:
             raise ApiError(404, f'no resource for {api_version} {kind} at Kubernetes 1.{cluster.minor}')
         return res

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from clusters import schemas
 
-from . import rollout
+from . import custom, rollout
 from .errors import ApiError
 from .fleet import ClusterSpec, Faults, parse_version
 
@@ -44,6 +44,8 @@ class ClusterState:
         self.rv = 0
         self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         self.rollouts: dict[tuple[str, str], float] = {}
+        self.custom: dict[tuple[str, str, str], schemas.ApiResource] = {}  # from stored CRDs
+        self.custom_status: set[tuple[str, str, str]] = set()  # custom kinds with a status subresource
         self.set_version(spec.version)
         self._seed()
 
@@ -52,6 +54,40 @@ class ClusterState:
         parse_version(git_version)
         self.git_version = git_version
         self.minor = schema_minor(git_version)
+
+    # -- resources ------------------------------------------------------------------------
+    def find_resource(self, api_version: str, kind_or_plural: str) -> schemas.ApiResource | None:
+        res = schemas.find_resource(self.minor, api_version, kind_or_plural)
+        if res is None and self.custom:
+            group, version = schemas.split_api_version(api_version)
+            res = self.custom.get((group, version, kind_or_plural))
+        return res
+
+    def is_custom(self, res: schemas.ApiResource) -> bool:
+        return (res.group, res.version, res.plural) in self.custom
+
+    def custom_resources(self) -> list[schemas.ApiResource]:
+        return sorted({r for r in self.custom.values()}, key=lambda r: (r.group, r.version, r.plural))
+
+    def refresh_custom(self) -> None:
+        """Recompute served custom kinds from the stored CRDs; a deleted CRD takes its objects along."""
+        crd_res = schemas.find_resource(self.minor, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        table: dict = {}
+        status: set = set()
+        if crd_res is not None:
+            for crd in self.items(crd_res, None):
+                for res in custom.resources_from_crd(crd):
+                    if schemas.find_resource(self.minor, res.api_version, res.plural) is None:
+                        table[(res.group, res.version, res.kind)] = res
+                        table[(res.group, res.version, res.plural)] = res
+                        if custom.has_status_subresource(crd, res.version):
+                            status.add((res.group, res.version, res.plural))
+        old = {(r.group, r.plural) for r in self.custom.values()}
+        new = {(r.group, r.plural) for r in table.values()}
+        for key in old - new:
+            self.data.pop(key, None)
+        self.custom = table
+        self.custom_status = status
 
     # -- raw storage -----------------------------------------------------------------------
     def next_rv(self) -> str:

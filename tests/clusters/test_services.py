@@ -428,3 +428,15 @@ def test_poll_progress_counts_clusters_probed_since_the_request(fleet):
 def test_connection_for_uses_the_credential_version_in_the_cache_key():
     cluster = ClusterFactory(auth_method=AuthMethod.TOKEN)
     assert services.connection_for(cluster).cache_key == (cluster.pk, 1)
+
+
+def test_choosing_an_exec_plugin_context_explicitly_is_refused():
+    text = """
+kind: Config
+clusters: [{name: c, cluster: {server: "https://c.example:6443"}}]
+users: [{name: u, user: {exec: {command: aws}}}]
+contexts: [{name: eks, context: {cluster: c, user: u}}]
+"""
+    with pytest.raises(ValidationError) as info:
+        services.import_kubeconfig_contexts(text, contexts=["eks"])
+    assert "cannot be registered" in info.value.messages[0]
