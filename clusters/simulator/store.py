@@ -54,6 +54,8 @@ class ClusterState:
         parse_version(git_version)
         self.git_version = git_version
         self.minor = schema_minor(git_version)
+        if self.data:
+            self.refresh_custom()
 
     # -- resources ------------------------------------------------------------------------
     def find_resource(self, api_version: str, kind_or_plural: str) -> schemas.ApiResource | None:
