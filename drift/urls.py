@@ -25,3 +25,5 @@ urlpatterns += [
     path("isolation/<str:name>/isolate/", views.cluster_isolate, name="cluster_isolate"),
     path("isolation/<str:name>/restore/", views.cluster_restore, name="cluster_restore"),
 ]
+
+urlpatterns += [path("summary/", views.drift_summary, name="summary")]

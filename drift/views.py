@@ -364,3 +364,19 @@ def cluster_restore(request, name):
             return redirect("drift:skew_matrix")
     status = 400 if form.errors else 200
     return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": "restore"}, status=status)
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def drift_summary(request):
+    """The dashboard panel: skew findings by severity, isolated clusters, last compliance snapshot."""
+    from drift.models import ComplianceSnapshot
+
+    overview = selectors.skew_overview()
+    context = {
+        "counts": overview.report.counts,
+        "clusters": len(overview.rows),
+        "isolated": sum(1 for r in overview.rows if r.isolated),
+        "snapshot": ComplianceSnapshot.objects.order_by("-taken_at", "-id").first(),
+    }
+    return render(request, "drift/partials/summary.html", context)

@@ -141,7 +141,9 @@ def _sample_compat_cell() -> dict:
     from federation.services import create_resource
 
     kwargs = _sample_drift_pair()
-    ftype = FederatedType.objects.get(group="apps", kind="Deployment")
+    ftype, _ = FederatedType.objects.get_or_create(
+        group="apps", kind="Deployment", defaults={"version": "v1", "plural": "deployments"}
+    )
     template = {"spec": {"selector": {"matchLabels": {"app": "rm"}}, "template": {"metadata": {"labels": {"app": "rm"}},
                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
     resource = create_resource(ftype, namespace="default", name="rm-compat", template=template,
@@ -172,6 +174,7 @@ URL_KWARGS.update(
         "drift:cluster_restore": lambda: {"name": _sample_drift_pair()["b"]},
     }
 )
+EXPECTED.update({"drift:summary": {"GET": Role.VIEWER}})
 
 
 # --- approvals (change requests) ------------------------------------------------------------------

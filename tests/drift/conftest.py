@@ -69,3 +69,13 @@ def _clean_caches(settings):
     compat.clear_cache()
     yield
     cache.clear()
+
+
+def deployment_type():
+    """The apps/v1 Deployment federated type (seeded by a migration; re-made after a transactional flush)."""
+    from federation.models import FederatedType
+
+    ftype, _ = FederatedType.objects.get_or_create(
+        group="apps", kind="Deployment", defaults={"version": "v1", "plural": "deployments"}
+    )
+    return ftype

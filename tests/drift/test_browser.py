@@ -32,3 +32,31 @@ def test_drift_matrix_heatmap_cell_opens_pair_and_csv_downloads(page, login, liv
     page.click("text=Version history")
     page.wait_for_selector("#version-distribution .main-svg")
     assert errors == []
+
+
+def test_compat_red_cell_and_compliance_report_csv(page, login, live_server, viewer, sim_fleet):  # noqa: F811
+    from tests.drift.conftest import deployment_type
+    from federation.services import create_resource
+
+    pod = {"containers": [{"name": "app", "image": "nginx"}],
+           "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]}
+    create_resource(deployment_type(), namespace="default", name="web",
+                    template={"spec": {"selector": {"matchLabels": {"app": "web"}},
+                                       "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod}}},
+                    placement={"clusterSelector": {}})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    login(page, viewer)
+    page.goto(f"{live_server.url}/drift/compat/")
+    page.click("td.compat-incompatible a[title*='on m26']")
+    page.wait_for_selector("#compat-detail .compat-detail")
+    detail = page.inner_text("#compat-detail")
+    assert "spec.template.spec.initContainers[0].restartPolicy" in detail and "v1.28" in detail
+    page.goto(f"{live_server.url}/drift/compliance/")
+    page.wait_for_selector("#compliance-trend .main-svg")
+    assert "api_compat" in page.inner_text("table.compliance-clusters")
+    with page.expect_download() as download:
+        page.click("text=Export CSV")
+    text = open(download.value.path(), encoding="utf-8-sig").read()
+    assert text.startswith("Cluster,Role,Version,Score")
+    assert errors == []

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from drift import compat
-from federation.models import FederatedType
+from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 from fedportal.models import AuditEvent
 
@@ -28,7 +28,7 @@ def deployment_template(app, *, sidecar=False):
 
 @pytest.fixture
 def deployments():
-    return FederatedType.objects.get(group="apps", kind="Deployment")
+    return deployment_type()
 
 
 @pytest.fixture

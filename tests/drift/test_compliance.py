@@ -16,7 +16,8 @@ from drift import selectors, services
 from drift.compliance import evaluate_cluster
 from drift.models import ComplianceSnapshot, VersionPolicy
 from federation.choices import PropagationReason, SyncState
-from federation.models import FederatedType, PropagatedVersion
+from federation.models import PropagatedVersion
+from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 from fedportal.models import AuditEvent
 
@@ -38,7 +39,7 @@ def sidecar_template(app="web"):
 @pytest.fixture
 def governed_fleet(sim_fleet):
     host, members = sim_fleet
-    ftype = FederatedType.objects.get(group="apps", kind="Deployment")
+    ftype = deployment_type()
     resource = create_resource(ftype, namespace="default", name="web", template=sidecar_template(), placement={"clusterSelector": {}})
     by_name = {m.name: m for m in members}
     PropagatedVersion.objects.create(resource=resource, cluster=by_name["m29"], status=PropagationReason.OK, sync_state=SyncState.OUT_OF_SYNC)

@@ -5,7 +5,7 @@ import pytest
 from clusters.services import probe_cluster, register_cluster
 from drift import selectors
 from drift.choices import Severity
-from federation.models import FederatedType
+from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +34,7 @@ def test_poll_detects_upgrade_and_matrices_follow(fleet):
         probe_cluster(cluster)
     severities = {r.name: r.severity for r in selectors.skew_overview().member_rows}
     assert severities["m127"] == Severity.P0  # v1.27 vs host v1.29
-    ftype = FederatedType.objects.get(group="apps", kind="Deployment")
+    ftype = deployment_type()
     resource = create_resource(ftype, namespace="default", name="web", template=SIDECAR_TEMPLATE, placement={"clusterSelector": {}})
     cells = selectors.compat_row(resource, selectors.fleet_rows())
     assert cells["m127"].status == "incompatible" and cells["m128"].status == "compatible"

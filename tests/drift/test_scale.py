@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from drift import compat, selectors
-from federation.models import FederatedType
+from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def big_fleet():
             for i in range(999)
         ]
     )
-    ftype = FederatedType.objects.get(group="apps", kind="Deployment")
+    ftype = deployment_type()
     for i in range(200):
         pod = {"containers": [{"name": "app", "image": f"app:{i}"}]}
         if i % 4 == 0:

@@ -263,3 +263,13 @@ def test_policy_service_refuses_non_admins(viewer):
 
     with pytest.raises(PermissionDenied):
         update_version_policy(actor=viewer, host_member_max_minor_skew=3)
+
+
+def test_dashboard_panel_fragment(viewer_client, nobody_client, sim_fleet):
+    response = viewer_client.get(reverse("drift:summary"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "P0 4" in body and "No compliance snapshot yet" in body
+    assert nobody_client.get(reverse("drift:summary")).status_code == 403
+    home = viewer_client.get(reverse("home")).content.decode()
+    assert reverse("drift:summary") in home
