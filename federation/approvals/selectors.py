@@ -65,3 +65,23 @@ def audit_trail(cr: ChangeRequest, *, limit: int = 200) -> list[AuditEvent]:
 
 def authors() -> list[str]:
     return list(ChangeRequest.objects.order_by().values_list("author_name", flat=True).distinct()[:200])
+
+
+def as_dict(cr: ChangeRequest) -> dict:
+    """A change request as plain data (the command's and fedctl's JSON output)."""
+    return {
+        "id": cr.pk,
+        "title": cr.title,
+        "kind": cr.kind,
+        "state": cr.state,
+        "emergency": cr.emergency,
+        "subject": cr.subject,
+        "author": cr.author_name,
+        "proposed_revision": cr.proposed_revision.number if cr.proposed_revision_id and cr.proposed_revision else None,
+        "targets": list(cr.target_clusters or []),
+        "approvals": getattr(cr, "approval_count", None),
+        "required_approvals": cr.required_approvals,
+        "outcome": list(cr.outcome or []),
+        "created_at": cr.created_at.isoformat(),
+        "updated_at": cr.updated_at.isoformat(),
+    }
