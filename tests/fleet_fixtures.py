@@ -20,7 +20,8 @@ Stable API for every test that needs Kubernetes clusters:
     ``.set_down(name, mode="refused"|"503")``, ``.set_up(name)``, ``.set_latency(name, ms)``,
     ``.set_error_rate(name, share)``, ``.set_rollout_seconds(name, seconds)``,
     ``.external_edit(cluster, api_version, kind, namespace, name, merge_patch, field_manager="kubectl-edit")``
-    (changes a live object out of band and returns it), ``.set_version(name, git_version)``,
+    (changes a live object out of band and returns it),
+    ``.external_delete(cluster, api_version, kind, namespace, name)``, ``.set_version(name, git_version)``,
     ``.get_object(cluster, api_version, kind, namespace, name) -> dict | None`` (read through the
     admin endpoint, bypassing faults and auth), ``.stats()``, ``.stop()``.
 
@@ -157,6 +158,11 @@ class RunningFleet:
         return self.admin("POST", f"/clusters/{cluster}/edit", {
             "apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name,
             "mergePatch": merge_patch, "fieldManager": field_manager})
+
+    def external_delete(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str) -> None:
+        """Delete a live object out of band (resource drift: the object is gone)."""
+        self.admin("POST", f"/clusters/{cluster}/delete", {
+            "apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name})
 
     def get_object(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
         query = urllib.parse.urlencode({"apiVersion": api_version, "kind": kind,

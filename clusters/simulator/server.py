@@ -350,6 +350,8 @@ class AdminHandler:
                 return _json(self.describe(cluster))
             if action == "edit":
                 return self.external_edit(cluster, body)
+            if action == "delete":
+                return self.external_delete(cluster, body)
             raise ApiError(404, "unknown admin endpoint")
         except FleetSpecError as exc:
             return _error(ApiError(400, str(exc)))
@@ -379,6 +381,11 @@ class AdminHandler:
                           field_manager=body.get("fieldManager") or "kubectl-edit")
         obj = objects.patch(ctx, "merge", body.get("mergePatch") or {})
         return _json(obj)
+
+    def external_delete(self, cluster: ClusterState, body: dict) -> web.Response:
+        res = self._resource(cluster, body.get("apiVersion", ""), body.get("kind", ""))
+        namespace = body.get("namespace") or "" if res.namespaced else ""
+        return _json(objects.delete(objects.Ctx(cluster, res, namespace, body.get("name"))))
 
     def stats(self) -> dict:
         import resource as _resource

@@ -123,3 +123,12 @@ def test_external_edit_changes_the_live_object(sim, api):
     assert int(live.metadata.resource_version) > int(cm.metadata.resource_version)
     assert any(e.manager == "kubectl-edit" for e in live.metadata.managed_fields)
     assert sim.get_object("spare", "v1", "ConfigMap", "default", "missing") is None
+
+
+def test_external_delete_removes_the_live_object(sim, api):
+    core = client.CoreV1Api(api("spare"))
+    core.create_namespaced_config_map("default", {"metadata": {"name": "gone"}})
+    sim.external_delete("spare", "v1", "ConfigMap", "default", "gone")
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_config_map("gone", "default")
+    assert exc.value.status == 404

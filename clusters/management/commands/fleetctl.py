@@ -7,6 +7,7 @@ fleet simulator through its admin endpoint.
   fleetctl version CLUSTER v1.30.2                 fleetctl rollout CLUSTER SECONDS
   fleetctl edit CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME --patch '{"spec":{"replicas":5}}'
   fleetctl get CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME
+  fleetctl delete CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME   # out-of-band deletion
   fleetctl stats
 
 The state file defaults to $FLEET_STATE, else var/fleet/kubeconfig.state.json or var/fleet.state.json
@@ -74,7 +75,7 @@ class Command(BaseCommand):
         rollout = sub.add_parser("rollout")
         rollout.add_argument("cluster")
         rollout.add_argument("seconds", type=float)
-        for name in ("edit", "get"):
+        for name in ("edit", "get", "delete"):
             p = sub.add_parser(name)
             p.add_argument("cluster")
             p.add_argument("name")
@@ -137,6 +138,10 @@ class Command(BaseCommand):
             result = call("POST", f"/clusters/{cluster}/edit", {
                 "apiVersion": opts["api_version"], "kind": opts["kind"], "namespace": opts["namespace"],
                 "name": opts["name"], "mergePatch": patch, "fieldManager": opts["field_manager"]})
+        elif action == "delete":
+            result = call("POST", f"/clusters/{cluster}/delete", {
+                "apiVersion": opts["api_version"], "kind": opts["kind"], "namespace": opts["namespace"],
+                "name": opts["name"]})
         else:  # get
             query = urllib.parse.urlencode({"apiVersion": opts["api_version"], "kind": opts["kind"],
                                             "namespace": opts["namespace"], "name": opts["name"]})
