@@ -115,3 +115,15 @@ def test_orphan_leaves_and_delete_removes_on_clusters_leaving_the_placement(flee
     assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "orphaned") is not None
     assert status(deleted, "m130") == PropagationReason.REMOVED
     assert status(orphaned, "m130") == PropagationReason.ORPHANED
+
+
+def test_fedctl_propagate_wait_reports_each_cluster(fleet, ready_fleet):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    web_deployment(placement={"clusters": ["m128", "m130"]})
+    out = StringIO()
+    call_command("fedctl", "propagate", "shop/web", "--wait", "--timeout", "60", stdout=out)
+    text = out.getvalue()
+    assert "m128: OK" in text and "m130: OK" in text and "Succeeded" in text
