@@ -50,6 +50,30 @@ class _StrictSafeLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Like kubectl (YAML -> JSON), timestamps stay strings: drop PyYAML's implicit timestamp resolver.
+_StrictSafeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _check_json(value, path: str = "") -> None:
+    """Only what JSON (and so Kubernetes) can hold: no binary, sets, dates, non-finite floats."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise ManifestError(f"Key {key!r} at {path or '/'} is not a string.")
+            _check_json(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}/{index}")
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ManifestError(f"The number at {path or '/'} is not finite (JSON cannot hold it).")
+    elif value is not None and not isinstance(value, (str, int, bool)):
+        raise ManifestError(f"The value at {path or '/'} is a {type(value).__name__}, which JSON cannot hold; quote it.")
+
+
 def _where(mark_holder) -> str:
     mark = getattr(mark_holder, "start_mark", None)
     return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -86,7 +110,10 @@ def load_yaml_documents(text) -> list:
         raise ManifestError("The YAML is nested too deeply.") from exc
     finally:
         loader.dispose()
-    return [doc for doc in documents if doc is not None]
+    documents = [doc for doc in documents if doc is not None]
+    for doc in documents:
+        _check_json(doc)
+    return documents
 
 
 def load_yaml(text):

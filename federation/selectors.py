@@ -68,3 +68,15 @@ def find_resources(qualified: str, *, kind: str = "") -> list[FederatedResource]
     if kind:
         qs = qs.filter(Q(type__kind__iexact=kind) | Q(type__plural__iexact=kind))
     return list(qs)
+
+
+def summary() -> dict:
+    """Counts for the dashboard panel (three queries)."""
+    by_status = dict(PropagatedVersion.objects.exclude(status__in=_GONE).values_list("status").annotate(n=Count("id")))
+    return {
+        "resources": FederatedResource.objects.count(),
+        "ok": by_status.get(PropagationReason.OK, 0),
+        "failing": sum(n for status, n in by_status.items() if status not in (PropagationReason.OK, PropagationReason.PENDING)),
+        "pending": by_status.get(PropagationReason.PENDING, 0),
+        "out_of_sync": PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exclude(status__in=_GONE).count(),
+    }

@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.resource_create, name="resource_create"),
     path("rows/<str:kind>/", views.formset_row, name="formset_row"),
     path("drift/", views.drift_list, name="drift_list"),
+    path("summary/", views.summary, name="summary"),
     path("types/", views.type_list, name="type_list"),
     path("types/new/", views.type_edit, name="type_create"),
     path("types/<int:pk>/edit/", views.type_edit, name="type_edit"),

@@ -318,6 +318,14 @@ def revision_rollback(request, pk, number):
     return _redirect(request, resource.get_absolute_url())
 
 
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def summary(request):
+    """The home-page panel (a fragment for htmx; a small page without it)."""
+    return _render(request, "federation/summary.html", {"summary": selectors.summary()}, "panel")
+
+
 # --- drift ---------------------------------------------------------------------------------------------------
 
 @require_GET

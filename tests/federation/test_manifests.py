@@ -90,3 +90,20 @@ def test_template_without_identity_is_accepted_and_empty_text_is_empty_template(
 
 def test_dump_is_stable():
     assert dump_yaml({"b": 1, "a": {"d": 2, "c": 3}}) == "a:\n  c: 3\n  d: 2\nb: 1\n"
+
+
+def test_timestamps_stay_strings_like_kubectl():
+    assert load_yaml("date: 2024-01-01\nwhen: 2001-12-14t21:59:43.10-05:00\n") == {
+        "date": "2024-01-01", "when": "2001-12-14t21:59:43.10-05:00"}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: !!binary aGVsbG8=\n", "bytes"),
+    ("a: !!set {x, y}\n", "set"),
+    ("a: .nan\n", "not finite"),
+    ("a: .inf\n", "not finite"),
+    ("? [1, 2]\n: x\n", "unhashable|not a string"),
+])
+def test_values_json_cannot_hold_are_refused(text, message):
+    with pytest.raises(ManifestError, match=message):
+        load_yaml(text)

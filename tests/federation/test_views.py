@@ -57,6 +57,7 @@ def pages(resource):
         reverse("federation:revision_detail", args=[resource.pk, 1]),
         reverse("federation:drift_list"),
         reverse("federation:type_list"),
+        reverse("federation:summary"),
     ]
 
 
@@ -243,3 +244,12 @@ def test_propagate_and_progress_polling_through_the_detail_page(client, operator
     assert preview.status_code == 200 and preview.content.decode().count('data-action="unchanged"') == 2
     assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "0"}).status_code == 400
     assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "9"}).status_code == 404
+
+
+def test_summary_panel_counts(client, viewer, resource, clusters, django_assert_max_num_queries):
+    PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status="OK", sync_state="OutOfSync")
+    PropagatedVersion.objects.create(resource=resource, cluster=clusters[1], status="FieldNotSupported")
+    client.force_login(viewer)
+    with django_assert_max_num_queries(8):
+        body = client.get(reverse("federation:summary"), **HX).content.decode()
+    assert "1 federated resource" in body and "OK 1" in body and "Failing 1" in body and "Out of sync 1" in body
