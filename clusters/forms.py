@@ -41,6 +41,13 @@ class ApiServerField(forms.CharField):
 PEM_WIDGET = forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"})
 
 
+class SecretTextarea(forms.Textarea):
+    """A textarea for a PEM private key (needs its line breaks) that never renders a value back."""
+
+    def format_value(self, value):
+        return ""
+
+
 class CredentialsMixin(forms.Form):
     auth_method = forms.ChoiceField(choices=AuthMethod.choices, initial=AuthMethod.TOKEN, widget=forms.RadioSelect)
     token = forms.CharField(
@@ -54,7 +61,7 @@ class CredentialsMixin(forms.Form):
     client_key = forms.CharField(
         label="Client key (PEM)",
         required=False,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        widget=SecretTextarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"}),
         help_text="Paste the PEM key; it is stored encrypted and never shown again.",
     )
 
@@ -109,7 +116,9 @@ class ClusterRegisterForm(CredentialsMixin, TLSMixin, forms.Form):
         validators=[validate_dns1123_label],
         help_text="A DNS label: lowercase letters, digits and '-', e.g. prod-eu-1.",
     )
-    api_server = ApiServerField(label="API server URL", max_length=2048)
+    api_server = ApiServerField(
+        label="API server URL", max_length=2048, widget=forms.URLInput(attrs={"size": 60, "placeholder": "https://"})
+    )
     role = forms.ChoiceField(choices=ClusterRole.choices, initial=ClusterRole.MEMBER)
     labels = LabelsField()
 
@@ -146,7 +155,7 @@ class ClusterRegisterForm(CredentialsMixin, TLSMixin, forms.Form):
 
 
 class ClusterEditForm(TLSMixin, forms.Form):
-    api_server = ApiServerField(label="API server URL", max_length=2048)
+    api_server = ApiServerField(label="API server URL", max_length=2048, widget=forms.URLInput(attrs={"size": 60}))
     role = forms.ChoiceField(choices=ClusterRole.choices)
     labels = LabelsField()
 

@@ -474,6 +474,12 @@ def _from_transport_error(conn: ClusterConnection, exc: Exception, timeout) -> K
         )
     if isinstance(exc, (urllib3.exceptions.LocationParseError, urllib3.exceptions.LocationValueError)):
         return KubePermanentError(f"{conn.api_server!r} is not a valid API server URL.", kind=KIND_INVALID)
+    if isinstance(exc, urllib3.exceptions.ProtocolError) and re.search(
+        r"RemoteDisconnected|Connection aborted|reset by peer", str(exc)
+    ):
+        return KubeTransientError(
+            f"{conn.api_server} closed the connection without answering.", kind=KIND_UNREACHABLE
+        )
     if isinstance(exc, (urllib3.exceptions.ProtocolError, ConnectionError, OSError)):
         return KubeTransientError(
             _scrub(conn, f"Connection to {conn.api_server} failed: {_short(exc)}"), kind=KIND_UNREACHABLE

@@ -115,7 +115,7 @@ def _verify(conn: kube.ClusterConnection) -> ConnectionTest:
     result = test_connection(conn)
     if not result.ok:
         raise ValidationError(
-            f"Cannot connect: {result.error_label}: {result.message}", code=f"connection_{result.error_kind}"
+            f"Cannot connect ({result.error_label}): {result.message}", code=f"connection_{result.error_kind}"
         )
     return result
 
@@ -431,7 +431,7 @@ def import_kubeconfig_contexts(
             if result.ok:
                 _apply_version(cluster, result.version)
             else:
-                errors.append(f"{cluster.name}: cannot connect: {result.error_label}: {result.message}")
+                errors.append(f"{cluster.name}: cannot connect ({result.error_label}): {result.message}")
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
@@ -516,7 +516,7 @@ def _probe(cluster: Cluster) -> ProbeOutcome:
             nodes = kube.list_nodes(conn, timeout=timeout)
             ready = True
     except kube.KubeError as exc:
-        error = f"{kube.KIND_LABELS.get(exc.kind, exc.kind)}: {exc.message}"
+        error = exc.message
         # An HTTP answer (401, 403, 5xx...) proves the server is there; no answer counts to Offline.
         reachable = reachable or exc.kind not in kube.UNREACHABLE_KINDS
         ready = False

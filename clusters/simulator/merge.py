@@ -44,10 +44,15 @@ def _list_keys(node: dict) -> list[str] | None:
     return None
 
 
+# Key fields the apiserver defaults, so {"containerPort": 80} and {"containerPort": 80,
+# "protocol": "TCP"} name the same list item (real SSA defaults the applied configuration's keys).
+_KEY_DEFAULTS = {"protocol": "TCP"}
+
+
 def _item_key(item, keys: list[str]) -> str | None:
     if not isinstance(item, dict):
         return None
-    present = {k: item[k] for k in keys if k in item}
+    present = {k: item[k] if k in item else _KEY_DEFAULTS[k] for k in keys if k in item or k in _KEY_DEFAULTS}
     if not present:
         return None
     return json.dumps(present, sort_keys=True, separators=(",", ":"))
@@ -175,8 +180,8 @@ def get_path(obj, path: tuple, minor: int | None = None):
         if isinstance(element, tuple):
             if not isinstance(cur, list):
                 return _DELETE
-            want = json.loads(element[1])
-            cur = next((i for i in cur if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())), _DELETE)
+            keys = list(json.loads(element[1]))
+            cur = next((i for i in cur if _item_key(i, keys) == element[1]), _DELETE)
         elif isinstance(cur, dict) and element in cur:
             cur = cur[element]
         else:
@@ -193,9 +198,9 @@ def remove_path(obj: dict, path: tuple) -> None:
     parent = get_path(obj, path[:-1]) if len(path) > 1 else obj
     last = path[-1]
     if isinstance(last, tuple) and isinstance(parent, list):
-        want = json.loads(last[1])
+        keys = list(json.loads(last[1]))
         for i, item in enumerate(parent):
-            if isinstance(item, dict) and all(item.get(k) == v for k, v in want.items()):
+            if _item_key(item, keys) == last[1]:
                 parent.pop(i)
                 break
     elif isinstance(parent, dict):

@@ -297,6 +297,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         start_rollout = True
     else:
         start_rollout = False
+    if old is not None and _unchanged(obj, old):
+        return old  # like etcd's guaranteed update: a no-op write keeps the resourceVersion
     if ctx.dry_run:
         meta["resourceVersion"] = (old or {}).get("metadata", {}).get("resourceVersion", "") or str(ctx.cluster.rv + 1)
         return obj
@@ -307,6 +309,13 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     if ctx.res.kind == "CustomResourceDefinition":
         ctx.cluster.refresh_custom()
     return obj
+
+
+def _unchanged(obj: dict, old: dict) -> bool:
+    def strip(o):
+        meta = {k: v for k, v in o.get("metadata", {}).items() if k != "resourceVersion"}
+        return {**o, "metadata": meta}
+    return strip(obj) == strip(old)
 
 
 def _guard_writable(ctx: Ctx) -> None:

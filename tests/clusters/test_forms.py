@@ -98,3 +98,10 @@ def test_filter_form_drops_invalid_values():
     assert filters == {"q": "", "label": "", "role": "", "state": "", "version": "", "sort": "name"}
     good = ClusterFilterForm({"label": "env=prod", "state": "Ready", "version": "1.27", "sort": "-version"})
     assert good.filters()["sort"] == "-version" and good.filters()["label"] == "env=prod"
+
+
+def test_client_key_is_a_textarea_that_never_renders_the_key_back():
+    form = ClusterRegisterForm({**BASE, "auth_method": "client_certificate", "token": "", "client_key": "PRIVATE-KEY-TEXT"})
+    form.is_valid()
+    html = str(form["client_key"])
+    assert "<textarea" in html and "PRIVATE-KEY-TEXT" not in html

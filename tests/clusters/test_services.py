@@ -106,7 +106,7 @@ def test_register_rejects_an_unreachable_server(fleet):
     fleet.set_down("m130")
     with pytest.raises(ValidationError) as info:
         register(fleet, "m130")
-    assert info.value.messages[0].startswith("Cannot connect:")
+    assert info.value.messages[0].startswith("Cannot connect (")
     assert not Cluster.objects.exists()
 
 
