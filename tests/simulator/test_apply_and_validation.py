@@ -138,3 +138,37 @@ def test_dry_run_does_not_store(api, ns):
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_config_map("dry", ns)
     assert exc.value.status == 404
+
+
+def test_reapplying_the_same_configuration_is_a_no_op(api, ns):
+    c = api("host")
+    first, _, _ = apply(c, dep_path(ns, "noop"), deployment("noop"))
+    again, status, _ = apply(c, dep_path(ns, "noop"), deployment("noop"))
+    assert status == 200
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    assert again["metadata"]["generation"] == 1
+    assert again["metadata"]["managedFields"] == first["metadata"]["managedFields"]
+
+
+def test_apply_merges_list_items_by_key_and_drops_items_no_longer_applied(api, ns):
+    c = api("host")
+    body = deployment("lists")
+    body["spec"]["template"]["spec"]["containers"].append({"name": "log", "image": "fluentbit:2"})
+    apply(c, dep_path(ns, "lists"), body)
+    body["spec"]["template"]["spec"]["containers"] = [
+        {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]
+    data, _, _ = apply(c, dep_path(ns, "lists"), body)
+    containers = data["spec"]["template"]["spec"]["containers"]
+    assert [x["name"] for x in containers] == ["web"]
+    assert containers[0]["image"] == "nginx:1.27"
+    assert containers[0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+
+
+def test_apply_keeps_fields_owned_by_another_manager(sim, api, ns):
+    c = api("host")
+    apply(c, dep_path(ns, "shared"), deployment("shared"))
+    sim.external_edit("host", "apps/v1", "Deployment", ns, "shared",
+                      {"metadata": {"annotations": {"owner": "ops"}}}, field_manager="ops-tool")
+    data, _, _ = apply(c, dep_path(ns, "shared"), deployment("shared", image="nginx:1.26"))
+    assert data["metadata"]["annotations"] == {"owner": "ops"}
+    assert {e["manager"] for e in data["metadata"]["managedFields"]} == {"fedportal", "ops-tool"}
