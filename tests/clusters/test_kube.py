@@ -158,3 +158,109 @@ def test_tls_fleet_verifies_with_the_ca_and_rejects_without_it(fleet_factory):
         name="m127", api_server=tls_fleet.url("m127"), token=tls_fleet.token("m127"), insecure_skip_tls_verify=True
     )
     assert kube.get_version(insecure, timeout=3).git_version == "v1.27.3"
+
+
+# --- client certificates (the simulator speaks tokens only: a small mutual-TLS server here) -----
+
+
+def _pki(tmp_path):
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def key_pem(key):
+        return key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+
+    def cert(subject, issuer_name, public_key, signer, *, ca=False, san=None):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if san:
+            builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return builder.sign(signer, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = cert("test-ca", "test-ca", ca_key.public_key(), ca_key, ca=True)
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server = cert("127.0.0.1", "test-ca", server_key.public_key(), ca_key,
+                  san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = cert("fedportal", "test-ca", client_key.public_key(), ca_key)
+    for name, text in {"ca.crt": ca, "server.crt": server, "server.key": key_pem(server_key)}.items():
+        (tmp_path / name).write_text(text)
+    return ca, client, key_pem(client_key)
+
+
+@pytest.fixture
+def mtls_server(tmp_path):
+    import http.server
+    import json
+    import ssl
+    import threading
+
+    ca, client_cert, client_key = _pki(tmp_path)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            subject = dict(x[0] for x in self.connection.getpeercert()["subject"])
+            body = json.dumps({"gitVersion": "v1.30.2", "major": "1", "minor": "30", "platform": subject["commonName"]})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    context.load_verify_locations(tmp_path / "ca.crt")
+    context.verify_mode = ssl.CERT_REQUIRED
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{server.server_port}", ca, client_cert, client_key
+    server.shutdown()
+    server.server_close()
+
+
+def test_client_certificate_authentication_over_mutual_tls(mtls_server):
+    url, ca, client_cert, client_key = mtls_server
+    c = kube.ClusterConnection(name="mtls", api_server=url, client_certificate=client_cert, client_key=client_key, ca_data=ca)
+    info = kube.get_version(c, timeout=3)
+    assert info.git_version == "v1.30.2" and info.platform == "fedportal"  # the server saw our certificate
+    without_cert = kube.ClusterConnection(name="mtls", api_server=url, token="t", ca_data=ca)
+    with pytest.raises(kube.KubeError) as error:
+        kube.get_version(without_cert, timeout=3)
+    assert error.value.kind in ({kube.KIND_TLS} | kube.UNREACHABLE_KINDS)
+
+
+@pytest.mark.django_db
+def test_register_with_a_client_certificate_stores_it_encrypted(mtls_server):
+    from clusters import services
+    from clusters.choices import AuthMethod
+
+    url, ca, client_cert, client_key = mtls_server
+    cluster = services.register_cluster(
+        name="mtls", api_server=url, client_certificate=client_cert, client_key=client_key, ca_bundle=ca
+    )
+    assert cluster.auth_method == AuthMethod.CLIENT_CERTIFICATE
+    assert cluster.server_version == "v1.30.2"
+    assert "PRIVATE KEY" not in cluster.credentials_encrypted
+    assert services.connection_for(cluster).client_key.strip() == client_key.strip()
