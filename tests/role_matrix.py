@@ -236,3 +236,62 @@ URL_KWARGS.update(
         "approvals:change_comment": _sample_change_request,
     }
 )
+
+
+# --- federation (types, resources, revisions, propagation, drift) --------------------------------
+def _sample_federated_resource() -> dict:
+    """A Deployment with no placement: its pages and actions never reach the network."""
+    from federation.services import create_resource
+    from tests.federation.factories import WEB_TEMPLATE, ftype
+
+    return {"pk": create_resource(ftype("Deployment"), namespace="default", name="rm-federation", template=WEB_TEMPLATE).pk}
+
+
+def _sample_federated_resource_revision() -> dict:
+    return {**_sample_federated_resource(), "number": 1}
+
+
+def _sample_federated_resource_cluster() -> dict:
+    return {**_sample_federated_resource(), "cluster_pk": _sample_cluster_pk()["pk"]}
+
+
+def _sample_federated_type_pk() -> dict:
+    from tests.federation.factories import ftype
+
+    return {"pk": ftype("Secret").pk}
+
+
+EXPECTED.update(
+    {
+        "federation:resource_list": {"GET": Role.VIEWER},
+        "federation:resource_create": {"GET": Role.OPERATOR, "POST": Role.OPERATOR},
+        "federation:formset_row": {"GET": Role.OPERATOR},
+        "federation:drift_list": {"GET": Role.VIEWER},
+        "federation:summary": {"GET": Role.VIEWER},
+        "federation:type_list": {"GET": Role.VIEWER},
+        "federation:type_create": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "federation:type_edit": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "federation:resource_detail": {"GET": Role.VIEWER},
+        "federation:resource_edit": {"GET": Role.OPERATOR, "POST": Role.OPERATOR},
+        "federation:resource_preview": {"GET": Role.VIEWER},
+        "federation:resource_propagate": {"POST": Role.OPERATOR},
+        "federation:resource_resync": {"POST": Role.OPERATOR},
+        "federation:revision_list": {"GET": Role.VIEWER},
+        "federation:revision_detail": {"GET": Role.VIEWER},
+        "federation:revision_rollback": {"POST": Role.OPERATOR},
+    }
+)
+URL_KWARGS.update(
+    {
+        "federation:formset_row": lambda: {"kind": "overrides"},
+        "federation:type_edit": _sample_federated_type_pk,
+        "federation:resource_detail": _sample_federated_resource,
+        "federation:resource_edit": _sample_federated_resource,
+        "federation:resource_preview": _sample_federated_resource,
+        "federation:resource_propagate": _sample_federated_resource,
+        "federation:resource_resync": _sample_federated_resource_cluster,
+        "federation:revision_list": _sample_federated_resource,
+        "federation:revision_detail": _sample_federated_resource_revision,
+        "federation:revision_rollback": _sample_federated_resource_revision,
+    }
+)
