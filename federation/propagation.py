@@ -51,6 +51,8 @@ from federation.scheduling import participating_clusters, plan_replicas, to_pref
 logger = logging.getLogger(__name__)
 
 _UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
+# Server-side apply's spelling of the same rejection: ".spec.foo: field not declared in schema".
+_UNDECLARED_FIELD_RE = re.compile(r"\.?([A-Za-z0-9_.\[\]-]+): field not declared in schema")
 
 
 class PropagationError(RuntimeError):
@@ -319,7 +321,7 @@ def _set_status(pv: PropagatedVersion, reason: str, message: str, *, actor=None,
 def _classify(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> _Failure:
     if exc.transient:
         return _Failure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
-    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "")
+    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + _UNDECLARED_FIELD_RE.findall(exc.message or "")
     if exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) and fields:
         version = cluster.server_version or "its version"
         names = ", ".join(dict.fromkeys(fields))

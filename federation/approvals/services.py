@@ -629,10 +629,9 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
                summary=f"CR-{cr.pk} {ChangeState(final).label}: {len(rows) - len(failed)} cluster(s) done, {len(failed)} failed",
                before={"state": ChangeState.APPLYING},
                after={"state": final, "outcome": {f"{r['cluster']}:{r['resource']}": f"{r['state']} {r['reason']}".strip() for r in rows}})
-    cr = _fresh(cr)
-    if final == ChangeState.APPLIED:
-        _finish_side_effects(cr)
-    return cr
+        if final == ChangeState.APPLIED:
+            _finish_side_effects(_fresh(cr))  # same transaction: Applied means the row/cluster is gone too
+    return _fresh(cr)
 
 
 def _finish_side_effects(cr: ChangeRequest) -> None:

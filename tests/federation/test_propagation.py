@@ -286,3 +286,27 @@ def test_drift_is_not_judged_while_a_propagation_is_in_flight(fleet, fleet_clust
     fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"spec": {"replicas": 5}})
     propagation.propagate_revision(resource)  # queued, not yet run
     assert propagation.detect_drift(resource=resource).checked == 0
+
+
+@pytest.mark.parametrize("message", [
+    'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.template.spec.initContainers[0].restartPolicy"',
+    "failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): .spec.template.spec.initContainers[0].restartPolicy: field not declared in schema",
+])
+def test_field_rejections_are_field_not_supported_in_both_spellings(message):
+    from clusters.models import Cluster
+
+    cluster = Cluster(name="old", server_version="v1.27.3")
+    failure = propagation._classify(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
+    assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
+    assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message and "v1.27.3" in failure.message
+
+
+def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
+    from clusters.models import Cluster
+
+    cluster = Cluster(name="c")
+    invalid = kube.KubePermanentError("422 Invalid: spec.replicas must be >= 0", kind=kube.KIND_INVALID, status=422)
+    assert propagation._classify(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
+    assert propagation._classify(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
+    down = propagation._classify(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
+    assert down.transient and down.reason == PropagationReason.CLUSTER_NOT_READY
