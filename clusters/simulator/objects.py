@@ -458,7 +458,8 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     others = set().union(*[p for k, p in owned.items() if k != me]) if len(owned) > (me in owned) else set()
     base = copy.deepcopy(old)
     stale = owned.get(me, set()) - set(applied_f) - others
-    for path in sorted(stale, key=lambda p: -len(p)):
+    # whole list items first (outermost first), then single fields (deepest first)
+    for path in sorted(stale, key=lambda p: (0, len(p)) if p[-1] == "." else (1, -len(p))):
         merge.remove_path(base, path)
     obj = merge.apply_merge(ctx.minor, node, base, applied)
     obj = _prepare(ctx, obj)
