@@ -4,7 +4,9 @@ A cluster is compliant when none of these rules fails; its score starts at 100 a
 points of each failing rule (the worst skew finding only):
 
     rule              fails when                                             points
-    version_policy    a skew finding of P0 / P1 / P2 / P3 names the cluster  50 / 25 / 10 / 0
+    version_policy    a skew finding of P0 / P1 / P2 / P3 the cluster has to  50 / 25 / 10 / 0
+                      act on (a member behind the host, the host behind a
+                      member; both sides of a member-member skew)
     api_compat        a federated resource targeting it is incompatible      up to 30 (share of targets)
     propagation       a propagated version reports a failure reason          up to 20 (share)
     resource_drift    a propagated object is OutOfSync                       up to 10 (share)

@@ -536,14 +536,14 @@ def fleet_compliance(*, labels=()):
         empty = {"failed": 0, "out_of_sync": 0, "in_sync": 0, "other": 0}
         clusters = []
         for row in rows:
-            findings = skew.findings_for(row.name)
+            findings = skew.findings_accountable(row.name)
             clusters.append(
                 evaluate_cluster(
                     name=row.name,
                     role=row.role,
                     version=row.server_version,
                     isolated=row.isolated,
-                    skew_severity=skew.worst_by_cluster.get(row.name),
+                    skew_severity=skew.worst_accountable_by_cluster.get(row.name),
                     skew_messages=[f.message for f in findings],
                     compat=compat_counts[row.name],
                     propagation=propagation.get(row.name, empty),

@@ -125,10 +125,18 @@ class SkewFinding:
     clusters: tuple[str, ...]
     difference: int | None = None
     nodes: tuple[str, ...] = ()
+    # Who has to act (upgrade): the member behind the host, or the host behind a member; empty
+    # means every cluster named in ``clusters`` (peer skew, kubelets, unknown versions).
+    responsible: tuple[str, ...] = ()
+
+    @property
+    def accountable(self) -> tuple[str, ...]:
+        return self.responsible or self.clusters
 
     def as_dict(self) -> dict:
         return {
             "rule": str(self.rule),
+            "responsible": list(self.accountable),
             "severity": str(self.severity),
             "message": self.message,
             "clusters": list(self.clusters),
@@ -174,13 +182,18 @@ def _host_member_findings(host: ClusterVersion, member: ClusterVersion, policy: 
                 f"Host {host.name} ({hv.label}) is {-diff} minors behind member {member.name} ({mv.label}); "
                 f"the policy allows {allowed} and the host must not be older than any member."
             )
-        return [SkewFinding(SkewRule.HOST_MEMBER_SKEW, Severity.P0, message, pair, diff)]
+        return [
+            SkewFinding(
+                SkewRule.HOST_MEMBER_SKEW, Severity.P0, message, pair, diff,
+                responsible=(member.name,) if diff > 0 else (host.name,),
+            )
+        ]
     if diff < 0:
         message = (
             f"Host {host.name} ({hv.label}) is older than member {member.name} ({mv.label}); "
             "the host must not be older than any member (status write-back may fail)."
         )
-        return [SkewFinding(SkewRule.HOST_OLDER_THAN_MEMBER, Severity.P1, message, pair, diff)]
+        return [SkewFinding(SkewRule.HOST_OLDER_THAN_MEMBER, Severity.P1, message, pair, diff, responsible=(host.name,))]
     return []
 
 
@@ -400,6 +413,11 @@ class SkewReport:
     kubelets: dict[str, KubeletSkew]
     worst_by_cluster: dict[str, str | None]
     host_member: list[PairVerdict]
+    # like worst_by_cluster, counting only findings the cluster has to act on (SkewFinding.accountable)
+    worst_accountable_by_cluster: dict[str, str | None] = field(default_factory=dict)
+
+    def findings_accountable(self, name: str) -> list[SkewFinding]:
+        return [f for f in self.findings_for(name) if name in f.accountable]
 
     @cached_property
     def _by_cluster(self) -> dict[str, list[SkewFinding]]:
@@ -457,7 +475,10 @@ def evaluate_fleet(clusters: Iterable[ClusterVersion], policy: SkewPolicy | None
         findings.extend(skew.findings)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], str(f.rule), f.clusters))
     worst_by_cluster: dict[str, str | None] = {c.name: None for c in clusters}
+    accountable: dict[str, str | None] = {c.name: None for c in clusters}
     for finding in findings:
         for name in finding.clusters:
             worst_by_cluster[name] = worst([worst_by_cluster.get(name), finding.severity])
-    return SkewReport(policy, tuple(findings), kubelets, worst_by_cluster, host_member)
+        for name in finding.accountable:
+            accountable[name] = worst([accountable.get(name), finding.severity])
+    return SkewReport(policy, tuple(findings), kubelets, worst_by_cluster, host_member, accountable)

@@ -52,6 +52,9 @@ def test_compat_red_cell_and_compliance_report_csv(page, login, live_server, vie
     page.wait_for_selector("#compat-detail .compat-detail")
     detail = page.inner_text("#compat-detail")
     assert "spec.template.spec.initContainers[0].restartPolicy" in detail and "v1.28" in detail
+    from drift.services import take_compliance_snapshot
+
+    take_compliance_snapshot()
     page.goto(f"{live_server.url}/drift/compliance/")
     page.wait_for_selector("#compliance-trend .main-svg")
     assert "api_compat" in page.inner_text("table.compliance-clusters")

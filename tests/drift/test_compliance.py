@@ -82,6 +82,9 @@ def test_fleet_report_combines_skew_compat_propagation_and_drift(governed_fleet,
     assert by_name["m29"].propagation["out_of_sync"] == 1 and by_name["m29"].failed_rules == ["version_policy", "resource_drift"]
     assert by_name["m28"].failed_rules == ["version_policy"]  # P2 member skew with m31
     assert by_name["host"].compat["compatible"] == 1
+    # the host answers for members newer than it (m30, m31), not for members behind it
+    assert by_name["host"].skew_severity == "P0" and "m31" in by_name["host"].skew_messages[0]
+    assert by_name["m31"].skew_severity == "P2" and by_name["m25"].skew_severity == "P0"
     assert report.open_drift == 1 and report.incompatible_cells == 3
     assert skew_counts["P0"] == 4
 
