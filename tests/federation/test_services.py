@@ -179,3 +179,10 @@ def test_a_bad_document_changes_nothing_even_after_good_ones(clusters):
 def test_unmapped_kubefed_cluster_names_are_refused(clusters):
     with pytest.raises(services.FederationError, match="cluster 'cluster1' is not registered"):
         services.apply_kubefed_file((EXAMPLES / "federatedconfigmap.yaml").read_text())
+
+
+def test_drift_detection_is_scheduled_by_beat():
+    from django_celery_beat.models import PeriodicTask
+
+    task = PeriodicTask.objects.get(task="federation.tasks.detect_drift_task")
+    assert task.enabled and task.interval.every == 60 and task.expire_seconds
