@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -382,13 +383,17 @@ def _compiler(minor: int) -> _Compiler:
     return _Compiler(minor)
 
 
+_COMPILE_LOCK = threading.RLock()  # a half-compiled recursive definition must never be run
+
+
 @functools.lru_cache(maxsize=1024)
 def _kind_validator(minor: int, api_version: str, kind: str):
     group, version = split_api_version(api_version)
     name = _kind_index(minor).get((group, version, kind))
     if name is None:
         return None
-    return _compiler(minor).ref(name)
+    with _COMPILE_LOCK:
+        return _compiler(minor).ref(name)
 
 
 def _run(manifest, minor: int, strict: bool, prune: bool):

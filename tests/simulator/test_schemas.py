@@ -80,3 +80,14 @@ def test_many_checks_are_fast():
 
 def test_pointer_to_field_path():
     assert schemas.pointer_to_field_path("/metadata/labels/a~1b") == "metadata.labels.a/b"
+
+
+def test_concurrent_first_use_is_safe():
+    import concurrent.futures
+    schemas._kind_validator.cache_clear()
+    schemas._compiler.cache_clear()
+    schemas._validate_cached.cache_clear()
+    dep = deployment("threads", init_restart_policy="Always")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda m: schemas.prune_unknown_fields(dep, m)[1], [27, 28, 27, 28, 30, 30, 27, 28]))
+    assert [len(r) for r in results] == [1, 0, 1, 0, 0, 0, 1, 0]
