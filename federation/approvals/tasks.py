@@ -23,3 +23,10 @@ def sync_change_request_task(cr_id: int, checks: int = 0) -> dict:
     if cr.state == ChangeState.APPLYING and checks < MAX_CHECKS:
         sync_change_request_task.apply_async((cr_id, checks + 1), countdown=RECHECK_SECONDS)
     return {"cr_id": cr_id, "state": cr.state}
+
+
+@shared_task(queue="default", soft_time_limit=50, time_limit=60, expires=55,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+def sync_running_requests_task() -> dict:
+    """Periodic (beat) safety net: settle Applying requests whose own sync task was lost."""
+    return {"settled": services.sync_running_requests()}

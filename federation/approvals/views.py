@@ -278,7 +278,9 @@ def change_create(request, resource_pk):
     """The "Request change" button's target: open a Draft for a resource's (current) revision."""
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"),
                                  pk=resource_pk)
-    form = ChangeRequestCreateForm(request.POST or None, initial={"revision": getattr(resource.current_revision, "number", None)})
+    initial = {"revision": getattr(resource.current_revision, "number", None), "kind": "", "title": ""}
+    initial.update({key: request.GET[key] for key in ("kind", "revision", "title") if request.GET.get(key)})
+    form = ChangeRequestCreateForm(request.POST or None, initial=initial)
     status = 200
     if request.method == "POST":
         status = 400

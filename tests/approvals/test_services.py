@@ -229,3 +229,36 @@ def test_unjoin_request_is_admin_only_and_unjoins_the_cluster(dev_cluster, opera
     from clusters.models import Cluster
 
     assert not Cluster.objects.filter(name="dev-a").exists()
+
+
+def test_periodic_safety_net_settles_applying_requests(dev_resource, operator, approver):
+    cr = services.approve(submitted(dev_resource, operator), actor=approver)
+    assert cr.state == ChangeState.APPLYING
+    assert services.sync_running_requests() == 1
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.APPLIED
+
+
+def test_sync_task_body_skips_a_missing_request():
+    from federation.approvals.tasks import sync_change_request_task
+
+    assert sync_change_request_task.run(987654) == {"cr_id": 987654, "skipped": "gone"}
+
+
+def test_rollback_request_proposes_the_rolled_back_content(dev_resource, operator, approver):
+    cr = services.approve(submitted(dev_resource, operator), actor=approver)
+    services.sync_change_request(cr)
+    first = dev_resource.current_revision
+    dev_resource.refresh_from_db()
+    federation_services.update_resource(dev_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 5}},
+                                        placement={"clusters": ["dev-a"]}, actor=operator)
+    dev_resource.refresh_from_db()
+    back = federation_services.rollback_resource(dev_resource, to_revision=first, actor=operator)
+    rollback = draft(FederatedResource.objects.get(pk=dev_resource.pk), operator, kind=ChangeKind.ROLLBACK, revision=back)
+    assert rollback.kind == ChangeKind.ROLLBACK and rollback.proposed_hash == first.content_hash
+
+
+def test_a_request_for_what_the_clusters_already_have_is_refused(dev_resource, operator, approver):
+    services.sync_change_request(services.approve(submitted(dev_resource, operator), actor=approver))
+    with pytest.raises(services.TransitionError, match="already what the clusters have"):
+        draft(FederatedResource.objects.get(pk=dev_resource.pk), operator)

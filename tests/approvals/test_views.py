@@ -292,3 +292,9 @@ def test_unjoin_request_page(client, dev_cluster, operator, admin_user):
     assert client.get(url).status_code == 200 and b"<html" not in client.get(url, **HX).content
     assert client.post(url, {"reason": "decommission"}).status_code == 302
     assert ChangeRequest.objects.get(kind="unjoin").cluster_name == "dev-a"
+
+
+def test_request_change_page_prefills_kind_and_revision_from_the_query(client, dev_resource, operator):
+    login(client, operator)
+    response = client.get(reverse("approvals:change_create", args=[dev_resource.pk]), {"kind": "rollback", "revision": "1"})
+    assert b'<option value="rollback" selected>' in response.content
