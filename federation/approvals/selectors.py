@@ -1,6 +1,6 @@
 """Read-side queries for change-request pages, the badge and the command."""
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, has_role
@@ -28,7 +28,9 @@ def filter_change_requests(*, state="", author="", resource="", cluster="", emer
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(resource_repr__icontains=q))
     return qs.annotate(
-        approval_count=Count("approvals", filter=Q(approvals__decision=Decision.APPROVE)),
+        # valid approvals only: given for the content the request proposes now
+        approval_count=Count("approvals", filter=Q(approvals__decision=Decision.APPROVE,
+                                                   approvals__content_hash=F("proposed_hash"))),
     ).order_by("-created_at", "-id")
 
 

@@ -395,7 +395,10 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
                    before={"state": ChangeState.SUBMITTED}, after={"state": ChangeState.APPROVED})
     cr = _fresh(cr)
     if cr.state == ChangeState.APPROVED and _auto_apply():
-        cr = _apply(cr, actor=actor)
+        try:
+            cr = _apply(cr, actor=actor)
+        except TransitionError as exc:
+            raise TransitionError(f"CR-{cr.pk} is approved, but applying it failed: {exc} It stays Approved; apply it again once fixed.") from exc
     return cr
 
 

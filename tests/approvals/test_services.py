@@ -262,3 +262,14 @@ def test_a_request_for_what_the_clusters_already_have_is_refused(dev_resource, o
     services.sync_change_request(services.approve(submitted(dev_resource, operator), actor=approver))
     with pytest.raises(services.TransitionError, match="already what the clusters have"):
         draft(FederatedResource.objects.get(pk=dev_resource.pk), operator)
+
+
+def test_auto_apply_failure_keeps_the_approval_and_says_why(dev_resource, operator, approver):
+    from federation.choices import Toggle
+
+    cr = submitted(dev_resource, operator)
+    type(dev_resource.type).objects.filter(pk=dev_resource.type_id).update(propagation=Toggle.DISABLED)
+    with pytest.raises(services.TransitionError, match="approved, but applying it failed: Propagation of deployments.apps is Disabled"):
+        services.approve(cr, actor=approver)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.APPROVED and not PropagationRun.objects.filter(resource=dev_resource).exists()

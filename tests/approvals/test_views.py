@@ -298,3 +298,16 @@ def test_request_change_page_prefills_kind_and_revision_from_the_query(client, d
     login(client, operator)
     response = client.get(reverse("approvals:change_create", args=[dev_resource.pk]), {"kind": "rollback", "revision": "1"})
     assert b'<option value="rollback" selected>' in response.content
+
+
+def test_list_counts_only_valid_approvals(client, prod_resource, operator, approver, viewer):
+    from federation import services as federation_services
+    from tests.federation.factories import WEB_TEMPLATE
+
+    cr = submitted(prod_resource, operator)
+    services.approve(cr, actor=approver)
+    new = federation_services.update_resource(prod_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 6}},
+                                              placement={"clusters": ["prod-a", "dev-a"]}, actor=operator)
+    services.revise_change_request(cr, actor=operator, revision=new)
+    login(client, viewer)
+    assert b"<td>0 / 2</td>" in client.get(reverse("approvals:change_list"), **HX).content
