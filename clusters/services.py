@@ -419,27 +419,38 @@ def import_kubeconfig_contexts(
     actor=None,
     verify: bool = True,
     base_dir=None,
+    update_existing: bool = False,
 ) -> list[Cluster]:
-    """Register the chosen contexts (all of them by default), each with its own credentials.
-    All or nothing: every context is validated and tested before any is saved."""
+    """Register the chosen contexts (one per API server by default), each with its own credentials.
+    All or nothing: every context is validated and tested before any is saved.
+
+    ``update_existing``: a context whose cluster name is already registered updates that cluster's
+    API server, TLS settings and credentials (audited, credential_version bumped) instead of failing
+    as a duplicate; its role and labels are kept. ``make demo`` uses this on restart."""
     if labels:
         validate_labels(labels)
     plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)
+    existing = (
+        {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
+    )
     errors = []
     pending: list[Cluster] = []
     for plan in plans:
         context = plan.context
         ca = (context.ca_data or "").strip()
+        current = existing.get(plan.name)
         cluster = Cluster(
+            pk=current.pk if current else None,
             name=plan.name,
             api_server=context.server.strip().rstrip("/"),
-            role=plan.role,
-            labels=labels or {},
+            role=current.role if current else plan.role,
+            labels=current.labels if current else (labels or {}),
             ca_bundle=ca + "\n" if ca else "",
             insecure_skip_tls_verify=context.insecure_skip_tls_verify,
+            credential_version=current.credential_version + 1 if current else 1,
         )
         try:
-            _validate_cluster(cluster)
+            _validate_cluster(cluster, exclude_pk=cluster.pk)
             _check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = _credentials(context.token, context.client_certificate, context.client_key)
             cluster.set_credentials(credentials)
@@ -457,10 +468,42 @@ def import_kubeconfig_contexts(
                 errors.append(f"{cluster.name}: cannot connect ({result.error_label}): {result.message}")
     if errors:
         raise ValidationError(errors)
+    saved = []
     with transaction.atomic():
         for cluster in pending:
-            _save_new_cluster(cluster, actor=actor, probe=True)
-    return pending
+            if cluster.pk is None:
+                _save_new_cluster(cluster, actor=actor, probe=True)
+                saved.append(cluster)
+            else:
+                saved.append(_update_from_kubeconfig(existing[cluster.name], cluster, actor=actor))
+    return saved
+
+
+def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cluster:
+    fresh = Cluster.objects.select_for_update().get(pk=current.pk)
+    before = snapshot(fresh)
+    fields = ["api_server", "ca_bundle", "insecure_skip_tls_verify", "auth_method", "credentials_encrypted"]
+    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:4]) and (
+        fresh.get_credentials() == incoming.get_credentials()
+    )
+    if same:
+        return fresh
+    for field_name in fields:
+        setattr(fresh, field_name, getattr(incoming, field_name))
+    fresh.credential_version += 1
+    fresh.credentials_rotated_at = timezone.now()
+    fresh.save(update_fields=[*fields, "credential_version", "credentials_rotated_at", "updated_at"])
+    record_event(
+        "cluster.edit",
+        actor=actor,
+        obj=fresh,
+        cluster=fresh.name,
+        summary=f"Updated {fresh.name} from a kubeconfig (API server, TLS and credentials)",
+        before=before,
+        after=snapshot(fresh),
+    )
+    _queue_probe_on_commit(fresh.pk)
+    return fresh
 
 
 # ---------------------------------------------------------------------------------------------

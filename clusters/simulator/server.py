@@ -19,7 +19,7 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects
+from . import discovery, objects, tables
 from .errors import ApiError
 from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
@@ -204,6 +204,9 @@ class ClusterHandler:
             if obj is None:
                 from .errors import not_found
                 raise not_found(res.plural, res.group, ctx.name)
+            table_version = tables.wants_table(request.headers.get("Accept", ""))
+            if table_version:
+                return _json(tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", "")))
             return _json(obj)
         if method not in ("POST", "PUT", "PATCH", "DELETE"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -269,6 +272,11 @@ class ClusterHandler:
                 meta["continue"] = base64.urlsafe_b64encode(str(end).encode()).decode()
                 meta["remainingItemCount"] = len(items) - end
             items = items[start:end]
+        table_version = tables.wants_table(request.headers.get("Accept", ""))
+        if table_version:
+            doc = tables.table(table_version, ctx.res.kind, items, meta["resourceVersion"])
+            doc["metadata"].update({k: v for k, v in meta.items() if k != "resourceVersion"})
+            return _json(doc)
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)

@@ -69,3 +69,18 @@ def test_poll_versions_inline_probes_without_a_worker(fleet, capsys):
     call_command("poll_versions", "--inline", "--concurrency", "1")
     assert dict(Cluster.objects.values_list("name", "state")) == {"m127": ClusterState.READY, "m130": ClusterState.NOT_READY}
     assert "m130" in capsys.readouterr().out
+
+
+def test_import_kubeconfig_update_existing_refreshes_credentials_and_keeps_role_and_labels(fleet, capsys):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--host", "host", "--label", "env=a")
+    with pytest.raises(CommandError, match="already registered"):
+        call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host")
+    Cluster.objects.filter(name="host").update(api_server="http://127.0.0.1:9/old")
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", update_existing=True,
+                 host_context="host")
+    cluster = Cluster.objects.get(name="host")
+    assert cluster.api_server == fleet.url("host") and cluster.credential_version == 2
+    assert cluster.role == ClusterRole.HOST and cluster.labels == {"env": "a"}
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--update-existing")
+    assert Cluster.objects.get(name="host").credential_version == 2  # nothing changed: no new version
+    assert Cluster.objects.count() == 1

@@ -5,6 +5,8 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from django.utils import timezone
+
 from clusters import services
 from clusters.validators import parse_label_pairs
 
@@ -22,8 +24,11 @@ class Command(BaseCommand):
                             help="the context that is the host cluster (default: all are members)")
         parser.add_argument("--skip-connection-check", action="store_true",
                             help="register without testing each connection first")
+        parser.add_argument("--update-existing", action="store_true",
+                            help="a cluster already registered under the same name gets the kubeconfig's API server, "
+                                 "TLS settings and credentials (instead of a duplicate-name error)")
 
-    def handle(self, path, contexts, labels, host_context, skip_connection_check, **options):
+    def handle(self, path, contexts, labels, host_context, skip_connection_check, update_existing=False, **options):
         if path == "-":
             import sys
 
@@ -35,6 +40,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"Cannot read {file}: {exc.strerror}") from None
             base_dir = file.resolve().parent
+        started = timezone.now()
         try:
             parsed_labels = parse_label_pairs(" ".join(labels))
             created = services.import_kubeconfig_contexts(
@@ -44,11 +50,12 @@ class Command(BaseCommand):
                 host_context=host_context,
                 verify=not skip_connection_check,
                 base_dir=base_dir,
+                update_existing=update_existing,
             )
         except ValidationError as exc:
             raise CommandError("Nothing was imported:\n  " + "\n  ".join(exc.messages)) from None
         for cluster in created:
             self.stdout.write(
-                f"registered {cluster.name:<30} {cluster.role:<7} {cluster.server_version or '?':<12} {cluster.api_server}"
+                f"{'registered' if cluster.created_at >= started else 'up to date':<11}{cluster.name:<30} {cluster.role:<7} {cluster.server_version or '?':<12} {cluster.api_server}"
             )
         self.stdout.write(self.style.SUCCESS(f"Imported {len(created)} cluster(s); first probes are queued."))

@@ -1,0 +1,199 @@
+"""Batch probing: one task probes a chunk of clusters with a thread pool and writes the rows in bulk.
+
+A fleet poll used to be one Celery message and ~7 queries per cluster. Probes are I/O-bound, so a
+chunk of clusters (FEDPORTAL_PROBE_BATCH_SIZE) is probed by one task with up to
+FEDPORTAL_PROBE_THREADS threads, and the results are written in one transaction: one bulk UPDATE
+of the Cluster rows, one bulk INSERT of VersionSamples and state changes (plus an audit event per
+state change). The semantics are those of ``clusters.services.probe_cluster`` (KubeFed health
+thresholds, a VersionSample only when the version or kubelets changed, a compare-and-set lease so
+two workers never probe one cluster at once, a repeat of a request already served is a no-op).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters import kube
+from clusters.models import Cluster, ClusterStateChange, VersionSample
+from clusters.services import ProbeOutcome, _next_state, connection_for, probe_budget_seconds
+from fedportal.audit import record_event
+
+logger = logging.getLogger(__name__)
+
+
+def batch_size() -> int:
+    return max(1, int(getattr(settings, "FEDPORTAL_PROBE_BATCH_SIZE", 50)))
+
+
+def thread_count() -> int:
+    return max(1, int(getattr(settings, "FEDPORTAL_PROBE_THREADS", 16)))
+
+
+@dataclass
+class _Observation:
+    cluster: Cluster
+    reachable: bool = False
+    ready: bool = False
+    error: str = ""
+    version: kube.VersionInfo | None = None
+    nodes: list | None = None
+
+
+def _observe(cluster: Cluster) -> _Observation:
+    """The network half of a probe (as services._probe): /readyz, then /version and the nodes."""
+    timeout = settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS
+    seen = _Observation(cluster)
+    try:
+        conn = connection_for(cluster)
+        health = kube.check_ready(conn, timeout=timeout)
+        seen.reachable = True
+        if not health.ok:
+            seen.error = f"Not ready: {health.detail}"
+        else:
+            seen.version = kube.get_version(conn, timeout=timeout)
+            seen.nodes = kube.list_nodes(conn, timeout=timeout)
+            seen.ready = True
+    except kube.KubeError as exc:
+        seen.error = f"{kube.KIND_LABELS.get(exc.kind, exc.kind)}: {exc.message}"
+        seen.reachable = seen.reachable or exc.kind not in kube.UNREACHABLE_KINDS
+        seen.ready = False
+    except Exception as exc:  # noqa: BLE001 - decryption failure and the like: cannot be probed
+        logger.exception("probe of %s failed", cluster.name)
+        seen.error = f"Probe failed: {type(exc).__name__}"
+        seen.reachable = False
+    return seen
+
+
+def _lease(ids: list[int]) -> set[int]:
+    """Compare-and-set leases for a whole chunk; returns the ids this call holds."""
+    if not ids:
+        return set()
+    now = timezone.now()
+    # a stamp unique to this call, so we can read back which rows we won
+    until = now + timedelta(seconds=probe_budget_seconds() * 2, microseconds=random.randrange(1, 999_999))
+    Cluster.objects.filter(pk__in=ids).filter(Q(probe_lease_until__isnull=True) | Q(probe_lease_until__lt=now)).update(
+        probe_lease_until=until)
+    return set(Cluster.objects.filter(pk__in=ids, probe_lease_until=until).values_list("pk", flat=True))
+
+
+RECORDED_FIELDS = [
+    "consecutive_successes", "consecutive_failures", "last_probe_at", "last_error", "state", "last_success_at",
+    "state_changed_at", "server_version", "version_major", "version_minor", "platform", "kubelet_versions",
+    "node_count", "region", "zones", "probe_lease_until",
+]
+
+
+def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads: int | None = None) -> list[ProbeOutcome]:
+    """Probe many clusters at once (threads), record every result in one transaction."""
+    ids = sorted({int(i) for i in cluster_ids})
+    rows = {c.pk: c for c in Cluster.objects.filter(pk__in=ids)}
+    outcomes = [ProbeOutcome(i, skipped="gone") for i in ids if i not in rows]
+    if requested_at is not None:
+        served = [pk for pk, c in rows.items() if c.last_probe_at is not None and c.last_probe_at >= requested_at]
+        outcomes += [ProbeOutcome(pk, skipped="already probed since requested") for pk in served]
+        for pk in served:
+            rows.pop(pk)
+    held = _lease(list(rows))
+    outcomes += [ProbeOutcome(pk, skipped="another probe is running") for pk in rows if pk not in held]
+    todo = [rows[pk] for pk in sorted(held)]
+    if not todo:
+        return outcomes
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max(1, min(threads or thread_count(), len(todo)))) as pool:
+            observations = list(pool.map(_observe, todo))
+        outcomes += _record(observations)
+    finally:
+        Cluster.objects.filter(pk__in=held, probe_lease_until__isnull=False).update(probe_lease_until=None)
+    logger.info("probed %d clusters in %.2fs", len(todo), time.monotonic() - started)
+    return outcomes
+
+
+def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
+    now = timezone.now()
+    outcomes, samples, changes, events = [], [], [], []
+    ids = [o.cluster.pk for o in observations]
+    with transaction.atomic():
+        current = {c.pk: c for c in Cluster.objects.select_for_update().filter(pk__in=ids)}
+        sampled_before = set(VersionSample.objects.filter(cluster_id__in=ids).values_list("cluster_id", flat=True).distinct())
+        updated = []
+        for seen in observations:
+            cluster = current.get(seen.cluster.pk)
+            if cluster is None:
+                outcomes.append(ProbeOutcome(seen.cluster.pk, skipped="gone"))
+                continue
+            if seen.ready:
+                successes, failures = cluster.consecutive_successes + 1, 0
+            elif seen.reachable:
+                successes, failures = 0, 0
+            else:
+                successes, failures = 0, cluster.consecutive_failures + 1
+            old_state = cluster.state
+            new_state = _next_state(old_state, reachable=seen.reachable, ready=seen.ready, failures=failures,
+                                    successes=successes)
+            cluster.consecutive_successes, cluster.consecutive_failures = successes, failures
+            cluster.last_probe_at, cluster.last_error, cluster.state = now, seen.error[:4000], new_state
+            cluster.probe_lease_until = None
+            if seen.ready:
+                cluster.last_success_at = now
+            sampled = False
+            if seen.version is not None and seen.nodes is not None:
+                version, nodes = seen.version, seen.nodes
+                kubelets = {node.name: node.kubelet_version for node in nodes}
+                regions = Counter(node.region for node in nodes if node.region)
+                if (version.git_version, version.platform, kubelets) != (
+                    cluster.server_version, cluster.platform, cluster.kubelet_versions,
+                ) or cluster.pk not in sampled_before:
+                    samples.append(VersionSample(
+                        cluster_id=cluster.pk, sampled_at=now, git_version=version.git_version,
+                        version_major=version.major, version_minor=version.minor, platform=version.platform,
+                        kubelet_versions=kubelets))
+                    sampled = True
+                cluster.server_version, cluster.version_major = version.git_version, version.major
+                cluster.version_minor, cluster.platform = version.minor, version.platform
+                cluster.kubelet_versions, cluster.node_count = kubelets, len(nodes)
+                cluster.region = regions.most_common(1)[0][0] if regions else ""
+                cluster.zones = sorted({node.zone for node in nodes if node.zone})
+            changed = new_state != old_state
+            if changed:
+                cluster.state_changed_at = now
+                changes.append(ClusterStateChange(cluster_id=cluster.pk, from_state=old_state, to_state=new_state,
+                                                  reason=(seen.error or "Probe succeeded")[:2000], at=now))
+                events.append((cluster, old_state, new_state, seen.error))
+            updated.append(cluster)
+            outcomes.append(ProbeOutcome(cluster.pk, reachable=seen.reachable, ready=seen.ready, state=new_state,
+                                         changed_state=changed, version_sampled=sampled, error=seen.error))
+        Cluster.objects.bulk_update(updated, RECORDED_FIELDS, batch_size=200)
+        VersionSample.objects.bulk_create(samples, batch_size=500)
+        ClusterStateChange.objects.bulk_create(changes, batch_size=500)
+        for cluster, old_state, new_state, error in events:
+            record_event(
+                "cluster.state_change", obj=cluster, cluster=cluster.name,
+                summary=f"{cluster.name}: {old_state} -> {new_state}" + (f" ({error[:200]})" if error else ""),
+                before={"state": old_state}, after={"state": new_state},
+            )
+    return outcomes
+
+
+def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: float | None = None,
+                          size: int | None = None) -> int:
+    """Queue one ``probe_clusters_task`` per chunk of clusters (queue "probes"); returns the cluster count."""
+    from clusters.tasks import probe_clusters_task
+
+    size = size or batch_size()
+    stamp = requested_at.isoformat() if requested_at else None
+    ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), size):
+        probe_clusters_task.apply_async((ids[start:start + size], stamp), expires=expires)
+    return len(ids)
