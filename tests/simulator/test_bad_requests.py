@@ -79,3 +79,14 @@ def test_admin_rejects_bad_fault_values(sim):
         sim.admin("POST", "/clusters/host/faults", {"down": "sideways"})
     with pytest.raises(FleetError, match="400"):
         sim.set_version("host", "banana")
+
+
+def test_table_answers_for_kubectl_get(sim):
+    req = urllib.request.Request(sim.url("host") + "/api/v1/nodes", headers={
+        "Authorization": f"Bearer {sim.token('host')}",
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        doc = json.loads(resp.read())
+    assert doc["kind"] == "Table" and doc["apiVersion"] == "meta.k8s.io/v1"
+    assert [c["name"] for c in doc["columnDefinitions"]] == ["Name", "Status", "Roles", "Version", "Age"]
+    assert doc["rows"][0]["cells"][1] == "Ready" and doc["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
