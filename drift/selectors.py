@@ -364,9 +364,10 @@ def _target_names(revision, rows: list[ClusterRow]) -> set[str]:
     return set(select_clusters(placement, refs))
 
 
-def compat_row(resource, rows: list[ClusterRow]) -> dict[str, CompatCell]:
+def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, CompatCell]:
     """Cells of one federated resource over ``rows``: rendered once, plus once per cluster with overrides.
 
+    ``revision`` defaults to the resource's current revision (a change request passes its proposal).
     The manifest is rendered as propagation renders it (template, identity, the cluster's
     overrides; replicas from scheduling do not change validity and are left out), then checked
     against each target's version through drift.compat's (content hash, minor) cache.
@@ -377,7 +378,7 @@ def compat_row(resource, rows: list[ClusterRow]) -> dict[str, CompatCell]:
     from drift import compat
     from drift.choices import CompatProblemCode, CompatStatus
 
-    revision = resource.current_revision
+    revision = revision or resource.current_revision
     cells: dict[str, CompatCell] = {}
     if revision is None:
         return {r.name: CompatCell(resource.pk, r.name, False) for r in rows}

@@ -1,0 +1,61 @@
+"""The API-compatibility preflight for change requests (registered with federation.approvals).
+
+Every target of the proposed revision is checked as the compatibility matrix checks it: an
+incompatible target is a *blocking* problem (approval stops until an admin overrides it with a
+reason, which approvals audits); an unverifiable target, or an incompatible one that is isolated
+(propagation skips it), is a *warning*.
+"""
+
+from federation.approvals.choices import ChangeKind, Severity
+from federation.approvals.preflight import PreflightProblem
+
+from drift import selectors
+from drift.choices import CompatStatus
+
+CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
+
+
+def _describe(result) -> str:
+    parts = []
+    for problem in result.problems[:5]:
+        text = problem.message
+        if problem.fix:
+            text += f" Fix: override {problem.fix['op']} {problem.fix['path']}"
+            if problem.min_version:
+                text += f", or upgrade the cluster to {problem.min_version}"
+            text += "."
+        parts.append(text)
+    more = len(result.problems) - 5
+    return " ".join(parts) + (f" (+{more} more)" if more > 0 else "")
+
+
+def compat_preflight(change_request) -> list[PreflightProblem]:
+    if change_request.kind not in CHECKED_KINDS or change_request.proposed_revision_id is None:
+        return []
+    resource = change_request.resource
+    if resource is None:
+        return []
+    rows = selectors.fleet_rows()
+    cells = selectors.compat_row(resource, rows, revision=change_request.proposed_revision)
+    by_name = {row.name: row for row in rows}
+    problems = []
+    for name in sorted(cells):
+        cell = cells[name]
+        if not cell.targeted or cell.result is None:
+            continue
+        version = by_name[name].server_version or "unknown version"
+        if cell.result.status == CompatStatus.INCOMPATIBLE:
+            isolated = by_name[name].isolated
+            problems.append(
+                PreflightProblem(
+                    name,
+                    Severity.WARNING if isolated else Severity.BLOCKING,
+                    f"Incompatible with {name} ({version}){' — isolated, so propagation skips it' if isolated else ''}: "
+                    + _describe(cell.result),
+                )
+            )
+        elif cell.result.status == CompatStatus.UNVERIFIABLE:
+            problems.append(
+                PreflightProblem(name, Severity.WARNING, f"Cannot verify on {name} ({version}): {_describe(cell.result)}")
+            )
+    return problems
