@@ -15,6 +15,11 @@ prune_unknown_fields(manifest, minor) -> (pruned_copy, list[SchemaProblem])
 kind_schema(minor, api_version, kind) -> dict | None   the raw (description-free) schema node
 resolve(minor, node) -> dict                  follows a "$ref" inside that version's definitions
 pointer_to_field_path("/spec/a/0/b") -> "spec.a[0].b"   the apiserver's spelling in messages
+introduced_in(api_version, kind) / removed_in(api_version, kind) -> int | None
+                                              first minor serving it / first minor without it
+                                              (None: before 25 / still served in 37)
+deprecation_warning(minor, api_version, kind) -> str | None   the apiserver's Warning text for
+                                              a beta/alpha API with a stable successor
 
 We do not call `kubernetes_validate.validate()`: it recompiles the schema on every call and
 compares versions as strings. Instead the per-version `_definitions.json` (strict flavour; the
@@ -215,6 +220,55 @@ def resolve(minor: int, node: dict | None) -> dict:
             continue
         return node
     return {}
+
+
+@functools.lru_cache(maxsize=None)
+def _served_minors() -> dict[tuple[str, str, str], tuple[int, ...]]:
+    out: dict[tuple[str, str, str], list[int]] = {}
+    for minor in SUPPORTED_MINORS:
+        for res in _api_resources(minor):
+            out.setdefault((res.group, res.version, res.kind), []).append(minor)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def introduced_in(api_version: str, kind: str) -> int | None:
+    group, version = split_api_version(api_version)
+    minors = _served_minors().get((group, version, kind))
+    if not minors or minors[0] == SUPPORTED_MINORS[0]:
+        return None
+    return minors[0]
+
+
+def removed_in(api_version: str, kind: str) -> int | None:
+    group, version = split_api_version(api_version)
+    minors = _served_minors().get((group, version, kind))
+    if not minors or minors[-1] == SUPPORTED_MINORS[-1]:
+        return None
+    return minors[-1] + 1
+
+
+def _stability(version: str) -> int:
+    return 0 if "alpha" in version else 1 if "beta" in version else 2
+
+
+@functools.lru_cache(maxsize=4096)
+def deprecation_warning(minor: int, api_version: str, kind: str) -> str | None:
+    """'<gv> <Kind> is deprecated in v1.X+, unavailable in v1.Y+; use <gv2> <Kind>' when a more
+    stable version of the same group and kind is served at this minor, else None."""
+    group, version = split_api_version(api_version)
+    if _stability(version) == 2 or minor not in SUPPORTED_MINORS:
+        return None
+    better = [r for r in _api_resources(minor) if r.group == group and r.kind == kind
+              and _stability(r.version) > _stability(version)]
+    if not better:
+        return None
+    successor = max(better, key=lambda r: (_stability(r.version), int(re.match(r"v(\d+)", r.version).group(1))))
+    since = introduced_in(successor.api_version, kind) or SUPPORTED_MINORS[0]
+    text = f"{api_version} {kind} is deprecated in v1.{since}+"
+    gone = removed_in(api_version, kind)
+    if gone:
+        text += f", unavailable in v1.{gone}+"
+    return text + f"; use {successor.api_version} {kind}"
 
 
 # ---------------------------------------------------------------------------------------------

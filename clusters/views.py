@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import crypto, kube, selectors, services
 from clusters.forms import (
@@ -324,6 +324,9 @@ def poll_status(request, pk):
 
 
 def _render_poll(request, poll, *, fragment: bool):
-    context = {"poll": poll, "progress": services.poll_progress(poll)}
+    progress = services.poll_progress(poll)
     template = "clusters/poll_status.html"
-    return render(request, template + "#progress" if fragment else template, context)
+    response = render(request, template + "#progress" if fragment else template, {"poll": poll, "progress": progress})
+    if fragment and progress.finished:
+        trigger_client_event(response, "clustersPolled")  # the list and detail pages refresh their rows
+    return response

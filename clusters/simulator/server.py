@@ -191,6 +191,9 @@ class ClusterHandler:
         if sub == "status" and request.method != "GET":
             raise ApiError(405, "the fleet simulator does not write status subresources")
         ctx = objects.Ctx(cluster, res, namespace, name)
+        deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
+        if deprecated:
+            ctx.warnings.append(deprecated)
         return await self.serve(request, ctx)
 
     async def serve(self, request: web.Request, ctx: objects.Ctx) -> web.StreamResponse:
@@ -206,8 +209,9 @@ class ClusterHandler:
                 raise not_found(res.plural, res.group, ctx.name)
             table_version = tables.wants_table(request.headers.get("Accept", ""))
             if table_version:
-                return _json(tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", "")))
-            return _json(obj)
+                return _json(tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", "")),
+                             200, ctx.warnings)
+            return _json(obj, 200, ctx.warnings)
         if method not in ("POST", "PUT", "PATCH", "DELETE"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         validation = request.query.get("fieldValidation", "Warn") or "Warn"
@@ -220,7 +224,7 @@ class ClusterHandler:
         if method == "DELETE":
             if ctx.name is None:
                 return self.delete_collection(request, ctx)
-            return _json(objects.delete(ctx))
+            return _json(objects.delete(ctx), 200, ctx.warnings)
         if method == "POST":
             if ctx.name is not None:
                 raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -276,12 +280,12 @@ class ClusterHandler:
         if table_version:
             doc = tables.table(table_version, ctx.res.kind, items, meta["resourceVersion"])
             doc["metadata"].update({k: v for k, v in meta.items() if k != "resourceVersion"})
-            return _json(doc)
+            return _json(doc, 200, ctx.warnings)
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)
         return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
-                      "metadata": meta, "items": items})
+                      "metadata": meta, "items": items}, 200, ctx.warnings)
 
     def delete_collection(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         items = [i for i in self._selected(request, ctx)
@@ -291,7 +295,7 @@ class ClusterHandler:
                               item["metadata"]["name"], dry_run=ctx.dry_run)
             objects.delete(sub)
         return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
-                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items})
+                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items}, 200, ctx.warnings)
 
 
 # ---------------------------------------------------------------------------------------------

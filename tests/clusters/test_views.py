@@ -470,3 +470,15 @@ def test_unjoin_needs_the_name_typed(login, admin_user, cluster):
     assert AuditEvent.objects.filter(action="cluster.unjoin", cluster=cluster.name).exists()
     list_page = client.get(reverse("clusters:cluster_list"))
     assert cluster.name not in [c.name for c in list_page.context["page"].object_list]
+
+
+def test_finished_poll_fragment_tells_the_page_to_refresh_its_rows(login, viewer, cluster):
+    poll = PollRequest.objects.create(total=1)
+    client = login(viewer)
+    running = client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
+    assert "HX-Trigger" not in running
+    Cluster.objects.filter(pk=cluster.pk).update(last_probe_at=poll.started_at)
+    done = client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
+    assert "clustersPolled" in done["HX-Trigger"]
+    rows = client.get(reverse("clusters:cluster_list"), **HX).content.decode()
+    assert 'hx-trigger="clustersPolled from:body"' in rows
