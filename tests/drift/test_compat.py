@@ -208,3 +208,28 @@ def test_upgrade_plan_shows_when_manifests_become_compatible_or_break():
     assert by_minor[26].skew_findings  # still 3 minors behind the host
     assert plan.start_skew
     assert plan.first_clean_step is None  # hpa stays broken: rewrite it as autoscaling/v2
+
+
+field_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["/spec", "/spec/template/spec", "/spec/template/spec/containers/0", "/metadata"]), field_names),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(25, 31),
+)
+def test_suggested_overrides_always_remove_every_unknown_field(extra_fields, minor):
+    import jsonpatch
+
+    manifest = deployment(sidecar=True)
+    for parent, name in extra_fields:
+        target = jsonpatch.JsonPointer(parent).resolve(manifest)
+        target.setdefault(f"x{name}", {"nested": [1, 2]})
+    result = check_manifest(manifest, minor)
+    assert result.status == CompatStatus.INCOMPATIBLE
+    patched = jsonpatch.apply_patch(manifest, result.suggested_overrides)
+    assert check_manifest(patched, minor).status == CompatStatus.COMPATIBLE
