@@ -16,6 +16,7 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
     emergency_apply(resource, *, actor, reason, revision=None) -> ChangeRequest   admin, flagged, Applying
     sync_change_request(cr) -> ChangeRequest   Applying -> Applied / PartiallyFailed / Failed when runs end
     approval_summary(cr) -> ApprovalSummary
+    cluster_has_propagated_objects(cluster) -> bool   whether an unjoin must go through a request
 
 Errors: ``TransitionError`` (illegal or refused transition; ``str(exc)`` is the reason for the
 user) and ``django.core.exceptions.PermissionDenied`` (missing role, or approving your own request).
@@ -196,6 +197,12 @@ def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = T
         fields["preflight_at"] = timezone.now()
     ChangeRequest.objects.filter(pk=cr.pk).update(**fields)
     return _fresh(cr)
+
+
+def cluster_has_propagated_objects(cluster: Cluster) -> bool:
+    """Whether unjoining ``cluster`` must go through a change request (it holds our objects)."""
+    return any(pv.is_present for pv in PropagatedVersion.objects.filter(cluster=cluster).only(
+        "status", "applied_manifest"))
 
 
 # --- create / revise ---------------------------------------------------------------------------

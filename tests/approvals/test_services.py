@@ -273,3 +273,11 @@ def test_auto_apply_failure_keeps_the_approval_and_says_why(dev_resource, operat
         services.approve(cr, actor=approver)
     cr.refresh_from_db()
     assert cr.state == ChangeState.APPROVED and not PropagationRun.objects.filter(resource=dev_resource).exists()
+
+
+def test_cluster_with_propagated_objects_needs_a_change_request_to_unjoin(dev_cluster, dev_resource):
+    from federation.models import PropagatedVersion
+
+    assert not services.cluster_has_propagated_objects(dev_cluster)
+    PropagatedVersion.objects.create(resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"})
+    assert services.cluster_has_propagated_objects(dev_cluster)
