@@ -90,3 +90,12 @@ def test_table_answers_for_kubectl_get(sim):
     assert doc["kind"] == "Table" and doc["apiVersion"] == "meta.k8s.io/v1"
     assert [c["name"] for c in doc["columnDefinitions"]] == ["Name", "Status", "Roles", "Version", "Age"]
     assert doc["rows"][0]["cells"][1] == "Ready" and doc["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+def test_deprecated_api_answers_with_a_warning(sim):
+    req = urllib.request.Request(sim.url("m125") + "/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers",
+                                 headers={"Authorization": f"Bearer {sim.token('m125')}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        warning = resp.headers["Warning"]
+    assert warning == ('299 - "autoscaling/v2beta2 HorizontalPodAutoscaler is deprecated in v1.25+, '
+                       'unavailable in v1.26+; use autoscaling/v2 HorizontalPodAutoscaler"')

@@ -91,3 +91,14 @@ def test_concurrent_first_use_is_safe():
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda m: schemas.prune_unknown_fields(dep, m)[1], [27, 28, 27, 28, 30, 30, 27, 28]))
     assert [len(r) for r in results] == [1, 0, 1, 0, 0, 0, 1, 0]
+
+
+def test_api_lifecycle_helpers():
+    assert schemas.removed_in("autoscaling/v2beta2", "HorizontalPodAutoscaler") == 26
+    assert schemas.removed_in("apps/v1", "Deployment") is None
+    assert schemas.introduced_in("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") == 29
+    assert schemas.introduced_in("apps/v1", "Deployment") is None
+    assert schemas.deprecation_warning(29, "apps/v1", "Deployment") is None
+    assert schemas.deprecation_warning(29, "flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema") == (
+        "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+; "
+        "use flowcontrol.apiserver.k8s.io/v1 FlowSchema")
