@@ -311,3 +311,19 @@ def test_list_counts_only_valid_approvals(client, prod_resource, operator, appro
     services.revise_change_request(cr, actor=operator, revision=new)
     login(client, viewer)
     assert b"<td>0 / 2</td>" in client.get(reverse("approvals:change_list"), **HX).content
+
+
+def test_detail_of_an_applied_request_shows_the_per_cluster_outcome(client, dev_resource, operator, approver, viewer):
+    cr = services.sync_change_request(services.approve(submitted(dev_resource, operator), actor=approver))
+    login(client, viewer)
+    body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    assert 'id="cr-outcome"' in body and "ClusterNotReady" in body and "Applied" in body
+
+
+def test_detail_of_unjoin_and_emergency_requests(client, dev_cluster, dev_resource, admin_user, viewer):
+    unjoin = services.create_change_request(kind="unjoin", cluster=dev_cluster, actor=admin_user)
+    emergency = services.emergency_apply(dev_resource, actor=admin_user, reason="INC-9")
+    login(client, viewer)
+    assert b"cluster dev-a" in client.get(reverse("approvals:change_detail", args=[unjoin.pk])).content
+    body = client.get(reverse("approvals:change_detail", args=[emergency.pk])).content
+    assert b"EMERGENCY" in body and b"INC-9" in body and b'hx-trigger="every 2s"' in body
