@@ -273,3 +273,12 @@ def test_dashboard_panel_fragment(viewer_client, nobody_client, sim_fleet):
     assert nobody_client.get(reverse("drift:summary")).status_code == 403
     home = viewer_client.get(reverse("home")).content.decode()
     assert reverse("drift:summary") in home
+
+
+def test_matrix_without_a_host_says_host_rules_are_not_checked(viewer_client, make_cluster):
+    make_cluster("a", "v1.25.0", labels={"tier": "web"})
+    make_cluster("b", "v1.29.0")
+    response = viewer_client.get(MATRIX, {"labels": "tier"})
+    assert response.status_code == 200
+    assert "No host cluster is registered" in response.content.decode()
+    assert [r.name for r in response.context["overview"].rows] == ["a"]
