@@ -40,10 +40,6 @@ class Ctx:
         return self.cluster.is_custom(self.res)
 
 
-def _kind_label(res: schemas.ApiResource) -> str:
-    return res.kind
-
-
 # ---------------------------------------------------------------------------------------------
 # admission steps
 
@@ -322,7 +318,7 @@ def _guard_writable(ctx: Ctx) -> None:
     if ctx.res.kind in READ_ONLY_KINDS:
         raise ApiError(405, f"{ctx.res.plural} are read-only in the fleet simulator (set them in the fleet file)")
     if ctx.res.namespaced and not ctx.namespace:
-        raise ApiError(405, f"the server does not allow this method on the requested resource")
+        raise ApiError(405, "the server does not allow this method on the requested resource")
     if ctx.res.namespaced and not ctx.cluster.namespace_exists(ctx.namespace):
         raise not_found("namespaces", "", ctx.namespace)
 

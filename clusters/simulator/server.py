@@ -20,7 +20,7 @@ from aiohttp import web
 from clusters import schemas
 
 from . import discovery, objects, tables
-from .errors import ApiError
+from .errors import ApiError, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
 
@@ -205,7 +205,6 @@ class ClusterHandler:
         if method == "GET":
             obj = cluster.load(res, ctx.namespace, ctx.name)
             if obj is None:
-                from .errors import not_found
                 raise not_found(res.plural, res.group, ctx.name)
             table_version = tables.wants_table(request.headers.get("Accept", ""))
             if table_version:
@@ -382,7 +381,6 @@ class AdminHandler:
         namespace = query.get("namespace", "") if res.namespaced else ""
         obj = cluster.load(res, namespace, query.get("name", ""))
         if obj is None:
-            from .errors import not_found
             raise not_found(res.plural, res.group, query.get("name", ""))
         return _json(obj)
 
