@@ -60,7 +60,8 @@ def test_rejected_request_never_reaches_a_cluster(fleet, ready_fleet, operator, 
     assert deployment(fleet, "m128", "nope") is None
 
 
-def test_field_unsupported_on_one_cluster_is_partially_failed(fleet, ready_fleet, operator, approver, second_approver):
+def test_blocking_preflight_overridden_then_field_unsupported_on_one_cluster_is_partially_failed(
+        fleet, ready_fleet, operator, approver, second_approver, admin_user):
     from tests.federation.factories import WEB_TEMPLATE
 
     template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
@@ -69,6 +70,11 @@ def test_field_unsupported_on_one_cluster_is_partially_failed(fleet, ready_fleet
                  "containers": [{"name": "web", "image": "nginx:1.25"}]}}}}
     resource = web_deployment(name="sidecar", placement={"clusters": ["m127", "m128"]}, template=template, actor=operator)
     cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
+    # drift's API-compatibility preflight (registered in drift's AppConfig) blocks v1.27
+    assert [(p["cluster_name"], p["severity"]) for p in cr.preflight] == [("m127", "blocking")]
+    with pytest.raises(services.TransitionError, match="blocking problems"):
+        services.approve(cr, actor=approver)
+    services.override_preflight(cr, actor=admin_user, reason="m127 is upgraded tonight; accept the failure there")
     services.approve(cr, actor=approver)
     services.approve(cr, actor=second_approver)
     cr = wait_for(lambda: settled(cr), timeout=90, message="settled")
