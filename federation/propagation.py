@@ -45,7 +45,14 @@ from federation.manifests import dump_yaml
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.overrides import OverrideError, operations_for
 from federation.placement import ClusterRef, select_clusters
-from federation.rendering import MANAGED_LABEL, content_hash, ignored_paths, render_manifest
+from federation.rendering import (
+    MANAGED_LABEL,
+    content_hash,
+    ignored_paths,
+    mask_secret_changes,
+    mask_secret_object,
+    render_manifest,
+)
 from federation.scheduling import participating_clusters, plan_replicas, to_preference
 
 logger = logging.getLogger(__name__)
@@ -75,7 +82,8 @@ def backoff_seconds(attempt: int) -> float:
 
 
 def _lease_seconds() -> int:
-    return int(_setting("CELERY_TASK_TIME_LIMIT", 120)) + 10
+    """How long a claimed target is held: past it, another worker (or the stale sweep) takes over."""
+    return int(_setting("FEDERATION_LEASE_SECONDS", int(_setting("CELERY_TASK_TIME_LIMIT", 120)) + 10))
 
 
 def _timeout() -> float:
@@ -243,7 +251,8 @@ def _claim(run_id: int, cluster_id: int) -> PropagationTarget | None:
     now = timezone.now()
     claimed = (
         PropagationTarget.objects.filter(run_id=run_id, cluster_id=cluster_id, state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
-        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
+        .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
         .update(state=TargetState.RUNNING, lease_until=now + timedelta(seconds=_lease_seconds()), attempts=F("attempts") + 1)
     )
     if not claimed:
@@ -274,9 +283,10 @@ def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
         if failure.transient and target.attempts < max_attempts():
             delay = backoff_seconds(target.attempts)
             message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
-            _set_status(pv, failure.reason, message, actor=run.actor, audit=False)
+            _set_status(pv, failure.reason, message, actor=run.actor)  # audited when the status changes
             PropagationTarget.objects.filter(pk=target.pk).update(
-                state=TargetState.RETRYING, lease_until=None, reason=failure.reason, message=message)
+                state=TargetState.RETRYING, lease_until=timezone.now() + timedelta(seconds=delay),
+                reason=failure.reason, message=message)
             return TargetOutcome(state=TargetState.RETRYING, reason=failure.reason, message=message, retry_in=delay)
         _set_status(pv, failure.reason, failure.message, actor=run.actor)
         _finish_target(target, TargetState.FAILED, failure.reason, failure.message)
@@ -539,18 +549,19 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         minor = schema_minor_for(cluster.server_version or "")
         if minor is not None:
             warnings = [f"{cluster.name} ({cluster.server_version}): {p.message}" for p in validate_manifest(manifest, minor)]
+        shown = mask_secret_object(manifest, ftype.kind)
         if live is None:
-            previews.append(ClusterPreview(cluster, "create", dump_yaml(manifest), unified_yaml_diff(None, manifest, after_label="rendered"),
+            previews.append(ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),
                                            plan.replicas, "Will be created.", warnings))
             continue
         if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
-            previews.append(ClusterPreview(cluster, "error", dump_yaml(manifest), "", plan.replicas,
+            previews.append(ClusterPreview(cluster, "error", dump_yaml(shown), "", plan.replicas,
                                            "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings))
             continue
         changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
-        live_view = _project(strip_server_fields(live), manifest)
-        diff = unified_yaml_diff(live_view, manifest, before_label="live", after_label="rendered")
-        previews.append(ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(manifest), diff,
+        live_view = mask_secret_object(_project(strip_server_fields(live), manifest), ftype.kind)
+        diff = unified_yaml_diff(live_view, shown, before_label="live", after_label="rendered")
+        previews.append(ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(shown), diff,
                                        plan.replicas, f"{len(changes)} field(s) change." if changes else "No change.", warnings))
     return previews
 
@@ -618,6 +629,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     else:
         _collect_status(pv, ftype, live)
         changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
+        changes = mask_secret_changes(changes, ftype.kind)
     if not changes:
         update = {"sync_state": SyncState.IN_SYNC, "drift": [], "drift_checked_at": now,
                   "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", ""))}
@@ -657,6 +669,35 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
                  before={"live": {c["path"]: c["after"] for c in changes}},
                  after={"applied": {c["path"]: c["before"] for c in changes}})
     return "repaired"
+
+
+def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
+    """Re-queue targets of unfinished runs whose task message was lost (a worker killed with SIGKILL:
+    the embedded broker has already removed the messages it held, Redis gives them back only after
+    its visibility timeout). Stale means: RUNNING past its lease; RETRYING overdue by
+    ``stale_seconds``; PENDING for longer than ``stale_seconds``. Re-queuing is safe: the claim is a
+    compare-and-set, so a target whose original message still arrives runs once."""
+    grace = float(stale_seconds if stale_seconds is not None else _setting("FEDERATION_STALE_SECONDS", 60))
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=grace)
+    stale = PropagationTarget.objects.filter(run__finished_at__isnull=True).filter(
+        Q(state=TargetState.RUNNING, lease_until__lt=now)
+        | Q(state=TargetState.RETRYING, lease_until__lt=cutoff)
+        | Q(state__in=[TargetState.RETRYING, TargetState.PENDING], lease_until__isnull=True, run__started_at__lt=cutoff)
+        | Q(state=TargetState.PENDING, lease_until__lt=cutoff)
+    )
+    found = list(stale.order_by("run_id", "cluster_id").values_list("pk", "run_id", "cluster_id")[:10000])
+    if not found:
+        return 0
+    # PENDING targets are stamped so that the next sweep waits another grace period for them
+    PropagationTarget.objects.filter(pk__in=[pk for pk, _, _ in found], state=TargetState.PENDING).update(lease_until=now)
+    by_run: dict[int, list[int]] = {}
+    for _, run_id, cluster_id in found:
+        by_run.setdefault(run_id, []).append(cluster_id)
+    for run_id, cluster_ids in by_run.items():
+        _enqueue(run_id, cluster_ids)
+    logger.warning("re-queued %d stale propagation target(s) of %d run(s)", len(found), len(by_run))
+    return len(found)
 
 
 def reconcile_waiting_clusters(*, actor=None) -> int:

@@ -123,3 +123,65 @@ def override_hash(overrides: list | None, cluster: str, replicas: int | None = N
 def ignored_paths(kind: str) -> tuple[str, ...]:
     """Paths drift detection ignores for this kind, on top of server-populated ones."""
     return RETAINED_PATHS.get(kind, ())
+
+
+# --- Secret values never leave the database in clear: audit, diffs, previews, drift ---------------
+SECRET_KINDS = ("Secret",)
+_SECRET_FIELDS = ("data", "stringData")
+
+
+def _mask(value) -> str:
+    import hashlib as _hashlib
+
+    digest = _hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"<redacted sha256:{digest}>"
+
+
+def mask_secret_object(obj, kind: str):
+    """A copy of a Secret-like object with data/stringData values replaced by short digests (so a
+    diff still shows *that* a value changed, never *what* it is). Other kinds are returned as is."""
+    if kind not in SECRET_KINDS or not isinstance(obj, Mapping):
+        return obj
+    result = copy.deepcopy(dict(obj))
+    for field in _SECRET_FIELDS:
+        if isinstance(result.get(field), Mapping):
+            result[field] = {key: _mask(value) for key, value in result[field].items()}
+    return result
+
+
+def mask_secret_overrides(overrides, kind: str):
+    if kind not in SECRET_KINDS or not overrides:
+        return overrides
+    masked = []
+    for entry in overrides:
+        ops = []
+        for op in entry.get("clusterOverrides") or []:
+            op = dict(op)
+            path = op.get("path") or ""
+            if "value" in op and any(path == f"/{f}" or path.startswith(f"/{f}/") for f in _SECRET_FIELDS):
+                op["value"] = ({k: _mask(v) for k, v in op["value"].items()} if isinstance(op["value"], Mapping)
+                               else _mask(op["value"]))
+            ops.append(op)
+        masked.append({**entry, "clusterOverrides": ops})
+    return masked
+
+
+def mask_secret_snapshot(snapshot: Mapping, kind: str) -> dict:
+    """A revision snapshot (template/placement/overrides/scheduling) safe to log or show."""
+    if kind not in SECRET_KINDS:
+        return dict(snapshot)
+    return {**snapshot, "template": mask_secret_object(snapshot.get("template") or {}, kind),
+            "overrides": mask_secret_overrides(snapshot.get("overrides") or [], kind)}
+
+
+def mask_secret_changes(changes: list[dict], kind: str) -> list[dict]:
+    if kind not in SECRET_KINDS:
+        return changes
+    masked = []
+    for change in changes:
+        path = change.get("path") or ""
+        if any(path == f"/{f}" or path.startswith(f"/{f}/") for f in _SECRET_FIELDS):
+            change = {**change, "before": None if change.get("before") is None else _mask(change["before"]),
+                      "after": None if change.get("after") is None else _mask(change["after"])}
+        masked.append(change)
+    return masked

@@ -31,7 +31,7 @@ from federation.manifests import ManifestError, check_template, join_api_version
 from federation.models import FederatedResource, FederatedType, Revision
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
-from federation.rendering import base_manifest, content_hash
+from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
 
 # Kinds whose spec.replicas KubeFed's ReplicaSchedulingPreference may drive.
@@ -188,7 +188,7 @@ def create_resource(
             record_event(
                 "federation.resource.create", actor=actor, obj=resource,
                 summary=f"Created {resource} (revision {revision.number})",
-                after={**revision.snapshot, "retention": retention, "drift_policy": drift_policy},
+                after={**mask_secret_snapshot(revision.snapshot, ftype.kind), "retention": retention, "drift_policy": drift_policy},
             )
     except IntegrityError:
         raise SpecError({"name": [f"A federated {ftype.kind} {namespace + '/' if namespace else ''}{name} already exists."]}) from None
@@ -236,7 +236,8 @@ def update_resource(
         record_event(
             "federation.resource.update", actor=actor, obj=resource,
             summary=f"Revision {revision.number} of {resource}",
-            before=current.snapshot if current else None, after=revision.snapshot,
+            before=mask_secret_snapshot(current.snapshot, resource.type.kind) if current else None,
+            after=mask_secret_snapshot(revision.snapshot, resource.type.kind),
         )
     return revision
 
@@ -268,8 +269,10 @@ class RevisionDiff:
 
 
 def diff_revisions(old: Revision | None, new: Revision) -> RevisionDiff:
-    before = old.snapshot if old is not None else {}
-    after = new.snapshot
+    """Field and text diff of two revisions (Secret values shown only as digests)."""
+    kind = new.resource.type.kind
+    before = mask_secret_snapshot(old.snapshot, kind) if old is not None else {}
+    after = mask_secret_snapshot(new.snapshot, kind)
     return RevisionDiff(
         old, new, diff_objects(before, after, ignore=()),
         unified_yaml_diff(before, after, before_label=f"revision {old.number}" if old else "(none)", after_label=f"revision {new.number}"),

@@ -33,6 +33,7 @@ def propagate_to_cluster_task(self, run_id: int, cluster_id: int) -> dict:
              autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
 def detect_drift_task() -> dict:
     """Periodic (beat): one drift check per Ready cluster, and re-sync of clusters that came back."""
+    propagation.resume_stale_targets()
     resynced = propagation.reconcile_waiting_clusters()
     ids = list(Cluster.objects.filter(state=ClusterState.READY, isolated=False).values_list("pk", flat=True))
     for cluster_id in ids:
@@ -48,3 +49,11 @@ def detect_cluster_drift_task(cluster_id: int) -> dict:
         return {"cluster_id": cluster_id, "skipped": "gone"}
     summary = propagation.detect_drift(cluster=cluster)
     return {"cluster_id": cluster_id, "checked": summary.checked, "out_of_sync": summary.out_of_sync, "repaired": summary.repaired}
+
+
+@shared_task(queue="default", soft_time_limit=50, time_limit=60, expires=55,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+def resume_stale_targets_task(stale_seconds: float | None = None) -> int:
+    """Re-queue propagation targets whose task was lost with a killed worker (also run by the
+    periodic drift task, so recovery needs no extra beat entry)."""
+    return propagation.resume_stale_targets(stale_seconds=stale_seconds)

@@ -310,3 +310,17 @@ def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
     assert propagation._classify(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
     down = propagation._classify(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
     assert down.transient and down.reason == PropagationReason.CLUSTER_NOT_READY
+
+
+def test_secret_values_are_masked_in_preview_and_drift(fleet, fleet_clusters):
+    resource = services.create_resource(services.find_type("Secret"), namespace="shop", name="db",
+                                        template={"data": {"password": "czNjcjN0"}}, placement={"clusters": ["m128"]})
+    (preview,) = propagation.preview_revision(resource)
+    assert "czNjcjN0" not in preview.rendered_yaml + preview.diff and "redacted sha256:" in preview.rendered_yaml
+    drain(propagation.propagate_revision(resource))
+    assert fleet.get_object("m128", "v1", "Secret", "shop", "db")["data"] == {"password": "czNjcjN0"}
+    fleet.external_edit("m128", "v1", "Secret", "shop", "db", {"data": {"password": "aGFja2Vk"}})
+    propagation.detect_drift(resource=resource)
+    (change,) = pv(resource, "m128").drift
+    assert change["path"] == "/data/password" and "aGFja2Vk" not in str(change) and "czNjcjN0" not in str(change)
+    assert "aGFja2Vk" not in str(list(AuditEvent.objects.values_list("before", "after")))

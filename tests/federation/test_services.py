@@ -186,3 +186,18 @@ def test_drift_detection_is_scheduled_by_beat():
 
     task = PeriodicTask.objects.get(task="federation.tasks.detect_drift_task")
     assert task.enabled and task.interval.every == 60 and task.expire_seconds
+
+
+def test_secret_values_never_reach_the_audit_log_or_revision_diffs(clusters):
+    import json as _json
+
+    secret = services.create_resource(ftype("Secret"), namespace="shop", name="db", template={"data": {"password": "czNjcjN0"}},
+                                      placement={"clusters": ["east"]},
+                                      overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/data/password", "value": "ZWFzdA=="}]}])
+    new = services.update_resource(secret, template={"data": {"password": "bjN3"}}, placement={"clusters": ["east"]})
+    logged = _json.dumps(list(AuditEvent.objects.values("before", "after", "summary")))
+    for value in ("czNjcjN0", "ZWFzdA==", "bjN3"):
+        assert value not in logged
+    diff = services.diff_revisions(secret.revisions.get(number=1), new)
+    assert "bjN3" not in diff.text and "czNjcjN0" not in diff.text and "redacted sha256:" in diff.text
+    assert [c.path for c in diff.changes] == ["/overrides", "/template/data/password"]
