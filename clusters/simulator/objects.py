@@ -451,9 +451,11 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
         for key in owned:
             if key[0] == manager:
                 owned[key].discard(path)
-    others = set().union(*[p for k, p in owned.items() if k != me]) if len(owned) > (me in owned) else set()
+    others = set().union(*(p for k, p in owned.items() if k != me))
     base = copy.deepcopy(old)
     stale = owned.get(me, set()) - set(applied_f) - others
+    # a list item stays while another manager still owns a field inside it
+    stale = {p for p in stale if p[-1] != "." or not any(o[:len(p) - 1] == p[:-1] for o in others)}
     # whole list items first (outermost first), then single fields (deepest first)
     for path in sorted(stale, key=lambda p: (0, len(p)) if p[-1] == "." else (1, -len(p))):
         merge.remove_path(base, path)
