@@ -10,8 +10,9 @@ fleet simulator through its admin endpoint.
   fleetctl delete CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME   # out-of-band deletion
   fleetctl stats
 
-The state file defaults to $FLEET_STATE, else var/fleet/kubeconfig.state.json or var/fleet.state.json
-(runfleet writes <kubeconfig stem>.state.json next to the kubeconfig).
+The state file defaults to $FLEET_STATE, else the first existing of var/demo/kubeconfig.state.json
+(`make demo`), var/fleet/kubeconfig.state.json, var/fleet.state.json (runfleet writes
+<kubeconfig stem>.state.json next to the kubeconfig).
 """
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ class Command(BaseCommand):
         if opts["state"]:
             state = Path(opts["state"])
         else:
-            candidates = [state_path_for(Path("var/fleet/kubeconfig")), state_path_for(Path("var/fleet.kubeconfig"))]
+            candidates = [state_path_for(Path(p)) for p in ("var/demo/kubeconfig", "var/fleet/kubeconfig",
+                                                            "var/fleet.kubeconfig")]
             state = next((p for p in candidates if p.exists()), candidates[0])
         try:
             data = json.loads(state.read_text())
