@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from clusters import kube
@@ -127,12 +127,13 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
     with transaction.atomic():
         current = {c.pk: c for c in Cluster.objects.select_for_update().filter(pk__in=ids)}
         sampled_before = set(VersionSample.objects.filter(cluster_id__in=ids).values_list("cluster_id", flat=True).distinct())
-        updated = []
+        updated, steady = [], []
         for seen in observations:
             cluster = current.get(seen.cluster.pk)
             if cluster is None:
                 outcomes.append(ProbeOutcome(seen.cluster.pk, skipped="gone"))
                 continue
+            same = seen.ready and _same_inventory(cluster, seen)  # before the fields are overwritten below
             if seen.ready:
                 successes, failures = cluster.consecutive_successes + 1, 0
             elif seen.reachable:
@@ -166,6 +167,12 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 cluster.region = regions.most_common(1)[0][0] if regions else ""
                 cluster.zones = sorted({node.zone for node in nodes if node.zone})
             changed = new_state != old_state
+            if seen.ready and not changed and not sampled and not seen.error and cluster.consecutive_failures == 0 \
+                    and cluster.last_error == "" and same:
+                # the common case (a healthy cluster, nothing new): one UPDATE for all of them below
+                steady.append(cluster.pk)
+                outcomes.append(ProbeOutcome(cluster.pk, reachable=True, ready=True, state=new_state))
+                continue
             if changed:
                 cluster.state_changed_at = now
                 changes.append(ClusterStateChange(cluster_id=cluster.pk, from_state=old_state, to_state=new_state,
@@ -174,7 +181,12 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
             updated.append(cluster)
             outcomes.append(ProbeOutcome(cluster.pk, reachable=seen.reachable, ready=seen.ready, state=new_state,
                                          changed_state=changed, version_sampled=sampled, error=seen.error))
-        Cluster.objects.bulk_update(updated, RECORDED_FIELDS, batch_size=200)
+        if steady:
+            Cluster.objects.filter(pk__in=steady).update(
+                consecutive_successes=F("consecutive_successes") + 1, consecutive_failures=0, last_probe_at=now,
+                last_success_at=now, last_error="", probe_lease_until=None)
+        for cluster in updated:
+            Cluster.objects.filter(pk=cluster.pk).update(**{f: getattr(cluster, f) for f in RECORDED_FIELDS})
         VersionSample.objects.bulk_create(samples, batch_size=500)
         ClusterStateChange.objects.bulk_create(changes, batch_size=500)
         for cluster, old_state, new_state, error in events:
@@ -184,6 +196,19 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 before={"state": old_state}, after={"state": new_state},
             )
     return outcomes
+
+
+def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
+    """Ready again with the same version and nodes as recorded (nothing but counters to write)."""
+    version, nodes = seen.version, seen.nodes or []
+    regions = Counter(node.region for node in nodes if node.region)
+    return (
+        version is not None and cluster.server_version == version.git_version and cluster.platform == version.platform
+        and cluster.version_major == version.major and cluster.version_minor == version.minor
+        and cluster.kubelet_versions == {node.name: node.kubelet_version for node in nodes}
+        and cluster.node_count == len(nodes) and cluster.zones == sorted({node.zone for node in nodes if node.zone})
+        and cluster.region == (regions.most_common(1)[0][0] if regions else "")
+    )
 
 
 def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: float | None = None,

@@ -3,6 +3,10 @@
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
+
+# The embedded broker writes its message files atomically (see fedportal/broker.py).
+TRANSPORT_ALIASES["filesystem"] = "fedportal.broker:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedportal.settings")
 

@@ -280,3 +280,11 @@ FEDPORTAL_APPROVALS_DEFAULT = env_int("FEDPORTAL_APPROVALS_DEFAULT", 1, minimum=
 FEDPORTAL_APPROVALS_PROD = env_int("FEDPORTAL_APPROVALS_PROD", 2, minimum=1)
 # Apply a request as soon as it has enough approvals (else an operator clicks Apply).
 FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True)
+
+# Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
+FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 50, minimum=1)  # clusters per probe task
+FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
+# A claimed propagation target whose worker died is taken over once its lease has run out; the
+# stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
+FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
+FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)

@@ -1,0 +1,39 @@
+"""The embedded broker: kombu's filesystem transport with atomic message files.
+
+kombu's ``filesystem`` transport writes a message file in place (open, write, close) while another
+process may already be moving it out of the queue folder: a consumer that wins that race reads an
+empty file, fails with ``JSONDecodeError`` and the worker stops ("Unrecoverable error"); seen with
+two workers under a 1,000-cluster poll. Here a message is written under a name no consumer matches
+and renamed into place, which is atomic on one filesystem.
+
+Limits of the embedded broker (by design of the transport, not fixed here): a message is removed
+from the queue when a worker takes it, so ``acks_late`` cannot bring back the tasks a killed worker
+held. FedPortal recovers those with sweeps instead (``federation.tasks.resume_stale_targets_task``;
+probes are simply repeated by the next poll). Use Redis or RabbitMQ beyond one machine.
+"""
+
+import os
+import uuid
+from time import monotonic
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.json import dumps
+from kombu.utils.encoding import str_to_bytes
+
+
+class Channel(filesystem.Channel):
+    def _put(self, queue, payload, **kwargs):
+        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f".{name}.part")
+        try:
+            with open(partial, "wb") as handle:
+                handle.write(str_to_bytes(dumps(payload)))
+            os.replace(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+
+class Transport(filesystem.Transport):
+    Channel = Channel

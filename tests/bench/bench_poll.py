@@ -1,0 +1,115 @@
+"""Benchmark poll_1000: poll 1,000 simulated clusters end to end through real Celery workers.
+
+    .venv/bin/python tests/bench/bench_poll.py [--clusters 1000] [--workers 2] [--threads 8]
+
+1. A throwaway database and broker (tests/bench/harness.py: PostgreSQL/Redis when DATABASE_URL /
+   CELERY_BROKER_URL are set, else SQLite + the filesystem broker under var/bench/poll/).
+2. A generated 1,000-cluster simulator fleet; 1,000 Cluster rows (Ready).
+3. ``--workers`` real ``celery worker`` processes, each a thread pool of ``--threads``; the fleet
+   poll fans out one task per ``--batch`` clusters, each probing with ``--probe-threads`` threads.
+4. One warm-up poll (connections and ApiClients built, as in steady state: beat polls every 10 s),
+   then the measured poll: ``poll_fleet_task`` enqueued -> probes -> every Cluster row has a
+   ``last_probe_at`` after the request (state, version, VersionSample written).
+5. Baseline, same run, same concurrency (workers x threads x probe threads): a bare thread pool calling the
+   kubernetes client's ``VersionApi.get_code()`` once per cluster (warm clients too).
+
+Prints {"poll_1000": {"seconds", "baseline_seconds", "ratio", ...}}. Goals: ratio <= 1.5, seconds <= 20.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench.harness import BenchEnv, fleet_versions, register_clusters, start_worker, wait_until  # noqa: E402
+from tests.fleet_fixtures import start_fleet  # noqa: E402
+
+
+def poll_once(total: int, timeout: float) -> float:
+    from django.utils import timezone
+
+    from clusters.models import Cluster
+    from clusters.tasks import poll_fleet_task
+
+    requested = timezone.now()
+    started = time.perf_counter()
+    poll_fleet_task.apply_async((requested.isoformat(),))
+    wait_until(lambda: Cluster.objects.filter(last_probe_at__gte=requested).count() >= total,
+               timeout=timeout, interval=0.05, message="every cluster probed")
+    return time.perf_counter() - started
+
+
+def baseline(fleet, names, concurrency: int) -> float:
+    from kubernetes import client
+
+    apis = []
+    for name in names:
+        config = client.Configuration(host=fleet.url(name))
+        config.api_key = {"authorization": f"Bearer {fleet.token(name)}"}
+        config.retries = False
+        apis.append(client.VersionApi(client.ApiClient(config)))
+
+    def call(api):
+        return api.get_code(_request_timeout=(10, 10)).git_version
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(call, apis))  # warm: connections open, as the workers' are
+        started = time.perf_counter()
+        versions = list(pool.map(call, apis))
+        seconds = time.perf_counter() - started
+    assert all(versions)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="Celery threads per worker (probe batches at once)")
+    parser.add_argument("--probe-threads", type=int, default=8, help="probe threads inside one batch task")
+    parser.add_argument("--batch", type=int, default=50, help="clusters per probe task")
+    parser.add_argument("--rounds", type=int, default=3, help="measured polls (the median is reported)")
+    args = parser.parse_args()
+    env = BenchEnv("poll")
+    env.setup()
+    fleet = start_fleet({"generate": args.clusters, "versions": "1.25-1.33"}, timeout=300)
+    workers = []
+    try:
+        from clusters.models import Cluster, VersionSample
+
+        names = fleet.names
+        register_clusters(fleet, names, versions=fleet_versions(fleet))
+        tuning = {"FEDPORTAL_PROBE_THREADS": str(args.probe_threads), "FEDPORTAL_PROBE_BATCH_SIZE": str(args.batch)}
+        workers = [start_worker(env.env, f"poll{i}", concurrency=args.threads, extra_env=tuning)
+                   for i in range(args.workers)]
+        warm = poll_once(len(names), timeout=600)
+        rounds = [poll_once(len(names), timeout=600) for _ in range(args.rounds)]
+        seconds = sorted(rounds)[len(rounds) // 2]
+        concurrency = args.workers * args.threads * args.probe_threads
+        base = baseline(fleet, names, concurrency)
+        samples = VersionSample.objects.count()
+        ready = Cluster.objects.filter(state="Ready").count()
+    finally:
+        for worker in workers:
+            worker.stop()
+        fleet.stop()
+        env.teardown()
+    result = {
+        "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
+        "warmup_seconds": round(warm, 2), "rounds": [round(r, 2) for r in rounds],
+        "clusters": len(names), "ready": ready, "version_samples": samples,
+        "workers": args.workers, "threads_per_worker": args.threads, "probe_threads": args.probe_threads,
+        "batch": args.batch, "concurrency": concurrency,
+        "database": env.database, "broker": env.broker,
+    }
+    print(json.dumps({f"poll_{args.clusters}": result}))
+
+
+if __name__ == "__main__":
+    main()

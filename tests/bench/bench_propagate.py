@@ -1,0 +1,204 @@
+"""Benchmarks propagate_100 and propagate_1000: one Deployment to a simulated fleet.
+
+    .venv/bin/python tests/bench/bench_propagate.py [--rounds 20] [--workers 2] [--threads 8]
+
+Throwaway database and broker from tests/bench/harness.py; a generated simulator fleet; real
+``celery worker`` processes (``--workers`` x ``--threads``).
+
+* ``propagate_100``: a Deployment placed on 100 clusters. Each round edits it (a new revision),
+  opens a change request, submits it, and times from ``approve()`` (auto-apply on, as shipped) until
+  all 100 PropagatedVersions record the new revision with status OK. p50/p99 over ``--rounds``.
+* ``propagate_1000``: a new Deployment to 1,000 clusters, ``propagate_revision`` -> all 1,000
+  PropagatedVersions OK; baseline, same run, same concurrency: a bare thread pool doing one
+  server-side apply (PATCH application/apply-patch+yaml) per cluster with the kubernetes client.
+
+Prints two JSON lines, the last holding both scenarios.
+Goals: propagate_100 p50 <= 500 ms, p99 <= 1000 ms; propagate_1000 ratio <= 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench.harness import BenchEnv, fleet_versions, register_clusters, start_worker, wait_until  # noqa: E402
+from tests.fleet_fixtures import start_fleet  # noqa: E402
+
+NAMESPACE = "bench"
+
+
+def template(round_no: int) -> dict:
+    return {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
+                                                       "env": [{"name": "ROUND", "value": str(round_no)}]}]}}},
+    }
+
+
+def ftype(kind):
+    import importlib
+
+    from django.apps import apps
+
+    from federation.models import FederatedType
+
+    found = FederatedType.objects.filter(kind=kind).first()
+    if found is None:
+        importlib.import_module("federation.migrations.0002_seed_types").seed(apps, None)
+        found = FederatedType.objects.get(kind=kind)
+    return found
+
+
+def users():
+    from django.contrib.auth.models import Group, User
+
+    from fedportal.roles import Role
+
+    made = {}
+    for name, role in (("bench-operator", Role.OPERATOR), ("bench-approver", Role.APPROVER)):
+        user = User.objects.create_user(name, password="bench-pass-1")
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+        made[role] = user
+    return made[Role.OPERATOR], made[Role.APPROVER]
+
+
+def ok_count(resource, revision) -> int:
+    from federation.choices import PropagationReason
+    from federation.models import PropagatedVersion
+
+    return PropagatedVersion.objects.filter(resource=resource, revision=revision, status=PropagationReason.OK).count()
+
+
+def federate_namespace(names, timeout: float) -> None:
+    from federation import propagation, services
+
+    ns = services.create_resource(ftype("Namespace"), namespace="", name=NAMESPACE, template={},
+                                  placement={"clusters": list(names)})
+    propagation.propagate_revision(ns)
+    ns.refresh_from_db()
+    wait_until(lambda: ok_count(ns, ns.current_revision) >= len(names), timeout=timeout, interval=0.2,
+               message="namespace on every cluster")
+
+
+def propagate_100(names, rounds: int, operator, approver) -> tuple[list[float], int]:
+    from federation import services
+    from federation.approvals import services as approvals
+
+    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name="web100", template=template(0),
+                                        placement={"clusters": list(names)})
+    timings = []
+    for round_no in range(1, rounds + 2):  # round 0 creates the objects; not measured
+        if round_no > 1:
+            services.update_resource(resource, template=template(round_no), placement={"clusters": list(names)})
+        resource.refresh_from_db()
+        revision = resource.current_revision
+        cr = approvals.create_change_request(resource, actor=operator)
+        cr = approvals.submit(cr, actor=operator)
+        started = time.perf_counter()
+        approvals.approve(cr, actor=approver)
+        wait_until(lambda: ok_count(resource, revision) >= len(names), timeout=120, interval=0.01,
+                   message=f"round {round_no}: 100 PropagatedVersions")
+        if round_no > 1:
+            timings.append((time.perf_counter() - started) * 1000)
+    return timings, len(names)
+
+
+def propagate_1000(names) -> float:
+    from federation import propagation, services
+
+    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name="web1000", template=template(0),
+                                        placement={"clusters": list(names)})
+    started = time.perf_counter()
+    propagation.propagate_revision(resource)
+    wait_until(lambda: ok_count(resource, resource.current_revision) >= len(names), timeout=600, interval=0.05,
+               message="1,000 PropagatedVersions")
+    return time.perf_counter() - started
+
+
+def baseline_apply(fleet, names, concurrency: int) -> float:
+    from kubernetes import client
+
+    apis = []
+    for name in names:
+        config = client.Configuration(host=fleet.url(name))
+        config.api_key = {"authorization": f"Bearer {fleet.token(name)}"}
+        config.retries = False
+        apis.append(client.ApiClient(config))
+    manifest = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "baseline", "namespace": NAMESPACE, "labels": {"app": "web"}}, **template(0)}
+    manifest["metadata"] = {"name": "baseline", "namespace": NAMESPACE, "labels": {"app": "web"}}
+
+    def apply(api):
+        resp = api.call_api(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/baseline", "PATCH",
+                            query_params=[("fieldManager", "bench"), ("fieldValidation", "Strict"), ("force", "true")],
+                            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                            body=manifest, auth_settings=["BearerToken"], _preload_content=False,
+                            _return_http_data_only=True, _request_timeout=(10, 10))
+        return resp.status
+
+    def version(api):
+        return client.VersionApi(api).get_code(_request_timeout=(10, 10)).git_version
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(version, apis))  # warm connections, as the workers' are after the namespace run
+        started = time.perf_counter()
+        statuses = list(pool.map(apply, apis))
+        seconds = time.perf_counter() - started
+    assert all(s in (200, 201) for s in statuses), set(statuses)
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--only", choices=["100", "1000"], default=None)
+    args = parser.parse_args()
+    env = BenchEnv("propagate")
+    env.setup()
+    fleet = start_fleet({"generate": args.clusters, "versions": "1.27-1.33"}, timeout=300)
+    workers = []
+    results = {}
+    try:
+        names = fleet.names
+        register_clusters(fleet, names, versions=fleet_versions(fleet))
+        operator, approver = users()
+        workers = [start_worker(env.env, f"prop{i}", concurrency=args.threads) for i in range(args.workers)]
+        concurrency = args.workers * args.threads
+        federate_namespace(names, timeout=600)
+        common = {"workers": args.workers, "threads_per_worker": args.threads, "database": env.database,
+                  "broker": env.broker}
+        if args.only in (None, "100"):
+            timings, targets = propagate_100(names[:100], args.rounds, operator, approver)
+            results["propagate_100"] = {
+                "p50_ms": round(statistics.median(timings), 1),
+                "p99_ms": round(sorted(timings)[max(0, int(len(timings) * 0.99 + 0.5) - 1)], 1),
+                "max_ms": round(max(timings), 1), "rounds": len(timings), "targets": targets, **common}
+            print(json.dumps({"propagate_100": results["propagate_100"]}), flush=True)
+        if args.only in (None, "1000"):
+            seconds = propagate_1000(names)
+            base = baseline_apply(fleet, names, concurrency)
+            results[f"propagate_{len(names)}"] = {
+                "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
+                "targets": len(names), "concurrency": concurrency, **common}
+    finally:
+        for worker in workers:
+            worker.stop()
+        fleet.stop()
+        env.teardown()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Shared set-up for the fleet benchmarks (bench_poll, bench_propagate, bench_pages).
+
+Not a scenario itself (run_all only runs ``bench_*.py``). What it gives a scenario:
+
+* ``BenchEnv(name)``: a throwaway database and broker for one scenario, chosen like the app does:
+  ``DATABASE_URL`` when set (a fresh ``fedportal_bench_<name>_<pid>`` database on that PostgreSQL
+  server, dropped at the end), else SQLite under ``var/bench/<name>/``; ``CELERY_BROKER_URL`` when set
+  (e.g. Redis), else the filesystem broker under ``var/bench/<name>/broker``. ``env`` is the process
+  environment for workers and servers; ``setup()`` points this process at it, migrates and returns.
+* ``start_worker(env, name, concurrency, queues)``: a real ``celery worker`` subprocess (thread pool).
+* ``register_clusters(fleet, names)``: Cluster rows for a running simulator fleet (bulk insert,
+  credentials encrypted as the registry does; Ready, with the fleet's versions).
+* ``wait_until(predicate, timeout)``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+QUEUES = "default,probes,propagation"
+
+
+class BenchEnv:
+    def __init__(self, name: str, *, profile: str = "development"):
+        from cryptography.fernet import Fernet
+
+        self.name = name
+        self.work = ROOT / "var" / "bench" / name
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.pg_admin_url = None
+        self.db_name = None
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "fedportal.settings",
+            "FEDPORTAL_PROFILE": profile,
+            "FEDPORTAL_VAR_DIR": str(self.work),
+            "SECRET_KEY": secrets.token_urlsafe(64),
+            "FEDPORTAL_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+            "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
+            "SECURE_SSL_REDIRECT": "0",
+            "DEBUG": "0",
+            "LOG_LEVEL": "WARNING",
+            "CACHE_URL": os.environ.get("CACHE_URL") or "locmem",
+            "FEDPORTAL_BROKER_DIR": str(self.work / "broker"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        db_url = os.environ.get("DATABASE_URL", "")
+        if db_url.startswith(("postgres://", "postgresql://")):
+            parts = urlsplit(db_url)
+            self.db_name = f"fedportal_bench_{name}_{os.getpid()}"
+            self.pg_admin_url = urlunsplit(parts._replace(path="/postgres"))
+            env["DATABASE_URL"] = urlunsplit(parts._replace(path="/" + self.db_name))
+        else:
+            env["DATABASE_URL"] = f"sqlite:///{self.work / 'bench.sqlite3'}"
+        self.env = env
+
+    @property
+    def database(self) -> str:
+        return "postgresql" if self.db_name else "sqlite"
+
+    @property
+    def broker(self) -> str:
+        url = self.env.get("CELERY_BROKER_URL") or "filesystem://"
+        return url.split("://")[0]
+
+    def _pg(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.pg_admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def setup(self) -> None:
+        """Create (PostgreSQL) and migrate the database; django is set up in this process."""
+        if self.db_name:
+            self._pg(f'DROP DATABASE IF EXISTS "{self.db_name}"')
+            self._pg(f'CREATE DATABASE "{self.db_name}"')
+        os.environ.update(self.env)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
+        self.purge_broker()
+
+    def purge_broker(self) -> None:
+        from fedportal.celery import app
+
+        with app.connection_for_write() as conn:
+            for queue in QUEUES.split(","):
+                try:
+                    conn.default_channel.queue_purge(queue)
+                except Exception:  # noqa: BLE001 - the queue may not exist yet
+                    pass
+
+    def teardown(self) -> None:
+        from django.db import connections
+
+        connections.close_all()
+        if self.db_name:
+            try:
+                self._pg(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+            except Exception as exc:  # noqa: BLE001
+                print(f"could not drop {self.db_name}: {exc}", file=sys.stderr)
+        if os.environ.get("FEDPORTAL_BENCH_KEEP") != "1":
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+class Worker:
+    def __init__(self, env: dict, name: str, *, concurrency: int, queues: str = QUEUES, extra_env=None):
+        self.log_path = Path(env["FEDPORTAL_VAR_DIR"]) / f"worker-{name}.log"
+        self.log_path.write_text("")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "fedportal", "worker", "-Q", queues, "-P", "threads",
+             "-c", str(concurrency), "-n", f"{name}-{os.getpid()}@%h", "--without-mingle", "--without-gossip",
+             "--without-heartbeat", "-l", "INFO", "--logfile", str(self.log_path)],
+            cwd=ROOT, env={**env, **(extra_env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log_path.read_text()[-3000:]}")
+            if " ready." in self.log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("worker not ready")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_worker(env: dict, name: str, *, concurrency: int, queues: str = QUEUES, extra_env=None) -> Worker:
+    return Worker(env, name, concurrency=concurrency, queues=queues, extra_env=extra_env)
+
+
+def register_clusters(fleet, names, *, versions: dict | None = None):
+    """Ready Cluster rows for the fleet's clusters (bulk insert), each with its own token."""
+    from clusters.choices import ClusterRole, ClusterState
+    from clusters.models import Cluster
+
+    rows = []
+    for name in names:
+        version = (versions or {}).get(name) or "v1.29.0"
+        minor = int(version.lstrip("v").split(".")[1])
+        cluster = Cluster(name=name, api_server=fleet.url(name), labels=fleet.labels(name), role=ClusterRole.MEMBER,
+                          state=ClusterState.READY, server_version=version, version_major=1, version_minor=minor)
+        cluster.set_credentials({"token": fleet.token(name)})
+        rows.append(cluster)
+    Cluster.objects.bulk_create(rows, batch_size=500)
+    return list(Cluster.objects.filter(name__in=list(names)).order_by("pk"))
+
+
+def fleet_versions(fleet) -> dict[str, str]:
+    return {c["name"]: c["version"] for c in fleet.admin("GET", "/clusters")["clusters"]}
+
+
+def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
