@@ -120,6 +120,7 @@ def test_nav_has_the_approvals_link_with_an_htmx_badge(client, approver):
     login(client, approver)
     response = client.get(reverse("home"))
     assert reverse("approvals:badge").encode() in response.content and b'hx-trigger="load, every 30s"' in response.content
+    assert reverse("approvals:summary").encode() in response.content, "the home panel loads the change-request summary"
 
 
 # --- detail -----------------------------------------------------------------------------------------
