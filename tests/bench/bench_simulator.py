@@ -82,6 +82,21 @@ def version_p50(fleet, names, samples: int) -> float:
     return statistics.median(timings)
 
 
+def schema_checks_seconds(clusters: int = 1000, manifests: int = 200) -> float:
+    """clusters.schemas.validate_manifest for `manifests` manifests against `clusters` clusters
+    spread over v1.25-v1.33 (the drift app's compatibility sweep)."""
+    from clusters import schemas
+    from tests.simulator.conftest import deployment
+    docs = [deployment(f"d{i}", replicas=i % 5, init_restart_policy="Always" if i % 4 == 0 else None)
+            for i in range(manifests)]
+    started = time.perf_counter()
+    for cluster in range(clusters):
+        minor = 25 + cluster % 9
+        for doc in docs:
+            schemas.validate_manifest(doc, minor)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
@@ -101,8 +116,10 @@ def main() -> None:
         stats = fleet.stats()
     finally:
         fleet.stop()
+    checks_s = schema_checks_seconds()
     print(json.dumps({f"simulator_{args.clusters}": {
         "rss_mb": round(stats["rssMb"], 1), "version_p50_ms": round(p50, 2),
+        "schema_checks_1000x200_s": round(checks_s, 2),
         "objects": stats["objects"], "created": created, "boot_s": round(boot_s, 1),
         "populate_s": round(populate_s, 1)}}))
 
