@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -30,6 +30,9 @@ from clusters.services import ProbeOutcome, _next_state, connection_for, probe_b
 from fedportal.audit import record_event
 
 logger = logging.getLogger(__name__)
+
+
+FLUSH_SECONDS = 0.5  # how long finished probes of a chunk may wait for slower ones before being written
 
 
 def batch_size() -> int:
@@ -112,8 +115,13 @@ def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads
     started = time.monotonic()
     try:
         with ThreadPoolExecutor(max(1, min(threads or thread_count(), len(todo)))) as pool:
-            observations = list(pool.map(_observe, todo))
-        outcomes += _record(observations)
+            # Record what has finished every FLUSH_SECONDS: a healthy chunk is still one transaction,
+            # but a slow or dead cluster only delays its own row, never its chunk-mates'.
+            pending = {pool.submit(_observe, cluster) for cluster in todo}
+            while pending:
+                done, pending = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
+                if done:
+                    outcomes += _record([future.result() for future in done])
     finally:
         Cluster.objects.filter(pk__in=held, probe_lease_until__isnull=False).update(probe_lease_until=None)
     logger.info("probed %d clusters in %.2fs", len(todo), time.monotonic() - started)
