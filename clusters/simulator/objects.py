@@ -287,7 +287,10 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 obj.pop("status", None)
     meta.pop("selfLink", None)
     if ctx.res.kind == "CustomResourceDefinition" and ctx.res.group == custom.CRD_GROUP:
-        obj["status"] = custom.crd_status(obj, now_text())
+        previous = (old or {}).get("status") or {}
+        if previous.get("acceptedNames") != (obj.get("spec") or {}).get("names"):
+            previous = custom.crd_status(obj, now_text())
+        obj["status"] = previous
     if ctx.res.kind == "Deployment" and (old is None or meta.get("generation") != old["metadata"].get("generation")):
         rollout.start(obj, old, now_text())
         start_rollout = True

@@ -182,7 +182,7 @@ class ClusterHandler:
         if request.method in WRITE_METHODS and not can_write:
             verb = WRITE_METHODS[request.method]
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-            target = f'{schemas.plural_for(res.kind)}.{res.group}' if res.group else res.plural
+            target = f'{res.plural}.{res.group}' if res.group else res.plural
             quoted = f'"{name}" ' if name else ""
             raise ApiError(403, f'{target} {quoted}is forbidden: User '
                                 f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
