@@ -297,9 +297,38 @@ def rotate_credentials(
     return fresh
 
 
-def unjoin_cluster(cluster: Cluster, *, actor=None) -> None:
+@dataclass(frozen=True)
+class UnjoinBlock:
+    """Why a cluster cannot be unjoined directly, and where to go instead (e.g. a change request)."""
+
+    reason: str
+    url: str = ""
+    link_text: str = ""
+
+
+# Other apps (they sit above clusters, which must not import them) register callables
+# ``guard(cluster) -> UnjoinBlock | None`` in their AppConfig.ready(); see register_unjoin_guard.
+_unjoin_guards: list = []
+
+
+def register_unjoin_guard(guard) -> None:
+    """E.g. federation: "this cluster still holds propagated objects: unjoin through a change request"."""
+    if guard not in _unjoin_guards:
+        _unjoin_guards.append(guard)
+
+
+def unjoin_blockers(cluster: Cluster) -> list[UnjoinBlock]:
+    return [block for guard in list(_unjoin_guards) if (block := guard(cluster)) is not None]
+
+
+def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False) -> None:
     """Remove the cluster from the registry: it leaves every list and is no longer polled.
-    (What happens to resources propagated to it is the federation app's business.)"""
+    (What happens to resources propagated to it is the federation app's business: with
+    ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)"""
+    if respect_guards:
+        blocks = unjoin_blockers(cluster)
+        if blocks:
+            raise ValidationError([block.reason for block in blocks], code="unjoin_blocked")
     with transaction.atomic():
         fresh = Cluster.objects.select_for_update().get(pk=cluster.pk)
         record_event(
@@ -774,6 +803,8 @@ __all__ = [
     "rotate_credentials",
     "unjoin_cluster",
     "set_isolation",
+    "register_unjoin_guard",
+    "unjoin_blockers",
     "import_kubeconfig_contexts",
     "plan_kubeconfig_import",
     "probe_cluster",

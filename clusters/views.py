@@ -279,13 +279,22 @@ def cluster_rotate_credentials(request, pk):
 def cluster_unjoin(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
     form = UnjoinForm(request.POST or None, cluster=cluster)
-    if request.method == "POST" and form.is_valid():
-        services.unjoin_cluster(cluster, actor=request.user)
-        messages.success(request, f"Unjoined {cluster.name}; it is no longer polled.")
-        return _redirect(request, reverse("clusters:cluster_list"))
+    blocks = services.unjoin_blockers(cluster)
+    status = 200
+    if request.method == "POST":
+        status = 409 if blocks else 400
+        if not blocks and form.is_valid():
+            try:
+                services.unjoin_cluster(cluster, actor=request.user, respect_guards=True)
+            except ValidationError as exc:  # a guard changed its mind since the page was rendered
+                _add_errors(form, exc)
+                status = 409
+            else:
+                messages.success(request, f"Unjoined {cluster.name}; it is no longer polled.")
+                return _redirect(request, reverse("clusters:cluster_list"))
     template = "clusters/cluster_unjoin.html"
-    status = 400 if request.method == "POST" else 200
-    return render(request, template + "#form" if request.htmx else template, {"form": form, "cluster": cluster}, status=status)
+    context = {"form": form, "cluster": cluster, "blocks": blocks}
+    return render(request, template + "#form" if request.htmx else template, context, status=status)
 
 
 # ---------------------------------------------------------------------------------------------

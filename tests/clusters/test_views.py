@@ -482,3 +482,25 @@ def test_finished_poll_fragment_tells_the_page_to_refresh_its_rows(login, viewer
     assert "clustersPolled" in done["HX-Trigger"]
     rows = client.get(reverse("clusters:cluster_list"), **HX).content.decode()
     assert 'hx-trigger="clustersPolled from:body"' in rows
+
+
+def test_an_unjoin_guard_sends_the_admin_elsewhere_and_blocks_the_post(login, admin_user, cluster):
+    from clusters import services
+
+    def guard(c):
+        if c.pk == cluster.pk:
+            return services.UnjoinBlock("It still holds propagated objects.", "/approvals/x/", "Request an unjoin")
+        return None
+
+    services.register_unjoin_guard(guard)
+    try:
+        client = login(admin_user)
+        url = reverse("clusters:cluster_unjoin", args=[cluster.pk])
+        page = client.get(url).content.decode()
+        assert "still holds propagated objects" in page and 'href="/approvals/x/"' in page
+        assert client.post(url, {"confirm_name": cluster.name}).status_code == 409
+        assert Cluster.objects.filter(pk=cluster.pk).exists()
+        services.unjoin_cluster(cluster, actor=admin_user)  # the approved path (no guards) still works
+        assert not Cluster.objects.filter(pk=cluster.pk).exists()
+    finally:
+        services._unjoin_guards.remove(guard)
