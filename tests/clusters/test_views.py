@@ -504,3 +504,21 @@ def test_an_unjoin_guard_sends_the_admin_elsewhere_and_blocks_the_post(login, ad
         assert not Cluster.objects.filter(pk=cluster.pk).exists()
     finally:
         services._unjoin_guards.remove(guard)
+
+
+def test_detail_summary_and_poll_pages_use_a_fixed_number_of_queries(login, viewer, django_assert_max_num_queries):
+    cluster = ClusterFactory(name="busy")
+    for _ in range(80):
+        ClusterStateChangeFactory(cluster=cluster)
+        VersionSampleFactory(cluster=cluster)
+    ClusterFactory.create_batch(30)
+    poll = PollRequest.objects.create(total=31)
+    client = login(viewer)
+    client.get(reverse("clusters:cluster_list"))
+    with django_assert_max_num_queries(7):
+        response = client.get(reverse("clusters:cluster_detail", args=[cluster.pk]))
+    assert len(response.context["history"]) == 50 and len(response.context["samples"]) == 20
+    with django_assert_max_num_queries(6):
+        client.get(reverse("clusters:summary"), **HX)
+    with django_assert_max_num_queries(6):
+        client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
