@@ -16,6 +16,8 @@ import os
 import uuid
 from time import monotonic
 
+from queue import Empty
+
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
 from kombu.utils.json import dumps
@@ -33,6 +35,21 @@ class Channel(filesystem.Channel):
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
+
+
+    def _get(self, queue):
+        # The folder briefly gone (a restore, a remount, a "broker restart"): an empty queue for now,
+        # not a worker that stops with FileNotFoundError.
+        try:
+            return super()._get(queue)
+        except FileNotFoundError:
+            raise Empty() from None
+
+    def _size(self, queue):
+        try:
+            return super()._size(queue)
+        except FileNotFoundError:
+            return 0
 
 
 class Transport(filesystem.Transport):
