@@ -85,7 +85,12 @@ def strategic_merge(minor: int, node: dict, target, patch):
         return None
     out = copy.deepcopy(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
-        if key.startswith("$"):
+        if key.startswith("$deleteFromPrimitiveList/") and isinstance(value, list):
+            field = key.split("/", 1)[1]
+            if isinstance(out.get(field), list):
+                out[field] = [v for v in out[field] if v not in value]
+            continue
+        if key.startswith("$"):  # $setElementOrder/..., $retainKeys (handled below)
             continue
         if value is None:
             out.pop(key, None)
@@ -97,6 +102,9 @@ def strategic_merge(minor: int, node: dict, target, patch):
             out[key] = strategic_merge(minor, sub, out.get(key), value)
         else:
             out[key] = value
+    retain = patch.get("$retainKeys")
+    if isinstance(retain, list):
+        out = {k: v for k, v in out.items() if k in retain}
     return out
 
 

@@ -188,3 +188,19 @@ def test_system_namespaces_cannot_be_deleted(api):
     with pytest.raises(ApiException) as exc:
         client.CoreV1Api(api("host")).delete_namespace("kube-system")
     assert exc.value.status == 403
+
+
+def test_strategic_merge_patch_directives(api, ns):
+    c = api("host")
+    apps = client.AppsV1Api(c)
+    apps.create_namespaced_deployment(ns, deployment("directives"))
+    patch = {"metadata": {"finalizers": ["a/b", "c/d"]}}
+    apps.patch_namespaced_deployment("directives", ns, patch)
+    patched = apps.patch_namespaced_deployment("directives", ns, {
+        "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/b"]},
+        "spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": None},
+                 "template": {"spec": {"$setElementOrder/containers": [{"name": "web"}],
+                                       "containers": [{"name": "web", "image": "nginx:1.28"}]}}}})
+    assert patched.metadata.finalizers == ["c/d"]
+    assert patched.spec.strategy.type == "Recreate" and patched.spec.strategy.rolling_update is None
+    assert patched.spec.template.spec.containers[0].image == "nginx:1.28"
