@@ -96,6 +96,12 @@ class ApiResource:
     def group_version(self) -> str:
         return self.api_version
 
+    @property
+    def stability(self) -> str:
+        """"alpha" | "beta" | "stable". The schemas list alpha (and new beta) APIs that real
+        clusters do not serve unless enabled; callers decide whether to count them."""
+        return "alpha" if "alpha" in self.version else "beta" if "beta" in self.version else "stable"
+
 
 @dataclass(frozen=True)
 class SchemaProblem:

@@ -97,3 +97,10 @@ def test_api_lifecycle_helpers():
     assert schemas.deprecation_warning(29, "flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema") == (
         "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+; "
         "use flowcontrol.apiserver.k8s.io/v1 FlowSchema")
+
+
+def test_resource_stability():
+    table = {(r.group_version, r.kind): r for r in schemas.api_resources(29)}
+    assert table[("apps/v1", "Deployment")].stability == "stable"
+    assert table[("flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema")].stability == "beta"
+    assert table[("resource.k8s.io/v1alpha2", "ResourceClaim")].stability == "alpha"
