@@ -624,7 +624,8 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
                            namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
     now = timezone.now()
-    if live is None:
+    if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
+        # gone, or being deleted by someone else: either way not what FedPortal applied
         changes = [{"path": "/", "before": "present", "after": None, "change": "removed"}]
     else:
         _collect_status(pv, ftype, live)

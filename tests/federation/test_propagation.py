@@ -234,7 +234,8 @@ def test_deleted_object_is_drift(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
     kube.delete_object(connection_for(fleet_clusters["m128"]), api_version="apps/v1", plural="deployments", namespace="shop", name="web")
-    propagation.detect_drift()
+    summary = propagation.detect_drift(resource=resource)
+    assert summary.checked == 1 and summary.errors == 0, summary
     assert pv(resource, "m128").drift[0]["change"] == "removed"
 
 
