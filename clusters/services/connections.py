@@ -1,0 +1,139 @@
+"""Connections: decrypting a cluster's credentials, testing a connection, validating a registration."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from clusters import kube
+from clusters.choices import AuthMethod, ClusterRole
+from clusters.models import Cluster
+
+# Fields shown in audit before/after snapshots (never credentials).
+AUDIT_FIELDS = ("name", "api_server", "role", "labels", "insecure_skip_tls_verify", "auth_method", "credential_version")
+
+
+def snapshot(cluster: Cluster) -> dict:
+    data = {field: getattr(cluster, field) for field in AUDIT_FIELDS}
+    data["has_ca_bundle"] = bool(cluster.ca_bundle)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Connections
+
+
+def connection_for(cluster: Cluster) -> kube.ClusterConnection:
+    """The decrypted connection for a registered cluster (ApiClient cached by id + credential_version)."""
+    credentials = cluster.get_credentials()
+    return kube.ClusterConnection(
+        name=cluster.name,
+        api_server=cluster.api_server,
+        token=credentials.get("token"),
+        client_certificate=credentials.get("client_certificate"),
+        client_key=credentials.get("client_key"),
+        ca_data=cluster.ca_bundle or None,
+        insecure_skip_tls_verify=cluster.insecure_skip_tls_verify,
+        cache_key=cluster.cache_key if cluster.pk else None,
+    )
+
+
+@dataclass(frozen=True)
+class ConnectionTest:
+    ok: bool
+    version: kube.VersionInfo | None = None
+    node_count: int | None = None
+    error_kind: str = ""
+    message: str = ""
+
+    @property
+    def error_label(self) -> str:
+        return kube.KIND_LABELS.get(self.error_kind, self.error_kind)
+
+
+def test_connection(conn: kube.ClusterConnection, *, timeout: float | None = None) -> ConnectionTest:
+    """GET /version, then list nodes (proves the credentials work). Never raises for kube errors."""
+    timeout = timeout or settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS
+    try:
+        version = kube.get_version(conn, timeout=timeout)
+        nodes = kube.list_nodes(conn, timeout=timeout)
+    except kube.KubeError as exc:
+        return ConnectionTest(False, error_kind=exc.kind, message=exc.message)
+    return ConnectionTest(True, version=version, node_count=len(nodes))
+
+
+test_connection.__test__ = False  # not a pytest test, despite the name
+
+
+def _credentials(token=None, client_certificate=None, client_key=None) -> tuple[str, dict]:
+    token = (token or "").strip()
+    client_certificate = (client_certificate or "").strip()
+    client_key = (client_key or "").strip()
+    if token and (client_certificate or client_key):
+        raise ValidationError("Give a bearer token or a client certificate, not both.", code="credentials")
+    if token:
+        if re.search(r"\s", token):
+            raise ValidationError({"token": "A bearer token has no spaces or line breaks."})
+        return AuthMethod.TOKEN, {"token": token}
+    if client_certificate or client_key:
+        if not (client_certificate and client_key):
+            raise ValidationError("A client certificate needs its private key (and the key its certificate).")
+        if "BEGIN CERTIFICATE" not in client_certificate:
+            raise ValidationError({"client_certificate": "Paste the PEM certificate (-----BEGIN CERTIFICATE-----)."})
+        if "PRIVATE KEY" not in client_key:
+            raise ValidationError({"client_key": "Paste the PEM private key (-----BEGIN ... PRIVATE KEY-----)."})
+        return AuthMethod.CLIENT_CERTIFICATE, {"client_certificate": client_certificate + "\n", "client_key": client_key + "\n"}
+    raise ValidationError("Give a bearer token or a client certificate and key.", code="credentials")
+
+
+def _check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
+    if ca_bundle and "BEGIN CERTIFICATE" not in ca_bundle:
+        raise ValidationError({"ca_bundle": "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----)."})
+    if api_server.startswith("https://") and not ca_bundle and not insecure:
+        # Without a CA bundle the system trust store is used (fine for public CAs), so this is allowed.
+        return
+
+
+def _verify(conn: kube.ClusterConnection) -> ConnectionTest:
+    result = test_connection(conn)
+    if not result.ok:
+        raise ValidationError(
+            f"Cannot connect ({result.error_label}): {result.message}", code=f"connection_{result.error_kind}"
+        )
+    return result
+
+
+def _validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
+    """Model validation plus friendly messages for the two constraints users can hit."""
+    errors: dict[str, list] = {}
+    try:
+        cluster.full_clean(exclude=["credentials_encrypted"], validate_unique=False, validate_constraints=False)
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    others = Cluster.objects.exclude(pk=exclude_pk) if exclude_pk else Cluster.objects.all()
+    if cluster.name and others.filter(name=cluster.name).exists():
+        errors.setdefault("name", []).append(f"A cluster named {cluster.name!r} is already registered.")
+    if cluster.api_server:
+        same = others.filter(api_server=cluster.api_server).values_list("name", flat=True).first()
+        if same:
+            errors.setdefault("api_server", []).append(f"This API server is already registered as {same}.")
+    if cluster.role == ClusterRole.HOST:
+        host = others.filter(role=ClusterRole.HOST).first()
+        if host is not None:
+            errors.setdefault("role", []).append(
+                f"{host.name} is already the host cluster; a fleet has at most one host."
+            )
+    if errors:
+        raise ValidationError(errors)
+
+
+def _apply_version(cluster: Cluster, version: kube.VersionInfo | None) -> None:
+    if version is None:
+        return
+    cluster.server_version = version.git_version
+    cluster.version_major = version.major
+    cluster.version_minor = version.minor
+    cluster.platform = version.platform

@@ -1,0 +1,191 @@
+"""Importing clusters from a kubeconfig's contexts, each with its own credentials."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from clusters import kube
+from clusters.choices import ClusterRole
+from clusters.models import Cluster
+from clusters.services.connections import (
+    _apply_version,
+    _check_tls,
+    _credentials,
+    _validate_cluster,
+    connection_for,
+    snapshot,
+    test_connection,
+)
+from clusters.services.health import _queue_probe_on_commit
+from clusters.services.registry import _save_new_cluster
+from clusters.validators import validate_labels
+from fedportal.audit import record_event
+
+def cluster_name_for_context(context_name: str) -> str:
+    """A DNS-1123 label from a kubeconfig context name ("arn:aws:eks:...:cluster/prod" -> "prod")."""
+    base = context_name.rsplit("/", 1)[-1] if "/" in context_name else context_name
+    name = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")
+    return name[:63].strip("-") or "cluster"
+
+
+@dataclass(frozen=True)
+class ImportPlan:
+    context: kube.KubeconfigContext
+    name: str
+    role: str
+
+
+def default_contexts(contexts: list[kube.KubeconfigContext]) -> list[str]:
+    """The first usable context of each API server (a kubeconfig often holds several users for
+    one cluster, e.g. admin and read-only)."""
+    chosen, servers = [], set()
+    for context in contexts:
+        server = context.server.rstrip("/")
+        if context.usable and server not in servers:
+            servers.add(server)
+            chosen.append(context.name)
+    return chosen
+
+
+def plan_kubeconfig_import(
+    text: str, *, contexts: list[str] | None = None, host_context: str | None = None, base_dir=None
+) -> list[ImportPlan]:
+    """Parse and select contexts; ValidationError for a malformed file or an unknown context."""
+    try:
+        parsed = kube.parse_kubeconfig(text, base_dir=base_dir)
+    except kube.KubeError as exc:
+        raise ValidationError(exc.message, code="bad_kubeconfig") from None
+    by_name = {c.name: c for c in parsed}
+    wanted = list(contexts) if contexts else default_contexts(parsed)
+    if not wanted:
+        problems = "; ".join(f"{c.name}: {c.problem}" for c in parsed if c.problem)
+        raise ValidationError(f"The kubeconfig has no usable context ({problems}).", code="unusable_context")
+    unknown = [name for name in wanted if name not in by_name]
+    if unknown:
+        raise ValidationError(
+            f"Unknown context(s): {', '.join(unknown)}. The kubeconfig has: {', '.join(by_name)}.",
+            code="unknown_context",
+        )
+    if host_context and host_context not in wanted:
+        raise ValidationError(f"The host context {host_context!r} is not among the chosen contexts.", code="unknown_context")
+    plans = []
+    for name in dict.fromkeys(wanted):
+        context = by_name[name]
+        if context.problem:
+            raise ValidationError(f"Context {name!r} cannot be registered: {context.problem}.", code="unusable_context")
+        role = ClusterRole.HOST if name == host_context else ClusterRole.MEMBER
+        plans.append(ImportPlan(context, cluster_name_for_context(name), role))
+    servers = Counter(plan.context.server.rstrip("/") for plan in plans)
+    shared = [server for server, count in servers.items() if count > 1]
+    if shared:
+        raise ValidationError(
+            f"Two chosen contexts point at the same API server ({shared[0]}); choose one of them.",
+            code="duplicate_server",
+        )
+    names = Counter(plan.name for plan in plans)
+    clashes = [n for n, count in names.items() if count > 1]
+    if clashes:
+        raise ValidationError(f"Two chosen contexts would both be named {clashes[0]!r}.", code="duplicate_name")
+    return plans
+
+
+def import_kubeconfig_contexts(
+    text: str,
+    *,
+    contexts: list[str] | None = None,
+    labels: dict | None = None,
+    host_context: str | None = None,
+    actor=None,
+    verify: bool = True,
+    base_dir=None,
+    update_existing: bool = False,
+) -> list[Cluster]:
+    """Register the chosen contexts (one per API server by default), each with its own credentials.
+    All or nothing: every context is validated and tested before any is saved.
+
+    ``update_existing``: a context whose cluster name is already registered updates that cluster's
+    API server, TLS settings and credentials (audited, credential_version bumped) instead of failing
+    as a duplicate; its role and labels are kept. ``make demo`` uses this on restart."""
+    if labels:
+        validate_labels(labels)
+    plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)
+    existing = (
+        {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
+    )
+    errors = []
+    pending: list[Cluster] = []
+    for plan in plans:
+        context = plan.context
+        ca = (context.ca_data or "").strip()
+        current = existing.get(plan.name)
+        cluster = Cluster(
+            pk=current.pk if current else None,
+            name=plan.name,
+            api_server=context.server.strip().rstrip("/"),
+            role=current.role if current else plan.role,
+            labels=current.labels if current else (labels or {}),
+            ca_bundle=ca + "\n" if ca else "",
+            insecure_skip_tls_verify=context.insecure_skip_tls_verify,
+            credential_version=current.credential_version + 1 if current else 1,
+        )
+        try:
+            _validate_cluster(cluster, exclude_pk=cluster.pk)
+            _check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
+            cluster.auth_method, credentials = _credentials(context.token, context.client_certificate, context.client_key)
+            cluster.set_credentials(credentials)
+        except ValidationError as exc:
+            errors += [f"{context.name}: {m}" for m in exc.messages]
+            continue
+        pending.append(cluster)
+    # Test every connection (outside any transaction: no lock is held while we wait on the network).
+    if verify and not errors:
+        for cluster in pending:
+            result = test_connection(connection_for(cluster))
+            if result.ok:
+                _apply_version(cluster, result.version)
+            else:
+                errors.append(f"{cluster.name}: cannot connect ({result.error_label}): {result.message}")
+    if errors:
+        raise ValidationError(errors)
+    saved = []
+    with transaction.atomic():
+        for cluster in pending:
+            if cluster.pk is None:
+                _save_new_cluster(cluster, actor=actor, probe=True)
+                saved.append(cluster)
+            else:
+                saved.append(_update_from_kubeconfig(existing[cluster.name], cluster, actor=actor))
+    return saved
+
+
+def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cluster:
+    fresh = Cluster.objects.select_for_update().get(pk=current.pk)
+    before = snapshot(fresh)
+    fields = ["api_server", "ca_bundle", "insecure_skip_tls_verify", "auth_method", "credentials_encrypted"]
+    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:4]) and (
+        fresh.get_credentials() == incoming.get_credentials()
+    )
+    if same:
+        return fresh
+    for field_name in fields:
+        setattr(fresh, field_name, getattr(incoming, field_name))
+    fresh.credential_version += 1
+    fresh.credentials_rotated_at = timezone.now()
+    fresh.save(update_fields=[*fields, "credential_version", "credentials_rotated_at", "updated_at"])
+    record_event(
+        "cluster.edit",
+        actor=actor,
+        obj=fresh,
+        cluster=fresh.name,
+        summary=f"Updated {fresh.name} from a kubeconfig (API server, TLS and credentials)",
+        before=before,
+        after=snapshot(fresh),
+    )
+    _queue_probe_on_commit(fresh.pk)
+    return fresh

@@ -1,0 +1,233 @@
+"""Register, edit, rotate credentials, unjoin, isolate: every change audited explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters import kube
+from clusters.choices import ClusterRole
+from clusters.models import Cluster
+from clusters.services.connections import (
+    _apply_version,
+    _check_tls,
+    _credentials,
+    _validate_cluster,
+    _verify,
+    connection_for,
+    snapshot,
+)
+from clusters.services.health import _queue_probe_on_commit
+from fedportal.audit import record_event
+
+def register_cluster(
+    *,
+    name: str,
+    api_server: str,
+    role: str = ClusterRole.MEMBER,
+    labels: dict | None = None,
+    token: str | None = None,
+    client_certificate: str | None = None,
+    client_key: str | None = None,
+    ca_bundle: str = "",
+    insecure_skip_tls_verify: bool = False,
+    actor=None,
+    verify: bool = True,
+    probe: bool = True,
+) -> Cluster:
+    """Validate, test the connection (unless ``verify=False``), save, audit, and queue a first probe."""
+    api_server = (api_server or "").strip().rstrip("/")
+    ca_bundle = (ca_bundle or "").strip()
+    cluster = Cluster(
+        name=(name or "").strip(),
+        api_server=api_server,
+        role=role,
+        labels=labels or {},
+        ca_bundle=ca_bundle + "\n" if ca_bundle else "",
+        insecure_skip_tls_verify=insecure_skip_tls_verify,
+    )
+    _validate_cluster(cluster)
+    _check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
+    cluster.auth_method, credentials = _credentials(token, client_certificate, client_key)
+    cluster.set_credentials(credentials)
+    if verify:
+        result = _verify(connection_for(cluster))
+        _apply_version(cluster, result.version)
+    _save_new_cluster(cluster, actor=actor, probe=probe)
+    return cluster
+
+
+def _save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
+    try:
+        with transaction.atomic():
+            cluster.save()
+            record_event(
+                "cluster.register",
+                actor=actor,
+                obj=cluster,
+                cluster=cluster.name,
+                summary=f"Registered {cluster.role} cluster {cluster.name} ({cluster.api_server})",
+                after=snapshot(cluster),
+            )
+            if probe:
+                _queue_probe_on_commit(cluster.pk)
+    except IntegrityError:
+        # Lost a race with a concurrent registration: report it like the pre-check would.
+        cluster.pk = None
+        _validate_cluster(cluster)
+        raise
+
+
+EDITABLE_FIELDS = ("api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify")
+CONNECTION_FIELDS = ("api_server", "ca_bundle", "insecure_skip_tls_verify")
+
+
+def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **changes) -> Cluster:
+    """Edit api_server, role, labels, CA bundle, skip-TLS. Connection changes are tested first and
+    bump credential_version (so the cached ApiClient is replaced)."""
+    unknown = set(changes) - set(EDITABLE_FIELDS)
+    if unknown:
+        raise ValueError(f"not editable: {sorted(unknown)}")
+    if "api_server" in changes:
+        changes["api_server"] = (changes["api_server"] or "").strip().rstrip("/")
+    if "ca_bundle" in changes:
+        ca = (changes["ca_bundle"] or "").strip()
+        changes["ca_bundle"] = ca + "\n" if ca else ""
+    fresh = Cluster.objects.get(pk=cluster.pk)
+    before = snapshot(fresh)
+    changed = [f for f, v in changes.items() if getattr(fresh, f) != v]
+    if not changed:
+        return fresh
+    for field_name in changed:
+        setattr(fresh, field_name, changes[field_name])
+    _validate_cluster(fresh, exclude_pk=fresh.pk)
+    _check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
+    connection_changed = any(f in CONNECTION_FIELDS for f in changed)
+    if connection_changed:
+        fresh.credential_version += 1
+        changed.append("credential_version")
+        if verify:
+            _verify(connection_for(fresh))
+    with transaction.atomic():
+        fresh.save(update_fields=[*changed, "updated_at"])
+        record_event(
+            "cluster.edit",
+            actor=actor,
+            obj=fresh,
+            cluster=fresh.name,
+            summary=f"Edited {fresh.name}: {', '.join(sorted(set(changed) - {'credential_version'}))}",
+            before=before,
+            after=snapshot(fresh),
+        )
+        if connection_changed:
+            _queue_probe_on_commit(fresh.pk)
+    return fresh
+
+
+def rotate_credentials(
+    cluster: Cluster,
+    *,
+    token: str | None = None,
+    client_certificate: str | None = None,
+    client_key: str | None = None,
+    actor=None,
+    verify: bool = True,
+) -> Cluster:
+    """Replace the credentials (tested first), bump credential_version, audit the rotation."""
+    fresh = Cluster.objects.get(pk=cluster.pk)
+    before = snapshot(fresh)
+    fresh.auth_method, credentials = _credentials(token, client_certificate, client_key)
+    fresh.set_credentials(credentials)
+    fresh.credential_version += 1
+    fresh.credentials_rotated_at = timezone.now()
+    if verify:
+        _verify(connection_for(fresh))
+    with transaction.atomic():
+        fresh.save(
+            update_fields=["auth_method", "credentials_encrypted", "credential_version", "credentials_rotated_at", "updated_at"]
+        )
+        record_event(
+            "cluster.rotate_credentials",
+            actor=actor,
+            obj=fresh,
+            cluster=fresh.name,
+            summary=f"Rotated the credentials of {fresh.name} ({fresh.get_auth_method_display()})",
+            before=before,
+            after=snapshot(fresh),
+        )
+        _queue_probe_on_commit(fresh.pk)
+    kube.forget_client((fresh.pk, before["credential_version"]))
+    return fresh
+
+
+@dataclass(frozen=True)
+class UnjoinBlock:
+    """Why a cluster cannot be unjoined directly, and where to go instead (e.g. a change request)."""
+
+    reason: str
+    url: str = ""
+    link_text: str = ""
+
+
+# Other apps (they sit above clusters, which must not import them) register callables
+# ``guard(cluster) -> UnjoinBlock | None`` in their AppConfig.ready(); see register_unjoin_guard.
+_unjoin_guards: list = []
+
+
+def register_unjoin_guard(guard) -> None:
+    """E.g. federation: "this cluster still holds propagated objects: unjoin through a change request"."""
+    if guard not in _unjoin_guards:
+        _unjoin_guards.append(guard)
+
+
+def unjoin_blockers(cluster: Cluster) -> list[UnjoinBlock]:
+    return [block for guard in list(_unjoin_guards) if (block := guard(cluster)) is not None]
+
+
+def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False) -> None:
+    """Remove the cluster from the registry: it leaves every list and is no longer polled.
+    (What happens to resources propagated to it is the federation app's business: with
+    ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)"""
+    if respect_guards:
+        blocks = unjoin_blockers(cluster)
+        if blocks:
+            raise ValidationError([block.reason for block in blocks], code="unjoin_blocked")
+    with transaction.atomic():
+        fresh = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        record_event(
+            "cluster.unjoin",
+            actor=actor,
+            obj=fresh,
+            cluster=fresh.name,
+            summary=f"Unjoined {fresh.role} cluster {fresh.name}",
+            before=snapshot(fresh),
+        )
+        key = fresh.cache_key
+        fresh.delete()
+    kube.forget_client(key)
+
+
+def set_isolation(cluster: Cluster, *, isolated: bool, reason: str = "", actor=None) -> Cluster:
+    """Isolate a cluster (excluded from propagation by clusters.selectors.ready_members) or release
+    it. Compare-and-set: a repeat is a no-op and writes no second audit event."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Cluster.objects.filter(pk=cluster.pk, isolated=not isolated).update(
+            isolated=isolated,
+            isolated_reason=reason[:2000] if isolated else "",
+            isolated_at=now if isolated else None,
+        )
+        if updated:
+            record_event(
+                "cluster.isolate" if isolated else "cluster.release",
+                actor=actor,
+                obj=cluster,
+                cluster=cluster.name,
+                summary=f"{'Isolated' if isolated else 'Released'} {cluster.name}" + (f": {reason}" if reason else ""),
+                before={"isolated": not isolated},
+                after={"isolated": isolated, "reason": reason},
+            )
+    return Cluster.objects.get(pk=cluster.pk)
