@@ -414,13 +414,14 @@ def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: 
         propagated_at=timezone.now(), last_attempt_at=timezone.now(),
         remote_status=_remote_status(ftype, obj),
     )
-    PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
     verb = "Updated" if live is not None else "Created"
-    record_event(
-        "federation.propagation.apply", actor=actor, obj=resource, cluster=cluster.name,
-        summary=f"{verb} {ftype.kind} {resource.qualified_name} on {cluster.name} (revision {revision.number}, {fields['version']})",
-        before={"status": before_status, "version": pv.version}, after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
-    )
+    with transaction.atomic():  # the record and its audit event together (a killed worker leaves neither)
+        PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
+        record_event(
+            "federation.propagation.apply", actor=actor, obj=resource, cluster=cluster.name,
+            summary=f"{verb} {ftype.kind} {resource.qualified_name} on {cluster.name} (revision {revision.number}, {fields['version']})",
+            before={"status": before_status, "version": pv.version}, after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
+        )
     return True, message or f"{verb}."
 
 
