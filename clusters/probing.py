@@ -68,7 +68,7 @@ def _observe(cluster: Cluster) -> _Observation:
             seen.nodes = kube.list_nodes(conn, timeout=timeout)
             seen.ready = True
     except kube.KubeError as exc:
-        seen.error = f"{kube.KIND_LABELS.get(exc.kind, exc.kind)}: {exc.message}"
+        seen.error = exc.message  # as services.health._probe: kube messages already name the failure
         seen.reachable = seen.reachable or exc.kind not in kube.UNREACHABLE_KINDS
         seen.ready = False
     except Exception as exc:  # noqa: BLE001 - decryption failure and the like: cannot be probed
