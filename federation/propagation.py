@@ -224,8 +224,11 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
 
 
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
-    """Re-run propagation of the last propagated (or current) revision on one cluster."""
-    revision = resource.propagated_revision or resource.current_revision
+    """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
+    never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    revision = resource.propagated_revision
+    if revision is None:
+        raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
 
 

@@ -160,7 +160,7 @@ def resource_create(request):
     if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
         resource = _save(request, form, overrides, rsp)
         if resource is not None:
-            messages.success(request, f"Created {resource} (revision 1). Preview it, then propagate.")
+            messages.success(request, f"Created {resource} (revision 1). Preview it, then request a change to propagate it.")
             return _redirect(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "create"}
@@ -182,7 +182,7 @@ def resource_edit(request, pk):
             if resource.current_revision_id == before:
                 messages.info(request, "Nothing changed; no new revision.")
             else:
-                messages.success(request, f"Saved revision {resource.current_revision.number}. Preview it, then propagate.")
+                messages.success(request, f"Saved revision {resource.current_revision.number}. Preview it, then request a change to propagate it.")
             return _redirect(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "edit", "resource": resource}
@@ -224,21 +224,7 @@ def formset_row(request, kind):
     return render(request, template, {"row": row, "prefix": prefix, "total": index + 1, "oob": True})
 
 
-# --- propagate, re-sync, preview ----------------------------------------------------------------------
-
-@require_POST
-@role_required(Role.OPERATOR)
-def resource_propagate(request, pk):
-    """Operators propagate directly until the approval workflow puts its gate in front of this."""
-    resource = get_object_or_404(FederatedResource, pk=pk)
-    try:
-        run = propagation.propagate_revision(resource, actor=request.user)
-    except propagation.PropagationError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Propagating revision {run.revision.number} to {run.targets.count()} cluster(s).")
-    return _redirect(request, resource.get_absolute_url())
-
+# --- re-sync, preview (propagation itself goes through federation.approvals) ----------------------------------------------------------------------
 
 @require_POST
 @role_required(Role.OPERATOR)
@@ -314,7 +300,8 @@ def revision_rollback(request, pk, number):
     except (services.SpecError, services.FederationError) as exc:
         messages.error(request, f"Cannot roll back to revision {number}: {exc}")
     else:
-        messages.success(request, f"Revision {new.number} restores revision {number}. Preview it, then propagate.")
+        messages.success(request, f"Revision {new.number} restores revision {number}. Request the change to propagate it.")
+        return _redirect(request, f"{reverse('approvals:change_create', args=[resource.pk])}?kind=rollback&revision={new.number}")
     return _redirect(request, resource.get_absolute_url())
 
 

@@ -5,3 +5,9 @@ class ApprovalsConfig(AppConfig):
     name = "federation.approvals"
     label = "approvals"
     verbose_name = "Change requests"
+
+    def ready(self):
+        from clusters.services import register_unjoin_guard
+        from federation.approvals.guards import unjoin_needs_change_request
+
+        register_unjoin_guard(unjoin_needs_change_request)

@@ -5,6 +5,8 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+
+from fedportal.roles import Role
 import yaml
 from django.core.management import CommandError, call_command
 
@@ -91,14 +93,14 @@ def test_dry_run_saves_nothing(clusters):
     assert "(dry run)" in out and not FederatedResource.objects.exists()
 
 
-def test_propagate_and_status(fleet):
+def test_propagate_and_status(fleet, admin_user):
     register_fleet(fleet, ["m128", "m130"])
     fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", "cluster1=m128,cluster2=m130")
     fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", "cluster1=m128,cluster2=m130")
-    out = fedctl("propagate", "test-namespace", "--kind", "Namespace")
+    out = fedctl("propagate", "test-namespace", "--kind", "Namespace", "--as", admin_user.username)
     assert "Propagating revision 1" in out
     drain(FederatedResource.objects.get(name="test-namespace").runs.first())
-    fedctl("propagate", "test-namespace/test-configmap")
+    fedctl("propagate", "test-namespace/test-configmap", "--as", admin_user.username, "--reason", "hotfix")
     drain(FederatedResource.objects.get(name="test-configmap").runs.first())
     status = yaml.safe_load(fedctl("status", "test-namespace/test-configmap"))
     assert status["condition"] == "Propagated"
@@ -108,3 +110,30 @@ def test_propagate_and_status(fleet):
     assert json.loads(fedctl("status", "test-namespace/test-configmap", "-o", "json"))["clusters"][1]["cluster"] == "m130"
     with pytest.raises(CommandError, match="No federated resource"):
         fedctl("status", "nope/nothing")
+
+
+def test_propagate_is_the_admins_audited_emergency_path(fleet, operator, admin_user):
+    from fedportal.models import AuditEvent
+    from federation.approvals.models import ChangeRequest
+
+    register_fleet(fleet, ["m128"])
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", "cluster1=m128,cluster2=m128")
+    with pytest.raises(CommandError, match="Permission denied"):
+        fedctl("propagate", "test-namespace", "--kind", "Namespace", "--as", operator.username)
+    assert not ChangeRequest.objects.exists()
+    fedctl("propagate", "test-namespace", "--kind", "Namespace", "--as", admin_user.username, "--reason", "outage")
+    request = ChangeRequest.objects.get()
+    assert request.emergency and request.emergency_reason == "outage"
+    assert AuditEvent.objects.filter(action__contains="emergency", actor=admin_user).exists()
+
+
+def test_submit_approve_and_list_requests_through_fedctl(clusters, make_user, approver):
+    author = make_user("olga-operator-approver", Role.OPERATOR, Role.APPROVER)
+    fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", MAP)
+    request_id = fedctl("submit", "test-namespace/test-configmap", "--as", author.username).strip()
+    with pytest.raises(CommandError, match="You wrote this request"):
+        fedctl("approve", request_id, "--as", author.username)
+    with pytest.raises(CommandError):
+        fedctl("reject", request_id, "--as", approver.username)  # a rejection needs a comment
+    listed = json.loads(fedctl("requests", "-o", "json"))
+    assert [row["id"] for row in listed] == [int(request_id)] and listed[0]["state"] == "Submitted"

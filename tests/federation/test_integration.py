@@ -117,13 +117,14 @@ def test_orphan_leaves_and_delete_removes_on_clusters_leaving_the_placement(flee
     assert status(orphaned, "m130") == PropagationReason.ORPHANED
 
 
-def test_fedctl_propagate_wait_reports_each_cluster(fleet, ready_fleet):
+def test_fedctl_propagate_wait_reports_each_cluster(fleet, ready_fleet, admin_user):
     from io import StringIO
 
     from django.core.management import call_command
 
     web_deployment(placement={"clusters": ["m128", "m130"]})
     out = StringIO()
-    call_command("fedctl", "propagate", "shop/web", "--wait", "--timeout", "60", stdout=out)
+    call_command("fedctl", "propagate", "shop/web", "--as", admin_user.username, "--wait", "--timeout", "60", stdout=out,
+                 stderr=StringIO())
     text = out.getvalue()
     assert "m128: OK" in text and "m130: OK" in text and "Succeeded" in text

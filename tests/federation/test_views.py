@@ -84,7 +84,6 @@ def test_viewers_cannot_write(client, viewer, resource, clusters):
     client.force_login(viewer)
     assert client.get(reverse("federation:resource_create")).status_code == 403
     assert client.post(reverse("federation:resource_create"), form_data()).status_code == 403
-    assert client.post(reverse("federation:resource_propagate", args=[resource.pk])).status_code == 403
     assert client.post(reverse("federation:resource_resync", args=[resource.pk, clusters[0].pk])).status_code == 403
     assert client.post(reverse("federation:revision_rollback", args=[resource.pk, 1])).status_code == 403
     assert client.get(reverse("federation:type_create")).status_code == 403
@@ -228,13 +227,14 @@ def test_type_admin_can_enable_a_type_and_bad_input_is_an_error(client, admin_us
 
 
 def test_propagate_and_progress_polling_through_the_detail_page(client, operator, fleet, settings):
+    """Propagation itself starts from an approved change request (tests/approvals); here the
+    resource page shows its progress while it runs and the outcome when it is done."""
     register_fleet(fleet, ["m128", "m130"])
     ns = federate_namespace("shop", ["m128", "m130"])
     drain(propagation.propagate_revision(ns))
     resource = web_deployment(placement={"clusters": ["m128", "m130"]})
     client.force_login(operator)
-    response = client.post(reverse("federation:resource_propagate", args=[resource.pk]))
-    assert response.status_code == 302
+    propagation.propagate_revision(resource, actor=operator)
     polling = client.get(reverse("federation:resource_detail", args=[resource.pk]), **HX)
     assert b'hx-trigger="every 1s"' in polling.content and b"2 pending" in polling.content
     drain(resource.runs.first())
@@ -253,3 +253,20 @@ def test_summary_panel_counts(client, viewer, resource, clusters, django_assert_
     with django_assert_max_num_queries(8):
         body = client.get(reverse("federation:summary"), **HX).content.decode()
     assert "1 federated resource" in body and "OK 1" in body and "Failing 1" in body and "Out of sync 1" in body
+
+
+def test_resource_page_offers_a_change_request_not_a_direct_propagate(client, operator, admin_user, resource):
+    client.force_login(operator)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert reverse("approvals:change_create", args=[resource.pk]) in page
+    assert reverse("approvals:emergency_apply", args=[resource.pk]) not in page
+    client.force_login(admin_user)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert reverse("approvals:emergency_apply", args=[resource.pk]) in page
+
+
+def test_resync_of_a_never_propagated_resource_is_refused(client, operator, resource, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_resync", args=[resource.pk, clusters[0].pk]), follow=True)
+    assert "never propagated" in response.content.decode()
+    assert not resource.runs.exists()

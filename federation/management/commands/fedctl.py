@@ -2,7 +2,12 @@
 
     fedctl apply -f FILE [--cluster-map cluster1=east,cluster2=west] [--dry-run]
     fedctl get [-o table|json|yaml]
-    fedctl propagate NS/NAME [--kind KIND] [--wait] [--timeout SECONDS]
+    fedctl propagate NS/NAME --as ADMIN [--reason TEXT] [--kind KIND] [--wait] [--timeout SECONDS]
+        the audited emergency path: propagates without approval, flagged in the change-request list
+    fedctl submit NS/NAME --as USER [--kind KIND]        drafts and submits a change request; prints its id
+    fedctl approve ID --as USER [--comment TEXT]
+    fedctl reject ID --as USER --comment TEXT
+    fedctl requests [--state STATE] [-o table|json]
     fedctl status NS/NAME [--kind KIND] [-o json|yaml]
     fedctl enable KIND --group GROUP --version VERSION [--plural PLURAL] [--cluster-scoped]
 
@@ -14,9 +19,13 @@ import sys
 import time
 
 import yaml
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services
+from federation.approvals import services as approvals
 
 
 def _cluster_map(text: str) -> dict[str, str]:
@@ -40,15 +49,30 @@ class Command(BaseCommand):
         apply.add_argument("--dry-run", action="store_true", help="Validate only; save nothing.")
         get = sub.add_parser("get", help="List federated resources.")
         get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-        prop = sub.add_parser("propagate", help="Propagate the current revision.")
+        prop = sub.add_parser("propagate", help="Admin emergency path: propagate the current revision without approval.")
         prop.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
         prop.add_argument("--kind", default="")
+        prop.add_argument("--as", dest="username", required=True, help="An admin; the bypass is audited as theirs.")
+        prop.add_argument("--reason", default="emergency propagation with fedctl", help="Recorded on the flagged request.")
         prop.add_argument("--wait", action="store_true", help="Wait until every cluster is done or failed (needs a worker).")
         prop.add_argument("--timeout", type=float, default=300.0)
         status = sub.add_parser("status", help="Per-cluster status, message and propagated version.")
         status.add_argument("target")
         status.add_argument("--kind", default="")
         status.add_argument("-o", "--output", choices=["json", "yaml"], default="yaml")
+        # Change requests: the same verbs as `manage.py changes`, which does the work.
+        submit = sub.add_parser("submit", help="Draft and submit a change request for the current revision.")
+        submit.add_argument("target")
+        submit.add_argument("--kind", default="")
+        submit.add_argument("--as", dest="username", required=True)
+        for verb, needs_comment in (("approve", False), ("reject", True)):
+            decide = sub.add_parser(verb, help=f"{verb.capitalize()} a submitted change request.")
+            decide.add_argument("id", type=int)
+            decide.add_argument("--as", dest="username", required=True)
+            decide.add_argument("--comment", default="", required=needs_comment)
+        requests = sub.add_parser("requests", help="List change requests.")
+        requests.add_argument("--state", default="")
+        requests.add_argument("-o", "--output", choices=["table", "json"], default="table")
         enable = sub.add_parser("enable", help="Enable a federated type (like kubefedctl enable).")
         enable.add_argument("kind")
         enable.add_argument("--group", default="")
@@ -103,12 +127,20 @@ class Command(BaseCommand):
             raise CommandError(f"{target} names several resources ({kinds}); pick one with --kind.")
         return found[0]
 
-    def do_propagate(self, *, target, kind, wait, timeout, **_):
+    def do_propagate(self, *, target, kind, wait, timeout, username, reason, **_):
         resource = self._resource(target, kind)
+        user = get_user_model().objects.filter(username=username, is_active=True).first()
+        if user is None:
+            raise CommandError(f"No active user {username!r}.")
         try:
-            run = propagation.propagate_revision(resource)
-        except propagation.PropagationError as exc:
+            request = approvals.emergency_apply(resource, actor=user, reason=reason)
+        except PermissionDenied as exc:
+            raise CommandError(f"Permission denied: {exc} (fedctl propagate is the admins' emergency path; "
+                               f"others use `fedctl submit`).") from exc
+        except approvals.TransitionError as exc:
             raise CommandError(str(exc)) from exc
+        run = request.runs.order_by("-pk").first()
+        self.stderr.write(f"EMERGENCY change request CR-{request.pk} (audited).")
         self.stdout.write(f"Propagating revision {run.revision.number} of {resource} (run {run.pk}, {run.targets.count()} cluster(s)).")
         if not wait:
             return
@@ -126,6 +158,20 @@ class Command(BaseCommand):
         self.stdout.write(f"Run {run.pk}: {run.state}")
         if run.state != "Succeeded":
             raise CommandError(f"Propagation {run.state}.")
+
+    def do_submit(self, *, target, kind, username, **_):
+        call_command("changes", "submit", target, "--kind", kind, "--as", username, stdout=self.stdout, stderr=self.stderr)
+
+    def do_approve(self, *, id, username, comment, **_):
+        call_command("changes", "approve", str(id), "--as", username, "--comment", comment,
+                     stdout=self.stdout, stderr=self.stderr)
+
+    def do_reject(self, *, id, username, comment, **_):
+        call_command("changes", "reject", str(id), "--as", username, "--comment", comment,
+                     stdout=self.stdout, stderr=self.stderr)
+
+    def do_requests(self, *, state, output, **_):
+        call_command("changes", "list", "--state", state, "-o", output, stdout=self.stdout, stderr=self.stderr)
 
     def do_status(self, *, target, kind, output, **_):
         resource = self._resource(target, kind)

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         try:
             self._start(
                 "fleet simulator",
-                ["manage.py", "runfleet", "--fleet", options["fleet"], "--port", str(options["fleet_port"]),
+                ["manage.py", "runfleet", "--fleet", options["fleet"], "--port", str(options["fleet_port"]), "--tls",
                  "--kubeconfig-out", str(kubeconfig)],
                 demo_dir / "fleet.log",
             )
