@@ -281,3 +281,20 @@ def test_cluster_with_propagated_objects_needs_a_change_request_to_unjoin(dev_cl
     assert not services.cluster_has_propagated_objects(dev_cluster)
     PropagatedVersion.objects.create(resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"})
     assert services.cluster_has_propagated_objects(dev_cluster)
+
+
+def test_unjoin_page_sends_a_cluster_with_propagated_objects_to_a_change_request(client, admin_user, dev_cluster, dev_resource):
+    from django.urls import reverse
+
+    from clusters.models import Cluster
+    from federation.models import PropagatedVersion
+
+    PropagatedVersion.objects.create(resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"})
+    client.force_login(admin_user)
+    url = reverse("clusters:cluster_unjoin", args=[dev_cluster.pk])
+    page = client.get(url).content.decode()
+    assert "needs an approved change request" in page
+    assert reverse("approvals:change_create_unjoin", args=[dev_cluster.pk]) in page
+    response = client.post(url, {"confirm_name": dev_cluster.name, "confirm": "on", "name": dev_cluster.name})
+    assert response.status_code == 409
+    assert Cluster.objects.filter(pk=dev_cluster.pk).exists()
