@@ -111,7 +111,8 @@ def import_kubeconfig_contexts(
 
     ``update_existing``: a context whose cluster name is already registered updates that cluster's
     API server, TLS settings and credentials (audited, credential_version bumped) instead of failing
-    as a duplicate; its role and labels are kept. ``make demo`` uses this on restart."""
+    as a duplicate; its role is kept, and ``labels`` given here are merged into its own. ``make demo``
+    uses this on restart."""
     if labels:
         validate_labels(labels)
     plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)
@@ -129,7 +130,7 @@ def import_kubeconfig_contexts(
             name=plan.name,
             api_server=context.server.strip().rstrip("/"),
             role=current.role if current else plan.role,
-            labels=current.labels if current else (labels or {}),
+            labels={**current.labels, **(labels or {})} if current else (labels or {}),
             ca_bundle=ca + "\n" if ca else "",
             insecure_skip_tls_verify=context.insecure_skip_tls_verify,
             credential_version=current.credential_version + 1 if current else 1,
@@ -167,8 +168,8 @@ def import_kubeconfig_contexts(
 def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cluster:
     fresh = Cluster.objects.select_for_update().get(pk=current.pk)
     before = snapshot(fresh)
-    fields = ["api_server", "ca_bundle", "insecure_skip_tls_verify", "auth_method", "credentials_encrypted"]
-    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:4]) and (
+    fields = ["api_server", "ca_bundle", "insecure_skip_tls_verify", "auth_method", "labels", "credentials_encrypted"]
+    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:5]) and (
         fresh.get_credentials() == incoming.get_credentials()
     )
     if same:
@@ -183,7 +184,7 @@ def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cl
         actor=actor,
         obj=fresh,
         cluster=fresh.name,
-        summary=f"Updated {fresh.name} from a kubeconfig (API server, TLS and credentials)",
+        summary=f"Updated {fresh.name} from a kubeconfig (API server, TLS, labels and credentials)",
         before=before,
         after=snapshot(fresh),
     )

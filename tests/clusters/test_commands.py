@@ -84,3 +84,10 @@ def test_import_kubeconfig_update_existing_refreshes_credentials_and_keeps_role_
     call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--update-existing")
     assert Cluster.objects.get(name="host").credential_version == 2  # nothing changed: no new version
     assert Cluster.objects.count() == 1
+
+
+def test_import_kubeconfig_update_existing_merges_labels_given_on_the_command_line(fleet):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--label", "env=a")
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--update-existing",
+                 "--label", "region=eu", "--label", "env=b")
+    assert Cluster.objects.get(name="host").labels == {"env": "b", "region": "eu"}

@@ -4,6 +4,7 @@ Every step is a separate process or a management command invoked by name, so thi
 command depends on no app's internals.
 """
 
+import json
 import os
 import secrets
 import signal
@@ -51,8 +52,7 @@ class Command(BaseCommand):
                 demo_dir / "fleet.log",
             )
             _wait_for(lambda: kubeconfig.exists() and _port_in_use(options["fleet_port"]), "the fleet simulator")
-            call_command("import_kubeconfig", str(kubeconfig), host_context=options["host_context"],
-                         update_existing=True)
+            self._register_fleet(kubeconfig, options["host_context"])
             self._start(
                 "celery worker",
                 ["-m", "celery", "-A", "fedportal", "worker", "-Q", "default,probes,propagation",
@@ -84,6 +84,15 @@ class Command(BaseCommand):
             self.stdout.write("\nStopping…")
         finally:
             self._stop_all()
+
+    def _register_fleet(self, kubeconfig: Path, host_context: str):
+        """Register every simulated cluster from the written kubeconfig, with the labels the fleet
+        file gives it (region, env, provider), as an admin would with `import_kubeconfig --label`."""
+        state = json.loads(kubeconfig.with_name(kubeconfig.name + ".state.json").read_text())
+        for name, cluster in sorted(state["clusters"].items()):
+            labels = [f"{key}={value}" for key, value in sorted(cluster.get("labels", {}).items())]
+            call_command("import_kubeconfig", str(kubeconfig), contexts=[name], labels=labels,
+                         host_context=host_context if name == host_context else None, update_existing=True)
 
     def _demo_users(self, demo_dir: Path) -> str:
         password_file = demo_dir / "password"
