@@ -134,7 +134,9 @@ def _short_yaml_error(exc: yaml.YAMLError) -> str:
 
 def dump_yaml(obj) -> str:
     """Stable, readable YAML for display and diffs."""
-    return yaml.safe_dump(obj, sort_keys=True, default_flow_style=False, allow_unicode=True)
+    # libyaml's emitter when PyYAML has it (several times faster; previews dump one manifest per cluster)
+    return yaml.dump(obj, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=True,
+                     default_flow_style=False, allow_unicode=True)
 
 
 def parse_template(text, *, api_version: str, kind: str) -> dict:
