@@ -264,7 +264,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"kubernetes": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "loggers": {
+        "kubernetes": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+        # the filesystem broker has no host name; kombu warns about that on every connection
+        "kombu.connection": {"level": "ERROR"},
+    },
 }
 
 # The lockout page (templates/axes_lockout.html) instead of axes' bare text response; status 429.
