@@ -219,7 +219,7 @@ def update_resource(
     if errors:
         raise SpecError(errors)
     with transaction.atomic():
-        resource = FederatedResource.objects.select_for_update().select_related("current_revision", "type").get(pk=resource.pk)
+        resource = FederatedResource.objects.select_for_update(of=("self",)).select_related("current_revision", "type").get(pk=resource.pk)
         current = resource.current_revision
         settings_before = {"retention": resource.retention, "drift_policy": resource.drift_policy}
         settings_after = {

@@ -13,6 +13,9 @@
 5. Baseline, same run, same concurrency (workers x threads x probe threads): a bare thread pool calling the
    kubernetes client's ``VersionApi.get_code()`` once per cluster (warm clients too).
 
+   Also ``same_calls_baseline_seconds``: the bare loop making the three calls one probe makes
+   (/readyz, /version, the node list), so ``same_calls_ratio`` is FedPortal's own overhead.
+
 Prints {"poll_1000": {"seconds", "baseline_seconds", "ratio", ...}}. Goals: ratio <= 1.5, seconds <= 20.
 """
 
@@ -45,7 +48,7 @@ def poll_once(total: int, timeout: float) -> float:
     return time.perf_counter() - started
 
 
-def baseline(fleet, names, concurrency: int) -> float:
+def baseline(fleet, names, concurrency: int, *, same_calls: bool = False) -> float:
     from kubernetes import client
 
     apis = []
@@ -56,6 +59,11 @@ def baseline(fleet, names, concurrency: int) -> float:
         apis.append(client.VersionApi(client.ApiClient(config)))
 
     def call(api):
+        if same_calls:  # what one probe asks: readiness, version, nodes
+            core = client.CoreV1Api(api.api_client)
+            api.api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
+                                    _request_timeout=(10, 10))
+            core.list_node(limit=500, _request_timeout=(10, 10))
         return api.get_code(_request_timeout=(10, 10)).git_version
 
     with ThreadPoolExecutor(concurrency) as pool:
@@ -93,6 +101,7 @@ def main() -> None:
         seconds = sorted(rounds)[len(rounds) // 2]
         concurrency = args.workers * args.threads * args.probe_threads
         base = baseline(fleet, names, concurrency)
+        base_same = baseline(fleet, names, concurrency, same_calls=True)
         samples = VersionSample.objects.count()
         ready = Cluster.objects.filter(state="Ready").count()
     finally:
@@ -102,6 +111,7 @@ def main() -> None:
         env.teardown()
     result = {
         "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
+        "same_calls_baseline_seconds": round(base_same, 2), "same_calls_ratio": round(seconds / base_same, 2),
         "warmup_seconds": round(warm, 2), "rounds": [round(r, 2) for r in rounds],
         "clusters": len(names), "ready": ready, "version_samples": samples,
         "workers": args.workers, "threads_per_worker": args.threads, "probe_threads": args.probe_threads,
