@@ -352,10 +352,13 @@ def _set_status(pv: PropagatedVersion, reason: str, message: str, *, actor=None,
 
 
 def _classify(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> _Failure:
-    if exc.transient:
+    undeclared = _UNDECLARED_FIELD_RE.findall(exc.message or "")
+    # Real apiservers answer an apply whose typed patch cannot be built with a 500 (kubernetes#122480):
+    # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status.
+    if exc.transient and not undeclared:
         return _Failure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
-    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + _UNDECLARED_FIELD_RE.findall(exc.message or "")
-    if exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) and fields:
+    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + undeclared
+    if (exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) or undeclared) and fields:
         version = cluster.server_version or "its version"
         names = ", ".join(dict.fromkeys(fields))
         return _Failure(PropagationReason.FIELD_NOT_SUPPORTED,

@@ -302,6 +302,17 @@ def test_field_rejections_are_field_not_supported_in_both_spellings(message):
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message and "v1.27.3" in failure.message
 
 
+def test_apply_typed_patch_500_naming_an_undeclared_field_is_field_not_supported_not_a_retry():
+    from clusters.models import Cluster
+
+    message = ("failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
+               ".spec.template.spec.initContainers[0].restartPolicy: field not declared in schema")
+    failure = propagation._classify(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
+                                    existed=False, cluster=Cluster(name="old", server_version="v1.27.3"))
+    assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
+    assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message
+
+
 def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
     from clusters.models import Cluster
 
