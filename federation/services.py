@@ -33,6 +33,7 @@ from federation.overrides import OverrideError, check_overrides, normalize_overr
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
+from fedportal.roles import Role, require_actor_role
 
 # Kinds whose spec.replicas KubeFed's ReplicaSchedulingPreference may drive.
 REPLICA_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
@@ -170,6 +171,7 @@ def create_resource(
     actor=None,
     message: str = "",
 ) -> FederatedResource:
+    require_actor_role(actor, Role.OPERATOR)
     namespace = (namespace or "").strip()
     name = (name or "").strip()
     spec = validate_spec(ftype, namespace=namespace, name=name, template=template, placement=placement,
@@ -209,6 +211,7 @@ def update_resource(
     parent: Revision | None = None,
 ) -> Revision:
     """Save an edit: a new immutable revision when the content changed (else the current one)."""
+    require_actor_role(actor, Role.OPERATOR)
     spec = validate_spec(resource.type, namespace=resource.namespace, name=resource.name, template=template,
                          placement=placement, overrides=overrides, scheduling=scheduling)
     errors = {}
@@ -244,6 +247,7 @@ def update_resource(
 
 def rollback_resource(resource: FederatedResource, *, to_revision: Revision, actor=None) -> Revision:
     """A new revision with an old revision's content (history is never rewritten)."""
+    require_actor_role(actor, Role.OPERATOR)
     if to_revision.resource_id != resource.pk:
         raise FederationError("That revision belongs to another resource.")
     revision = update_resource(
@@ -289,6 +293,7 @@ def _type_snapshot(ftype: FederatedType) -> dict:
 
 
 def create_type(*, actor=None, **values) -> FederatedType:
+    require_actor_role(actor, Role.ADMIN)
     ftype = FederatedType(**{k: values[k] for k in TYPE_FIELDS if k in values})
     ftype.full_clean()
     with transaction.atomic():
@@ -299,6 +304,7 @@ def create_type(*, actor=None, **values) -> FederatedType:
 
 
 def update_type(ftype: FederatedType, *, actor=None, **changes) -> FederatedType:
+    require_actor_role(actor, Role.ADMIN)
     before = _type_snapshot(ftype)
     for key, value in changes.items():
         if key not in TYPE_FIELDS:
@@ -422,6 +428,7 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
 
 
 def enable_type(*, kind: str, group: str, version: str, plural: str = "", namespaced: bool = True, actor=None) -> FederatedType:
+    require_actor_role(actor, Role.ADMIN)
     from clusters.schemas import plural_for
 
     existing = FederatedType.objects.filter(group=group, kind=kind).first()

@@ -48,6 +48,13 @@ def require_role(user, role: str) -> None:
         raise PermissionDenied(f"This action needs the {Role(role).label.lower()} role.")
 
 
+def require_actor_role(actor, role: str) -> None:
+    """Services call this with their ``actor``: a user must hold ``role``. ``None`` is the system
+    itself (beat, migrations, management commands run by whoever has shell access) and passes."""
+    if actor is not None:
+        require_role(actor, role)
+
+
 def role_required(role: str):
     """View decorator: 403 with a reason unless request.user holds the role."""
 

@@ -26,6 +26,7 @@ from clusters.services.health import _queue_probe_on_commit
 from clusters.services.registry import _save_new_cluster
 from clusters.validators import validate_labels
 from fedportal.audit import record_event
+from fedportal.roles import Role, require_actor_role
 
 def cluster_name_for_context(context_name: str) -> str:
     """A DNS-1123 label from a kubeconfig context name ("arn:aws:eks:...:cluster/prod" -> "prod")."""
@@ -113,6 +114,7 @@ def import_kubeconfig_contexts(
     API server, TLS settings and credentials (audited, credential_version bumped) instead of failing
     as a duplicate; its role is kept, and ``labels`` given here are merged into its own. ``make demo``
     uses this on restart."""
+    require_actor_role(actor, Role.ADMIN)
     if labels:
         validate_labels(labels)
     plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)

@@ -22,6 +22,7 @@ from clusters.services.connections import (
 )
 from clusters.services.health import _queue_probe_on_commit
 from fedportal.audit import record_event
+from fedportal.roles import Role, require_actor_role
 
 def register_cluster(
     *,
@@ -39,6 +40,7 @@ def register_cluster(
     probe: bool = True,
 ) -> Cluster:
     """Validate, test the connection (unless ``verify=False``), save, audit, and queue a first probe."""
+    require_actor_role(actor, Role.ADMIN)
     api_server = (api_server or "").strip().rstrip("/")
     ca_bundle = (ca_bundle or "").strip()
     cluster = Cluster(
@@ -88,6 +90,7 @@ CONNECTION_FIELDS = ("api_server", "ca_bundle", "insecure_skip_tls_verify")
 def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **changes) -> Cluster:
     """Edit api_server, role, labels, CA bundle, skip-TLS. Connection changes are tested first and
     bump credential_version (so the cached ApiClient is replaced)."""
+    require_actor_role(actor, Role.ADMIN)
     unknown = set(changes) - set(EDITABLE_FIELDS)
     if unknown:
         raise ValueError(f"not editable: {sorted(unknown)}")
@@ -137,6 +140,7 @@ def rotate_credentials(
     verify: bool = True,
 ) -> Cluster:
     """Replace the credentials (tested first), bump credential_version, audit the rotation."""
+    require_actor_role(actor, Role.ADMIN)
     fresh = Cluster.objects.get(pk=cluster.pk)
     before = snapshot(fresh)
     fresh.auth_method, credentials = _credentials(token, client_certificate, client_key)

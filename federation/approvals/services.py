@@ -525,9 +525,11 @@ def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
         from federation import services as federation_services
 
         current = resource.current_revision
+        # The empty-placement revision is the author's change, approved as such; whoever presses
+        # Apply (an approver, say) need not hold the operator role that editing a resource requires.
         revision = federation_services.update_resource(
             resource, template=current.template, placement={"clusters": []}, overrides=current.overrides,
-            scheduling=current.scheduling, actor=actor, message=f"Delete (CR-{cr.pk})",
+            scheduling=current.scheduling, actor=cr.author, message=f"Delete (CR-{cr.pk})",
         )
         ChangeRequest.objects.filter(pk=cr.pk).update(proposed_revision=revision)
     else:
