@@ -246,6 +246,7 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
     """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
     never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     revision = resource.propagated_revision
     if revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")

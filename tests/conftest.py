@@ -18,7 +18,7 @@ from django.contrib.auth.models import Group
 
 from fedportal.roles import Role
 
-pytest_plugins = ["tests.fleet_fixtures"]
+pytest_plugins = ["tests.fleet_fixtures", "tests.browser_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_QUEUES = "default,probes,propagation"
@@ -188,3 +188,10 @@ def pytest_sessionfinish(session, exitstatus):
     for path in (getattr(settings, "TEST_BROKER_DIR", None), Path(settings.VAR_DIR) / f"cache-test-{settings.TEST_RUN_ID}"):
         if path:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items):
+    """Everything that drives the browser is marked e2e (run them alone with -m e2e)."""
+    for item in items:
+        if "page" in getattr(item, "fixturenames", ()) or "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)

@@ -2,7 +2,6 @@
 
 import pytest
 
-from tests.e2e.conftest import browser, login, page  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

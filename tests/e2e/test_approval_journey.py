@@ -10,7 +10,7 @@ import pytest
 from federation import propagation
 from federation.approvals.models import ChangeRequest
 from federation.models import PropagationRun
-from tests.e2e.conftest import PASSWORD
+from tests.browser_fixtures import PASSWORD
 from tests.federation.factories import federate_namespace, register_fleet, web_deployment
 from tests.utils import wait_for
 

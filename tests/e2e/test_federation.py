@@ -1,11 +1,14 @@
-"""Browser journey for federation (owned by the federation work): create a federated Deployment
-with a per-cluster override through the forms (adding the override row with htmx), propagate it
-through the real worker, and watch every cluster's status arrive on the detail page."""
+"""Browser journey for federation: an operator creates a federated Deployment with per-cluster
+overrides through the forms (adding the override row with htmx), previews it and requests the
+change; approvers approve it in their own sessions; the real worker propagates it and every
+cluster's status arrives on the resource page."""
 
 import pytest
 
 from federation import propagation
+from federation.approvals.models import ChangeRequest
 from federation.models import FederatedResource, PropagationRun
+from tests.browser_fixtures import PASSWORD
 from tests.federation.factories import federate_namespace, register_fleet
 from tests.utils import wait_for
 
@@ -25,7 +28,9 @@ spec:
 """
 
 
-def test_operator_creates_overrides_propagates_and_sees_every_cluster(page, live_server, login, operator, celery_worker, fleet):
+def test_operator_creates_overrides_propagates_and_sees_every_cluster(
+    browser, page, live_server, login, operator, approver, make_user, celery_worker, fleet
+):
     register_fleet(fleet, MEMBERS)
     ns = federate_namespace("shop", MEMBERS)
     run = propagation.propagate_revision(ns)
@@ -58,7 +63,26 @@ def test_operator_creates_overrides_propagates_and_sees_every_cluster(page, live
     page.click("a.button:has-text('Preview')")
     page.wait_for_selector("[data-cluster=m130][data-action=create]")
     assert "nginx:1.27-alpine" in page.locator("[data-cluster=m130]").inner_text()
-    page.click("button:has-text('Propagate')")
+    page.click("a.button:has-text('Request change')")
+    page.fill("#id_title", "Ship web with per-cluster overrides")
+    page.click("button:has-text('Open draft')")
+    page.click("button:has-text('Submit for approval')")
+    page.wait_for_selector("#cr-state:has-text('Submitted')")
+    request = ChangeRequest.objects.get(title="Ship web with per-cluster overrides")
+    approvers = [approver, make_user("bea-approver", "approver")][: request.required_approvals]
+    for person in approvers:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        try:
+            other = context.new_page()
+            login(other, person, PASSWORD)
+            other.goto(f"{live_server.url}/changes/{request.pk}/")
+            other.fill("#approve-comment", f"approved by {person.username}")
+            other.click("#approve-form button")
+            other.wait_for_selector(f"#cr-panel :text('approved by {person.username}')")
+        finally:
+            context.close()
+
+    page.goto(f"{live_server.url}/federation/{resource.pk}/")
     page.wait_for_selector("[data-condition=Propagated]", timeout=60_000)
     table = page.locator("#cluster-status").inner_text()
     for name in MEMBERS:

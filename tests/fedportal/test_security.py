@@ -121,6 +121,7 @@ def test_home_is_403_without_a_role_and_200_for_a_viewer(client, nobody, viewer)
 def manage(args, env_overrides, tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FEDPORTAL_", "DATABASE_URL"))}
     env.pop("DEBUG", None)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser fixtures for the test process only
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "fedportal.settings",

@@ -1,14 +1,11 @@
-"""Browser journeys: Playwright (from PyPI) driving Debian's chromium against pytest-django's
-live server, with a real Celery worker where the journey enqueues work."""
+"""Browser fixtures, shared by every test folder (loaded from tests/conftest.py as a plugin):
+Playwright (from PyPI) driving Debian's chromium against pytest-django's live server, with a real
+Celery worker where the journey enqueues work. One Playwright instance per session."""
 
 import os
 import shutil
 
 import pytest
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls made by fixtures and
-# assertions here are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = os.environ.get("FEDPORTAL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -22,17 +19,16 @@ CHROMIUM_ARGS = [
 PASSWORD = "pass-for-tests-1"
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "tests/e2e/" in str(item.fspath):
-            item.add_marker(pytest.mark.e2e)
-
-
 @pytest.fixture(scope="session")
 def browser():
     if not shutil.which(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (make system-deps).")
     from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread for the rest of the session; the ORM
+    # calls tests make meanwhile are still plain synchronous calls. Test processes only, never the app
+    # (subprocesses that run Django checks drop it: see tests/fedportal/test_security.py).
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
