@@ -123,7 +123,7 @@ TEMPLATES = [
 _default_db_url = f"sqlite:///{VAR_DIR / 'fedportal.sqlite3'}"
 try:
     _db = dj_database_url.parse(env_str("DATABASE_URL", _default_db_url) or _default_db_url)
-except ValueError as exc:
+except (ValueError, dj_database_url.UnknownSchemeError) as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["OPTIONS"] = {
@@ -223,6 +223,12 @@ AXES_VERBOSE = False
 # Never eager mode: tasks always run in real worker processes.
 _broker_dir = Path(env_str("FEDPORTAL_BROKER_DIR", str(VAR_DIR / "broker")))
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or "filesystem://"
+_BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "sqla+sqlite", "sqla+postgresql")
+if CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES or "://" not in CELERY_BROKER_URL:
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL must start with one of {', '.join(s + '://' for s in _BROKER_SCHEMES)} "
+        f"(got a value starting {CELERY_BROKER_URL.split('://', 1)[0][:20]!r})."
+    )
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _sub in ("queue", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)

@@ -158,6 +158,9 @@ def test_production_profile_passes_check_deploy_with_no_warnings(tmp_path):
         ({"FEDPORTAL_PROFILE": "x"}, "FEDPORTAL_PROFILE='x': use 'development' or 'production'"),
         ({"FEDPORTAL_PROFILE": "production", "SECRET_KEY": ""}, "SECRET_KEY must be set"),
         ({"AXES_FAILURE_LIMIT": "0"}, "AXES_FAILURE_LIMIT=0 must be at least 1"),
+        ({"DATABASE_URL": "mongodb://db/fedportal"}, "DATABASE_URL is not a database URL"),
+        ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with one of"),
+        ({"CACHE_URL": "memcached://x"}, "CACHE_URL='memcached://x': use redis://"),
     ],
 )
 def test_bad_environment_values_fail_with_a_clear_message(tmp_path, overrides, message):
