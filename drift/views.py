@@ -332,38 +332,40 @@ def _cluster_or_404(name):
     return cluster
 
 
-@role_required(Role.ADMIN)
-@require_http_methods(["GET", "POST"])
-def cluster_isolate(request, name):
+def _isolation_page(request, name, *, action, form_class, perform, done):
+    """Isolate and restore share one page: a reason (or note) form, the service call, the result."""
     cluster = _cluster_or_404(name)
-    form = IsolateForm(request.POST or None)
+    form = form_class(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            isolate_cluster(cluster, actor=request.user, reason=form.cleaned_data["reason"])
+            perform(cluster, form.cleaned_data)
         except IsolationError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"{cluster.name} is isolated: propagation skips it until you restore it.")
+            messages.success(request, done.format(name=cluster.name))
             return redirect("drift:skew_matrix")
     status = 400 if form.errors else 200
-    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": "isolate"}, status=status)
+    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": action}, status=status)
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["GET", "POST"])
+def cluster_isolate(request, name):
+    return _isolation_page(
+        request, name, action="isolate", form_class=IsolateForm,
+        perform=lambda cluster, data: isolate_cluster(cluster, actor=request.user, reason=data["reason"]),
+        done="{name} is isolated: propagation skips it until you restore it.",
+    )
 
 
 @role_required(Role.ADMIN)
 @require_http_methods(["GET", "POST"])
 def cluster_restore(request, name):
-    cluster = _cluster_or_404(name)
-    form = RestoreForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            restore_cluster(cluster, actor=request.user, note=form.cleaned_data["note"])
-        except IsolationError as exc:
-            form.add_error(None, str(exc))
-        else:
-            messages.success(request, f"{cluster.name} is back in placement and propagation.")
-            return redirect("drift:skew_matrix")
-    status = 400 if form.errors else 200
-    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": "restore"}, status=status)
+    return _isolation_page(
+        request, name, action="restore", form_class=RestoreForm,
+        perform=lambda cluster, data: restore_cluster(cluster, actor=request.user, note=data["note"]),
+        done="{name} is back in placement and propagation.",
+    )
 
 
 @role_required(Role.VIEWER)
