@@ -2,8 +2,9 @@
 
     .venv/bin/python tests/bench/bench_audit_export.py          # or: make bench
 
-1. A throwaway SQLite database under var/bench/audit_export/ (or DATABASE_URL if set; it must
-   be a throwaway database, the audit table is filled), migrated.
+1. A throwaway database, migrated: SQLite under var/bench/audit_export/, or, when DATABASE_URL
+   names a PostgreSQL server, a fresh ``fedportal_bench_audit_<pid>`` database on it that is
+   dropped afterwards (the audit log is append-only: never fill a real one).
 2. 1,000,000 audit events inserted with ``bulk_create``; their hash chain is computed in Python
    with ``fedportal.audit.compute_hash`` so the log still verifies.
 3. gunicorn (1 sync worker) with FEDPORTAL_PROFILE=production (SECURE_SSL_REDIRECT=0, DEBUG=0,
@@ -29,6 +30,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "var" / "bench" / "audit_export"
@@ -56,8 +58,25 @@ def bench_env() -> dict[str, str]:
         "LOG_LEVEL": "WARNING",
         "CACHE_URL": "locmem",
     }
-    env.setdefault("DATABASE_URL", f"sqlite:///{WORK / 'audit_export.sqlite3'}")
+    db_url = os.environ.get("DATABASE_URL", "")
+    if db_url.startswith(("postgres://", "postgresql://")):
+        parts = urlsplit(db_url)
+        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/fedportal_bench_audit_{os.getpid()}"))
+        env["FEDPORTAL_BENCH_PG_ADMIN_URL"] = urlunsplit(parts._replace(path="/postgres"))
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{WORK / 'audit_export.sqlite3'}"
     return env
+
+
+def throwaway_postgres(env: dict[str, str], *, create: bool) -> None:
+    """Create (or drop) the benchmark's own PostgreSQL database."""
+    import psycopg
+
+    name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+    with psycopg.connect(env["FEDPORTAL_BENCH_PG_ADMIN_URL"], autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if create:
+            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup_django(env: dict[str, str]) -> None:
@@ -200,7 +219,9 @@ def download(port: int, cookie: str) -> tuple[int, int, bytes]:
 def main() -> int:
     env = bench_env()
     db_file = None
-    if env["DATABASE_URL"].startswith("sqlite:///") and "DATABASE_URL" not in os.environ:
+    if "FEDPORTAL_BENCH_PG_ADMIN_URL" in env:
+        throwaway_postgres(env, create=True)
+    elif env["DATABASE_URL"].startswith("sqlite:///"):
         db_file = Path(env["DATABASE_URL"][len("sqlite:///"):])
         if not KEEP:
             for suffix in ("", "-wal", "-shm"):
@@ -261,6 +282,9 @@ def main() -> int:
             "goal_peak_rss_mb": GOAL_MB,
         }
     }
+    if "FEDPORTAL_BENCH_PG_ADMIN_URL" in env:
+        connections.close_all()
+        throwaway_postgres(env, create=False)
     if db_file is not None and not KEEP:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db_file}{suffix}").unlink(missing_ok=True)
