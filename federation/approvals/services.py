@@ -179,7 +179,7 @@ def _proposed_hash(kind: str, resource: FederatedResource | None, revision: Revi
     return revision.content_hash if revision else ""
 
 
-def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True) -> ChangeRequest:
+def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True, diffs: bool = True) -> ChangeRequest:
     """Re-snapshot targets, required approvals, the per-cluster diff and preflight results.
     Reads the clusters (network) outside any transaction; never raises for an unreachable cluster."""
     cr = _fresh(cr)
@@ -189,9 +189,9 @@ def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = T
     fields = {
         "target_clusters": sorted({c.name for c in targets}),
         "required_approvals": required_approvals_for(targets),
-        "diffs": _diffs(cr),
-        "diffs_at": timezone.now(),
     }
+    if diffs:
+        fields.update(diffs=_diffs(cr), diffs_at=timezone.now())
     if preflight:
         fields["preflight"] = [p.as_dict() for p in run_preflight(cr)]
         fields["preflight_at"] = timezone.now()
@@ -371,7 +371,9 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
     if cr.author_id is not None and cr.author_id == getattr(actor, "pk", None):
         raise PermissionDenied("You wrote this request: another approver must approve it.")
     _require_state(cr, (ChangeState.SUBMITTED,), "approved")
-    cr = refresh_change_request(cr, actor=actor)
+    # What decides the approval is re-checked now: targets, approvals needed, preflight. The live
+    # diff (one read per target cluster) was taken at submit and is re-taken by "Refresh diff".
+    cr = refresh_change_request(cr, actor=actor, diffs=False)
     summary = approval_summary(cr)
     if summary.blocked:
         problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)

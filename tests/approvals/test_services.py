@@ -298,3 +298,13 @@ def test_unjoin_page_sends_a_cluster_with_propagated_objects_to_a_change_request
     response = client.post(url, {"confirm_name": dev_cluster.name, "confirm": "on", "name": dev_cluster.name})
     assert response.status_code == 409
     assert Cluster.objects.filter(pk=dev_cluster.pk).exists()
+
+
+def test_approving_rechecks_required_approvals_but_keeps_the_diff_taken_at_submit(prod_resource, operator, approver, prod_cluster):
+    cr = services.submit(services.create_change_request(prod_resource, actor=operator), actor=operator)
+    taken = cr.diffs_at
+    assert cr.required_approvals == 2
+    type(prod_cluster).objects.filter(pk=prod_cluster.pk).update(labels={"env": "staging"})
+    cr = services.approve(cr, actor=approver)
+    assert cr.diffs_at == taken, "no second read of every target cluster on approve"
+    assert cr.required_approvals == 1 and cr.state != ChangeState.SUBMITTED
