@@ -2,13 +2,14 @@
 
 from django.db import migrations
 
+from fedportal.beat import schedule_every, unschedule
+
 SNAPSHOT = "drift: daily compliance snapshot"
 ENFORCE = "drift: auto-isolate P0 members (when the policy enables it)"
 
 
 def create_schedules(apps, schema_editor):
     CrontabSchedule = apps.get_model("django_celery_beat", "CrontabSchedule")
-    IntervalSchedule = apps.get_model("django_celery_beat", "IntervalSchedule")
     PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
     daily, _ = CrontabSchedule.objects.get_or_create(
         minute="5", hour="0", day_of_week="*", day_of_month="*", month_of_year="*", timezone="UTC"
@@ -24,22 +25,12 @@ def create_schedules(apps, schema_editor):
             "description": "One ComplianceSnapshot row a day for the compliance trend charts.",
         },
     )
-    every_five, _ = IntervalSchedule.objects.get_or_create(every=300, period="seconds")
-    PeriodicTask.objects.update_or_create(
-        name=ENFORCE,
-        defaults={
-            "task": "drift.tasks.enforce_version_policy_task",
-            "interval": every_five,
-            "crontab": None,
-            "expire_seconds": 300,
-            "enabled": True,
-            "description": "Does nothing unless the version policy's 'auto-isolate on P0' option is on.",
-        },
-    )
+    schedule_every(apps, ENFORCE, "drift.tasks.enforce_version_policy_task", 300, expire_seconds=300,
+                   description="Does nothing unless the version policy's 'auto-isolate on P0' option is on.")
 
 
 def remove_schedules(apps, schema_editor):
-    apps.get_model("django_celery_beat", "PeriodicTask").objects.filter(name__in=[SNAPSHOT, ENFORCE]).delete()
+    unschedule(apps, SNAPSHOT, ENFORCE)
 
 
 class Migration(migrations.Migration):

@@ -1,32 +1,19 @@
 """The periodic safety-net sync of Applying change requests (django-celery-beat), every 60 s."""
 
-import json
-
 from django.db import migrations
+
+from fedportal.beat import schedule_every, unschedule
 
 TASK_NAME = "approvals: settle applying change requests"
 
 
 def schedule(apps, schema_editor):
-    IntervalSchedule = apps.get_model("django_celery_beat", "IntervalSchedule")
-    PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
-    interval, _ = IntervalSchedule.objects.get_or_create(every=60, period="seconds")
-    PeriodicTask.objects.update_or_create(
-        name=TASK_NAME,
-        defaults={
-            "task": "federation.approvals.tasks.sync_running_requests_task",
-            "interval": interval,
-            "kwargs": json.dumps({}),
-            "expires": None,
-            "expire_seconds": 55,
-            "enabled": True,
-            "queue": "default",
-        },
-    )
+    schedule_every(apps, TASK_NAME, "federation.approvals.tasks.sync_running_requests_task", 60, expire_seconds=55,
+                   description="Settles Applying change requests whose own sync task was lost.")
 
 
-def unschedule(apps, schema_editor):
-    apps.get_model("django_celery_beat", "PeriodicTask").objects.filter(name=TASK_NAME).delete()
+def unschedule_task(apps, schema_editor):
+    unschedule(apps, TASK_NAME)
 
 
 class Migration(migrations.Migration):
@@ -34,4 +21,4 @@ class Migration(migrations.Migration):
         ("approvals", "0001_initial"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
-    operations = [migrations.RunPython(schedule, unschedule)]
+    operations = [migrations.RunPython(schedule, unschedule_task)]
