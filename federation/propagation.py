@@ -15,8 +15,9 @@ Public API:
 """
 
 import logging
+import random
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -29,7 +30,7 @@ from clusters import kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster
 from clusters.services import connection_for
-from fedportal.audit import record_event
+from fedportal.audit import record_event, record_events
 from federation.choices import (
     Condition,
     DriftPolicy,
@@ -155,10 +156,12 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
 # --- fan-out ------------------------------------------------------------------------------------
 
 def _enqueue(run_id: int, cluster_ids: list[int]) -> None:
-    from federation.tasks import propagate_to_cluster_task
+    """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
+    from federation.tasks import propagate_targets_task
 
-    for cluster_id in cluster_ids:
-        propagate_to_cluster_task.apply_async((run_id, cluster_id), queue="propagation")
+    ids, size = sorted(cluster_ids), batch_size()
+    for start in range(0, len(ids), size):
+        propagate_targets_task.apply_async((run_id, ids[start:start + size]), queue="propagation")
 
 
 def _pv(resource, cluster) -> PropagatedVersion:
@@ -173,8 +176,10 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
     missing = [PropagatedVersion(resource=resource, cluster=c) for c in clusters if c.pk not in found]
     if missing:
         PropagatedVersion.objects.bulk_create(missing, batch_size=500, ignore_conflicts=True)
-        found.update({pv.cluster_id: pv for pv in PropagatedVersion.objects.select_related("cluster", "resource")
+        found.update({pv.cluster_id: pv for pv in PropagatedVersion.objects.select_related("cluster")
                       .filter(resource=resource, cluster__in=[c.pk for c in clusters if c.pk not in found])})
+    for pv in found.values():
+        pv.resource = resource  # the caller's instance (its type already loaded), not one query per row
     return found
 
 
@@ -216,10 +221,11 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         ], batch_size=500)
         pvs = _pvs(resource, [plan.cluster for plan in plans])
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
+        skip_events: list = []
         for plan in plans:
             pv = pvs[plan.cluster.pk]
             if plan.action == TargetAction.SKIP:
-                _set_status(pv, plan.reason, plan.message, actor=actor)
+                _status_change(pv, plan.reason, plan.message, actor=actor, events=skip_events)
             else:
                 to_queue.append(plan.cluster.pk)
                 if pv.status != PropagationReason.OK:
@@ -228,6 +234,7 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         for status, pks in waiting.items():
             if pks:
                 PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)
+        record_events(skip_events)
         FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
         record_event(
             f"federation.resource.{trigger}", actor=actor, obj=resource,
@@ -253,7 +260,24 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
 
 
-# --- one cluster (the task's body) ---------------------------------------------------------------
+# --- the task's body: a chunk of one run's targets -------------------------------------------------
+#
+# A run is fanned out as one task per chunk of clusters (FEDERATION_BATCH_SIZE). A task claims its
+# targets with one compare-and-set UPDATE, does the network half of every target on a thread pool
+# (FEDERATION_THREADS; threads never touch the database), and writes what has finished every
+# FLUSH_SECONDS in one transaction: the PropagatedVersions, the targets and their audit events
+# together, so a killed worker leaves either all of a target's record or none of it.
+
+FLUSH_SECONDS = 0.5  # how long finished targets of a chunk may wait for slower ones before being written
+
+
+def batch_size() -> int:
+    return max(1, int(_setting("FEDERATION_BATCH_SIZE", 25)))
+
+
+def thread_count() -> int:
+    return max(1, int(_setting("FEDERATION_THREADS", 16)))
+
 
 @dataclass
 class TargetOutcome:
@@ -271,58 +295,171 @@ class _Failure(Exception):
         self.reason, self.message, self.transient = reason, message, transient
 
 
-def _claim(run_id: int, cluster_id: int) -> PropagationTarget | None:
+# what the network half found on one cluster
+APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED = (
+    "applied", "unchanged", "deleted", "gone", "orphaned", "superseded", "needs_namespace", "failed")
+
+
+@dataclass
+class _Step:
+    cluster: Cluster
+    pv: PropagatedVersion
+    outcome: str
+    failure: _Failure | None = None
+    existed: bool = False
+    manifest: dict | None = None
+    template_hash: str = ""
+    override_hash: str = ""
+    obj: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    remote_status: dict | None = None
+
+
+def _claim(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
+    """Compare-and-set claim of a chunk's targets; returns the ones this call holds."""
     now = timezone.now()
-    claimed = (
-        PropagationTarget.objects.filter(run_id=run_id, cluster_id=cluster_id, state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
-        # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
-        .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .update(state=TargetState.RUNNING, lease_until=now + timedelta(seconds=_lease_seconds()), attempts=F("attempts") + 1)
-    )
-    if not claimed:
-        return None
-    return PropagationTarget.objects.select_related("run__resource__type", "run__revision", "cluster").get(run_id=run_id, cluster_id=cluster_id)
+    # a stamp unique to this call, so we can read back which rows we won
+    stamp = now + timedelta(seconds=_lease_seconds(), microseconds=random.randrange(1, 999_999))
+    (PropagationTarget.objects.filter(run_id=run_id, cluster_id__in=cluster_ids,
+                                      state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
+     # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
+     .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+     .update(state=TargetState.RUNNING, lease_until=stamp, attempts=F("attempts") + 1))
+    return list(PropagationTarget.objects.select_related("cluster")
+                .filter(run_id=run_id, cluster_id__in=cluster_ids, state=TargetState.RUNNING, lease_until=stamp)
+                .order_by("cluster_id"))
+
+
+def propagate_targets(run_id: int, cluster_ids, *, threads: int | None = None) -> dict[int, TargetOutcome]:
+    """Do a chunk of one run's targets. Safe to call twice (compare-and-set claim on each target).
+    Returns an outcome per cluster id; ``retry_in`` is set where a transient failure wants a retry."""
+    ids = sorted({int(i) for i in cluster_ids})
+    targets = _claim(run_id, ids)
+    outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
+    if not targets:
+        return outcomes
+    run = PropagationRun.objects.select_related("resource__type", "revision", "actor").get(pk=run_id)
+    resource = run.resource
+    pvs = _pvs(resource, [t.cluster for t in targets])
+    newer = set(PropagationTarget.objects.filter(run__resource=resource, cluster_id__in=[t.cluster_id for t in targets],
+                                                 run_id__gt=run.pk).values_list("cluster_id", flat=True))
+    steps = [(t, _Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
+    todo = [t for t in targets if t.cluster_id not in newer]
+    if steps:
+        outcomes.update(_record(run, steps))
+    if todo:
+        with ThreadPoolExecutor(max(1, min(threads or thread_count(), len(todo)))) as pool:
+            pending = {pool.submit(_network_step, run, t, pvs[t.cluster_id]): t for t in todo}
+            while pending:
+                done, _ = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
+                if done:
+                    finished = [(pending.pop(future), future.result()) for future in done]
+                    outcomes.update(_record(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
+    _finish_run_if_complete(run.pk)
+    return outcomes
 
 
 def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
-    """Do one cluster's share of a run. Safe to call twice (compare-and-set claim on the target)."""
-    target = _claim(run_id, cluster_id)
-    if target is None:
-        return TargetOutcome(skipped="not pending, or another worker holds it")
-    run, cluster = target.run, target.cluster
-    resource = run.resource
-    newer = PropagationTarget.objects.filter(run__resource=resource, cluster=cluster, run_id__gt=run.pk).exists()
-    if newer:
-        _finish_target(target, TargetState.DONE, "", "Superseded by a newer propagation run.", changed=False)
-        return TargetOutcome(state=TargetState.DONE, message="superseded")
+    """One cluster's share of a run (``propagate_targets`` for a chunk of one)."""
+    return propagate_targets(run_id, [cluster_id], threads=1)[int(cluster_id)]
+
+
+def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int]]:
+    """Cluster ids whose targets want a retry, grouped by how long to wait (one task per group)."""
+    due: dict[float, list[int]] = {}
+    for cluster_id, outcome in sorted(outcomes.items()):
+        if outcome.retry_in is not None:
+            due.setdefault(outcome.retry_in, []).append(cluster_id)
+    return due
+
+
+def _network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> _Step:
+    """The network half of one target (runs on a pool thread: no database access)."""
+    cluster = target.cluster
     try:
         if target.action == TargetAction.APPLY:
-            changed, message = _apply_on_cluster(resource, run.revision, cluster, replicas=target.replicas, actor=run.actor)
-            reason = PropagationReason.OK
-        else:
-            changed, message = _remove_from_cluster(resource, cluster, orphan=target.action == TargetAction.ORPHAN, actor=run.actor)
-            reason = PropagationReason.ORPHANED if target.action == TargetAction.ORPHAN else PropagationReason.REMOVED
+            return _apply_step(run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas)
+        if target.action == TargetAction.ORPHAN:
+            return _Step(cluster, pv, ORPHANED)
+        return _delete_step(run.resource, cluster, pv)
     except _Failure as failure:
-        pv = _pv(resource, cluster)
-        if failure.transient and target.attempts < max_attempts():
-            delay = backoff_seconds(target.attempts)
-            message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
-            _set_status(pv, failure.reason, message, actor=run.actor)  # audited when the status changes
-            PropagationTarget.objects.filter(pk=target.pk).update(
-                state=TargetState.RETRYING, lease_until=timezone.now() + timedelta(seconds=delay),
-                reason=failure.reason, message=message)
-            return TargetOutcome(state=TargetState.RETRYING, reason=failure.reason, message=message, retry_in=delay)
-        _set_status(pv, failure.reason, failure.message, actor=run.actor)
-        _finish_target(target, TargetState.FAILED, failure.reason, failure.message)
-        return TargetOutcome(state=TargetState.FAILED, reason=failure.reason, message=failure.message)
-    _finish_target(target, TargetState.DONE, reason, message, changed=changed)
-    return TargetOutcome(state=TargetState.DONE, reason=reason, message=message, changed=changed)
+        return _Step(cluster, pv, FAILED, failure=failure)
+    except Exception as exc:  # noqa: BLE001 - a credential that cannot be decrypted and the like
+        logger.exception("propagation of run %s to %s failed", run.pk, cluster.name)
+        return _Step(cluster, pv, FAILED, failure=_Failure(PropagationReason.CLUSTER_NOT_READY,
+                                                           f"Cannot reach {cluster.name}: {type(exc).__name__}"))
 
 
-def _finish_target(target, state, reason, message, *, changed=False):
-    PropagationTarget.objects.filter(pk=target.pk).update(
-        state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=timezone.now())
-    _finish_run_if_complete(target.run_id)
+def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: _Step) -> _Step:
+    """A namespaced object whose namespace is missing: federate the namespace first (database and
+    network, so on the task's own thread; rare), then apply the object."""
+    if step.outcome != NEEDS_NAMESPACE:
+        return step
+    try:
+        conn = connection_for(step.cluster)
+        _ensure_namespace(run.resource, step.cluster, conn, actor=run.actor)
+        step = _apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
+        if step.outcome == NEEDS_NAMESPACE:
+            raise _Failure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+                           f"Namespace {run.resource.namespace} is still missing on {step.cluster.name}.", transient=True)
+        return step
+    except _Failure as failure:
+        return _Step(step.cluster, step.pv, FAILED, failure=failure)
+
+
+def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -> dict[int, TargetOutcome]:
+    """Write what a chunk's finished targets did, in one transaction with their audit events."""
+    resource, revision, actor = run.resource, run.revision, run.actor
+    outcomes, events, finished = {}, [], {}
+    now = timezone.now()
+    with transaction.atomic():
+        for target, step in steps:
+            pv, cluster = step.pv, step.cluster
+            if step.outcome == FAILED:
+                failure = step.failure
+                if failure.transient and target.attempts < max_attempts():
+                    delay = backoff_seconds(target.attempts)
+                    message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
+                    _status_change(pv, failure.reason, message, actor=actor, events=events)  # audited when it changes
+                    PropagationTarget.objects.filter(pk=target.pk).update(
+                        state=TargetState.RETRYING, lease_until=now + timedelta(seconds=delay),
+                        reason=failure.reason, message=message)
+                    outcomes[target.cluster_id] = TargetOutcome(state=TargetState.RETRYING, reason=failure.reason,
+                                                                message=message, retry_in=delay)
+                    continue
+                _status_change(pv, failure.reason, failure.message, actor=actor, events=events)
+                result = (TargetState.FAILED, failure.reason, failure.message, False)
+            elif step.outcome == APPLIED:
+                _record_applied(resource, revision, step, replicas=target.replicas, actor=actor, events=events)
+                verb = "Updated" if step.existed else "Created"
+                result = (TargetState.DONE, PropagationReason.OK, "; ".join(step.warnings) or f"{verb}.", True)
+            elif step.outcome == UNCHANGED:
+                if step.remote_status is not None and step.remote_status != pv.remote_status:
+                    PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=step.remote_status)
+                    pv.remote_status = step.remote_status
+                result = (TargetState.DONE, PropagationReason.OK, "Up to date.", False)
+            elif step.outcome == ORPHANED:
+                _status_change(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
+                               events=events, sync_state=SyncState.UNKNOWN, drift=[])
+                result = (TargetState.DONE, PropagationReason.ORPHANED, "Orphaned.", False)
+            elif step.outcome in (DELETED, GONE):
+                deleted = step.outcome == DELETED
+                _status_change(pv, PropagationReason.REMOVED,
+                               f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
+                               actor=actor, events=events, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[],
+                               version="", remote_status=None)
+                result = (TargetState.DONE, PropagationReason.REMOVED, "Deleted." if deleted else "Already gone.", deleted)
+            else:  # SUPERSEDED
+                result = (TargetState.DONE, "", "Superseded by a newer propagation run.", False)
+            finished.setdefault(result, []).append(target.pk)
+            state, reason, message, changed = result
+            outcomes[target.cluster_id] = TargetOutcome(state=state, reason=reason, message=message, changed=changed)
+        # most targets of a chunk end the same way: one UPDATE per distinct ending
+        for (state, reason, message, changed), pks in finished.items():
+            PropagationTarget.objects.filter(pk__in=pks).update(
+                state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=now)
+        record_events(events)
+    return outcomes
 
 
 def _finish_run_if_complete(run_id: int) -> None:
@@ -340,16 +477,17 @@ def _finish_run_if_complete(run_id: int) -> None:
                      after={"run": run_id, "state": state, "done": done, "failed": failed})
 
 
-def _set_status(pv: PropagatedVersion, reason: str, message: str, *, actor=None, audit: bool = True, **extra) -> None:
+def _status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:
+    """Update a PropagatedVersion's status; an audit event (appended to ``events``) when it changes."""
     before = pv.status
     fields = {"status": reason, "message": message, "last_attempt_at": timezone.now(), **extra}
     PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
     for key, value in fields.items():
         setattr(pv, key, value)
-    if audit and before != reason:
-        record_event("federation.propagation.status", actor=actor, obj=pv.resource, cluster=pv.cluster.name,
-                     summary=f"{pv.resource} on {pv.cluster.name}: {before} -> {reason}" + (f" ({message})" if message else ""),
-                     before={"status": before}, after={"status": reason, "message": message})
+    if before != reason:
+        events.append(dict(action="federation.propagation.status", actor=actor, obj=pv.resource, cluster=pv.cluster.name,
+                           summary=f"{pv.resource} on {pv.cluster.name}: {before} -> {reason}" + (f" ({message})" if message else ""),
+                           before={"status": before}, after={"status": reason, "message": message}))
 
 
 def _classify(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> _Failure:
@@ -372,15 +510,19 @@ def _namespace_type() -> FederatedType | None:
     return FederatedType.objects.filter(group="", kind="Namespace").first()
 
 
-def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, actor) -> None:
-    """Namespaced types need their namespace first: present already, or federated to this cluster."""
+def _namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
     try:
         live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=_timeout())
     except kube.KubeError as exc:
         if exc.transient:
             raise _classify(exc, existed=False, cluster=cluster) from None
         raise _Failure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
-    if live is not None:
+    return live is not None
+
+
+def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, actor) -> None:
+    """Namespaced types need their namespace first: present already, or federated to this cluster."""
+    if _namespace_exists(resource, cluster, conn):
         return
     ns_type = _namespace_type()
     ns_resource = None
@@ -395,10 +537,21 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
     _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
 
 
-def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn=None) -> tuple[bool, str]:
+def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn) -> None:
+    """Apply one resource on one cluster and record it at once (the namespace a chunk found missing)."""
+    step = _apply_step(resource, revision, cluster, _pv(resource, cluster), conn, replicas=replicas)
+    if step.outcome == APPLIED:
+        events: list = []
+        with transaction.atomic():
+            _record_applied(resource, revision, step, replicas=replicas, actor=actor, events=events)
+            record_events(events)
+
+
+def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
+                replicas) -> _Step:
+    """Read the live object, render, and server-side apply when anything changed. No database access;
+    raises _Failure."""
     ftype = resource.type
-    conn = conn or connection_for(cluster)
-    pv = _pv(resource, cluster)
     try:
         live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
                                namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
@@ -406,8 +559,9 @@ def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: 
         if exc.transient:
             raise _classify(exc, existed=False, cluster=cluster) from None
         raise _Failure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
-    if ftype.namespaced and live is None:  # an object that exists proves its namespace does (one GET saved)
-        _ensure_namespace(resource, cluster, conn, actor=actor)
+    # an object that exists proves its namespace does (one GET saved)
+    if ftype.namespaced and live is None and not _namespace_exists(resource, cluster, conn):
+        return _Step(cluster, pv, NEEDS_NAMESPACE)
     if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
         raise _Failure(PropagationReason.ALREADY_EXISTS,
                        f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
@@ -424,52 +578,48 @@ def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: 
         live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
         and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
     ):
-        _collect_status(pv, ftype, live)
-        return False, "Up to date."
+        return _Step(cluster, pv, UNCHANGED, remote_status=_remote_status(ftype, live))
     try:
         result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
     except kube.KubeError as exc:
         raise _classify(exc, existed=live is not None, cluster=cluster) from None
-    obj = result.object
-    message = "; ".join(result.warnings)
-    before_status = pv.status
+    return _Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
+                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _record_applied(resource: FederatedResource, revision: Revision, step: _Step, *, replicas, actor, events: list) -> None:
+    pv, obj, cluster, ftype = step.pv, step.obj, step.cluster, resource.type
+    now = timezone.now()
+    before = {"status": pv.status, "version": pv.version}
     fields = dict(
-        revision=revision, template_hash=template_hash, override_hash=override_hash, version=object_version(obj),
-        status=PropagationReason.OK, message=message, applied_manifest=manifest, sync_state=SyncState.IN_SYNC, drift=[],
+        revision=revision, template_hash=step.template_hash, override_hash=step.override_hash,
+        version=object_version(obj), status=PropagationReason.OK, message="; ".join(step.warnings),
+        applied_manifest=step.manifest, sync_state=SyncState.IN_SYNC, drift=[],
         live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
-        propagated_at=timezone.now(), last_attempt_at=timezone.now(),
-        remote_status=_remote_status(ftype, obj),
+        propagated_at=now, last_attempt_at=now, remote_status=_remote_status(ftype, obj),
     )
-    verb = "Updated" if live is not None else "Created"
-    with transaction.atomic():  # the record and its audit event together (a killed worker leaves neither)
-        PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
-        record_event(
-            "federation.propagation.apply", actor=actor, obj=resource, cluster=cluster.name,
-            summary=f"{verb} {ftype.kind} {resource.qualified_name} on {cluster.name} (revision {revision.number}, {fields['version']})",
-            before={"status": before_status, "version": pv.version}, after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
-        )
-    return True, message or f"{verb}."
+    PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(pv, key, value)
+    verb = "Updated" if step.existed else "Created"
+    events.append(dict(
+        action="federation.propagation.apply", actor=actor, obj=resource, cluster=cluster.name,
+        summary=f"{verb} {ftype.kind} {resource.qualified_name} on {cluster.name} (revision {revision.number}, {fields['version']})",
+        before=before, after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
+    ))
 
 
-def _remove_from_cluster(resource: FederatedResource, cluster: Cluster, *, orphan: bool, actor) -> tuple[bool, str]:
+def _delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> _Step:
     ftype = resource.type
-    pv = _pv(resource, cluster)
-    if orphan:
-        _set_status(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
-                    sync_state=SyncState.UNKNOWN, drift=[])
-        return False, "Orphaned."
-    conn = connection_for(cluster)
     try:
-        deleted = kube.delete_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+        deleted = kube.delete_object(connection_for(cluster), api_version=ftype.api_version, plural=ftype.plural,
                                      namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
     except kube.KubeError as exc:
         if exc.transient:
             raise _Failure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
         raise _Failure(PropagationReason.DELETION_FAILED, exc.message) from None
-    _set_status(pv, PropagationReason.REMOVED, f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
-                actor=actor, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[], version="", remote_status=None)
-    return deleted, "Deleted." if deleted else "Already gone."
+    return _Step(cluster, pv, DELETED if deleted else GONE)
 
 
 def _remote_status(ftype: FederatedType, obj: dict | None):

@@ -1,6 +1,7 @@
 """Celery entry points for federation. Thin: take ids, call services."""
 
 import logging
+from collections import Counter
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
@@ -13,20 +14,28 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(
-    bind=True,
     queue="propagation",
-    acks_late=True,  # safe twice: the target is claimed with compare-and-set, applies are idempotent
-    max_retries=None,  # the service counts attempts (FEDERATION_MAX_ATTEMPTS) and fails the target
+    acks_late=True,  # safe twice: targets are claimed with compare-and-set, applies are idempotent
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     retry_backoff_max=30,
+    max_retries=None,  # the service counts attempts per target (FEDERATION_MAX_ATTEMPTS) and fails it
 )
-def propagate_to_cluster_task(self, run_id: int, cluster_id: int) -> dict:
-    """Apply (or delete/orphan) one run's share on one cluster; transient errors retry with backoff."""
-    outcome = propagation.propagate_to_cluster(run_id, cluster_id)
-    if outcome.retry_in is not None:
-        raise self.retry(countdown=outcome.retry_in)
-    return {"run_id": run_id, "cluster_id": cluster_id, "state": outcome.state, "reason": outcome.reason}
+def propagate_targets_task(run_id: int, cluster_ids: list[int]) -> dict:
+    """Apply (or delete/orphan) one run's share on a chunk of clusters; the targets that failed
+    transiently come back as one task per backoff delay."""
+    outcomes = propagation.propagate_targets(run_id, cluster_ids)
+    for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
+        propagate_targets_task.apply_async((run_id, retry_ids), countdown=delay, queue="propagation")
+    states = Counter(outcome.state or "skipped" for outcome in outcomes.values())
+    return {"run_id": run_id, "clusters": len(outcomes), **states}
+
+
+@shared_task(queue="propagation", acks_late=True, autoretry_for=(OperationalError, InterfaceError),
+             retry_backoff=True, retry_backoff_max=30, max_retries=None)
+def propagate_to_cluster_task(run_id: int, cluster_id: int) -> dict:
+    """One cluster's share of a run (the unjoin removal, and messages queued before chunking)."""
+    return propagate_targets_task(run_id, [cluster_id])
 
 
 @shared_task(queue="default", soft_time_limit=110, time_limit=130, expires=55,

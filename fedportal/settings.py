@@ -253,6 +253,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "clusters.tasks.probe_cluster_task": {"queue": "probes"},
     "federation.tasks.propagate_to_cluster_task": {"queue": "propagation"},
+    "federation.tasks.propagate_targets_task": {"queue": "propagation"},
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
@@ -295,6 +296,8 @@ FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True
 # Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 50, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
+FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 25, minimum=1)  # clusters per propagation task
+FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threads inside one task
 # A claimed propagation target whose worker died is taken over once its lease has run out; the
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
