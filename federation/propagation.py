@@ -559,9 +559,6 @@ def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluste
         if exc.transient:
             raise _classify(exc, existed=False, cluster=cluster) from None
         raise _Failure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
-    # an object that exists proves its namespace does (one GET saved)
-    if ftype.namespaced and live is None and not _namespace_exists(resource, cluster, conn):
-        return _Step(cluster, pv, NEEDS_NAMESPACE)
     if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
         raise _Failure(PropagationReason.ALREADY_EXISTS,
                        f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
@@ -583,6 +580,9 @@ def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluste
         result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
     except kube.KubeError as exc:
+        if exc.kind == kube.KIND_NOT_FOUND and ftype.namespaced and live is None:
+            # the namespace is missing (no GET of it on the common path: the apply says so)
+            return _Step(cluster, pv, NEEDS_NAMESPACE)
         raise _classify(exc, existed=live is not None, cluster=cluster) from None
     return _Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
