@@ -3,15 +3,18 @@ and cache the heavy results keyed on a hash of those inputs (recomputed only whe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from urllib.parse import quote
 
 from django.core.cache import cache
 from django.db.models import CharField, Count, Max, OuterRef, Q, Subquery
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
+from django.urls import reverse
 from django.utils import timezone
 
 from clusters.choices import ClusterRole
@@ -334,6 +337,19 @@ class CompatCell:
     @property
     def status(self) -> str:
         return str(self.result.status) if self.result is not None else "untargeted"
+
+    @property
+    def url(self) -> str:
+        """The cell's detail URL (a page shows 750 cells: one reverse() per page, not per cell)."""
+        prefix, suffix = _compat_cell_url_parts()
+        return f"{prefix}{self.resource_id}/{quote(self.cluster, safe='')}{suffix}"
+
+
+@functools.cache
+def _compat_cell_url_parts() -> tuple[str, str]:
+    sample = reverse("drift:compat_cell", args=[987654321, "cluster-name"])
+    prefix, rest = sample.split("987654321/", 1)
+    return prefix, rest.split("cluster-name", 1)[1]
 
 
 def _resource_queryset():

@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
@@ -29,6 +31,7 @@ from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
+from fedportal.fragments import cached_fragment
 from fedportal.roles import Role, has_role, role_required
 
 MEMBER_PAGE_SIZE = 50
@@ -53,23 +56,43 @@ def _bad_filter(form) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def skew_matrix(request):
     form = SkewFilterForm(request.GET or None)
-    context = {"form": form, "filter_query": _filter_query(request), "can_edit_policy": has_role(request.user, Role.ADMIN)}
-    if not form.is_bound or form.is_valid():
+    can_edit_policy = has_role(request.user, Role.ADMIN)
+    context = {"form": form, "filter_query": _filter_query(request), "can_edit_policy": can_edit_policy}
+
+    def results():
         cleaned = form.cleaned_data if form.is_bound else {"labels": [], "severity": ""}
         overview = selectors.skew_overview(labels=cleaned["labels"])
         members = selectors.filter_member_rows(overview.member_rows, cleaned["severity"])
         page = Paginator(members, MEMBER_PAGE_SIZE).get_page(request.GET.get("page"))
-        context.update(
+        return dict(
             overview=overview,
             page=page,
             columns=SkewMemberTable.html_columns(),
             rows=SkewMemberTable.html_rows(page.object_list),
             clickable_heatmap=len(overview.rows) <= selectors.charts.MAX_HEATMAP_CLUSTERS,
         )
-    template_name = "drift/skew_matrix.html"
+
+    return _page_with_results(request, "drift/skew_matrix.html", context, results, vary=[can_edit_policy])
+
+
+def _page_with_results(request, template: str, context: dict, results, *, vary=()) -> HttpResponse:
+    """The page, or (htmx) only its results. The results (the fleet-wide table: ``results()`` gives
+    its context) are rendered through fedportal.fragments' short-lived cache; a filter with errors
+    is rendered as it is, never cached."""
+    form = context["form"]
+    if form.is_bound and not form.is_valid():
+        return render(request, template + "#results" if request.htmx else template, context)
+
+    computed = {}  # the results' context when they were computed for this request (tests read it)
+
+    def render_results() -> str:
+        computed.update(results())
+        return render_to_string(template + "#results", {**context, **computed}, request=request)
+
+    html = mark_safe(cached_fragment(request, template, render_results, vary=vary))  # noqa: S308 - our own render
     if request.htmx:
-        template_name += "#results"
-    return render(request, template_name, context)
+        return HttpResponse(html)
+    return render(request, template, {**context, **computed, "results_html": html})
 
 
 @role_required(Role.VIEWER)
@@ -157,7 +180,8 @@ def compat_matrix(request):
     """Federated resources × clusters: compatible (green), incompatible (red), unverifiable (grey)."""
     form = CompatFilterForm(request.GET or None)
     context = {"form": form, "filter_query": _filter_query(request)}
-    if not form.is_bound or form.is_valid():
+
+    def results():
         cleaned = form.cleaned_data if form.is_bound else {"labels": [], "kind": "", "namespace": ""}
         rows = selectors.fleet_rows(labels=cleaned["labels"])
         resource_page = Paginator(
@@ -169,7 +193,7 @@ def compat_matrix(request):
         for _, cells in grid:
             for cell in cells:
                 counts[cell.status] = counts.get(cell.status, 0) + 1
-        context.update(
+        return dict(
             page=resource_page,
             cluster_page=cluster_page,
             clusters=list(cluster_page.object_list),
@@ -178,10 +202,8 @@ def compat_matrix(request):
             rows_query=_query_without(request, "page"),
             cols_query=_query_without(request, "cpage"),
         )
-    template_name = "drift/compat_matrix.html"
-    if request.htmx:
-        template_name += "#results"
-    return render(request, template_name, context)
+
+    return _page_with_results(request, "drift/compat_matrix.html", context, results)
 
 
 @role_required(Role.VIEWER)
@@ -273,15 +295,17 @@ TREND_DAYS = 90
 def compliance_report(request):
     """Per cluster: version policy, API compatibility, propagation, drift, isolation; a score. Printable."""
     form = ComplianceFilterForm(request.GET or None)
-    context = {"form": form, "filter_query": _filter_query(request), "can_isolate": has_role(request.user, Role.ADMIN)}
-    if not form.is_bound or form.is_valid():
+    can_isolate = has_role(request.user, Role.ADMIN)
+    context = {"form": form, "filter_query": _filter_query(request), "can_isolate": can_isolate}
+
+    def results():
         cleaned = form.cleaned_data if form.is_bound else {"labels": [], "only": ""}
         report, skew_counts = selectors.fleet_compliance(labels=cleaned["labels"])
         clusters = report.clusters
         if cleaned["only"] == "noncompliant":
             clusters = [c for c in clusters if not c.compliant]
         page = Paginator(clusters, COMPLIANCE_PAGE_SIZE).get_page(request.GET.get("page"))
-        context.update(
+        return dict(
             report=report,
             skew_counts=skew_counts,
             page=page,
@@ -290,10 +314,8 @@ def compliance_report(request):
             trend=selectors.compliance_trend_figure(days=TREND_DAYS),
             generated_at=timezone.now(),
         )
-    template_name = "drift/compliance_report.html"
-    if request.htmx:
-        template_name += "#results"
-    return render(request, template_name, context)
+
+    return _page_with_results(request, "drift/compliance_report.html", context, results, vary=[can_isolate])
 
 
 @role_required(Role.VIEWER)

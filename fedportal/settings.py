@@ -293,6 +293,10 @@ FEDPORTAL_APPROVALS_PROD = env_int("FEDPORTAL_APPROVALS_PROD", 2, minimum=1)
 # Apply a request as soon as it has enough approvals (else an operator clicks Apply).
 FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True)
 
+# The fleet-wide tables (skew, compatibility, compliance) are cached this long; any audited action
+# refreshes them at once (fedportal/fragments.py). 0 turns the cache off.
+FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS", 10.0, minimum=0)
+
 # Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 50, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task

@@ -35,3 +35,7 @@ CACHES = {
     }
 }
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Pages show what the database holds right now: tests change rows directly and reload. The cache
+# itself is tested with the setting turned on (tests/drift/test_page_cache.py).
+FEDPORTAL_FRAGMENT_CACHE_SECONDS = 0
