@@ -31,7 +31,7 @@ LOCK_SECONDS = 60  # a recompute that takes longer lets a second request try
 
 
 def fresh_seconds() -> float:
-    return float(getattr(settings, "FEDPORTAL_FRAGMENT_CACHE_SECONDS", 10))
+    return float(getattr(settings, "FEDPORTAL_FRAGMENT_CACHE_SECONDS", 30))
 
 
 def _key(name: str, request, vary) -> str:

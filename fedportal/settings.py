@@ -295,7 +295,7 @@ FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True
 
 # The fleet-wide tables (skew, compatibility, compliance) are cached this long; any audited action
 # refreshes them at once (fedportal/fragments.py). 0 turns the cache off.
-FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS", 10.0, minimum=0)
+FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS", 30.0, minimum=0)
 
 # Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 50, minimum=1)  # clusters per probe task
