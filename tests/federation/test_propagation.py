@@ -336,3 +336,39 @@ def test_secret_values_are_masked_in_preview_and_drift(fleet, fleet_clusters):
     (change,) = pv(resource, "m128").drift
     assert change["path"] == "/data/password" and "aGFja2Vk" not in str(change) and "czNjcjN0" not in str(change)
     assert "aGFja2Vk" not in str(list(AuditEvent.objects.values_list("before", "after")))
+
+
+def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fleet, fleet_clusters):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fedportal.audit import verify_chain
+    from federation.models import PropagationTarget
+
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    held = fleet_clusters["m130"]
+    PropagationTarget.objects.filter(run=run, cluster=held).update(
+        state=TargetState.RUNNING, lease_until=timezone.now() + timedelta(minutes=5))  # another worker's
+    outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
+    assert outcomes[held.pk].skipped
+    assert {name for name, c in fleet_clusters.items() if outcomes[c.pk].state == TargetState.DONE} == {"m127", "m128", "m131"}
+    assert all(outcomes[c.pk].changed for name, c in fleet_clusters.items() if name != "m130")
+    assert live(fleet, "m130") is None, "the held target was left to its holder"
+    run.refresh_from_db()
+    assert run.finished_at is None
+    applies = AuditEvent.objects.filter(action="federation.propagation.apply", object_id=str(resource.pk))
+    assert sorted(applies.values_list("cluster", flat=True)) == ["m127", "m128", "m131"]
+    assert verify_chain().ok, "events written in bulk still chain"
+    # the holder's lease runs out: the next call takes the target over and finishes the run
+    PropagationTarget.objects.filter(run=run, cluster=held).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert propagation.propagate_targets(run.pk, [held.pk])[held.pk].state == TargetState.DONE
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+
+
+def test_retries_are_grouped_by_delay():
+    outcomes = {3: propagation.TargetOutcome(retry_in=4.0), 1: propagation.TargetOutcome(retry_in=2.0),
+                2: propagation.TargetOutcome(retry_in=2.0), 4: propagation.TargetOutcome(state=TargetState.DONE)}
+    assert propagation.retries_by_delay(outcomes) == {2.0: [1, 2], 4.0: [3]}
