@@ -120,7 +120,15 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
     refs = [ClusterRef(c.name, c.labels or {}) for c in clusters]
     selected = [n for n in select_clusters(revision.placement or {}, refs) if n in by_name]
     if existing is None:
-        existing = list(resource.propagated_versions.select_related("cluster"))
+        # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
+        fields = ["id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
+        by_id = {c.pk: c for c in clusters}
+        existing = list(resource.propagated_versions.only(*fields))
+        missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}
+        if missing:
+            by_id.update({c.pk: c for c in Cluster.objects.filter(pk__in=missing)})
+        for pv in existing:
+            pv.cluster = by_id[pv.cluster_id]
     replicas: dict[str, int] = {}
     candidates = selected
     if revision.scheduling:
@@ -169,17 +177,27 @@ def _pv(resource, cluster) -> PropagatedVersion:
     return pv
 
 
+# what propagation reads of a PropagatedVersion (not the applied manifest or the drift)
+_PV_FIELDS = ("id", "resource_id", "cluster_id", "status", "template_hash", "override_hash", "version", "revision_id",
+              "remote_status")
+
+
 def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
-    """PropagatedVersions of ``resource`` on ``clusters`` by cluster id, the missing ones created in bulk."""
-    found = {pv.cluster_id: pv for pv in PropagatedVersion.objects.select_related("cluster", "resource")
-             .filter(resource=resource, cluster__in=[c.pk for c in clusters])}
+    """PropagatedVersions of ``resource`` on ``clusters`` by cluster id, the missing ones created in
+    bulk; their ``resource`` and ``cluster`` are the caller's instances (no query per row)."""
+    by_id = {c.pk: c for c in clusters}
+
+    def load(ids):
+        return {pv.cluster_id: pv for pv in PropagatedVersion.objects.only(*_PV_FIELDS)
+                .filter(resource=resource, cluster_id__in=ids)}
+
+    found = load(list(by_id))
     missing = [PropagatedVersion(resource=resource, cluster=c) for c in clusters if c.pk not in found]
     if missing:
         PropagatedVersion.objects.bulk_create(missing, batch_size=500, ignore_conflicts=True)
-        found.update({pv.cluster_id: pv for pv in PropagatedVersion.objects.select_related("cluster")
-                      .filter(resource=resource, cluster__in=[c.pk for c in clusters if c.pk not in found])})
+        found.update(load([c.pk for c in clusters if c.pk not in found]))
     for pv in found.values():
-        pv.resource = resource  # the caller's instance (its type already loaded), not one query per row
+        pv.resource, pv.cluster = resource, by_id[pv.cluster_id]
     return found
 
 
