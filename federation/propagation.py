@@ -121,7 +121,7 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
     selected = [n for n in select_clusters(revision.placement or {}, refs) if n in by_name]
     if existing is None:
         # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
-        fields = ["id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
+        fields = ["id", "resource_id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
         by_id = {c.pk: c for c in clusters}
         existing = list(resource.propagated_versions.only(*fields))
         missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}

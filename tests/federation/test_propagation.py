@@ -372,3 +372,13 @@ def test_retries_are_grouped_by_delay():
     outcomes = {3: propagation.TargetOutcome(retry_in=4.0), 1: propagation.TargetOutcome(retry_in=2.0),
                 2: propagation.TargetOutcome(retry_in=2.0), 4: propagation.TargetOutcome(state=TargetState.DONE)}
     assert propagation.retries_by_delay(outcomes) == {2.0: [1, 2], 4.0: [3]}
+
+
+def test_planning_reads_a_fixed_number_of_rows_whatever_was_propagated(fleet, fleet_clusters, django_assert_max_num_queries):
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    drain(propagation.propagate_revision(resource))
+    resource.refresh_from_db()
+    revision = resource.current_revision
+    with django_assert_max_num_queries(2):  # the clusters, the PropagatedVersions: none per row
+        plans = propagation.plan_targets(resource, revision)
+    assert sorted(p.cluster.name for p in plans) == MEMBERS
