@@ -280,14 +280,20 @@ def path_text(path: tuple) -> str:
 
 def apply_merge(minor: int, node: dict, live, applied):
     """Merge an applied configuration into a live object: maps merge, associative lists merge
-    by key, atomic lists and scalars are replaced."""
+    by key, atomic lists and scalars are replaced. Returns a new object; neither argument changes."""
     if not isinstance(applied, dict) or not isinstance(live, dict):
         return copy.deepcopy(applied)
-    out = copy.deepcopy(live)
+    return apply_merge_into(minor, node, copy.deepcopy(live), applied)
+
+
+def apply_merge_into(minor: int, node: dict, out: dict, applied: dict) -> dict:
+    """``apply_merge`` into ``out``, a private copy changed in place (one copy of the live object per
+    apply, not one per level of nesting). Returns ``out``."""
     for key, value in applied.items():
         sub = _child(minor, node, key)
         if isinstance(value, dict):
-            out[key] = apply_merge(minor, sub, out.get(key), value)
+            current = out.get(key)
+            out[key] = apply_merge_into(minor, sub, current, value) if isinstance(current, dict) else copy.deepcopy(value)
         elif isinstance(value, list):
             keys = _list_keys(sub)
             current = out.get(key)
@@ -299,8 +305,10 @@ def apply_merge(minor: int, node: dict, live, applied):
                     idx = next((i for i, cur in enumerate(merged) if ik is not None and _item_key(cur, keys) == ik), None)
                     if idx is None:
                         merged.append(copy.deepcopy(item))
+                    elif isinstance(item, dict) and isinstance(merged[idx], dict):
+                        merged[idx] = apply_merge_into(minor, items, merged[idx], item)
                     else:
-                        merged[idx] = apply_merge(minor, items, merged[idx], item)
+                        merged[idx] = copy.deepcopy(item)
                 out[key] = merged
             else:
                 out[key] = copy.deepcopy(value)

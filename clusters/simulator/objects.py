@@ -326,11 +326,12 @@ def _guard_writable(ctx: Ctx) -> None:
         raise not_found("namespaces", "", ctx.namespace)
 
 
-def _prepare(ctx: Ctx, body) -> dict:
+def _prepare(ctx: Ctx, body, *, owned: bool = False) -> dict:
+    """``body`` checked (type meta, names); a copy unless the caller ``owned`` it (made it itself)."""
     if not isinstance(body, dict):
         raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
                             f'{ctx.res.kind}: the body must be a JSON object')
-    obj = copy.deepcopy(body)
+    obj = body if owned else copy.deepcopy(body)
     _check_type_meta(ctx, obj)
     _check_names(ctx, obj)
     return obj
@@ -400,7 +401,7 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
     rv = body_meta.get("resourceVersion") if isinstance(body_meta, dict) else None
     if rv and rv != old["metadata"].get("resourceVersion"):
         raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
-    new = _prepare(ctx, new)
+    new = _prepare(ctx, new, owned=True)
     new = _schema_step(ctx, new)
     _apply_defaults(ctx, new)
     _record_update(ctx, old, new, _entries(old))
@@ -462,8 +463,8 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     # whole list items first (outermost first), then single fields (deepest first)
     for path in sorted(stale, key=lambda p: (0, len(p)) if p[-1] == "." else (1, -len(p))):
         merge.remove_path(base, path)
-    obj = merge.apply_merge(ctx.minor, node, base, applied)
-    obj = _prepare(ctx, obj)
+    obj = merge.apply_merge_into(ctx.minor, node, base, applied)  # base is already a private copy
+    obj = _prepare(ctx, obj, owned=True)
     obj = _schema_step(ctx, obj)
     _apply_defaults(ctx, obj)
     owned[me] = set(applied_f)
