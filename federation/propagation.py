@@ -290,7 +290,7 @@ FLUSH_SECONDS = 0.5  # how long finished targets of a chunk may wait for slower 
 
 
 def batch_size() -> int:
-    return max(1, int(_setting("FEDERATION_BATCH_SIZE", 25)))
+    return max(1, int(_setting("FEDERATION_BATCH_SIZE", 50)))
 
 
 def thread_count() -> int:
