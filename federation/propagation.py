@@ -115,26 +115,36 @@ class ClusterPlan:
 
 def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=None, existing=None) -> list[ClusterPlan]:
     """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
-    clusters = list(clusters if clusters is not None else Cluster.objects.all())
-    by_name = {c.name: c for c in clusters}
-    refs = [ClusterRef(c.name, c.labels or {}) for c in clusters]
-    selected = [n for n in select_clusters(revision.placement or {}, refs) if n in by_name]
+    if clusters is not None:
+        clusters = list(clusters)
+        labels = {c.name: c.labels for c in clusters}
+    else:  # the placement is decided on names and labels; full rows only for the clusters it names
+        labels = dict(Cluster.objects.values_list("name", "labels"))
+    refs = [ClusterRef(name, value or {}) for name, value in labels.items()]
+    selected = [n for n in select_clusters(revision.placement or {}, refs) if n in labels]
+    preference = to_preference(revision.scheduling) if revision.scheduling else None
+    candidates = selected
+    if preference is not None:
+        pool = selected if preference.intersect_with_cluster_selector else list(labels)
+        candidates = participating_clusters(preference, pool)
     if existing is None:
         # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
         fields = ["id", "resource_id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
-        by_id = {c.pk: c for c in clusters}
         existing = list(resource.propagated_versions.only(*fields))
+        if clusters is None:
+            clusters = _clusters_named(set(candidates), {pv.cluster_id for pv in existing}, total=len(labels))
+        by_id = {c.pk: c for c in clusters}
         missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}
         if missing:
             by_id.update({c.pk: c for c in Cluster.objects.filter(pk__in=missing)})
         for pv in existing:
             pv.cluster = by_id[pv.cluster_id]
+    elif clusters is None:
+        clusters = _clusters_named(set(candidates), set(), total=len(labels))
+    by_name = {c.name: c for c in clusters}
+    candidates = [n for n in candidates if n in by_name]  # a cluster unjoined since the names were read
     replicas: dict[str, int] = {}
-    candidates = selected
-    if revision.scheduling:
-        preference = to_preference(revision.scheduling)
-        pool = selected if preference.intersect_with_cluster_selector else list(by_name)
-        candidates = participating_clusters(preference, pool)
+    if preference is not None:
         schedulable = [n for n in candidates if by_name[n].state == ClusterState.READY and not by_name[n].isolated]
         current = {}
         for pv in existing:
@@ -159,6 +169,13 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
         if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
             plans.append(ClusterPlan(pv.cluster, removal))
     return sorted(plans, key=lambda p: p.cluster.name)
+
+
+def _clusters_named(names: set[str], ids: set[int], *, total: int) -> list[Cluster]:
+    """Cluster rows by name or id: one query, the whole table when that is most of it anyway."""
+    if len(names) + len(ids) >= total // 2:
+        return list(Cluster.objects.all())
+    return list(Cluster.objects.filter(Q(name__in=names) | Q(pk__in=ids)))
 
 
 # --- fan-out ------------------------------------------------------------------------------------
