@@ -22,9 +22,11 @@ class Faults:
     down: str | None = None  # None | "refused" | "503"
     latency_ms: int = 0
     error_rate: float = 0.0
+    no_readyz: bool = False  # /readyz answers 404, as before Kubernetes 1.16 or behind a /healthz-only proxy
 
     def as_dict(self) -> dict:
-        return {"down": self.down, "latencyMs": self.latency_ms, "errorRate": self.error_rate}
+        return {"down": self.down, "latencyMs": self.latency_ms, "errorRate": self.error_rate,
+                "noReadyz": self.no_readyz}
 
 
 @dataclass
@@ -78,7 +80,10 @@ def parse_faults(raw: dict | None) -> Faults:
         raise FleetSpecError(f"bad faults: {exc}") from exc
     if latency < 0 or not 0 <= rate <= 1:
         raise FleetSpecError("faults.latencyMs must be >= 0 and errorRate within 0..1")
-    return Faults(down=down, latency_ms=latency, error_rate=rate)
+    no_readyz = raw.get("noReadyz", False)
+    if not isinstance(no_readyz, bool):
+        raise FleetSpecError(f"faults.noReadyz must be true or false, not {no_readyz!r}")
+    return Faults(down=down, latency_ms=latency, error_rate=rate, no_readyz=no_readyz)
 
 
 def _parse_nodes(name: str, version: str, raw, labels: dict) -> list[NodeSpec]:

@@ -149,6 +149,8 @@ class ClusterHandler:
     async def dispatch(self, request: web.Request, cluster: ClusterState, tail: str) -> web.StreamResponse:
         parts = tail.split("/") if tail else []
         head = parts[0] if parts else ""
+        if head == "readyz" and cluster.faults.no_readyz:
+            raise ApiError(404, "the server could not find the requested resource")
         if head in ("healthz", "readyz", "livez"):
             return web.Response(text="ok")
         public = head == "version"

@@ -60,6 +60,19 @@ def test_refused_port_is_a_transient_refused_error():
     assert "refused" in info.value.message.lower()
 
 
+def test_a_server_without_readyz_is_checked_through_healthz(fleet):
+    fleet.admin("POST", "/clusters/m128/faults", {"noReadyz": True})  # before 1.16, or a /healthz-only proxy
+    result = kube.check_ready(conn(fleet, "m128"), timeout=3)
+    assert result.ok and result.detail == "ok"
+
+
+def test_a_bad_no_readyz_fault_is_refused(fleet):
+    from tests.fleet_fixtures import FleetError
+
+    with pytest.raises(FleetError, match="noReadyz must be true or false"):
+        fleet.admin("POST", "/clusters/m128/faults", {"noReadyz": "yes"})
+
+
 def test_503_makes_the_cluster_not_ready_but_reachable(fleet):
     fleet.set_down("m130", mode="503")
     result = kube.check_ready(conn(fleet, "m130"), timeout=2)

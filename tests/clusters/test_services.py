@@ -328,6 +328,15 @@ def test_probe_reads_version_nodes_region_and_goes_ready(fleet):
     assert AuditEvent.objects.filter(action="cluster.state_change").count() == 1
 
 
+def test_a_cluster_without_readyz_is_probed_through_healthz_and_goes_ready(fleet):
+    fleet.admin("POST", "/clusters/m128/faults", {"noReadyz": True})
+    cluster = register(fleet, "m128")
+    outcome = services.probe_cluster(cluster)
+    cluster.refresh_from_db()
+    assert outcome.state == ClusterState.READY and not cluster.last_error
+    assert cluster.server_version.startswith("v1.28")
+
+
 def test_version_sample_is_written_only_when_something_changed(fleet):
     cluster = register(fleet, "m128")
     services.probe_cluster(cluster)
