@@ -1,11 +1,14 @@
 """Cluster registry: clusters, their credentials (encrypted), health state and version history."""
 
+import functools
+
 from django.conf import settings
 from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
+from django.urls import reverse
 from django.utils import timezone
 
 from clusters import crypto
@@ -30,6 +33,11 @@ class ClusterQuerySet(models.QuerySet):
         return self.alias(_label_value=Cast(KeyTextTransform(key, "labels"), models.CharField())).filter(
             _label_value=value
         )
+
+
+@functools.cache
+def _cluster_url_prefix() -> str:
+    return reverse("clusters:cluster_detail", args=[987654321]).split("987654321/", 1)[0]
 
 
 class Cluster(models.Model):
@@ -88,6 +96,10 @@ class Cluster(models.Model):
 
     def __str__(self):
         return self.name
+
+    def get_absolute_url(self) -> str:
+        """The cluster's page (a list shows 50: one reverse() per process, not one per row)."""
+        return f"{_cluster_url_prefix()}{self.pk}/"
 
     @property
     def is_host(self) -> bool:
