@@ -390,7 +390,9 @@ def propagate_targets(run_id: int, cluster_ids, *, threads: int | None = None) -
                 if done:
                     finished = [(pending.pop(future), future.result()) for future in done]
                     outcomes.update(_record(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
-    _finish_run_if_complete(run.pk)
+                    _finish_run_if_complete(run.pk)
+    else:
+        _finish_run_if_complete(run.pk)
     return outcomes
 
 
@@ -898,6 +900,11 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
         | Q(state__in=[TargetState.RETRYING, TargetState.PENDING], lease_until__isnull=True, run__started_at__lt=cutoff)
         | Q(state=TargetState.PENDING, lease_until__lt=cutoff)
     )
+    # a run whose last targets were written by a worker that died before it closed the run
+    settled = (PropagationRun.objects.filter(finished_at__isnull=True, started_at__lt=cutoff)
+               .exclude(targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]))
+    for run_id in settled.values_list("pk", flat=True)[:1000]:
+        _finish_run_if_complete(run_id)
     found = list(stale.order_by("run_id", "cluster_id").values_list("pk", "run_id", "cluster_id")[:10000])
     if not found:
         return 0

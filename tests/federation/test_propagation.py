@@ -382,3 +382,20 @@ def test_planning_reads_a_fixed_number_of_rows_whatever_was_propagated(fleet, fl
     with django_assert_max_num_queries(3):  # names and labels, the PropagatedVersions, the clusters: none per row
         plans = propagation.plan_targets(resource, revision)
     assert sorted(p.cluster.name for p in plans) == MEMBERS
+
+
+def test_the_stale_sweep_closes_a_run_whose_worker_died_after_writing_its_last_targets(fleet, fleet_clusters):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from federation.models import PropagationRun, PropagationTarget
+
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    run = propagation.propagate_revision(resource)
+    # the targets were written (DONE), then the worker died before it closed the run
+    PropagationTarget.objects.filter(run=run).update(state=TargetState.DONE, finished_at=timezone.now())
+    PropagationRun.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(minutes=5))
+    assert propagation.resume_stale_targets(stale_seconds=60) == 0
+    run.refresh_from_db()
+    assert run.finished_at is not None and run.state == RunState.SUCCEEDED
