@@ -127,20 +127,21 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
     if preference is not None:
         pool = selected if preference.intersect_with_cluster_selector else list(labels)
         candidates = participating_clusters(preference, pool)
-    if existing is None:
+    loaded_here = existing is None
+    if loaded_here:
         # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
         fields = ["id", "resource_id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
         existing = list(resource.propagated_versions.only(*fields))
-        if clusters is None:
-            clusters = _clusters_named(set(candidates), {pv.cluster_id for pv in existing}, total=len(labels))
+    if clusters is None:
+        held = {pv.cluster_id for pv in existing} if loaded_here else set()
+        clusters = _clusters_named(set(candidates), held, total=len(labels))
+    if loaded_here:
         by_id = {c.pk: c for c in clusters}
-        missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}
+        missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}  # clusters the caller left out
         if missing:
             by_id.update({c.pk: c for c in Cluster.objects.filter(pk__in=missing)})
         for pv in existing:
             pv.cluster = by_id[pv.cluster_id]
-    elif clusters is None:
-        clusters = _clusters_named(set(candidates), set(), total=len(labels))
     by_name = {c.name: c for c in clusters}
     candidates = [n for n in candidates if n in by_name]  # a cluster unjoined since the names were read
     replicas: dict[str, int] = {}

@@ -84,10 +84,12 @@ def test_what_a_viewer_may_do_is_not_shared_through_the_cache(viewer_client, adm
 
 def test_htmx_gets_the_cached_results_alone(viewer_client, make_cluster):
     make_cluster("host", "v1.29.0", role="host")
-    make_cluster("m1", "v1.27.0")
+    member = make_cluster("m1", "v1.27.0")
     full = viewer_client.get(MATRIX).content.decode()
+    _set_version(member, "v1.21.7")
     fragment = viewer_client.get(MATRIX, HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in fragment and fragment.strip() and fragment.strip() in full
+    assert "1.21" not in fragment, "the htmx request is served the cached results"
 
 
 def test_turned_off_with_zero(viewer_client, make_cluster):
