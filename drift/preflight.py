@@ -1,4 +1,5 @@
-"""The API-compatibility preflight for change requests (registered with federation.approvals).
+"""The API-compatibility preflight for change requests (registered with federation.approvals), and
+the same check on the federation preview (registered with federation.preview_checks).
 
 Every target of the proposed revision is checked as the compatibility matrix checks it: an
 incompatible target is a *blocking* problem (approval stops until an admin overrides it with a
@@ -9,7 +10,7 @@ reason, which approvals audits); an unverifiable target, or an incompatible one 
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
 
-from drift import selectors
+from drift import compat, selectors
 from drift.choices import CompatStatus
 
 CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
@@ -59,3 +60,15 @@ def compat_preflight(change_request) -> list[PreflightProblem]:
                 PreflightProblem(name, Severity.WARNING, f"Cannot verify on {name} ({version}): {_describe(cell.result)}")
             )
     return problems
+
+
+def compat_preview_check(manifest: dict, cluster) -> list[str] | None:
+    """The preview's warnings for ``manifest`` on ``cluster``: what the compatibility matrix says of it
+    (no database access: the preview runs this on its thread pool)."""
+    version = cluster.server_version or ""
+    result = compat.check_manifest(manifest, version)
+    if result.status == CompatStatus.INCOMPATIBLE:
+        return [f"Incompatible with {cluster.name} ({version}): {_describe(result)}"]
+    if result.status == CompatStatus.UNVERIFIABLE:
+        return [f"Cannot verify on {cluster.name} ({version or 'version not polled yet'}): {_describe(result)}"]
+    return []

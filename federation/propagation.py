@@ -732,7 +732,7 @@ class ClusterPreview:
 def preview_revision(resource: FederatedResource, revision: Revision | None = None) -> list[ClusterPreview]:
     """Per target cluster: the rendered YAML and its diff against the live object, or what would be
     created/deleted. Unreachable clusters are shown as errors, never raised."""
-    from clusters.schemas import schema_minor_for, validate_manifest
+    from federation.preview_checks import manifest_warnings
 
     revision = revision or resource.current_revision
     ftype = resource.type
@@ -758,10 +758,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
                                        replicas=plan.replicas, revision=revision.number, live=live)
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
-        warnings = []
-        minor = schema_minor_for(cluster.server_version or "")
-        if minor is not None:
-            warnings = [f"{cluster.name} ({cluster.server_version}): {p.message}" for p in validate_manifest(manifest, minor)]
+        warnings = manifest_warnings(manifest, cluster)
         shown = mask_secret_object(manifest, ftype.kind)
         if live is None:
             return ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),

@@ -54,3 +54,48 @@ def test_compatible_proposal_has_no_blocking_problem_and_isolated_targets_only_w
                                 placement={"clusters": ["m25", "m28"]})
     cr2 = approvals.create_change_request(resource2, actor=operator)
     assert [(p["cluster_name"], p["severity"]) for p in cr2.preflight] == [("m25", "warning")]
+
+
+# --- the same verdict on the federation preview --------------------------------------------------
+
+def test_drift_check_answers_for_the_federation_preview():
+    from drift.preflight import compat_preview_check
+    from federation.preview_checks import registered_manifest_checks
+
+    assert registered_manifest_checks()[0] is compat_preview_check
+
+
+def _cluster(name, version):
+    from clusters.models import Cluster
+
+    return Cluster(name=name, server_version=version)
+
+
+def test_preview_check_names_the_fix_and_the_version_that_accepts_the_field():
+    from drift.preflight import compat_preview_check
+
+    manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+                **sidecar_template()}
+    (warning,) = compat_preview_check(manifest, _cluster("m25", "v1.25.1"))
+    assert warning.startswith("Incompatible with m25 (v1.25.1): ")
+    assert "override remove /spec/template/spec/initContainers/0/restartPolicy" in warning and "v1.28" in warning
+    assert compat_preview_check(manifest, _cluster("m29", "v1.29.1")) == []
+
+
+def test_preview_check_reports_a_removed_api_version_and_what_replaces_it():
+    from drift.preflight import compat_preview_check
+
+    pdb = {"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    (warning,) = compat_preview_check(pdb, _cluster("m26", "v1.26.1"))
+    assert "policy/v1beta1" in warning and "policy/v1" in warning
+
+
+def test_preview_check_cannot_verify_an_unpolled_or_unsupported_version():
+    from drift.preflight import compat_preview_check
+
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
+    (unpolled,) = compat_preview_check(manifest, _cluster("new", ""))
+    assert unpolled.startswith("Cannot verify on new (version not polled yet)")
+    (ancient,) = compat_preview_check(manifest, _cluster("old", "v1.12.0"))
+    assert ancient.startswith("Cannot verify on old (v1.12.0)") and "outside the schemas' range" in ancient

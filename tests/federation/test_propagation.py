@@ -88,6 +88,11 @@ def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_cluste
     resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
     assert previews["m127"].warnings and "restartPolicy" in previews["m127"].warnings[0]
+    # drift's compatibility check answers for the preview (as on the matrix and the change request):
+    # the fix and the first version that accepts the field, not only the schema's complaint
+    assert "override remove /spec/template/spec/initContainers/0/restartPolicy" in previews["m127"].warnings[0]
+    assert "upgrade the cluster to v1.28" in previews["m127"].warnings[0]
+    assert [previews[n].warnings for n in ("m128", "m130", "m131")] == [[], [], []]
     run = propagation.propagate_revision(resource)
     drain(run)
     failed = pv(resource, "m127")
