@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
@@ -86,6 +86,13 @@ def filter_version(qs: QuerySet, version: str) -> QuerySet:
     if len(parts) == 2 and all(p.isdigit() for p in parts):
         return qs.filter(version_major=int(parts[0]), version_minor=int(parts[1]))
     return qs.filter(server_version=version if version.startswith("v") else f"v{version}")
+
+
+def newest_probe_stamp() -> str:
+    """When a probe last wrote a cluster row: part of the cluster list's cache key, so a poll's
+    results (versions, nodes, probe times) show on the next load (one aggregate query)."""
+    newest = Cluster.objects.aggregate(newest=Max("last_probe_at"))["newest"]
+    return newest.isoformat() if newest else ""
 
 
 def version_choices() -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ from clusters.forms import (
 from clusters.models import Cluster, PollRequest
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
+from fedportal.fragments import render_with_cached_partial
 from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 50
@@ -62,24 +63,33 @@ def cluster_list(request):
     if request.GET.get("format") == "csv":
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
         return stream_csv(f"clusters-{stamp}.csv", CLUSTER_COLUMNS, csv_rows(queryset))
-    page = Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
     params = request.GET.copy()
     params.pop("page", None)
     sort_params = params.copy()
     sort_params.pop("sort", None)
+    can_poll, can_admin = has_role(request.user, Role.OPERATOR), has_role(request.user, Role.ADMIN)
     context = {
         "form": form,
-        "page": page,
         "columns": HTML_COLUMNS,
         "filters": filters,
         "query": params.urlencode(),
         "sort_query": sort_params.urlencode(),
         "version_choices": selectors.version_choices(),
-        "can_poll": has_role(request.user, Role.OPERATOR),
-        "can_admin": has_role(request.user, Role.ADMIN),
+        "can_poll": can_poll,
+        "can_admin": can_admin,
     }
     template = "clusters/cluster_list.html"
-    return render(request, template + "#rows" if request.htmx else template, context)
+
+    def rows() -> dict:
+        return {"page": Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))}
+
+    if form.errors:  # shown as they are, never cached
+        context.update(rows())
+        return render(request, template + "#rows" if request.htmx else template, context)
+    # the rows through the short-lived page cache (fedportal.fragments): refreshed by any audited
+    # action and by every probe that writes a cluster row
+    return render_with_cached_partial(request, template, "rows", context, rows,
+                                      vary=[can_poll, can_admin, selectors.newest_probe_stamp()])
 
 
 @require_GET

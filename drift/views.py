@@ -6,8 +6,6 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
-from django.utils.safestring import mark_safe
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
@@ -31,7 +29,7 @@ from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
-from fedportal.fragments import cached_fragment
+from fedportal.fragments import render_with_cached_partial
 from fedportal.roles import Role, has_role, role_required
 
 MEMBER_PAGE_SIZE = 50
@@ -82,17 +80,7 @@ def _page_with_results(request, template: str, context: dict, results, *, vary=(
     form = context["form"]
     if form.is_bound and not form.is_valid():
         return render(request, template + "#results" if request.htmx else template, context)
-
-    computed = {}  # the results' context when they were computed for this request (tests read it)
-
-    def render_results() -> str:
-        computed.update(results())
-        return render_to_string(template + "#results", {**context, **computed}, request=request)
-
-    html = mark_safe(cached_fragment(request, template, render_results, vary=vary))  # noqa: S308 - our own render
-    if request.htmx:
-        return HttpResponse(html)
-    return render(request, template, {**context, **computed, "results_html": html})
+    return render_with_cached_partial(request, template, "results", context, results, vary=vary)
 
 
 @role_required(Role.VIEWER)

@@ -1,11 +1,13 @@
-"""Short-lived caching of the fleet-wide pages' results (the skew, compatibility and compliance tables).
+"""Short-lived caching of the fleet-wide pages' results (the skew, compatibility and compliance
+tables, and the cluster list's rows).
 
 Those tables are a function of the whole fleet (1,000 clusters x 200 resources) and cost tens to
 hundreds of milliseconds to compute and render; under a team's worth of dashboards they would take
 both cores. The rendered results fragment is cached under a key made of:
 
-* the page and its full query string (filters, page numbers) and what the viewer may do (``vary``:
-  e.g. whether Isolate links are shown);
+* the page and its full query string (filters, page numbers) and what the caller passes as ``vary``:
+  what the viewer may do (e.g. whether Isolate links are shown), and for the cluster list the
+  newest probe time, so a poll's results show on the next load;
 * the id of the newest audit event: every user action is audited, so whoever isolates a cluster,
   edits the version policy or approves a change sees its effect on the next load;
 
@@ -23,6 +25,10 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.cache import cache
+from django.http import HttpResponse
+from django.shortcuts import render as render_page
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
 from fedportal.models import AuditEvent
 
@@ -59,3 +65,21 @@ def cached_fragment(request, name: str, render: Callable[[], str], *, vary=()) -
         if entry is not None:
             cache.delete(key + ":refresh")
     return html
+
+
+def render_with_cached_partial(request, template: str, partial: str, context: dict, compute: Callable[[], dict], *,
+                               vary=()) -> HttpResponse:
+    """The page ``template``, or (htmx) only its ``partial``, the partial's HTML coming from
+    ``cached_fragment``. ``compute()`` gives the partial's own context (the expensive part), called
+    only when the partial is rendered; the page gets the HTML as ``<partial>_html`` (its template
+    shows that instead of rendering the partial inline)."""
+    computed = {}  # the partial's context when it was computed for this request (tests read it)
+
+    def render_partial() -> str:
+        computed.update(compute())
+        return render_to_string(f"{template}#{partial}", {**context, **computed}, request=request)
+
+    html = mark_safe(cached_fragment(request, template, render_partial, vary=vary))  # noqa: S308 - our own render
+    if getattr(request, "htmx", False):
+        return HttpResponse(html)
+    return render_page(request, template, {**context, **computed, f"{partial}_html": html})
