@@ -19,7 +19,7 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects, tables
+from . import discovery, objects, openapi, tables
 from .errors import ApiError, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
@@ -157,6 +157,13 @@ class ClusterHandler:
         can_write = self.authenticate(request, cluster, public)
         if head == "version" and len(parts) == 1:
             return _json(version_info(cluster.git_version))
+        if head == "openapi" and parts[1:2] == ["v3"]:
+            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources())
+            if doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            if request.method != "GET":
+                raise ApiError(405, "the server does not allow this method on the requested resource")
+            return _json(doc)
         if head not in ("api", "apis"):
             raise ApiError(404, "the server could not find the requested resource")
         doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources())
