@@ -304,7 +304,7 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta["resourceVersion"] = ctx.cluster.next_rv()
     ctx.cluster.save(ctx.res, obj)
     if start_rollout:
-        ctx.cluster.schedule_rollout(obj)
+        ctx.cluster.schedule_rollout(obj, ctx.res)
     if ctx.res.kind == "CustomResourceDefinition":
         ctx.cluster.refresh_custom()
     return obj
@@ -481,12 +481,12 @@ def delete(ctx: Ctx) -> dict:
         raise ApiError(403, f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
                        details={"name": ctx.name, "group": "", "kind": "namespaces"})
     if not ctx.dry_run:
-        ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         ctx.cluster.next_rv()
+        ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         if ctx.res.kind == "Namespace":
-            for (group, plural), bucket in ctx.cluster.data.items():
+            for bucket_key, bucket in ctx.cluster.data.items():
                 for key in [k for k in bucket if k[0] == ctx.name]:
-                    del bucket[key]
+                    ctx.cluster.drop_key(bucket_key, *key)
         if ctx.res.kind == "CustomResourceDefinition":
             ctx.cluster.refresh_custom()
     return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))

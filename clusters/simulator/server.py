@@ -214,7 +214,7 @@ class ClusterHandler:
         method, res, cluster = request.method, ctx.res, ctx.cluster
         if method == "GET" and ctx.name is None:
             if _bool(request, "watch"):
-                raise ApiError(405, "watch is not supported by the fleet simulator")
+                return await self.watch(request, ctx)
             return self.list(request, ctx)
         if method == "GET":
             obj = cluster.load(res, ctx.namespace, ctx.name)
@@ -268,6 +268,75 @@ class ClusterHandler:
         scope = ctx.namespace if ctx.res.namespaced and ctx.namespace else None
         return [o for o in ctx.cluster.items(ctx.res, scope)
                 if labels(o["metadata"].get("labels")) and fields(o)]
+
+    async def watch(self, request: web.Request, ctx: objects.Ctx) -> web.StreamResponse:
+        """A watch: newline-delimited JSON events (ADDED, MODIFIED, DELETED; ERROR 410 when the
+        resourceVersion asked for is older than the kept history) until timeoutSeconds.
+
+        resourceVersion "" or "0" starts with an ADDED event per current object; a number resumes
+        after it. An object that stops matching the selectors is not announced as DELETED (a real
+        apiserver does); bookmarks are not sent."""
+        cluster, res = ctx.cluster, ctx.res
+        labels = parse_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"))
+        scope = ctx.namespace if res.namespaced and ctx.namespace else None
+        since_text = request.query.get("resourceVersion", "")
+        try:
+            since = int(since_text) if since_text not in ("", "0") else None
+            timeout = float(request.query.get("timeoutSeconds") or 1800)
+        except ValueError as exc:
+            raise ApiError(400, f"invalid resourceVersion or timeoutSeconds: {exc}") from exc
+        table_version = tables.wants_table(request.headers.get("Accept", ""))
+
+        def matches(obj: dict) -> bool:
+            meta = obj["metadata"]
+            return (scope is None or meta.get("namespace", "") == scope) and labels(meta.get("labels")) and fields(obj)
+
+        def line(event: str, obj: dict) -> bytes:
+            if table_version and event != "ERROR":
+                obj = tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", ""))
+            return json.dumps({"type": event, "object": obj}, separators=(",", ":")).encode() + b"\n"
+
+        queue = cluster.subscribe(res)  # before reading what is there, so nothing falls in between
+        try:
+            if since is None:
+                first = [line("ADDED", o) for o in cluster.items(res, scope) if matches(o)]
+                sent = cluster.rv
+            else:
+                kept = cluster.events_since(res, since)
+                if kept is None:
+                    gone = ApiError(410, f"too old resource version: {since} ({cluster.history_start})").status()
+                    gone["reason"] = "Expired"
+                    first = [line("ERROR", gone)]
+                    sent = None
+                else:
+                    first = [line(event, json.loads(raw)) for _, _, event, raw in kept if matches(json.loads(raw))]
+                    sent = max([since] + [rv for rv, *_ in kept])
+            response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            for chunk in first:
+                await response.write(chunk)
+            deadline = time.monotonic() + max(0.0, min(timeout, 3600.0))
+            while sent is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    rv, _, event, raw = await asyncio.wait_for(queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
+                if rv <= sent:
+                    continue  # already part of the initial state (a read converged a roll-out)
+                obj = json.loads(raw)
+                if matches(obj):
+                    await response.write(line(event, obj))
+            await response.write_eof()
+            return response
+        except ConnectionResetError:  # the client went away (aiohttp's ClientConnectionResetError)
+            return response
+        finally:
+            cluster.unsubscribe(res, queue)
 
     def list(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         items = self._selected(request, ctx)

@@ -6,10 +6,12 @@ caches them), so a cluster costs little more than its objects.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
+from collections import deque
 from datetime import datetime, timezone
 
 from clusters import schemas
@@ -19,6 +21,7 @@ from .errors import ApiError
 from .fleet import ClusterSpec, Faults, parse_version
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+WATCH_HISTORY = 500  # events kept per cluster for watches that resume from a resourceVersion
 
 
 def now_text() -> str:
@@ -46,6 +49,11 @@ class ClusterState:
         self.rollouts: dict[tuple[str, str], float] = {}
         self.custom: dict[tuple[str, str, str], schemas.ApiResource] = {}  # from stored CRDs
         self.custom_status: set[tuple[str, str, str]] = set()  # custom kinds with a status subresource
+        # the change feed, kept from a cluster's first watch on (a fleet nobody watches pays nothing):
+        # recent events (rv, (group, plural), type, object bytes) and each watch's queue
+        self.history: deque | None = None
+        self.history_start = 0  # a watch from an older resourceVersion gets 410 Gone
+        self.watchers: dict[tuple[str, str], set[asyncio.Queue]] = {}
         self.set_version(spec.version)
         self._seed()
 
@@ -87,6 +95,8 @@ class ClusterState:
         old = {(r.group, r.plural) for r in self.custom.values()}
         new = {(r.group, r.plural) for r in table.values()}
         for key in old - new:
+            for (namespace, name) in list(self.data.get(key, {})):
+                self.drop_key(key, namespace, name)
             self.data.pop(key, None)
         self.custom = table
         self.custom_status = status
@@ -110,11 +120,61 @@ class ClusterState:
 
     def save(self, res: schemas.ApiResource, obj: dict) -> None:
         meta = obj["metadata"]
-        self.bucket(res)[(meta.get("namespace", ""), meta["name"])] = dumps(obj)
+        bucket, key = self.bucket(res), (meta.get("namespace", ""), meta["name"])
+        event = "MODIFIED" if key in bucket else "ADDED"
+        bucket[key] = raw = dumps(obj)
+        self._emit((res.group, res.plural), event, raw)
 
     def drop(self, res: schemas.ApiResource, namespace: str, name: str) -> None:
-        self.data.get((res.group, res.plural), {}).pop((namespace, name), None)
+        """Delete one object (the caller has taken the deletion's resourceVersion)."""
+        self.drop_key((res.group, res.plural), namespace, name)
+
+    def drop_key(self, key: tuple[str, str], namespace: str, name: str) -> None:
+        raw = self.data.get(key, {}).pop((namespace, name), None)
         self.rollouts.pop((namespace, name), None)
+        if raw is not None and self.history is not None:
+            obj = json.loads(raw)
+            obj["metadata"]["resourceVersion"] = str(self.rv)  # a DELETED event carries the deletion's
+            self._emit(key, "DELETED", dumps(obj))
+
+    # -- watch -----------------------------------------------------------------------------
+    def subscribe(self, res: schemas.ApiResource) -> asyncio.Queue:
+        if self.history is None:
+            self.history, self.history_start = deque(maxlen=WATCH_HISTORY), self.rv
+        queue: asyncio.Queue = asyncio.Queue()
+        self.watchers.setdefault((res.group, res.plural), set()).add(queue)
+        if res.kind == "Deployment":  # roll-outs already under way finish on time for the watch
+            now = time.monotonic()
+            for key, due in list(self.rollouts.items()):
+                self._converge_later(res, key, max(0.0, due - now))
+        return queue
+
+    def _converge_later(self, res: schemas.ApiResource, key: tuple[str, str], delay: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not serving (a test driving the store directly): reads converge
+            return
+        loop.call_later(delay + 0.01, self.load, res, *key)
+
+    def unsubscribe(self, res: schemas.ApiResource, queue: asyncio.Queue) -> None:
+        self.watchers.get((res.group, res.plural), set()).discard(queue)
+
+    def events_since(self, res: schemas.ApiResource, rv: int) -> list[tuple] | None:
+        """The kept events of ``res`` after ``rv``; None when ``rv`` is older than what is kept."""
+        history = self.history if self.history is not None else deque()
+        oldest = history[0][0] - 1 if history.maxlen and len(history) == history.maxlen else self.history_start
+        if rv < oldest:
+            return None
+        key = (res.group, res.plural)
+        return [e for e in history if e[0] > rv and e[1] == key]
+
+    def _emit(self, key: tuple[str, str], event: str, raw: bytes) -> None:
+        if self.history is None:
+            return
+        entry = (self.rv, key, event, raw)
+        self.history.append(entry)
+        for queue in self.watchers.get(key, ()):
+            queue.put_nowait(entry)
 
     def items(self, res: schemas.ApiResource, namespace: str | None):
         bucket = self.data.get((res.group, res.plural), {})
@@ -131,9 +191,13 @@ class ClusterState:
         return sum(len(b) for b in self.data.values())
 
     # -- deployments -----------------------------------------------------------------------
-    def schedule_rollout(self, obj: dict) -> None:
+    def schedule_rollout(self, obj: dict, res: schemas.ApiResource | None = None) -> None:
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        self.rollouts[key] = time.monotonic() + max(self.rollout_seconds, 0)
+        delay = max(self.rollout_seconds, 0)
+        self.rollouts[key] = time.monotonic() + delay
+        if res is not None and self.watchers.get((res.group, res.plural)):
+            # a watch sees the roll-out finish when it does (reads converge it lazily otherwise)
+            self._converge_later(res, key, delay)
 
     def _maybe_converge(self, res, obj: dict) -> dict:
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])

@@ -94,6 +94,7 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     live = tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web")
     assert live["spec"]["replicas"] == 4 and live["metadata"]["generation"] == 2
     assert "web" in run("get", "deployments")
+    assert "successfully rolled out" in run("rollout", "status", "deployment/web", "--timeout=30s")  # a watch
     assert "serverside-applied" in run("apply", "--server-side", "--force-conflicts", *validate, "-f", str(manifest))
     if validate:
         return
