@@ -11,6 +11,8 @@ import re
 
 from clusters import schemas
 
+from .scale import SCALED_KINDS
+
 _SHORT_NAMES = {
     "configmaps": ["cm"], "namespaces": ["ns"], "nodes": ["no"], "pods": ["po"], "services": ["svc"],
     "serviceaccounts": ["sa"], "secrets": [], "deployments": ["deploy"], "replicasets": ["rs"],
@@ -68,6 +70,9 @@ def _resource_doc(res: schemas.ApiResource) -> list[dict]:
     if res.verbs != ("create",) and res.kind not in ("ConfigMap", "Secret", "ServiceAccount", "ComponentStatus"):
         docs.append({"name": f"{res.plural}/status", "singularName": "", "namespaced": res.namespaced,
                      "kind": res.kind, "verbs": ["get", "patch", "update"]})
+    if res.kind in SCALED_KINDS:
+        docs.append({"name": f"{res.plural}/scale", "singularName": "", "namespaced": res.namespaced,
+                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]})
     return docs
 
 

@@ -19,8 +19,8 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects, openapi, tables
-from .errors import ApiError, not_found
+from . import discovery, objects, openapi, scale, tables
+from .errors import ApiError, conflict, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
 
@@ -191,7 +191,7 @@ class ClusterHandler:
             raise ApiError(404, "the server could not find the requested resource")
         if namespace and not res.namespaced:
             raise ApiError(404, "the server could not find the requested resource")
-        if sub is not None and sub != "status":
+        if sub is not None and sub != "status" and not (sub == "scale" and res.kind in scale.SCALED_KINDS):
             raise ApiError(404, "the server could not find the requested resource")
         if request.method in WRITE_METHODS and not can_write:
             verb = WRITE_METHODS[request.method]
@@ -208,7 +208,37 @@ class ClusterHandler:
         deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
         if deprecated:
             ctx.warnings.append(deprecated)
+        if sub == "scale":
+            return await self.serve_scale(request, ctx)
         return await self.serve(request, ctx)
+
+    async def serve_scale(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        """GET, PUT or PATCH .../<name>/scale: the parent's replicas as an autoscaling/v1 Scale."""
+        if request.method not in ("GET", "PUT", "PATCH"):
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        obj = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+        if obj is None:
+            raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+        current = scale.scale_of(ctx.res.kind, obj)
+        if request.method == "GET":
+            return _json(current, 200, ctx.warnings)
+        body = await _read_body(request)
+        if request.method == "PUT":
+            wanted = body
+        else:
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type is None:
+                raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
+                                    f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
+            wanted = scale.patched(current, patch_type, body)
+        replicas = scale.replicas_of(ctx.name, wanted)
+        rv = ((wanted.get("metadata") or {}) if isinstance(wanted, dict) else {}).get("resourceVersion")
+        if rv and rv != current["metadata"].get("resourceVersion"):
+            raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
+        ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        ctx.dry_run = request.query.get("dryRun") == "All"
+        updated = objects.patch(ctx, "merge", {"spec": {"replicas": replicas}})
+        return _json(scale.scale_of(ctx.res.kind, updated), 200, ctx.warnings)
 
     async def serve(self, request: web.Request, ctx: objects.Ctx) -> web.StreamResponse:
         method, res, cluster = request.method, ctx.res, ctx.cluster

@@ -95,12 +95,15 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     assert live["spec"]["replicas"] == 4 and live["metadata"]["generation"] == 2
     assert "web" in run("get", "deployments")
     assert "successfully rolled out" in run("rollout", "status", "deployment/web", "--timeout=30s")  # a watch
+    assert "scaled" in run("scale", "deployment/web", "--replicas=3")  # the scale subresource
+    assert tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web")["spec"]["replicas"] == 3
+    manifest.write_text(manifest.read_text().replace("replicas: 4", "replicas: 3"))
     assert "serverside-applied" in run("apply", "--server-side", "--force-conflicts", *validate, "-f", str(manifest))
     if validate:
         return
     # kubectl's own validation: the server rejects an unknown field (fieldValidation=Strict)
     bad = tmp_path / "bad.yaml"
-    bad.write_text(manifest.read_text().replace("name: web,", "name: web-bad,").replace("replicas: 4", "replicas: 4\n  bogus: 1"))
+    bad.write_text(manifest.read_text().replace("name: web,", "name: web-bad,").replace("\nspec:\n", "\nspec:\n  bogus: 1\n"))
     proc = subprocess.run([*base, "apply", "-f", str(bad)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and 'strict decoding error: unknown field "spec.bogus"' in proc.stderr
     assert tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web-bad") is None
