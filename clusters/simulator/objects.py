@@ -481,7 +481,6 @@ def delete(ctx: Ctx) -> dict:
         raise ApiError(403, f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
                        details={"name": ctx.name, "group": "", "kind": "namespaces"})
     if not ctx.dry_run:
-        ctx.cluster.next_rv()
         ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         if ctx.res.kind == "Namespace":
             for bucket_key, bucket in ctx.cluster.data.items():

@@ -328,7 +328,7 @@ class ClusterHandler:
             return json.dumps({"type": event, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
         queue = cluster.subscribe(res)  # before reading what is there, so nothing falls in between
-        try:
+        try:  # until the response has started, an error is an ordinary error response
             if since is None:
                 first = [line("ADDED", o) for o in cluster.items(res, scope) if matches(o)]
                 sent = cluster.rv
@@ -342,8 +342,12 @@ class ClusterHandler:
                 else:
                     first = [line(event, json.loads(raw)) for _, _, event, raw in kept if matches(json.loads(raw))]
                     sent = max([since] + [rv for rv, *_ in kept])
-            response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-            response.enable_chunked_encoding()
+        except BaseException:
+            cluster.unsubscribe(res, queue)
+            raise
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        try:
             await response.prepare(request)
             for chunk in first:
                 await response.write(chunk)
@@ -353,20 +357,28 @@ class ClusterHandler:
                 if remaining <= 0:
                     break
                 try:
-                    rv, _, event, raw = await asyncio.wait_for(queue.get(), remaining)
+                    # wake at least every second to notice a client that went away
+                    entry = await asyncio.wait_for(queue.get(), min(remaining, 1.0))
                 except asyncio.TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        return response
+                    continue
+                if entry is None:  # the server is shutting down
                     break
+                rv, _, event, raw = entry
                 if rv <= sent:
                     continue  # already part of the initial state (a read converged a roll-out)
                 obj = json.loads(raw)
                 if matches(obj):
                     await response.write(line(event, obj))
             await response.write_eof()
-            return response
         except ConnectionResetError:  # the client went away (aiohttp's ClientConnectionResetError)
-            return response
+            pass
+        except Exception:  # the response has started: log it, never answer a second time
+            log.exception("watch of %s failed", request.path)
         finally:
             cluster.unsubscribe(res, queue)
+        return response
 
     def list(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         items = self._selected(request, ctx)
@@ -531,6 +543,12 @@ def _current_rss_mb() -> float:
 
 def build_app(fleet: Fleet) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY * 4)
+
+    async def end_watches(_app) -> None:
+        for cluster in list(fleet.clusters.values()):
+            cluster.close_watches()
+
+    app.on_shutdown.append(end_watches)
     cluster_handler = ClusterHandler(fleet)
     admin = AdminHandler(fleet)
     app.router.add_route("*", "/_fleet/clusters/{cluster}/{action:[a-z]*}", admin.handle_cluster)

@@ -126,15 +126,20 @@ class ClusterState:
         self._emit((res.group, res.plural), event, raw)
 
     def drop(self, res: schemas.ApiResource, namespace: str, name: str) -> None:
-        """Delete one object (the caller has taken the deletion's resourceVersion)."""
         self.drop_key((res.group, res.plural), namespace, name)
 
     def drop_key(self, key: tuple[str, str], namespace: str, name: str) -> None:
+        """Delete one object; each deletion is a resourceVersion of its own (a namespace's or a CRD's
+        objects too, as in etcd), so a watch resuming after any of them misses none of the others."""
         raw = self.data.get(key, {}).pop((namespace, name), None)
-        self.rollouts.pop((namespace, name), None)
-        if raw is not None and self.history is not None:
+        if key == ("apps", "deployments"):
+            self.rollouts.pop((namespace, name), None)
+        if raw is None:
+            return
+        rv = self.next_rv()
+        if self.history is not None:
             obj = json.loads(raw)
-            obj["metadata"]["resourceVersion"] = str(self.rv)  # a DELETED event carries the deletion's
+            obj["metadata"]["resourceVersion"] = rv  # a DELETED event carries the deletion's
             self._emit(key, "DELETED", dumps(obj))
 
     # -- watch -----------------------------------------------------------------------------
@@ -158,6 +163,12 @@ class ClusterState:
 
     def unsubscribe(self, res: schemas.ApiResource, queue: asyncio.Queue) -> None:
         self.watchers.get((res.group, res.plural), set()).discard(queue)
+
+    def close_watches(self) -> None:
+        """End every open watch (the server is shutting down)."""
+        for queues in self.watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
 
     def events_since(self, res: schemas.ApiResource, rv: int) -> list[tuple] | None:
         """The kept events of ``res`` after ``rv``; None when ``rv`` is older than what is kept."""

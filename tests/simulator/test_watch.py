@@ -99,3 +99,50 @@ def test_a_cluster_nobody_watches_keeps_no_history():
     res = cluster.find_resource("v1", "ConfigMap")
     cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}})
     assert cluster.history is None  # the 1,000-cluster fleet's memory does not grow with writes
+
+
+def test_a_cascade_gives_each_deletion_its_own_version_so_a_resumed_watch_misses_none(api):
+    c = api("m131")
+    core = client.CoreV1Api(c)
+    core.create_namespace({"metadata": {"name": "cascade"}})
+    for name in ("a", "b", "c"):
+        core.create_namespaced_config_map("cascade", {"metadata": {"name": name}})
+    path = "/api/v1/namespaces/cascade/configmaps"
+    listed = core.list_namespaced_config_map("cascade").metadata.resource_version
+    stream(c, path, timeoutSeconds="0")  # keep events from here on
+    core.delete_namespace("cascade")
+    deleted = stream(c, path, resourceVersion=listed, timeoutSeconds="0")
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in deleted]
+    assert [e["type"] for e in deleted] == ["DELETED"] * 3 and len(set(versions)) == 3
+    rest = stream(c, path, resourceVersion=str(versions[0]), timeoutSeconds="0")
+    assert [e["object"]["metadata"]["name"] for e in rest] == [e["object"]["metadata"]["name"] for e in deleted[1:]]
+
+
+def test_deleting_another_kind_of_the_same_name_leaves_a_roll_out_alone(api):
+    c = api("m128")
+    apps, core = client.AppsV1Api(c), client.CoreV1Api(c)
+    apps.create_namespaced_deployment("default", deployment("twin", replicas=1))
+    core.create_namespaced_config_map("default", {"metadata": {"name": "twin"}})
+    core.delete_namespaced_config_map("twin", "default")
+    time.sleep(0.8)  # rolloutSeconds 0.5
+    assert apps.read_namespaced_deployment("twin", "default").status.ready_replicas == 1
+    apps.delete_namespaced_deployment("twin", "default")
+
+
+def test_an_open_watch_does_not_hold_up_the_simulators_shutdown(tmp_path):
+    from tests.fleet_fixtures import start_fleet
+    from tests.simulator.conftest import make_client
+
+    fleet = start_fleet({"clusters": [{"name": "solo", "version": "v1.30.2"}]}, workdir=tmp_path)
+    c = make_client(fleet, "solo")
+    try:
+        client.CoreV1Api(c).create_namespaced_config_map("default", {"metadata": {"name": "seen"}})
+        response = c.call_api(CM, "GET", query_params=[("watch", "1"), ("timeoutSeconds", "600")],
+                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        response.read(1)  # the stream has started (the ADDED event of "seen")
+        started = time.monotonic()
+        fleet.stop()  # SIGTERM, then SIGKILL after 10 s
+        assert time.monotonic() - started < 8 and fleet.proc.returncode == 0, "ended the watch and exited"
+    finally:
+        c.close()
+        fleet.stop()
