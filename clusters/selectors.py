@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
@@ -89,10 +89,14 @@ def filter_version(qs: QuerySet, version: str) -> QuerySet:
 
 
 def newest_probe_stamp() -> str:
-    """When a probe last wrote a cluster row: part of the cluster list's cache key, so a poll's
-    results (versions, nodes, probe times) show on the next load (one aggregate query)."""
-    newest = Cluster.objects.aggregate(newest=Max("last_probe_at"))["newest"]
-    return newest.isoformat() if newest else ""
+    """What changes whenever a probe writes a cluster row: part of the cluster list's cache key, so a
+    poll's results (versions, nodes, probe times) show on the next load (one aggregate query). The
+    newest probe time alone could miss a chunk that committed after a newer one; the probe
+    counters' sums move with every probe."""
+    stamp = Cluster.objects.aggregate(newest=Max("last_probe_at"), successes=Sum("consecutive_successes"),
+                                      failures=Sum("consecutive_failures"))
+    newest = stamp["newest"].isoformat() if stamp["newest"] else ""
+    return f"{newest}/{stamp['successes'] or 0}/{stamp['failures'] or 0}"
 
 
 def version_choices() -> list[tuple[str, str]]:

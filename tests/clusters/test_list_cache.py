@@ -90,3 +90,15 @@ def test_a_bad_filter_is_shown_with_its_error_and_not_cached(viewer):
     assert bad.status_code == 200 and "state:" in bad.content.decode()
     Cluster.objects.filter(pk=cluster.pk).update(server_version="v1.30.1")
     assert "v1.30.1" in client.get(LIST, {"state": "Sideways"}).content.decode()
+
+
+def test_a_probe_that_commits_with_an_older_time_still_refreshes_the_rows(viewer):
+    """Two poll chunks: the one that took its time first may commit last."""
+    client, t0 = _client(viewer), timezone.now()
+    newer = _cluster("m1", "v1.29.0", t0)
+    older = _cluster("m2", "v1.28.0", t0 - timedelta(seconds=30))
+    client.get(LIST)
+    Cluster.objects.filter(pk=older.pk).update(server_version="v1.28.7", last_probe_at=t0 - timedelta(seconds=1),
+                                               consecutive_successes=1)
+    assert Cluster.objects.order_by("-last_probe_at").first() == newer  # the newest time did not move
+    assert "v1.28.7" in client.get(LIST).content.decode()
