@@ -7,7 +7,7 @@ both cores. The rendered results fragment is cached under a key made of:
 
 * the page and its full query string (filters, page numbers) and what the caller passes as ``vary``:
   what the viewer may do (e.g. whether Isolate links are shown), and for the cluster list the
-  newest probe time, so a poll's results show on the next load;
+  probes' latest writes (newest probe time, counters), so a poll's results show on the next load;
 * the id of the newest audit event: every user action is audited, so whoever isolates a cluster,
   edits the version policy or approves a change sees its effect on the next load;
 
