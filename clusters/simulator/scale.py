@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import jsonpatch
 
-from .errors import ApiError
+from .errors import ApiError, invalid
 
 SCALED_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
 
@@ -49,11 +49,25 @@ def patched(current: dict, patch_type: str, body) -> dict:
     return json_merge_patch(current, body)
 
 
-def replicas_of(name: str, scale: dict) -> int:
-    if not isinstance(scale, dict) or scale.get("kind", "Scale") != "Scale":
+def checked(name: str, namespace: str, scale: dict) -> tuple[int, str | None]:
+    """The replica count and the resourceVersion precondition of a Scale a client sent: 400 for
+    what is not a Scale (or names another object), 422 for a bad replica count."""
+    if not isinstance(scale, dict) or scale.get("kind", "Scale") != "Scale" \
+            or scale.get("apiVersion", "autoscaling/v1") != "autoscaling/v1":
         raise ApiError(400, "the body must be an autoscaling/v1 Scale")
-    replicas = (scale.get("spec") or {}).get("replicas")
+    meta, spec = scale.get("metadata") or {}, scale.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        raise ApiError(400, "Scale in version \"v1\" cannot be handled as a Scale: metadata and spec must be objects")
+    if meta.get("name", name) != name:
+        raise ApiError(400, f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+    if meta.get("namespace", namespace) != namespace:
+        raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
+    rv = meta.get("resourceVersion")
+    if rv is not None and not isinstance(rv, str):
+        raise ApiError(400, "Scale in version \"v1\" cannot be handled as a Scale: metadata.resourceVersion must be a string")
+    replicas = spec.get("replicas")
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise ApiError(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas!r}: '
-                            "must be greater than or equal to 0", reason="Invalid")
-    return replicas
+        raise invalid("Scale", "autoscaling", name, [{
+            "reason": "FieldValueInvalid", "field": "spec.replicas",
+            "message": f"Invalid value: {replicas!r}: must be greater than or equal to 0"}])
+    return replicas, rv or None

@@ -216,13 +216,14 @@ class ClusterHandler:
         """GET, PUT or PATCH .../<name>/scale: the parent's replicas as an autoscaling/v1 Scale."""
         if request.method not in ("GET", "PUT", "PATCH"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
+        body = await _read_body(request) if request.method != "GET" else None
+        # no await from here on: the Scale is read and written against the same live object
         obj = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
         if obj is None:
             raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
         current = scale.scale_of(ctx.res.kind, obj)
         if request.method == "GET":
             return _json(current, 200, ctx.warnings)
-        body = await _read_body(request)
         if request.method == "PUT":
             wanted = body
         else:
@@ -231,8 +232,7 @@ class ClusterHandler:
                 raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
                                     f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
             wanted = scale.patched(current, patch_type, body)
-        replicas = scale.replicas_of(ctx.name, wanted)
-        rv = ((wanted.get("metadata") or {}) if isinstance(wanted, dict) else {}).get("resourceVersion")
+        replicas, rv = scale.checked(ctx.name, ctx.namespace, wanted)
         if rv and rv != current["metadata"].get("resourceVersion"):
             raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
         ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]

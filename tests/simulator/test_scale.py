@@ -51,12 +51,18 @@ def test_replacing_the_scale_checks_its_resource_version(web):
     ({"spec": {"replicas": -1}}, 422),
     ({"spec": {"replicas": "two"}}, 422),
     ({"kind": "Deployment"}, 400),
+    ({"spec": "x"}, 400),
+    ({"metadata": {"name": "another"}}, 400),
+    ({"metadata": {"resourceVersion": 7}}, 400),
 ])
 def test_a_bad_scale_changes_nothing(web, patch, status):
     _, apps = web
     with pytest.raises(ApiException) as bad:
         apps.patch_namespaced_deployment_scale("scaled", "default", patch)
-    assert bad.value.status == status and json.loads(bad.value.body)["kind"] == "Status"
+    body = json.loads(bad.value.body)
+    assert bad.value.status == status and body["kind"] == "Status"
+    if status == 422:
+        assert body["details"]["kind"] == "Scale" and body["details"]["causes"][0]["field"] == "spec.replicas"
     assert apps.read_namespaced_deployment("scaled", "default").spec.replicas == 2
 
 
