@@ -17,32 +17,20 @@ skipped, so a plugin's bug never breaks the preview.
 """
 
 import logging
-from collections.abc import Callable
+
+from federation.plugins import Registry
 
 logger = logging.getLogger(__name__)
 
-_CHECKS: list[Callable] = []
-
-
-def register_manifest_check(func: Callable) -> Callable:
-    """Add a check (idempotent; usable as a decorator)."""
-    if func not in _CHECKS:
-        _CHECKS.append(func)
-    return func
-
-
-def unregister_manifest_check(func: Callable) -> None:
-    if func in _CHECKS:
-        _CHECKS.remove(func)
-
-
-def registered_manifest_checks() -> list[Callable]:
-    return list(_CHECKS)
+CHECKS = Registry()
+register_manifest_check = CHECKS.register
+unregister_manifest_check = CHECKS.unregister
+registered_manifest_checks = CHECKS.functions
 
 
 def manifest_warnings(manifest: dict, cluster) -> list[str]:
     """What the preview warns about ``manifest`` on ``cluster``."""
-    for check in list(_CHECKS):
+    for check in CHECKS.functions():
         try:
             found = check(manifest, cluster)
         except Exception:  # a plugin's bug must not break the preview

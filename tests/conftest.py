@@ -66,6 +66,21 @@ def nobody(make_user):
     return make_user("nick-norole")
 
 
+# --- the page cache (off in the test settings, since most tests change rows directly) -------------
+
+@pytest.fixture
+def page_cache():
+    """FEDPORTAL_FRAGMENT_CACHE_SECONDS=30 with a fresh local-memory cache, as in production."""
+    from django.test import override_settings
+
+    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "page-cache-test"}}
+    with override_settings(FEDPORTAL_FRAGMENT_CACHE_SECONDS=30, CACHES=caches):
+        from django.core.cache import cache
+
+        cache.clear()
+        yield
+
+
 # --- the real Celery worker ----------------------------------------------------------------------
 
 def test_database_url() -> str:

@@ -11,10 +11,10 @@ a warning naming the check, so one broken plugin never blocks (or hides) every r
 """
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from federation.approvals.choices import Severity
+from federation.plugins import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -29,28 +29,15 @@ class PreflightProblem:
         return asdict(self)
 
 
-_CHECKS: list[Callable] = []
-
-
-def register_preflight(func: Callable) -> Callable:
-    """Add a check (idempotent; usable as a decorator)."""
-    if func not in _CHECKS:
-        _CHECKS.append(func)
-    return func
-
-
-def unregister_preflight(func: Callable) -> None:
-    if func in _CHECKS:
-        _CHECKS.remove(func)
-
-
-def registered_checks() -> list[Callable]:
-    return list(_CHECKS)
+CHECKS = Registry()
+register_preflight = CHECKS.register
+unregister_preflight = CHECKS.unregister
+registered_checks = CHECKS.functions
 
 
 def run_preflight(change_request) -> list[PreflightProblem]:
     problems: list[PreflightProblem] = []
-    for check in list(_CHECKS):
+    for check in CHECKS.functions():
         name = getattr(check, "__qualname__", repr(check))
         try:
             found = check(change_request) or []

@@ -4,26 +4,16 @@ writes a cluster row or any audited action refreshes them, and roles never share
 from datetime import timedelta
 
 import pytest
-from django.test import Client, override_settings
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster
 from fedportal.audit import record_event
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_cache")]
 
 LIST = reverse("clusters:cluster_list")
-
-
-@pytest.fixture(autouse=True)
-def page_cache():
-    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "list-cache-test"}}
-    with override_settings(FEDPORTAL_FRAGMENT_CACHE_SECONDS=30, CACHES=caches):
-        from django.core.cache import cache
-
-        cache.clear()
-        yield
 
 
 def _client(user) -> Client:

@@ -8,20 +8,10 @@ from django.urls import reverse
 from fedportal import fragments
 from fedportal.audit import record_event
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("page_cache")]
 
 MATRIX = reverse("drift:skew_matrix")
 COMPLIANCE = reverse("drift:compliance_report")
-
-
-@pytest.fixture(autouse=True)
-def page_cache():
-    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "page-cache-test"}}
-    with override_settings(FEDPORTAL_FRAGMENT_CACHE_SECONDS=30, CACHES=caches):
-        from django.core.cache import cache
-
-        cache.clear()
-        yield
 
 
 def _set_version(cluster, version):

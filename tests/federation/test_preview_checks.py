@@ -22,10 +22,14 @@ V128_SIDECAR = {
 @pytest.fixture
 def only(monkeypatch):
     """Run with exactly the given checks registered (drift's is registered at start-up)."""
-    import federation.preview_checks as module
+    from federation.plugins import Registry
+    from federation.preview_checks import CHECKS
 
     def use(*checks):
-        monkeypatch.setattr(module, "_CHECKS", list(checks))
+        replacement = Registry()
+        for check in checks:
+            replacement.register(check)
+        monkeypatch.setattr(CHECKS, "_functions", replacement._functions)
 
     return use
 
