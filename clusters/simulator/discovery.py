@@ -37,7 +37,8 @@ def version_priority(version: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _by_group_version(minor: int) -> dict[str, list[schemas.ApiResource]]:
+def by_group_version(minor: int) -> dict[str, list[schemas.ApiResource]]:
+    """The built-in kinds served at ``minor``, by group-version."""
     out: dict[str, list[schemas.ApiResource]] = {}
     for res in schemas.api_resources(minor):
         out.setdefault(res.group_version, []).append(res)
@@ -47,7 +48,7 @@ def _by_group_version(minor: int) -> dict[str, list[schemas.ApiResource]]:
 @functools.lru_cache(maxsize=None)
 def _groups(minor: int) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
-    for gv in _by_group_version(minor):
+    for gv in by_group_version(minor):
         group, version = schemas.split_api_version(gv)
         if group:
             groups.setdefault(group, []).append(version)
@@ -97,7 +98,7 @@ def document(minor: int, path: str) -> bytes | None:
         gv = f"{parts[1]}/{parts[2]}"
     else:
         return None
-    resources = _by_group_version(minor).get(gv)
+    resources = by_group_version(minor).get(gv)
     if not resources:
         return None
     return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
@@ -132,7 +133,7 @@ def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]
                       **_group_doc(parts[1], sorted(versions, key=version_priority, reverse=True))})
     if parts[0] == "apis" and len(parts) == 3:
         gv = f"{parts[1]}/{parts[2]}"
-        resources = list(_by_group_version(minor).get(gv, [])) + by_gv.get(gv, [])
+        resources = list(by_group_version(minor).get(gv, [])) + by_gv.get(gv, [])
         if not resources:
             return None
         return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,

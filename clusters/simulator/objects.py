@@ -371,6 +371,17 @@ def update(ctx: Ctx, body) -> dict:
     return _finish(ctx, obj, old)
 
 
+def apply_json_patch(target, body):
+    """An RFC 6902 patch applied to a copy of ``target``; 400/422 as the apiserver answers."""
+    if not isinstance(body, list):
+        raise ApiError(400, "json patch must be a list of operations")
+    try:
+        return jsonpatch.JsonPatch(body).apply(target)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, ValueError) as exc:
+        raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
+                       reason="Invalid") from exc
+
+
 def patch(ctx: Ctx, patch_type: str, body) -> dict:
     _guard_writable(ctx)
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
@@ -378,13 +389,7 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
     base = copy.deepcopy(old)
     if patch_type == "json":
-        if not isinstance(body, list):
-            raise ApiError(400, "json patch must be a list of operations")
-        try:
-            new = jsonpatch.JsonPatch(body).apply(base)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, ValueError) as exc:
-            raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
-                           reason="Invalid") from exc
+        new = apply_json_patch(base, body)
     else:
         if not isinstance(body, dict):
             raise ApiError(400, "the patch body must be a JSON object")

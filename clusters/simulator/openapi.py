@@ -74,7 +74,7 @@ def discovery_prefix(group_version: str) -> str:
 
 
 def _by_group_version(minor: int, extra: tuple[schemas.ApiResource, ...]) -> dict[str, list[schemas.ApiResource]]:
-    out = {gv: list(resources) for gv, resources in discovery._by_group_version(minor).items()}
+    out = {gv: list(resources) for gv, resources in discovery.by_group_version(minor).items()}
     for res in extra:
         out.setdefault(res.group_version, []).append(res)
     return out

@@ -6,8 +6,6 @@ generation, a Deployment roll-out), recorded under the writer's field manager.
 """
 from __future__ import annotations
 
-import jsonpatch
-
 from .errors import ApiError, invalid
 
 SCALED_KINDS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"})
@@ -33,15 +31,10 @@ def scale_of(kind: str, obj: dict) -> dict:
 def patched(current: dict, patch_type: str, body) -> dict:
     """The Scale after a merge, strategic-merge or JSON patch (a Scale has no lists to merge by key)."""
     from .merge import json_merge_patch
+    from .objects import apply_json_patch
 
     if patch_type == "json":
-        if not isinstance(body, list):
-            raise ApiError(400, "json patch must be a list of operations")
-        try:
-            return jsonpatch.JsonPatch(body).apply(current)
-        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, ValueError) as exc:
-            raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
-                           reason="Invalid") from exc
+        return apply_json_patch(current, body)
     if patch_type not in ("merge", "strategic"):
         raise ApiError(415, "the scale subresource accepts merge, strategic merge and JSON patches")
     if not isinstance(body, dict):

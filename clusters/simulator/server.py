@@ -292,12 +292,22 @@ class ClusterHandler:
         ctx.field_manager = ctx.field_manager or user_agent.split("/")[0]
         return _json(objects.patch(ctx, patch_type, body), 200, ctx.warnings)
 
-    def _selected(self, request: web.Request, ctx: objects.Ctx):
+    @staticmethod
+    def _scope_and_filter(request: web.Request, ctx: objects.Ctx):
+        """The namespace a collection request covers (None: all) and its selectors as a predicate."""
         labels = parse_selector(request.query.get("labelSelector"))
         fields = parse_field_selector(request.query.get("fieldSelector"))
         scope = ctx.namespace if ctx.res.namespaced and ctx.namespace else None
-        return [o for o in ctx.cluster.items(ctx.res, scope)
-                if labels(o["metadata"].get("labels")) and fields(o)]
+
+        def matches(obj: dict) -> bool:
+            meta = obj["metadata"]
+            return (scope is None or meta.get("namespace", "") == scope) and labels(meta.get("labels")) and fields(obj)
+
+        return scope, matches
+
+    def _selected(self, request: web.Request, ctx: objects.Ctx):
+        scope, matches = self._scope_and_filter(request, ctx)
+        return [o for o in ctx.cluster.items(ctx.res, scope) if matches(o)]
 
     async def watch(self, request: web.Request, ctx: objects.Ctx) -> web.StreamResponse:
         """A watch: newline-delimited JSON events (ADDED, MODIFIED, DELETED; ERROR 410 when the
@@ -307,9 +317,7 @@ class ClusterHandler:
         after it. An object that stops matching the selectors is not announced as DELETED (a real
         apiserver does); bookmarks are not sent."""
         cluster, res = ctx.cluster, ctx.res
-        labels = parse_selector(request.query.get("labelSelector"))
-        fields = parse_field_selector(request.query.get("fieldSelector"))
-        scope = ctx.namespace if res.namespaced and ctx.namespace else None
+        scope, matches = self._scope_and_filter(request, ctx)
         since_text = request.query.get("resourceVersion", "")
         try:
             since = int(since_text) if since_text not in ("", "0") else None
@@ -317,10 +325,6 @@ class ClusterHandler:
         except ValueError as exc:
             raise ApiError(400, f"invalid resourceVersion or timeoutSeconds: {exc}") from exc
         table_version = tables.wants_table(request.headers.get("Accept", ""))
-
-        def matches(obj: dict) -> bool:
-            meta = obj["metadata"]
-            return (scope is None or meta.get("namespace", "") == scope) and labels(meta.get("labels")) and fields(obj)
 
         def line(event: str, obj: dict) -> bytes:
             if table_version and event != "ERROR":
@@ -340,7 +344,8 @@ class ClusterHandler:
                     first = [line("ERROR", gone)]
                     sent = None
                 else:
-                    first = [line(event, json.loads(raw)) for _, _, event, raw in kept if matches(json.loads(raw))]
+                    objs = [(event, json.loads(raw)) for _, _, event, raw in kept]
+                    first = [line(event, obj) for event, obj in objs if matches(obj)]
                     sent = max([since] + [rv for rv, *_ in kept])
         except BaseException:
             cluster.unsubscribe(res, queue)

@@ -4,7 +4,7 @@ import json
 import threading
 import time
 
-from kubernetes import client, watch
+from kubernetes import client
 
 from clusters.simulator.fleet import parse_fleet
 from clusters.simulator.store import ClusterState
@@ -67,19 +67,19 @@ def test_watch_resumes_after_a_resource_version_and_too_old_is_410_gone(api):
         core.delete_namespaced_config_map(name, "default")
 
 
-def test_the_python_clients_watch_sees_a_roll_out_finish(api):
-    """A watch started after the apply still gets the roll-out's end (rolloutSeconds 0.5 here)."""
+def test_a_watch_sees_a_roll_out_finish_when_it_does(api):
+    """The Deployment is created after the watch starts, so its end of roll-out can only come as a
+    MODIFIED event sent when the roll-out is due (rolloutSeconds 0.5 here), not from a read."""
     c = api("m128")
     apps = client.AppsV1Api(c)
-    apps.create_namespaced_deployment("default", deployment("watched", replicas=2))
-    finished = None
-    for event in watch.Watch().stream(apps.list_namespaced_deployment, "default",
-                                      field_selector="metadata.name=watched", timeout_seconds=5):
-        status = event["object"].status
-        if status.ready_replicas == 2 and status.updated_replicas == 2:
-            finished = event["type"]
-            break
-    assert finished in ("ADDED", "MODIFIED")
+    thread = later(0.3, lambda: apps.create_namespaced_deployment("default", deployment("watched", replicas=2)))
+    events = stream(c, "/apis/apps/v1/namespaces/default/deployments", fieldSelector="metadata.name=watched",
+                    timeoutSeconds="2")
+    thread.join()
+    statuses = [(e["type"], (e["object"].get("status") or {}).get("readyReplicas")) for e in events]
+    assert statuses[0] == ("ADDED", None) and ("MODIFIED", 2) in statuses
+    finished = [e for e in events if e["type"] == "MODIFIED"]
+    assert finished[-1]["object"]["status"]["updatedReplicas"] == 2
     apps.delete_namespaced_deployment("watched", "default")
 
 
