@@ -76,6 +76,10 @@ class Cluster(models.Model):
     platform = models.CharField(max_length=64, blank=True)
     kubelet_versions = models.JSONField(default=dict, blank=True, help_text="{node name: kubelet version}")
     node_count = models.PositiveIntegerField(default=0)
+    inventory_at = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="When /readyz and the node list were last read (a poll refreshes them every "
+                  "FEDPORTAL_INVENTORY_REFRESH_SECONDS; see clusters/probing.py).")
 
     # Isolation (set by drift/compliance work; excluded from propagation while set).
     isolated = models.BooleanField(default=False, db_index=True)

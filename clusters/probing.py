@@ -7,6 +7,15 @@ of the Cluster rows, one bulk INSERT of VersionSamples and state changes (plus a
 state change). The semantics are those of ``clusters.services.probe_cluster`` (KubeFed health
 thresholds, a VersionSample only when the version or kubelets changed, a compare-and-set lease so
 two workers never probe one cluster at once, a repeat of a request already served is a no-op).
+
+What a poll asks a cluster. Every poll reads ``/version``: it proves the API server answers, that our
+credentials are still accepted (an apiserver authenticates a bearer token on every path) and catches
+an upgrade within one period. ``/readyz`` and the node list (kubelet versions, zones) are the
+inventory: read when it is due (``inventory_due``): never read, older than
+FEDPORTAL_INVENTORY_REFRESH_SECONDS (spread per cluster so the fleet's refreshes do not all fall on
+one poll), the version changed, the last probe failed, or the cluster is not Ready (recovery is only
+declared after /readyz says ok). Listing every node of every cluster every 10 s is the load a real
+fleet notices; a node's kubelet version changes in a node upgrade, which takes minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from clusters import kube
+from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
 from clusters.services import ProbeOutcome, _next_state, connection_for, probe_budget_seconds
 from fedportal.audit import record_event
@@ -36,7 +46,7 @@ FLUSH_SECONDS = 0.5  # how long finished probes of a chunk may wait for slower o
 
 
 def batch_size() -> int:
-    return max(1, int(getattr(settings, "FEDPORTAL_PROBE_BATCH_SIZE", 50)))
+    return max(1, int(getattr(settings, "FEDPORTAL_PROBE_BATCH_SIZE", 250)))
 
 
 def thread_count() -> int:
@@ -53,20 +63,34 @@ class _Observation:
     nodes: list | None = None
 
 
+def inventory_due(cluster: Cluster, version: kube.VersionInfo, now: datetime) -> bool:
+    """Whether this poll also reads /readyz and the nodes (see the module docstring)."""
+    refresh = settings.FEDPORTAL_INVENTORY_REFRESH_SECONDS
+    if refresh <= 0 or cluster.inventory_at is None or cluster.state != ClusterState.READY:
+        return True
+    if cluster.consecutive_failures or cluster.last_error or version.git_version != cluster.server_version:
+        return True
+    # each cluster's own threshold between 50% and 100% of the period, so refreshes spread out
+    spread = 0.5 + (cluster.pk * 7919 % 100) / 200
+    return (now - cluster.inventory_at).total_seconds() >= refresh * spread
+
+
 def _observe(cluster: Cluster) -> _Observation:
-    """The network half of a probe (as services._probe): /readyz, then /version and the nodes."""
+    """The network half of a probe: /version, then /readyz and the nodes when the inventory is due."""
     timeout = settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS
     seen = _Observation(cluster)
     try:
         conn = connection_for(cluster)
-        health = kube.check_ready(conn, timeout=timeout)
+        version = kube.get_version(conn, timeout=timeout)
         seen.reachable = True
-        if not health.ok:
-            seen.error = f"Not ready: {health.detail}"
-        else:
-            seen.version = kube.get_version(conn, timeout=timeout)
+        if inventory_due(cluster, version, timezone.now()):
+            health = kube.check_ready(conn, timeout=timeout)
+            if not health.ok:
+                seen.error = f"Not ready: {health.detail}"
+                return seen
             seen.nodes = kube.list_nodes(conn, timeout=timeout)
-            seen.ready = True
+        seen.version = version
+        seen.ready = True
     except kube.KubeError as exc:
         seen.error = exc.message  # as services.health._probe: kube messages already name the failure
         seen.reachable = seen.reachable or exc.kind not in kube.UNREACHABLE_KINDS
@@ -78,13 +102,20 @@ def _observe(cluster: Cluster) -> _Observation:
     return seen
 
 
-def _lease(ids: list[int]) -> set[int]:
+def chunk_budget_seconds(clusters: int, threads: int | None = None) -> float:
+    """Upper bound of probing a chunk: its rounds of probes (``threads`` at a time), each bounded."""
+    rounds = -(-max(1, clusters) // max(1, threads or thread_count()))
+    return rounds * probe_budget_seconds()
+
+
+def _lease(ids: list[int], threads: int) -> set[int]:
     """Compare-and-set leases for a whole chunk; returns the ids this call holds."""
     if not ids:
         return set()
     now = timezone.now()
     # a stamp unique to this call, so we can read back which rows we won
-    until = now + timedelta(seconds=probe_budget_seconds() * 2, microseconds=random.randrange(1, 999_999))
+    budget = chunk_budget_seconds(len(ids), threads) + probe_budget_seconds()
+    until = now + timedelta(seconds=budget, microseconds=random.randrange(1, 999_999))
     Cluster.objects.filter(pk__in=ids).filter(Q(probe_lease_until__isnull=True) | Q(probe_lease_until__lt=now)).update(
         probe_lease_until=until)
     return set(Cluster.objects.filter(pk__in=ids, probe_lease_until=until).values_list("pk", flat=True))
@@ -93,7 +124,7 @@ def _lease(ids: list[int]) -> set[int]:
 RECORDED_FIELDS = [
     "consecutive_successes", "consecutive_failures", "last_probe_at", "last_error", "state", "last_success_at",
     "state_changed_at", "server_version", "version_major", "version_minor", "platform", "kubelet_versions",
-    "node_count", "region", "zones", "probe_lease_until",
+    "node_count", "region", "zones", "inventory_at", "probe_lease_until",
 ]
 
 
@@ -107,14 +138,15 @@ def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads
         outcomes += [ProbeOutcome(pk, skipped="already probed since requested") for pk in served]
         for pk in served:
             rows.pop(pk)
-    held = _lease(list(rows))
+    threads = max(1, threads or thread_count())
+    held = _lease(list(rows), threads)
     outcomes += [ProbeOutcome(pk, skipped="another probe is running") for pk in rows if pk not in held]
     todo = [rows[pk] for pk in sorted(held)]
     if not todo:
         return outcomes
     started = time.monotonic()
     try:
-        with ThreadPoolExecutor(max(1, min(threads or thread_count(), len(todo)))) as pool:
+        with ThreadPoolExecutor(min(threads, len(todo))) as pool:
             # Record what has finished every FLUSH_SECONDS: a healthy chunk is still one transaction,
             # but a slow or dead cluster only delays its own row, never its chunk-mates'.
             pending = {pool.submit(_observe, cluster) for cluster in todo}
@@ -134,8 +166,10 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
     ids = [o.cluster.pk for o in observations]
     with transaction.atomic():
         current = {c.pk: c for c in Cluster.objects.select_for_update().filter(pk__in=ids)}
-        sampled_before = set(VersionSample.objects.filter(cluster_id__in=ids).values_list("cluster_id", flat=True).distinct())
-        updated, steady = [], []
+        inventoried = [o.cluster.pk for o in observations if o.nodes is not None]
+        sampled_before = set(VersionSample.objects.filter(cluster_id__in=inventoried).values_list(
+            "cluster_id", flat=True).distinct()) if inventoried else set()
+        updated, steady_light, steady_full = [], [], []
         for seen in observations:
             cluster = current.get(seen.cluster.pk)
             if cluster is None:
@@ -174,11 +208,12 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 cluster.kubelet_versions, cluster.node_count = kubelets, len(nodes)
                 cluster.region = regions.most_common(1)[0][0] if regions else ""
                 cluster.zones = sorted({node.zone for node in nodes if node.zone})
+                cluster.inventory_at = now
             changed = new_state != old_state
             if seen.ready and not changed and not sampled and not seen.error and cluster.consecutive_failures == 0 \
                     and cluster.last_error == "" and same:
-                # the common case (a healthy cluster, nothing new): one UPDATE for all of them below
-                steady.append(cluster.pk)
+                # the common case (a healthy cluster, nothing new): one UPDATE per kind of poll below
+                (steady_full if seen.nodes is not None else steady_light).append(cluster.pk)
                 outcomes.append(ProbeOutcome(cluster.pk, reachable=True, ready=True, state=new_state))
                 continue
             if changed:
@@ -189,10 +224,11 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
             updated.append(cluster)
             outcomes.append(ProbeOutcome(cluster.pk, reachable=seen.reachable, ready=seen.ready, state=new_state,
                                          changed_state=changed, version_sampled=sampled, error=seen.error))
-        if steady:
-            Cluster.objects.filter(pk__in=steady).update(
-                consecutive_successes=F("consecutive_successes") + 1, consecutive_failures=0, last_probe_at=now,
-                last_success_at=now, last_error="", probe_lease_until=None)
+        for steady, refreshed in ((steady_light, {}), (steady_full, {"inventory_at": now})):
+            if steady:
+                Cluster.objects.filter(pk__in=steady).update(
+                    consecutive_successes=F("consecutive_successes") + 1, consecutive_failures=0, last_probe_at=now,
+                    last_success_at=now, last_error="", probe_lease_until=None, **refreshed)
         for cluster in updated:
             Cluster.objects.filter(pk=cluster.pk).update(**{f: getattr(cluster, f) for f in RECORDED_FIELDS})
         VersionSample.objects.bulk_create(samples, batch_size=500)
@@ -207,8 +243,11 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
 
 
 def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
-    """Ready again with the same version and nodes as recorded (nothing but counters to write)."""
+    """Ready again with the same version and nodes as recorded (nothing but counters to write).
+    A poll that read only /version compares the version (an upgrade always reads the nodes too)."""
     version, nodes = seen.version, seen.nodes or []
+    if version is not None and seen.nodes is None:
+        return cluster.server_version == version.git_version
     regions = Counter(node.region for node in nodes if node.region)
     return (
         version is not None and cluster.server_version == version.git_version and cluster.platform == version.platform
@@ -228,5 +267,8 @@ def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: floa
     stamp = requested_at.isoformat() if requested_at else None
     ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), size):
-        probe_clusters_task.apply_async((ids[start:start + size], stamp), expires=expires)
+        chunk = ids[start:start + size]
+        # a chunk's own limits (a prefork pool enforces them): its probes run thread_count() at a time
+        soft = chunk_budget_seconds(len(chunk)) + 5
+        probe_clusters_task.apply_async((chunk, stamp), expires=expires, soft_time_limit=soft, time_limit=soft + 10)
     return len(ids)

@@ -264,6 +264,10 @@ FEDPORTAL_HEALTH_FAILURE_THRESHOLD = env_int("FEDPORTAL_HEALTH_FAILURE_THRESHOLD
 FEDPORTAL_HEALTH_SUCCESS_THRESHOLD = env_int("FEDPORTAL_HEALTH_SUCCESS_THRESHOLD", 1, minimum=1)
 FEDPORTAL_HEALTH_TIMEOUT_SECONDS = env_float("FEDPORTAL_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
 FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# Every poll reads /version (reachability, credentials, version); /readyz and the node list (kubelet
+# versions, zones) are read at least this often, and at once after an error, an upgrade or while a
+# cluster is not Ready. 0 reads them at every poll. See clusters/probing.py.
+FEDPORTAL_INVENTORY_REFRESH_SECONDS = env_int("FEDPORTAL_INVENTORY_REFRESH_SECONDS", 60, minimum=0)
 
 LOGGING = {
     "version": 1,
@@ -298,7 +302,7 @@ FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True
 FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS", 30.0, minimum=0)
 
 # Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
-FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 50, minimum=1)  # clusters per probe task
+FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 250, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
 FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 50, minimum=1)  # clusters per propagation task
 FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threads inside one task

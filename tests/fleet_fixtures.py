@@ -19,6 +19,7 @@ Stable API for every test that needs Kubernetes clusters:
     ``.kubeconfig_path``, ``.ca_path`` (None without TLS), ``.admin_url``, ``.admin_token``,
     ``.set_down(name, mode="refused"|"503")``, ``.set_up(name)``, ``.set_latency(name, ms)``,
     ``.set_error_rate(name, share)``, ``.set_rollout_seconds(name, seconds)``,
+    ``.set_kubelet_version(name, version, nodes=None)``,
     ``.external_edit(cluster, api_version, kind, namespace, name, merge_patch, field_manager="kubectl-edit")``
     (changes a live object out of band and returns it),
     ``.external_delete(cluster, api_version, kind, namespace, name)``, ``.set_version(name, git_version)``,
@@ -152,6 +153,11 @@ class RunningFleet:
 
     def set_version(self, name: str, git_version: str) -> None:
         self.admin("POST", f"/clusters/{name}/version", {"gitVersion": git_version})
+
+    def set_kubelet_version(self, name: str, git_version: str, nodes: list[str] | None = None) -> list[str]:
+        """A node upgrade (every node unless ``nodes``); returns the node names changed."""
+        body = {"kubeletVersion": git_version, **({"nodes": nodes} if nodes is not None else {})}
+        return self.admin("POST", f"/clusters/{name}/kubelets", body)["upgradedNodes"]
 
     def external_edit(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str,
                       merge_patch: dict, field_manager: str = "kubectl-edit") -> dict:

@@ -151,6 +151,7 @@ def _record_probe(cluster_id, *, reachable, ready, error, version, nodes) -> Pro
                 node_count=len(nodes),
                 region=regions.most_common(1)[0][0] if regions else "",
                 zones=sorted({node.zone for node in nodes if node.zone}),
+                inventory_at=now,
             )
             if (version.git_version, version.platform, kubelets) != (
                 cluster.server_version,

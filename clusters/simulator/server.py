@@ -486,6 +486,12 @@ class AdminHandler:
                 except FleetSpecError as exc:
                     raise ApiError(400, str(exc)) from exc
                 return _json(self.describe(cluster))
+            if action == "kubelets":
+                nodes = body.get("nodes")
+                if nodes is not None and (not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes)):
+                    raise ApiError(400, '"nodes" must be a list of node names')
+                changed = cluster.set_kubelet_version(str(body.get("kubeletVersion", "")), nodes)
+                return _json({**self.describe(cluster), "upgradedNodes": changed})
             if action == "rollout":
                 cluster.rollout_seconds = float(body.get("seconds", cluster.rollout_seconds))
                 return _json(self.describe(cluster))

@@ -18,7 +18,7 @@ from clusters import schemas
 
 from . import custom, rollout
 from .errors import ApiError
-from .fleet import ClusterSpec, Faults, parse_version
+from .fleet import ClusterSpec, Faults, FleetSpecError, parse_version
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WATCH_HISTORY = 500  # events kept per cluster for watches that resume from a resourceVersion
@@ -64,6 +64,23 @@ class ClusterState:
         self.minor = schema_minor(git_version)
         if self.data:
             self.refresh_custom()
+
+    def set_kubelet_version(self, git_version: str, nodes: list[str] | None = None) -> list[str]:
+        """A node upgrade: the kubelet (and kube-proxy) version of ``nodes`` (default: every node).
+        Returns the names changed; raises FleetSpecError for a bad version or an unknown node."""
+        parse_version(git_version)
+        res = schemas.find_resource(self.minor, "v1", "Node")
+        known = sorted(name for _, name in self.bucket(res))
+        wanted = known if nodes is None else list(nodes)
+        unknown = [name for name in wanted if name not in known]
+        if unknown:
+            raise FleetSpecError(f"no node named {', '.join(unknown)} (nodes: {', '.join(known)})")
+        for name in wanted:
+            node = self.load(res, "", name)
+            node["status"]["nodeInfo"].update(kubeletVersion=git_version, kubeProxyVersion=git_version)
+            node["metadata"]["resourceVersion"] = self.next_rv()
+            self.save(res, node)
+        return wanted
 
     # -- resources ------------------------------------------------------------------------
     def find_resource(self, api_version: str, kind_or_plural: str) -> schemas.ApiResource | None:

@@ -2,9 +2,11 @@
 
 import csv
 import io
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from clusters.choices import ClusterRole, ClusterState
 from clusters.models import Cluster, PollRequest
@@ -217,11 +219,13 @@ def test_detail_shows_version_platform_history_kubelets_and_last_error(login, vi
         kubelet_versions={"m128-node-1": "v1.28.2", "m128-node-2": "v1.27.9"},
         last_error="Timed out after 3s waiting for https://m128",
         token="very-secret-token",
+        inventory_at=timezone.now() - timedelta(minutes=2),
     )
     ClusterStateChangeFactory(cluster=cluster, from_state="Ready", to_state="NotReady", reason="Timed out")
     VersionSampleFactory(cluster=cluster, git_version="v1.28.2")
     content = login(viewer).get(reverse("clusters:cluster_detail", args=[cluster.pk])).content.decode()
-    for text in ("v1.28.2", "linux/arm64", "m128-node-2", "v1.27.9", "Timed out after 3s", "NotReady"):
+    for text in ("v1.28.2", "linux/arm64", "m128-node-2", "v1.27.9", "Timed out after 3s", "NotReady",
+                 "node list and /readyz read 2\xa0minutes ago"):
         assert text in content
     assert "very-secret-token" not in content
 

@@ -140,6 +140,10 @@ def test_fleetctl_switches_faults_versions_and_edits(tls_fleet):
     fleetctl(state, "version", "tls-m127", "v1.28.1")
     assert tls_fleet.version("tls-m127") == "v1.28.1"
     tls_fleet.set_version("tls-m127", "v1.27.3")
+    upgraded = json.loads(fleetctl(state, "kubelets", "tls-m127", "v1.27.4"))["upgradedNodes"]
+    for node in upgraded:
+        assert tls_fleet.get_object("tls-m127", "v1", "Node", None, node)["status"]["nodeInfo"]["kubeletVersion"] \
+            == "v1.27.4"
     fleetctl(state, "edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace",
              "--patch", '{"metadata": {"labels": {"drift": "yes"}}}')
     got = fleetctl(state, "get", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace")
@@ -150,6 +154,7 @@ def test_fleetctl_switches_faults_versions_and_edits(tls_fleet):
 @pytest.mark.parametrize("args,message", [
     (("version", "tls-m127", "nope"), "bad Kubernetes version"),
     (("up", "ghost"), "404"),
+    (("kubelets", "tls-m127", "v1.27.4", "--node", "ghost"), "no node named ghost"),
     (("edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace", "--patch", "{nope"), "not JSON"),
 ])
 def test_fleetctl_reports_errors(tls_fleet, args, message):

@@ -4,7 +4,7 @@ import urllib.request
 import pytest
 from kubernetes import client
 
-from tests.simulator.conftest import CONTRACT_FLEET
+from tests.simulator.conftest import CONTRACT_FLEET, make_client
 
 
 @pytest.mark.parametrize("spec", CONTRACT_FLEET["clusters"], ids=lambda c: c["name"])
@@ -77,3 +77,23 @@ def test_nodes_come_from_the_fleet_file(sim, api):
     assert {n.status.node_info.kubelet_version for n in nodes} == {"v1.29.4", "v1.28.9"}
     assert {n.metadata.labels["topology.kubernetes.io/region"] for n in nodes} == {"eu-west-1"}
     assert {n.metadata.labels["topology.kubernetes.io/zone"] for n in nodes} == {"eu-west-1a", "eu-west-1b"}
+
+
+def test_a_node_upgrade_changes_the_kubelet_version_of_the_named_nodes(fleet_factory):
+    from tests.fleet_fixtures import FleetError
+    fleet = fleet_factory({"clusters": [{"name": "up", "version": "v1.29.4",
+                                         "nodes": {"count": 2, "kubeletVersions": ["v1.28.9"]}}]})
+    core = client.CoreV1Api(make_client(fleet, "up", "default"))
+    first, second = sorted(n.metadata.name for n in core.list_node().items)
+    before = core.read_node(first).metadata.resource_version
+    assert fleet.set_kubelet_version("up", "v1.29.4", nodes=[first]) == [first]
+    kubelets = {n.metadata.name: n.status.node_info.kubelet_version for n in core.list_node().items}
+    assert kubelets == {first: "v1.29.4", second: "v1.28.9"}
+    assert int(core.read_node(first).metadata.resource_version) > int(before)
+    assert fleet.set_kubelet_version("up", "v1.29.5") == [first, second]
+    for body, message in (({"kubeletVersion": "nope"}, "bad Kubernetes version"),
+                          ({"kubeletVersion": "v1.29.5", "nodes": ["ghost"]}, "no node named ghost"),
+                          ({"kubeletVersion": "v1.29.5", "nodes": "all"}, "list of node names")):
+        with pytest.raises(FleetError, match=message):
+            fleet.admin("POST", "/clusters/up/kubelets", body)
+    assert {n.status.node_info.kubelet_version for n in core.list_node().items} == {"v1.29.5"}

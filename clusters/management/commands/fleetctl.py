@@ -5,6 +5,7 @@ fleet simulator through its admin endpoint.
   fleetctl down CLUSTER [--mode refused|503]      fleetctl up CLUSTER
   fleetctl latency CLUSTER MS                      fleetctl errors CLUSTER SHARE
   fleetctl version CLUSTER v1.30.2                 fleetctl rollout CLUSTER SECONDS
+  fleetctl kubelets CLUSTER v1.30.2 [--node NAME ...]   # a node upgrade (default: every node)
   fleetctl edit CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME --patch '{"spec":{"replicas":5}}'
   fleetctl get CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME
   fleetctl delete CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME   # out-of-band deletion
@@ -73,6 +74,10 @@ class Command(BaseCommand):
         version = sub.add_parser("version")
         version.add_argument("cluster")
         version.add_argument("git_version")
+        kubelets = sub.add_parser("kubelets")
+        kubelets.add_argument("cluster")
+        kubelets.add_argument("git_version")
+        kubelets.add_argument("--node", action="append", dest="nodes", help="a node to upgrade (repeatable)")
         rollout = sub.add_parser("rollout")
         rollout.add_argument("cluster")
         rollout.add_argument("seconds", type=float)
@@ -130,6 +135,11 @@ class Command(BaseCommand):
             result = call("POST", f"/clusters/{cluster}/faults", {"errorRate": opts["share"]})
         elif action == "version":
             result = call("POST", f"/clusters/{cluster}/version", {"gitVersion": opts["git_version"]})
+        elif action == "kubelets":
+            body = {"kubeletVersion": opts["git_version"]}
+            if opts["nodes"]:
+                body["nodes"] = opts["nodes"]
+            result = call("POST", f"/clusters/{cluster}/kubelets", body)
         elif action == "rollout":
             result = call("POST", f"/clusters/{cluster}/rollout", {"seconds": opts["seconds"]})
         elif action == "edit":
