@@ -2,6 +2,7 @@
 all keys decrypt, so keys can be rotated by prepending a new one)."""
 
 import json
+from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -19,11 +20,19 @@ def encrypt_json(value: dict) -> str:
     return _fernet().encrypt(json.dumps(value, sort_keys=True).encode()).decode()
 
 
+@lru_cache(maxsize=4096)
+def _decrypt(keys: tuple[str, ...], token: str) -> bytes:
+    # Every probe and every propagation target decrypts its cluster's credentials; a Fernet token is
+    # unique per encryption, so (keys, token) -> plaintext can be kept. The plaintext is already in
+    # this process's memory anyway: the cached kubernetes ApiClient holds it (clusters/kube.py).
+    return MultiFernet([Fernet(key) for key in keys]).decrypt(token.encode())
+
+
 def decrypt_json(token: str) -> dict:
     if not token:
         return {}
     try:
-        return json.loads(_fernet().decrypt(token.encode()))
+        return json.loads(_decrypt(tuple(settings.FEDPORTAL_ENCRYPTION_KEYS), token))  # a new dict per call
     except (InvalidToken, ValueError):
         raise CredentialDecryptError(
             "The stored credentials cannot be decrypted: FEDPORTAL_ENCRYPTION_KEY changed? "

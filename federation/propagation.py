@@ -49,6 +49,7 @@ from federation.overrides import OverrideError, operations_for
 from federation.placement import ClusterRef, select_clusters
 from federation.rendering import (
     MANAGED_LABEL,
+    RETAINED_PATHS,
     content_hash,
     ignored_paths,
     mask_secret_changes,
@@ -607,7 +608,7 @@ def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluste
         manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
     except OverrideError as exc:
         raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
-    template_hash = content_hash(render_manifest(overrides=[], replicas=None, **common))
+    template_hash = _template_hash(revision, ftype, common)
     override_hash = content_hash({"ops": operations_for(revision.overrides, cluster.name), "replicas": replicas})
     if (
         live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
@@ -624,6 +625,19 @@ def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluste
         raise _classify(exc, existed=live is not None, cluster=cluster) from None
     return _Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _template_hash(revision: Revision, ftype: FederatedType, common: dict) -> str:
+    """The hash of the manifest without overrides. It depends on the live object only for the kinds
+    whose fields KubeFed retains; for the others it is one value per (immutable) revision, computed
+    once per chunk and kept on the shared Revision instance."""
+    if ftype.kind in RETAINED_PATHS:
+        return content_hash(render_manifest(overrides=[], replicas=None, **common))
+    key = (ftype.api_version, ftype.kind, common["namespace"], common["name"])
+    shared = revision.__dict__.setdefault("_template_hashes", {})
+    if key not in shared:  # two threads may both compute it: same value
+        shared[key] = content_hash(render_manifest(overrides=[], replicas=None, **common))
+    return shared[key]
 
 
 def _record_applied(resource: FederatedResource, revision: Revision, step: _Step, *, replicas, actor, events: list) -> None:

@@ -31,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.harness import BenchEnv, fleet_versions, register_clusters, start_worker, wait_until  # noqa: E402
+from tests.bench.harness import (  # noqa: E402
+    BenchEnv, cpu_seconds, fleet_versions, register_clusters, start_worker, wait_until)
 from tests.fleet_fixtures import start_fleet  # noqa: E402
 
 NAMESPACE = "bench"
@@ -124,16 +125,21 @@ def propagate_100(names, rounds: int, operator, approvers) -> tuple[list[float],
     return timings, approve_ms[1:]
 
 
-def propagate_1000(names) -> float:
+def propagate_1000(names, pids: dict[str, list[int]]) -> tuple[float, dict[str, float]]:
+    """Seconds from propagate_revision to every PropagatedVersion OK, and the CPU seconds each kind
+    of process ("workers", "simulator") used meanwhile."""
     from federation import propagation, services
 
     resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name="web1000", template=template(0),
                                         placement={"clusters": list(names)})
+    cpu_before = {kind: sum(cpu_seconds(pid) for pid in group) for kind, group in pids.items()}
     started = time.perf_counter()
     propagation.propagate_revision(resource)
     wait_until(lambda: ok_count(resource, resource.current_revision) >= len(names), timeout=600, interval=0.05,
                message="1,000 PropagatedVersions")
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    return seconds, {kind: round(sum(cpu_seconds(pid) for pid in group) - cpu_before[kind], 2)
+                     for kind, group in pids.items()}
 
 
 def baseline_apply(fleet, names, concurrency: int) -> float:
@@ -215,12 +221,14 @@ def main() -> None:
                 "approve_call_p50_ms": round(statistics.median(approve_ms), 1), **common}
             print(json.dumps({"propagate_100": results["propagate_100"]}), flush=True)
         if args.only in (None, "1000"):
-            seconds = propagate_1000(names)
+            pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid]}
+            seconds, cpu = propagate_1000(names, pids)
             base, same_calls = baseline_apply(fleet, names, concurrency)
             results[f"propagate_{len(names)}"] = {
                 "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
                 "same_calls_baseline_seconds": round(same_calls, 2), "same_calls_ratio": round(seconds / same_calls, 2),
-                "targets": len(names), "concurrency": concurrency, **common}
+                "targets": len(names), "concurrency": concurrency,
+                "worker_cpu_seconds": cpu["workers"], "simulator_cpu_seconds": cpu["simulator"], **common}
     finally:
         for worker in workers:
             worker.stop()

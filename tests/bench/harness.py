@@ -174,6 +174,15 @@ def fleet_versions(fleet) -> dict[str, str]:
     return {c["name"]: c["version"] for c in fleet.admin("GET", "/clusters")["clusters"]}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
