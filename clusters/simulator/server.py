@@ -25,6 +25,7 @@ from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
 
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's request size limit
+BOOKMARK_SECONDS = 60  # a watch with allowWatchBookmarks gets one after this long without events (as an apiserver)
 WRITE_METHODS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -305,6 +306,19 @@ class ClusterHandler:
 
         return scope, matches
 
+    @staticmethod
+    def _seen_by(matches, event: str, obj: dict, previous: bytes | None) -> str | None:
+        """The event a watch with ``matches`` sees for a change, as a real apiserver's watch cache:
+        a MODIFIED object that starts matching is ADDED for it, one that stops matching is DELETED;
+        None when the watch sees nothing."""
+        now = matches(obj)
+        if event != "MODIFIED" or previous is None:
+            return event if now else None
+        before = matches(json.loads(previous))
+        if now:
+            return "MODIFIED" if before else "ADDED"
+        return "DELETED" if before else None
+
     def _selected(self, request: web.Request, ctx: objects.Ctx):
         scope, matches = self._scope_and_filter(request, ctx)
         return [o for o in ctx.cluster.items(ctx.res, scope) if matches(o)]
@@ -314,8 +328,9 @@ class ClusterHandler:
         resourceVersion asked for is older than the kept history) until timeoutSeconds.
 
         resourceVersion "" or "0" starts with an ADDED event per current object; a number resumes
-        after it. An object that stops matching the selectors is not announced as DELETED (a real
-        apiserver does); bookmarks are not sent."""
+        after it. With selectors, an object that starts matching is ADDED and one that stops matching
+        is DELETED. With allowWatchBookmarks=true, a BOOKMARK (the current resourceVersion) is sent
+        after BOOKMARK_SECONDS without events and before the watch times out."""
         cluster, res = ctx.cluster, ctx.res
         scope, matches = self._scope_and_filter(request, ctx)
         since_text = request.query.get("resourceVersion", "")
@@ -325,9 +340,10 @@ class ClusterHandler:
         except ValueError as exc:
             raise ApiError(400, f"invalid resourceVersion or timeoutSeconds: {exc}") from exc
         table_version = tables.wants_table(request.headers.get("Accept", ""))
+        bookmarks = _bool(request, "allowWatchBookmarks")
 
         def line(event: str, obj: dict) -> bytes:
-            if table_version and event != "ERROR":
+            if table_version and event not in ("ERROR", "BOOKMARK"):
                 obj = tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", ""))
             return json.dumps({"type": event, "object": obj}, separators=(",", ":")).encode() + b"\n"
 
@@ -344,8 +360,12 @@ class ClusterHandler:
                     first = [line("ERROR", gone)]
                     sent = None
                 else:
-                    objs = [(event, json.loads(raw)) for _, _, event, raw in kept]
-                    first = [line(event, obj) for event, obj in objs if matches(obj)]
+                    first = []
+                    for _, _, event, raw, previous in kept:
+                        obj = json.loads(raw)
+                        seen = self._seen_by(matches, event, obj, previous)
+                        if seen:
+                            first.append(line(seen, obj))
                     sent = max([since] + [rv for rv, *_ in kept])
         except BaseException:
             cluster.unsubscribe(res, queue)
@@ -357,9 +377,17 @@ class ClusterHandler:
             for chunk in first:
                 await response.write(chunk)
             deadline = time.monotonic() + max(0.0, min(timeout, 3600.0))
+            quiet_since = time.monotonic()
+
+            def bookmark() -> bytes:  # every event up to cluster.rv is delivered: the queue is empty
+                return line("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
+                                         "metadata": {"resourceVersion": str(max(sent, cluster.rv))}})
+
             while sent is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    if bookmarks and queue.empty():
+                        await response.write(bookmark())
                     break
                 try:
                     # wake at least every second to notice a client that went away
@@ -367,15 +395,21 @@ class ClusterHandler:
                 except asyncio.TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         return response
+                    if bookmarks and time.monotonic() - quiet_since >= BOOKMARK_SECONDS:
+                        await response.write(bookmark())
+                        quiet_since = time.monotonic()
                     continue
                 if entry is None:  # the server is shutting down
                     break
-                rv, _, event, raw = entry
+                rv, _, event, raw, previous = entry
                 if rv <= sent:
                     continue  # already part of the initial state (a read converged a roll-out)
+                sent = rv
                 obj = json.loads(raw)
-                if matches(obj):
-                    await response.write(line(event, obj))
+                seen = self._seen_by(matches, event, obj, previous)
+                if seen:
+                    await response.write(line(seen, obj))
+                    quiet_since = time.monotonic()
             await response.write_eof()
         except ConnectionResetError:  # the client went away (aiohttp's ClientConnectionResetError)
             pass

@@ -138,9 +138,10 @@ class ClusterState:
     def save(self, res: schemas.ApiResource, obj: dict) -> None:
         meta = obj["metadata"]
         bucket, key = self.bucket(res), (meta.get("namespace", ""), meta["name"])
-        event = "MODIFIED" if key in bucket else "ADDED"
+        previous = bucket.get(key)
+        event = "MODIFIED" if previous is not None else "ADDED"
         bucket[key] = raw = dumps(obj)
-        self._emit((res.group, res.plural), event, raw)
+        self._emit((res.group, res.plural), event, raw, previous)
 
     def drop(self, res: schemas.ApiResource, namespace: str, name: str) -> None:
         self.drop_key((res.group, res.plural), namespace, name)
@@ -196,10 +197,13 @@ class ClusterState:
         key = (res.group, res.plural)
         return [e for e in history if e[0] > rv and e[1] == key]
 
-    def _emit(self, key: tuple[str, str], event: str, raw: bytes) -> None:
+    def _emit(self, key: tuple[str, str], event: str, raw: bytes, previous: bytes | None = None) -> None:
+        """Record a change for watches: (resourceVersion, resource key, event, object, previous
+        object for a MODIFIED event: a filtered watch turns it into ADDED or DELETED when the
+        object starts or stops matching the selectors)."""
         if self.history is None:
             return
-        entry = (self.rv, key, event, raw)
+        entry = (self.rv, key, event, raw, previous)
         self.history.append(entry)
         for queue in self.watchers.get(key, ()):
             queue.put_nowait(entry)

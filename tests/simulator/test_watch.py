@@ -146,3 +146,48 @@ def test_an_open_watch_does_not_hold_up_the_simulators_shutdown(tmp_path):
     finally:
         c.close()
         fleet.stop()
+
+
+def test_a_selector_watch_sees_objects_enter_as_added_and_leave_as_deleted(api):
+    c = api("spare")
+    core = client.CoreV1Api(c)
+    core.create_namespaced_config_map("default", {"metadata": {"name": "sel-a", "labels": {"tier": "web"}}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "sel-b"}})
+    listed = core.list_namespaced_config_map("default").metadata.resource_version
+
+    def changes():
+        core.patch_namespaced_config_map("sel-a", "default", {"metadata": {"labels": {"tier": "db"}}})  # leaves
+        core.patch_namespaced_config_map("sel-b", "default", {"metadata": {"labels": {"tier": "web"}}})  # enters
+        core.patch_namespaced_config_map("sel-b", "default", {"data": {"k": "v"}})  # stays
+        core.patch_namespaced_config_map("sel-a", "default", {"data": {"k": "v"}})  # outside: unseen
+
+    thread = later(0.5, changes)
+    live = stream(c, CM, labelSelector="tier=web", timeoutSeconds="2")
+    thread.join()
+    expected = [("DELETED", "sel-a"), ("ADDED", "sel-b"), ("MODIFIED", "sel-b")]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in live] == [("ADDED", "sel-a"), *expected]
+    assert live[1]["object"]["metadata"]["labels"] == {"tier": "db"}  # the object as it is now
+    # the same transitions for a watch resuming from before them
+    resumed = stream(c, CM, labelSelector="tier=web", resourceVersion=listed, timeoutSeconds="0")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in resumed] == expected
+    core.delete_namespaced_config_map("sel-a", "default")
+    core.delete_namespaced_config_map("sel-b", "default")
+
+
+def test_bookmarks_only_when_asked_and_resuming_from_one_misses_nothing(api):
+    c = api("spare")
+    core = client.CoreV1Api(c)
+    thread = later(0.3, lambda: core.create_namespaced_config_map("default", {"metadata": {"name": "bm-1"}}))
+    events = stream(c, CM, allowWatchBookmarks="true", timeoutSeconds="1")
+    thread.join()
+    assert events[-1]["type"] == "BOOKMARK" and events[-1]["object"]["kind"] == "ConfigMap"
+    assert set(events[-1]["object"]["metadata"]) == {"resourceVersion"}
+    mark = events[-1]["object"]["metadata"]["resourceVersion"]
+    created = next(e for e in events if e["object"]["metadata"].get("name") == "bm-1")
+    assert int(mark) >= int(created["object"]["metadata"]["resourceVersion"])
+    assert "BOOKMARK" not in {e["type"] for e in stream(c, CM, timeoutSeconds="1")}
+    core.create_namespaced_config_map("default", {"metadata": {"name": "bm-2"}})
+    resumed = stream(c, CM, resourceVersion=mark, timeoutSeconds="0")
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in resumed] == [("ADDED", "bm-2")]
+    core.delete_namespaced_config_map("bm-1", "default")
+    core.delete_namespaced_config_map("bm-2", "default")
