@@ -149,6 +149,15 @@ def _strip(node):
     return node
 
 
+def documented_definitions(minor: int) -> dict:
+    """Every definition of a minor with its descriptions (the non-strict flavour, as an apiserver
+    publishes them; not cached: only the simulator's OpenAPI documents read it)."""
+    if minor not in SUPPORTED_MINORS:
+        raise ValueError(f"no schemas for Kubernetes 1.{minor}")
+    with (_SCHEMA_ROOT / f"v1.{minor}.0-local" / "_definitions.json").open() as fh:
+        return json.load(fh)["$defs"]
+
+
 @functools.lru_cache(maxsize=None)
 def _definitions(minor: int) -> dict:
     if minor not in SUPPORTED_MINORS:

@@ -8,9 +8,14 @@ insists on downloading the v2 document to validate on its side and stops, so `--
 was needed.
 
 The documents describe the operations of every kind the cluster serves (built-in ones and those
-of its CRDs) with their query parameters, not the kinds' schemas (``components.schemas`` is
-empty): kubectl then builds strategic merge patches from its compiled-in types, as it does for a
-server without OpenAPI, and `kubectl explain` has nothing to show.
+of its CRDs) with their query parameters, and in ``components.schemas`` the built-in kinds'
+schemas with every definition they refer to, converted from kubernetes-validate's JSON Schema
+(with descriptions, x-kubernetes-group-version-kind and the patch strategies) to OpenAPI 3.0 as
+an apiserver publishes it: ``$ref`` into components (inside ``allOf`` when the property says
+more), one type per schema, IntOrString as a string of format int-or-string. So `kubectl explain`
+works. A CRD's kinds have operations but no schema. A group-version document is built when first
+asked for and kept (one per minor and group-version); the index's hashes come from what each
+document is made of, not from its bytes.
 """
 from __future__ import annotations
 
@@ -84,25 +89,109 @@ def _dump(doc: dict) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
+# --- schemas -------------------------------------------------------------------------------------
+
+_OWN_SCHEMAS = {  # definitions kubernetes-validate writes as a oneOf; an apiserver as a string
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString": {"type": "string", "format": "int-or-string"},
+    "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
+}
+
+
+def _openapi_schema(node):
+    """One JSON Schema node of kubernetes-validate's definitions as OpenAPI 3.0."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "$ref":
+            continue
+        if key == "type" and isinstance(value, list):  # ["string", "null"]: nullable in JSON Schema
+            value = next((t for t in value if t != "null"), None)
+            if value is None:
+                continue
+        elif key == "properties":
+            value = {name: _openapi_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "not") or (key == "additionalProperties" and isinstance(value, dict)):
+            value = _openapi_schema(value)
+        elif key in ("allOf", "oneOf", "anyOf"):
+            value = [_openapi_schema(sub) for sub in value]
+        elif key == "enum":
+            value = [v for v in value if v is not None]
+        out[key] = value
+    if "$ref" not in node:
+        return out
+    target = {"$ref": "#/components/schemas/" + node["$ref"].rsplit("/", 1)[-1]}
+    return {"allOf": [target], **out} if out else target
+
+
+def _referenced(node, found: set[str]) -> None:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            found.add(ref.rsplit("/", 1)[-1])
+        for value in node.values():
+            _referenced(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _referenced(value, found)
+
+
+def _component_schemas(minor: int, group_version: str) -> dict:
+    """The schemas of a group-version's kinds and every definition they refer to."""
+    definitions = schemas.documented_definitions(minor)
+    group, version = schemas.split_api_version(group_version)
+    todo = [name for name, node in definitions.items()
+            if any(gvk.get("group", "") == group and gvk.get("version") == version
+                   for gvk in node.get("x-kubernetes-group-version-kind") or ())]
+    names: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in names or name not in definitions:
+            continue
+        names.add(name)
+        found: set[str] = set()
+        _referenced(definitions[name], found)
+        todo.extend(found - names)
+    out = {}
+    for name in sorted(names):
+        node = definitions[name]
+        if name in _OWN_SCHEMAS:
+            node = {**({"description": node["description"]} if "description" in node else {}), **_OWN_SCHEMAS[name]}
+        out[name] = _openapi_schema(node)
+    return out
+
+
+# --- documents -----------------------------------------------------------------------------------
+
+def _group_versions(minor: int, extra: tuple[schemas.ApiResource, ...]) -> dict[str, tuple[schemas.ApiResource, ...]]:
+    return {gv: tuple(resources) for gv, resources in sorted(_by_group_version(minor, extra).items())}
+
+
+@functools.lru_cache(maxsize=128)
+def _group_version_document(minor: int, group_version: str, resources: tuple[schemas.ApiResource, ...]) -> bytes:
+    paths: dict = {}
+    for res in resources:
+        paths.update(_paths(res))
+    return _dump({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": f"v1.{minor}.0"},
+                  "paths": paths, "components": {"schemas": _component_schemas(minor, group_version)}})
+
+
 @functools.lru_cache(maxsize=256)
-def _documents(minor: int, extra: tuple[schemas.ApiResource, ...]) -> dict[str, bytes]:
-    """Every document of one minor (plus a cluster's custom kinds): '' is the index."""
-    docs: dict[str, bytes] = {}
-    index: dict = {}
-    for gv, resources in sorted(_by_group_version(minor, extra).items()):
-        paths: dict = {}
-        for res in resources:
-            paths.update(_paths(res))
-        doc = _dump({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": f"v1.{minor}.0"},
-                     "paths": paths, "components": {"schemas": {}}})
+def _index(minor: int, extra: tuple[schemas.ApiResource, ...]) -> bytes:
+    index = {}
+    for gv, resources in _group_versions(minor, extra).items():
+        made_of = repr((minor, gv, resources)).encode()  # what the document is built from
         key = discovery_prefix(gv).lstrip("/")
-        docs[key] = doc
-        digest = hashlib.sha512(doc).hexdigest()[:32].upper()
-        index[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={digest}"}
-    docs[""] = _dump({"paths": index})
-    return docs
+        index[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={hashlib.sha512(made_of).hexdigest()[:32].upper()}"}
+    return _dump({"paths": index})
 
 
 def document(minor: int, path: str, extra: list[schemas.ApiResource] = ()) -> bytes | None:
     """The index ('') or a group-version document ('apis/apps/v1', 'api/v1'); None = 404."""
-    return _documents(minor, tuple(extra)).get(path.strip("/"))
+    extra, path = tuple(extra), path.strip("/")
+    if not path:
+        return _index(minor, extra)
+    for gv, resources in _group_versions(minor, extra).items():
+        if discovery_prefix(gv).lstrip("/") == path:
+            return _group_version_document(minor, gv, resources)
+    return None

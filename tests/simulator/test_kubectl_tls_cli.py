@@ -93,6 +93,14 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     assert "configured" in run("apply", *validate, "-f", str(manifest))
     live = tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web")
     assert live["spec"]["replicas"] == 4 and live["metadata"]["generation"] == 2
+    # a strategic merge patch built from the served schemas (containers merge by name)
+    manifest.write_text(manifest.read_text().replace("nginx:1.25", "nginx:1.27"))
+    assert "configured" in run("apply", *validate, "-f", str(manifest))
+    containers = tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web")["spec"]["template"][
+        "spec"]["containers"]
+    assert [(c["name"], c["image"]) for c in containers] == [("web", "nginx:1.27")]
+    explained = run("explain", "deployment.spec.strategy")  # the OpenAPI v3 schemas, with descriptions
+    assert "rollingUpdate" in explained and "Rolling update config params" in explained
     assert "web" in run("get", "deployments")
     assert "successfully rolled out" in run("rollout", "status", "deployment/web", "--timeout=30s")  # a watch
     assert "scaled" in run("scale", "deployment/web", "--replicas=3")  # the scale subresource

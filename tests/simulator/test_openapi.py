@@ -1,5 +1,6 @@
 """OpenAPI v3 (/openapi/v3 and per group-version): the operations of every served kind with their
-query parameters, which is how kubectl learns that the server validates fields itself."""
+query parameters, which is how kubectl learns that the server validates fields itself, and the
+kinds' schemas (kubectl explain, strategic merge patches)."""
 import json
 
 import pytest
@@ -57,3 +58,53 @@ def test_a_crd_adds_its_group_version_until_deleted(api):
     finally:
         ext.delete_custom_resource_definition("widgets.example.com")
     assert "apis/example.com/v1" not in get(c, "/openapi/v3")["paths"]
+
+
+def _refs(node, found):
+    if isinstance(node, dict):
+        if "$ref" in node:
+            found.add(node["$ref"])
+        for value in node.values():
+            _refs(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _refs(value, found)
+    return found
+
+
+def _types(node, found):
+    if isinstance(node, dict):
+        if isinstance(node.get("type"), (str, list)):
+            found.append(node["type"])
+        for key, value in node.items():
+            if key != "properties":
+                _types(value, found)
+        for value in (node.get("properties") or {}).values():
+            _types(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _types(value, found)
+    return found
+
+
+def test_group_version_document_carries_the_kinds_schemas_as_openapi_3(api):
+    doc = get(api("m127"), "/openapi/v3/apis/apps/v1")
+    components = doc["components"]["schemas"]
+    deployment = components["io.k8s.api.apps.v1.Deployment"]
+    assert deployment["x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "Deployment", "version": "v1"}]
+    assert deployment["description"].startswith("Deployment enables declarative updates")
+    assert deployment["properties"]["spec"]["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"}]
+    containers = components["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
+    assert containers["x-kubernetes-patch-merge-key"] == "name" and containers["x-kubernetes-patch-strategy"] == "merge"
+    assert components["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
+    # every reference resolves inside the document, every type is one OpenAPI 3.0 type
+    refs = _refs(doc["components"], set())
+    assert refs and {r.rsplit("/", 1)[-1] for r in refs} <= set(components)
+    assert all(r.startswith("#/components/schemas/") for r in refs)
+    assert set(_types(doc["components"], [])) <= {"object", "string", "integer", "number", "boolean", "array"}
+
+
+def test_a_group_version_document_holds_only_the_schemas_it_needs(api):
+    flow = get(api("m127"), "/openapi/v3/apis/flowcontrol.apiserver.k8s.io/v1beta3")["components"]["schemas"]
+    assert "io.k8s.api.flowcontrol.v1beta3.FlowSchema" in flow
+    assert not any(name.startswith("io.k8s.api.apps.") for name in flow)  # only what the group-version needs
