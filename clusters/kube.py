@@ -170,6 +170,7 @@ class NodeInfo:
 class ApplyResult:
     object: dict
     warnings: list[str] = field(default_factory=list)
+    created: bool = False  # the apply created the object (201)
 
 
 @dataclass
@@ -634,7 +635,7 @@ def apply_object(
         content_type="application/apply-patch+yaml",
         timeout=timeout,
     )
-    return ApplyResult(object=response.json(), warnings=response.warnings())
+    return ApplyResult(object=response.json(), warnings=response.warnings(), created=response.status == 201)
 
 
 def get_object(

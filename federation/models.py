@@ -214,6 +214,10 @@ class PropagatedVersion(models.Model):
     sync_state = models.CharField(max_length=16, choices=SyncState.choices, default=SyncState.UNKNOWN, db_index=True)
     drift = models.JSONField(default=list, blank=True, help_text="Field diff [{path, before, after, change}].")
     live_resource_version = models.CharField(max_length=64, blank=True)
+    live_uid = models.CharField(
+        max_length=64, blank=True,
+        help_text="metadata.uid of the object we wrote; the next apply names it, so it never writes over another "
+                  "object of the same name.")
     propagated_at = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     drift_checked_at = models.DateTimeField(null=True, blank=True)

@@ -17,6 +17,7 @@ Public API:
 import logging
 import random
 import re
+import uuid
 from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -198,7 +199,7 @@ def _pv(resource, cluster) -> PropagatedVersion:
 
 # what propagation reads of a PropagatedVersion (not the applied manifest or the drift)
 _PV_FIELDS = ("id", "resource_id", "cluster_id", "status", "template_hash", "override_hash", "version", "revision_id",
-              "remote_status")
+              "remote_status", "live_uid")
 
 
 def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
@@ -486,7 +487,7 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
                 _status_change(pv, PropagationReason.REMOVED,
                                f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
                                actor=actor, events=events, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[],
-                               version="", remote_status=None)
+                               version="", remote_status=None, live_uid="")
                 result = (TargetState.DONE, PropagationReason.REMOVED, "Deleted." if deleted else "Already gone.", deleted)
             else:  # SUPERSEDED
                 result = (TargetState.DONE, "", "Superseded by a newer propagation run.", False)
@@ -588,8 +589,57 @@ def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: 
 
 def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
                 replicas) -> _Step:
-    """Read the live object, render, and server-side apply when anything changed. No database access;
-    raises _Failure."""
+    """Server-side apply this cluster's manifest when anything changed. No database access; raises
+    _Failure. Usually one call (``_apply_naming_uid``); the live object is read first
+    (``_read_then_apply``) when that call cannot decide."""
+    return (_apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas)
+            or _read_then_apply(resource, revision, cluster, pv, conn, replicas=replicas))
+
+
+def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn,
+                      *, replicas) -> _Step | None:
+    """Apply without reading, the manifest carrying a metadata.uid. An apiserver refuses to change an
+    object's uid (422, "field is immutable") and gives a new object its own uid, so:
+
+    * an object we wrote (its uid recorded, status OK) whose desired state changed is applied naming
+      its uid: if the name now belongs to another object (deleted and made again by someone else)
+      nothing is written; kinds whose cluster-assigned fields KubeFed retains are read first instead;
+    * an object we have not written is applied naming a fresh uid, which only a create can accept:
+      an object already there, ours or not, is never written this way.
+
+    None means "read first": the uid was refused, the namespace is missing, or nothing changed on our
+    side (the read then finds drift, or an object that is already up to date)."""
+    ftype = resource.type
+    ours = bool(pv.live_uid) and pv.status == PropagationReason.OK
+    if ours and ftype.kind in RETAINED_PATHS:
+        return None
+    common = dict(target=ftype.target, template=revision.template, namespace=resource.namespace,
+                  name=resource.name, cluster=cluster.name, revision=revision.number, live=None)
+    template_hash = _template_hash(revision, ftype, common)
+    override_hash = content_hash({"ops": operations_for(revision.overrides, cluster.name), "replicas": replicas})
+    if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
+        return None
+    try:
+        manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+    except OverrideError as exc:
+        raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    uid = pv.live_uid if ours else str(uuid.uuid4())
+    named = {**manifest, "metadata": {**manifest["metadata"], "uid": uid}}
+    try:
+        result = kube.apply_object(conn, named, plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+    except kube.KubeError as exc:
+        if exc.kind == kube.KIND_NOT_FOUND or (exc.kind in (kube.KIND_INVALID, kube.KIND_CONFLICT)
+                                               and "uid" in (exc.message or "").lower()):
+            return None
+        raise _classify(exc, existed=ours, cluster=cluster) from None
+    return _Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
+                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
+                     replicas) -> _Step:
+    """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
     ftype = resource.type
     try:
         live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
@@ -649,6 +699,7 @@ def _record_applied(resource: FederatedResource, revision: Revision, step: _Step
         version=object_version(obj), status=PropagationReason.OK, message="; ".join(step.warnings),
         applied_manifest=step.manifest, sync_state=SyncState.IN_SYNC, drift=[],
         live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
+        live_uid=str((obj.get("metadata") or {}).get("uid", ""))[:64],
         propagated_at=now, last_attempt_at=now, remote_status=_remote_status(ftype, obj),
     )
     PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
@@ -889,6 +940,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     PropagatedVersion.objects.filter(pk=pv.pk).update(
         sync_state=SyncState.IN_SYNC, drift=[], drift_repaired_at=timezone.now(), version=object_version(obj),
         live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
+        live_uid=str((obj.get("metadata") or {}).get("uid", ""))[:64],
         message=f"Drift repaired (Enforce): {paths}.", remote_status=_remote_status(ftype, obj) or pv.remote_status)
     record_event("federation.drift.enforce", obj=resource, cluster=cluster.name,
                  summary=f"Re-applied {resource} on {cluster.name} to repair drift ({paths})",

@@ -272,6 +272,10 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
             obj.pop("status", None)
     else:
         old_meta = old["metadata"]
+        if meta.get("uid") and meta["uid"] != old_meta.get("uid"):  # a patch or an apply naming another object
+            raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), [{
+                "reason": "FieldValueInvalid", "field": "metadata.uid",
+                "message": f'Invalid value: "{meta["uid"]}": field is immutable'}])
         for key in ("uid", "creationTimestamp"):
             if key in old_meta:
                 meta[key] = old_meta[key]
@@ -365,6 +369,12 @@ def update(ctx: Ctx, body) -> dict:
     rv = obj["metadata"].get("resourceVersion")
     if rv not in (None, "") and rv != old["metadata"].get("resourceVersion"):
         raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
+    uid = obj["metadata"].get("uid")
+    if uid and uid != old["metadata"].get("uid"):  # PUT: the object's uid is a storage precondition
+        raise ApiError(409, f'Operation cannot be fulfilled on {ctx.res.plural}{"." + ctx.res.group if ctx.res.group else ""} '
+                            f'"{ctx.name}": Precondition failed: UID in precondition: {uid}, UID in object meta: '
+                            f'{old["metadata"].get("uid")}', reason="Conflict",
+                       details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural})
     obj = _schema_step(ctx, obj)
     _apply_defaults(ctx, obj)
     _record_update(ctx, old, obj, _entries(old))

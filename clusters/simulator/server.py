@@ -110,6 +110,7 @@ class ClusterHandler:
         cluster = self.fleet.clusters.get(request.match_info["cluster"])
         if cluster is None:
             return _error(ApiError(404, "the server could not find the requested resource"))
+        cluster.requests[request.method] = cluster.requests.get(request.method, 0) + 1
         faults = cluster.faults
         if faults.latency_ms:
             await asyncio.sleep(faults.latency_ms / 1000)
@@ -481,6 +482,7 @@ class AdminHandler:
     @staticmethod
     def describe(c: ClusterState) -> dict:
         return {"name": c.name, "role": c.spec.role, "version": c.git_version, "schemaMinor": c.minor,
+                "requests": dict(c.requests),
                 "labels": c.spec.labels, "faults": c.faults.as_dict(), "rolloutSeconds": c.rollout_seconds,
                 "objects": c.object_count()}
 

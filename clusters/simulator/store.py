@@ -43,6 +43,7 @@ class ClusterState:
         self.spec = spec
         self.name = spec.name
         self.faults: Faults = spec.faults
+        self.requests: dict[str, int] = {}  # HTTP method -> requests served (the admin endpoint shows them)
         self.rollout_seconds = spec.rollout_seconds
         self.rv = 0
         self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}

@@ -67,7 +67,7 @@ def test_worker_killed_mid_fan_out_a_new_worker_finishes_it(fleet_factory, celer
     fleet = fleet_factory({"generate": 200, "versions": "1.27-1.31"})
     names = fleet.names
     for name in names:
-        fleet.set_latency(name, 150)  # slow enough that the kill lands mid fan-out
+        fleet.set_latency(name, 600)  # slow enough that the kill lands mid fan-out (one apply per target)
     register_clusters(fleet, names, versions=fleet_versions(fleet))
     env = {"FEDERATION_LEASE_SECONDS": "8", "FEDPORTAL_KUBE_TIMEOUT_SECONDS": "3"}
     doomed = celery_worker_factory("doomed", env=env, concurrency=8)

@@ -131,6 +131,95 @@ def test_unmanaged_object_is_already_exists_and_left_alone(fleet, fleet_clusters
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "cfg")["data"] == {"owner": "someone-else"}
 
 
+def served(fleet, cluster) -> dict[str, int]:
+    return fleet.admin("GET", f"/clusters/{cluster}/")["requests"]
+
+
+def new_image(resource, image: str):
+    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
+        "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": image}]}}}}
+    return services.update_resource(resource, template=template, placement={"clusters": ["m128"]})
+
+
+def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_left_alone(fleet, fleet_clusters):
+    before = served(fleet, "m128")
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    after = served(fleet, "m128")
+    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {"PATCH": 1}
+    assert pv(resource, "m128").live_uid == live(fleet, "m128")["metadata"]["uid"]
+    # someone else's object of that name: the apply naming a fresh uid is refused, the read decides
+    conn = connection_for(fleet_clusters["m128"])
+    kube.apply_object(conn, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs", "namespace": "shop"},
+                             "data": {"owner": "someone-else"}}, plural="configmaps", namespaced=True, field_manager="kubectl")
+    before = served(fleet, "m128")
+    cfg = services.create_resource(services.find_type("ConfigMap"), namespace="shop", name="theirs",
+                                   template={"data": {"owner": "fedportal"}}, placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(cfg))
+    after = served(fleet, "m128")
+    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {
+        "PATCH": 1, "GET": 1}
+    assert pv(cfg, "m128").status == PropagationReason.ALREADY_EXISTS
+    assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "theirs")["data"] == {"owner": "someone-else"}
+
+
+def test_a_new_revision_of_an_object_we_wrote_is_one_apply_naming_its_uid(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    uid = live(fleet, "m128")["metadata"]["uid"]
+    assert pv(resource, "m128").live_uid == uid
+    before = served(fleet, "m128")
+    new_image(resource, "nginx:1.27")
+    drain(propagation.propagate_revision(resource))
+    after = served(fleet, "m128")
+    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {"PATCH": 1}
+    obj = live(fleet, "m128")
+    assert obj["metadata"]["uid"] == uid and obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    version = pv(resource, "m128")
+    assert version.status == PropagationReason.OK and version.sync_state == SyncState.IN_SYNC
+    assert "uid" not in version.applied_manifest["metadata"]  # the drift baseline is the manifest itself
+    assert AuditEvent.objects.filter(action="federation.propagation.apply", summary__startswith="Updated").exists()
+    # nothing changed on our side: the live object is read (drift, unchanged), not written
+    before = served(fleet, "m128")
+    second = propagation.propagate_revision(resource)
+    drain(second)
+    assert served(fleet, "m128").get("PATCH", 0) == before.get("PATCH", 0)
+    assert not second.targets.filter(changed=True).exists()
+
+
+def test_an_object_made_again_by_someone_else_is_not_written_over(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    foreign = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
+                   "metadata": {"labels": {"app": "theirs"}},
+                   "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
+    kube.apply_object(connection_for(fleet_clusters["m128"]), foreign, plural="deployments", namespaced=True,
+                      field_manager="kubectl")
+    new_image(resource, "nginx:1.27")
+    drain(propagation.propagate_revision(resource))
+    assert pv(resource, "m128").status == PropagationReason.ALREADY_EXISTS
+    obj = live(fleet, "m128")
+    assert [(c["name"], c["image"]) for c in obj["spec"]["template"]["spec"]["containers"]] == [("theirs", "busybox")]
+    assert MANAGED_LABEL not in (obj["metadata"].get("labels") or {})
+
+
+def test_an_object_deleted_outside_is_created_again_by_the_next_revision(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    old_uid = pv(resource, "m128").live_uid
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    new_image(resource, "nginx:1.27")
+    drain(propagation.propagate_revision(resource))
+    obj = live(fleet, "m128")
+    assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert pv(resource, "m128").status == PropagationReason.OK and pv(resource, "m128").live_uid == obj["metadata"]["uid"]
+    assert obj["metadata"]["uid"] != old_uid
+    assert AuditEvent.objects.filter(action="federation.propagation.apply", summary__startswith="Created",
+                                     summary__contains="revision 2").exists()
+
+
 def test_down_cluster_retries_and_converges_when_back(fleet, fleet_clusters, settings):
     settings.FEDERATION_RETRY_BASE_SECONDS = 0.1
     fleet.set_down("m131")

@@ -172,3 +172,38 @@ def test_apply_keeps_fields_owned_by_another_manager(sim, api, ns):
     data, _, _ = apply(c, dep_path(ns, "shared"), deployment("shared", image="nginx:1.26"))
     assert data["metadata"]["annotations"] == {"owner": "ops"}
     assert {e["manager"] for e in data["metadata"]["managedFields"]} == {"fedportal", "ops-tool"}
+
+
+def test_a_write_naming_another_uid_is_refused_and_a_create_ignores_the_uid(api):
+    """An object's uid is immutable: a patch or an apply carrying another one is 422 (the
+    apiserver's metadata validation), a PUT 409 (its storage precondition); on create the server
+    assigns its own."""
+    c = api("spare")
+    core = client.CoreV1Api(c)
+    made = core.create_namespaced_config_map("default", {"metadata": {"name": "uid-cm", "uid": "mine"}, "data": {"a": "1"}})
+    uid = made.metadata.uid
+    assert uid and uid != "mine"
+    path = "/api/v1/namespaces/default/configmaps/uid-cm"
+
+    def apply(body_uid):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "2"},
+                "metadata": {"name": "uid-cm", "namespace": "default", "uid": body_uid}}
+        return c.call_api(path, "PATCH", query_params=[("fieldManager", "t"), ("force", "true")],
+                          header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                          body=body, auth_settings=["BearerToken"], _preload_content=False,
+                          _return_http_data_only=True)
+
+    with pytest.raises(ApiException) as wrong_apply:
+        apply("0b7d5a4e-0000-4000-8000-000000000000")
+    body = wrong_apply.value.body.decode() if isinstance(wrong_apply.value.body, bytes) else wrong_apply.value.body
+    assert wrong_apply.value.status == 422 and "metadata.uid" in body and "field is immutable" in body
+    with pytest.raises(ApiException) as wrong_merge:
+        core.patch_namespaced_config_map("uid-cm", "default", {"metadata": {"uid": "other"}})
+    assert wrong_merge.value.status == 422
+    with pytest.raises(ApiException) as wrong_put:
+        core.replace_namespaced_config_map("uid-cm", "default", {"metadata": {"name": "uid-cm", "uid": "other"}})
+    assert wrong_put.value.status == 409 and "Precondition failed: UID in precondition" in wrong_put.value.body
+    assert core.read_namespaced_config_map("uid-cm", "default").data == {"a": "1"}  # nothing written
+    assert apply(uid).status == 200  # the right uid is no obstacle
+    assert core.read_namespaced_config_map("uid-cm", "default").data == {"a": "2"}
+    core.delete_namespaced_config_map("uid-cm", "default")
