@@ -900,9 +900,13 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
                            namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
     now = timezone.now()
+    live_uid = str((live or {}).get("metadata", {}).get("uid", ""))
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
         # gone, or being deleted by someone else: either way not what FedPortal applied
         changes = [{"path": "/", "before": "present", "after": None, "change": "removed"}]
+    elif pv.live_uid and live_uid and live_uid != pv.live_uid:
+        # deleted and made again outside FedPortal: another object under the same name
+        changes = [{"path": "/metadata/uid", "before": pv.live_uid, "after": live_uid, "change": "replaced"}]
     else:
         _collect_status(pv, ftype, live)
         changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
@@ -926,12 +930,20 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
         drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now)
     if resource.drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
+    # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
+    manifest = pv.applied_manifest
+    if pv.live_uid:
+        manifest = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": pv.live_uid}}
     try:
-        result = kube.apply_object(conn, pv.applied_manifest, plural=ftype.plural, namespaced=ftype.namespaced,
+        result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
     except kube.KubeError as exc:
         if exc.transient:
             raise
+        if "uid" in (exc.message or "").lower():
+            exc = kube.KubePermanentError(
+                f"{ftype.kind} {resource.qualified_name} on {cluster.name} was deleted and made again outside FedPortal; "
+                f"it is left untouched (delete it to let FedPortal create its own).", kind=exc.kind)
         PropagatedVersion.objects.filter(pk=pv.pk).update(message=f"Drift repair failed: {exc.message}")
         record_event("federation.drift.enforce_failed", obj=resource, cluster=cluster.name,
                      summary=f"Could not repair drift of {resource} on {cluster.name}: {exc.message}")

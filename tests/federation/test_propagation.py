@@ -333,6 +333,42 @@ def test_deleted_object_is_drift(fleet, fleet_clusters):
     assert pv(resource, "m128").drift[0]["change"] == "removed"
 
 
+@pytest.mark.parametrize("policy", [DriftPolicy.REPORT, DriftPolicy.ENFORCE])
+def test_an_object_made_again_outside_is_drift_and_never_taken_over(fleet, fleet_clusters, policy):
+    resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=policy)
+    drain(propagation.propagate_revision(resource))
+    ours = pv(resource, "m128").live_uid
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+              "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
+                  "metadata": {"labels": {"app": "theirs"}},
+                  "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
+    kube.apply_object(connection_for(fleet_clusters["m128"]), theirs, plural="deployments", namespaced=True,
+                      field_manager="kubectl")
+    summary = propagation.detect_drift(resource=resource)
+    assert summary.out_of_sync == 1 and summary.repaired == 0, summary
+    version = pv(resource, "m128")
+    assert version.sync_state == SyncState.OUT_OF_SYNC
+    assert version.drift == [{"path": "/metadata/uid", "before": ours, "after": live(fleet, "m128")["metadata"]["uid"],
+                              "change": "replaced"}]
+    obj = live(fleet, "m128")
+    assert [c["image"] for c in obj["spec"]["template"]["spec"]["containers"]] == ["busybox"]
+    assert MANAGED_LABEL not in (obj["metadata"].get("labels") or {})
+    if policy == DriftPolicy.ENFORCE:
+        assert "made again outside FedPortal" in version.message
+        assert AuditEvent.objects.filter(action="federation.drift.enforce_failed", cluster="m128").exists()
+
+
+def test_enforce_makes_a_removed_object_again(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=DriftPolicy.ENFORCE)
+    drain(propagation.propagate_revision(resource))
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    assert propagation.detect_drift(resource=resource).repaired == 1
+    obj = live(fleet, "m128")
+    assert obj is not None and pv(resource, "m128").live_uid == obj["metadata"]["uid"]
+    assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
+
+
 def test_status_collection_records_remote_status(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
