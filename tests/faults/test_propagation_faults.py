@@ -50,12 +50,13 @@ def test_clusters_down_during_propagation_converge_when_back_and_say_why(fleet_f
 
 
 def test_one_api_call_in_five_failing_with_500_still_converges_with_backoff(fleet_factory, celery_worker):
-    fleet = fleet_factory({"generate": 10, "versions": "1.27-1.31"})
+    # one apply per attempt: with 30 clusters, the chance that none meets an error is 0.8**30 (0.1 %)
+    fleet = fleet_factory({"generate": 30, "versions": "1.27-1.31"})
     names = fleet.names
     register_clusters(fleet, names, versions=fleet_versions(fleet))
     for name in names:
         fleet.set_error_rate(name, 0.2)
-    resource = federate("Namespace", "payments", names)  # cluster-scoped: GET + apply per attempt
+    resource = federate("Namespace", "payments", names)
     run = propagation.propagate_revision(resource)
     wait_for(lambda: finished_run(run), timeout=180, interval=0.5, message="run finished despite 500s")
     assert_converged(resource, run, names, fleet, api_version="v1", kind="Namespace")
