@@ -629,12 +629,18 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
         result = kube.apply_object(conn, named, plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
     except kube.KubeError as exc:
-        if exc.kind == kube.KIND_NOT_FOUND or (exc.kind in (kube.KIND_INVALID, kube.KIND_CONFLICT)
-                                               and "uid" in (exc.message or "").lower()):
+        if exc.kind == kube.KIND_NOT_FOUND or _uid_refused(exc):
             return None
         raise _classify(exc, existed=ours, cluster=cluster) from None
     return _Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _uid_refused(exc: kube.KubeError) -> bool:
+    """The apiserver would not write because the object under that name has another uid."""
+    text = (exc.message or "").lower()
+    return exc.kind in (kube.KIND_INVALID, kube.KIND_CONFLICT) and (
+        "metadata.uid" in text or "uid in precondition" in text)
 
 
 def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
@@ -940,7 +946,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     except kube.KubeError as exc:
         if exc.transient:
             raise
-        if "uid" in (exc.message or "").lower():
+        if _uid_refused(exc):
             exc = kube.KubePermanentError(
                 f"{ftype.kind} {resource.qualified_name} on {cluster.name} was deleted and made again outside FedPortal; "
                 f"it is left untouched (delete it to let FedPortal create its own).", kind=exc.kind)
