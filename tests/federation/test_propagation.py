@@ -141,6 +141,16 @@ def new_image(resource, image: str):
     return services.update_resource(resource, template=template, placement={"clusters": ["m128"]})
 
 
+def replace_outside(fleet, cluster):
+    """Someone else deletes shop/web on ``cluster`` and makes their own Deployment of that name."""
+    fleet.external_delete(cluster.name, "apps/v1", "Deployment", "shop", "web")
+    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+              "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
+                  "metadata": {"labels": {"app": "theirs"}},
+                  "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
+    kube.apply_object(connection_for(cluster), theirs, plural="deployments", namespaced=True, field_manager="kubectl")
+
+
 def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_left_alone(fleet, fleet_clusters):
     before = served(fleet, "m128")
     resource = web_deployment(placement={"clusters": ["m128"]})
@@ -190,13 +200,7 @@ def test_a_new_revision_of_an_object_we_wrote_is_one_apply_naming_its_uid(fleet,
 def test_an_object_made_again_by_someone_else_is_not_written_over(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
-    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
-    foreign = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-               "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
-                   "metadata": {"labels": {"app": "theirs"}},
-                   "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
-    kube.apply_object(connection_for(fleet_clusters["m128"]), foreign, plural="deployments", namespaced=True,
-                      field_manager="kubectl")
+    replace_outside(fleet, fleet_clusters["m128"])
     new_image(resource, "nginx:1.27")
     drain(propagation.propagate_revision(resource))
     assert pv(resource, "m128").status == PropagationReason.ALREADY_EXISTS
@@ -338,13 +342,7 @@ def test_an_object_made_again_outside_is_drift_and_never_taken_over(fleet, fleet
     resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=policy)
     drain(propagation.propagate_revision(resource))
     ours = pv(resource, "m128").live_uid
-    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
-    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-              "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
-                  "metadata": {"labels": {"app": "theirs"}},
-                  "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
-    kube.apply_object(connection_for(fleet_clusters["m128"]), theirs, plural="deployments", namespaced=True,
-                      field_manager="kubectl")
+    replace_outside(fleet, fleet_clusters["m128"])
     summary = propagation.detect_drift(resource=resource)
     assert summary.out_of_sync == 1 and summary.repaired == 0, summary
     version = pv(resource, "m128")
