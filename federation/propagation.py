@@ -46,7 +46,7 @@ from federation.choices import (
 from federation.diffs import SERVER_POPULATED, diff_desired_live, strip_server_fields, unified_yaml_diff
 from federation.manifests import dump_yaml
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget, Revision
-from federation.overrides import OverrideError, operations_for
+from federation.overrides import OverrideError
 from federation.placement import ClusterRef, select_clusters
 from federation.rendering import (
     MANAGED_LABEL,
@@ -57,6 +57,7 @@ from federation.rendering import (
     mask_secret_object,
     render_manifest,
 )
+from federation.rendering import override_hash as hash_overrides  # the local variables are called override_hash
 from federation.scheduling import participating_clusters, plan_replicas, to_preference
 
 logger = logging.getLogger(__name__)
@@ -613,10 +614,9 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
     ours = bool(pv.live_uid) and pv.status == PropagationReason.OK
     if ours and ftype.kind in RETAINED_PATHS:
         return None
-    common = dict(target=ftype.target, template=revision.template, namespace=resource.namespace,
-                  name=resource.name, cluster=cluster.name, revision=revision.number, live=None)
+    common = _render_args(resource, revision, cluster, live=None)
     template_hash = _template_hash(revision, ftype, common)
-    override_hash = content_hash({"ops": operations_for(revision.overrides, cluster.name), "replicas": replicas})
+    override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
         return None
     try:
@@ -624,9 +624,8 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
     except OverrideError as exc:
         raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     uid = pv.live_uid if ours else str(uuid.uuid4())
-    named = {**manifest, "metadata": {**manifest["metadata"], "uid": uid}}
     try:
-        result = kube.apply_object(conn, named, plural=ftype.plural, namespaced=ftype.namespaced,
+        result = kube.apply_object(conn, _naming_uid(manifest, uid), plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND or _uid_refused(exc):
@@ -634,6 +633,23 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
         raise _classify(exc, existed=ours, cluster=cluster) from None
     return _Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _render_args(resource: FederatedResource, revision: Revision, cluster: Cluster, *, live) -> dict:
+    """What render_manifest needs besides the overrides and replicas (the template hash's input too)."""
+    return dict(target=resource.type.target, template=revision.template, namespace=resource.namespace,
+                name=resource.name, cluster=cluster.name, revision=revision.number, live=live)
+
+
+def _naming_uid(manifest: dict, uid: str) -> dict:
+    """The manifest with metadata.uid set: an apiserver writes it only to that object, or creates."""
+    return {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": uid}}
+
+
+def _live_identity(obj: dict) -> dict:
+    """The PropagatedVersion fields that say which live object we wrote, and at which version."""
+    metadata = obj.get("metadata") or {}
+    return {"live_resource_version": str(metadata.get("resourceVersion", "")), "live_uid": str(metadata.get("uid", ""))[:64]}
 
 
 def _uid_refused(exc: kube.KubeError) -> bool:
@@ -658,14 +674,13 @@ def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: C
         raise _Failure(PropagationReason.ALREADY_EXISTS,
                        f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
                        f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.")
-    common = dict(target=ftype.target, template=revision.template, namespace=resource.namespace,
-                  name=resource.name, cluster=cluster.name, revision=revision.number, live=live)
+    common = _render_args(resource, revision, cluster, live=live)
     try:
         manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
     except OverrideError as exc:
         raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     template_hash = _template_hash(revision, ftype, common)
-    override_hash = content_hash({"ops": operations_for(revision.overrides, cluster.name), "replicas": replicas})
+    override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if (
         live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
         and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
@@ -704,8 +719,7 @@ def _record_applied(resource: FederatedResource, revision: Revision, step: _Step
         revision=revision, template_hash=step.template_hash, override_hash=step.override_hash,
         version=object_version(obj), status=PropagationReason.OK, message="; ".join(step.warnings),
         applied_manifest=step.manifest, sync_state=SyncState.IN_SYNC, drift=[],
-        live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
-        live_uid=str((obj.get("metadata") or {}).get("uid", ""))[:64],
+        **_live_identity(obj),
         propagated_at=now, last_attempt_at=now, remote_status=_remote_status(ftype, obj),
     )
     PropagatedVersion.objects.filter(pk=pv.pk).update(**fields)
@@ -824,9 +838,8 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             text = "will be deleted" if verb == "delete" else "will be left in place (retention Orphan)"
             return ClusterPreview(cluster, verb, message=f"Left the placement: {text}." if live else "Left the placement; nothing there.")
         try:
-            manifest = render_manifest(target=ftype.target, template=revision.template, namespace=resource.namespace,
-                                       name=resource.name, cluster=cluster.name, overrides=revision.overrides,
-                                       replicas=plan.replicas, revision=revision.number, live=live)
+            manifest = render_manifest(overrides=revision.overrides, replicas=plan.replicas,
+                                       **_render_args(resource, revision, cluster, live=live))
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)
@@ -906,7 +919,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
                            namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
     now = timezone.now()
-    live_uid = str((live or {}).get("metadata", {}).get("uid", ""))
+    live_uid = _live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
         # gone, or being deleted by someone else: either way not what FedPortal applied
         changes = [{"path": "/", "before": "present", "after": None, "change": "removed"}]
@@ -937,9 +950,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     if resource.drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
-    manifest = pv.applied_manifest
-    if pv.live_uid:
-        manifest = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": pv.live_uid}}
+    manifest = _naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     try:
         result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
                                    field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
@@ -957,8 +968,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     obj = result.object
     PropagatedVersion.objects.filter(pk=pv.pk).update(
         sync_state=SyncState.IN_SYNC, drift=[], drift_repaired_at=timezone.now(), version=object_version(obj),
-        live_resource_version=str((obj.get("metadata") or {}).get("resourceVersion", "")),
-        live_uid=str((obj.get("metadata") or {}).get("uid", ""))[:64],
+        **_live_identity(obj),
         message=f"Drift repaired (Enforce): {paths}.", remote_status=_remote_status(ftype, obj) or pv.remote_status)
     record_event("federation.drift.enforce", obj=resource, cluster=cluster.name,
                  summary=f"Re-applied {resource} on {cluster.name} to repair drift ({paths})",

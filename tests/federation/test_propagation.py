@@ -135,6 +135,11 @@ def served(fleet, cluster) -> dict[str, int]:
     return fleet.admin("GET", f"/clusters/{cluster}/")["requests"]
 
 
+def calls_between(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The requests by method a cluster served between two ``served`` readings."""
+    return {m: after[m] - before.get(m, 0) for m in after if after[m] != before.get(m, 0)}
+
+
 def new_image(resource, image: str):
     template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
         "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": image}]}}}}
@@ -156,7 +161,7 @@ def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
     after = served(fleet, "m128")
-    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {"PATCH": 1}
+    assert calls_between(before, after) == {"PATCH": 1}
     assert pv(resource, "m128").live_uid == live(fleet, "m128")["metadata"]["uid"]
     # someone else's object of that name: the apply naming a fresh uid is refused, the read decides
     conn = connection_for(fleet_clusters["m128"])
@@ -167,7 +172,7 @@ def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_
                                    template={"data": {"owner": "fedportal"}}, placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(cfg))
     after = served(fleet, "m128")
-    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {
+    assert calls_between(before, after) == {
         "PATCH": 1, "GET": 1}
     assert pv(cfg, "m128").status == PropagationReason.ALREADY_EXISTS
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "theirs")["data"] == {"owner": "someone-else"}
@@ -182,7 +187,7 @@ def test_a_new_revision_of_an_object_we_wrote_is_one_apply_naming_its_uid(fleet,
     new_image(resource, "nginx:1.27")
     drain(propagation.propagate_revision(resource))
     after = served(fleet, "m128")
-    assert {m: after.get(m, 0) - before.get(m, 0) for m in after if after.get(m, 0) != before.get(m, 0)} == {"PATCH": 1}
+    assert calls_between(before, after) == {"PATCH": 1}
     obj = live(fleet, "m128")
     assert obj["metadata"]["uid"] == uid and obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
     version = pv(resource, "m128")
