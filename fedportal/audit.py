@@ -84,23 +84,33 @@ def record_event(
 def record_events(events: list[dict]) -> list[AuditEvent]:
     """Append several events (each a dict of ``record_event``'s keyword arguments) in one go: one lock
     of the chain head, one INSERT, the hashes chained in list order. What a batch task uses."""
+    return append_events(prepare_events(events))
+
+
+def prepare_events(events: list[dict]) -> list[AuditEvent]:
+    """The unsaved events for ``record_events``' arguments, not yet chained. A task that holds a
+    database lock while it writes builds its events before taking it, then calls ``append_events``."""
+    context = request_context.current()
+    return [_build_event(context, **spec) for spec in events]
+
+
+def append_events(events: list[AuditEvent]) -> list[AuditEvent]:
+    """Chain prepared events onto the log (hashes in list order) and save them: one lock of the chain
+    head, one INSERT."""
     if not events:
         return []
-    context = request_context.current()
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
-        made, prev_hash = [], head.last_hash
-        for spec in events:
-            event = _build_event(context, prev_hash=prev_hash, **spec)
-            event.hash = compute_hash(event)
-            prev_hash = event.hash
-            made.append(event)
-        AuditEvent.objects.bulk_create(made, batch_size=500)
-        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(made))
-    return made
+        prev_hash = head.last_hash
+        for event in events:
+            event.prev_hash = prev_hash
+            event.hash = prev_hash = compute_hash(event)
+        AuditEvent.objects.bulk_create(events, batch_size=500)
+        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(events))
+    return events
 
 
-def _build_event(context, *, prev_hash: str, action: str, actor=None, obj=None, object_type: str = "",
+def _build_event(context, *, action: str, actor=None, obj=None, object_type: str = "",
                  object_id: str | int = "", object_repr: str = "", cluster: str = "", summary: str = "",
                  before=None, after=None) -> AuditEvent:
     if actor is None and context.user is not None and getattr(context.user, "is_authenticated", False):
@@ -123,7 +133,6 @@ def _build_event(context, *, prev_hash: str, action: str, actor=None, obj=None, 
         after=_normalise(after),
         request_id=context.request_id,
         source_ip=context.source_ip,
-        prev_hash=prev_hash,
     )
 
 

@@ -305,7 +305,7 @@ FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS",
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 250, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
 FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 50, minimum=1)  # clusters per propagation task
-FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threads inside one task
+FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threads per worker process, shared by its tasks
 # A claimed propagation target whose worker died is taken over once its lease has run out; the
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)

@@ -532,3 +532,25 @@ def test_the_stale_sweep_closes_a_run_whose_worker_died_after_writing_its_last_t
     assert propagation.resume_stale_targets(stale_seconds=60) == 0
     run.refresh_from_db()
     assert run.finished_at is not None and run.state == RunState.SUCCEEDED
+
+
+def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_cluster(fleet, fleet_clusters):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    with CaptureQueriesContext(connection) as queries:
+        outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
+    assert {o.state for o in outcomes.values()} == {TargetState.DONE}
+    writes = [q["sql"] for q in queries.captured_queries
+              if 'UPDATE "federation_propagatedversion"' in q["sql"] and "applied_manifest" in q["sql"]]
+    assert 1 <= len(writes) < len(MEMBERS), writes  # one (executemany) per flush of the chunk
+    resource.refresh_from_db()
+    for name in MEMBERS:
+        row, obj = pv(resource, name), live(fleet, name)
+        assert (row.status, row.revision_id, row.sync_state) == (PropagationReason.OK, resource.current_revision_id, SyncState.IN_SYNC)
+        assert (row.live_uid, row.live_resource_version) == (obj["metadata"]["uid"], obj["metadata"]["resourceVersion"])
+        assert row.version == f"gen:{obj['metadata']['generation']}" and row.propagated_at is not None
+        assert row.applied_manifest["spec"]["template"]["spec"]["containers"][0]["image"] == \
+            obj["spec"]["template"]["spec"]["containers"][0]["image"]
