@@ -215,7 +215,8 @@ class _CachedClient:
                     pass
 
 
-_cache: dict[tuple, _CachedClient] = {}
+# cluster id -> (full key, client): one client per cluster, found without scanning the others
+_cache: dict[object, tuple[tuple, _CachedClient]] = {}
 _cache_lock = threading.Lock()
 _tmpdir: str | None = None
 
@@ -288,12 +289,14 @@ class _Borrowed:
         # a client is only ever reused for exactly the same server, CA and credentials.
         key = (*tuple(self.conn.cache_key), _fingerprint(self.conn))
         with _cache_lock:
-            entry = _cache.get(key)
-            if entry is None:
-                # A new credential version replaces the old client of the same cluster.
-                for old_key in [k for k in _cache if k[:1] == key[:1]]:
-                    _cache.pop(old_key).close()
-                entry = _cache[key] = _build_client(self.conn)
+            found = _cache.get(key[0])
+            if found is not None and found[0] == key:
+                entry = found[1]
+            else:
+                if found is not None:  # a new credential version replaces the old client of the same cluster
+                    found[1].close()
+                entry = _build_client(self.conn)
+                _cache[key[0]] = (key, entry)
         self.entry = entry
         return entry.client
 
@@ -308,14 +311,15 @@ def forget_client(cache_key) -> None:
     if cache_key is None:
         return
     with _cache_lock:
-        for key in [k for k in _cache if k[:1] == tuple(cache_key)[:1]]:
-            _cache.pop(key).close()
+        found = _cache.pop(tuple(cache_key)[0], None)
+        if found is not None:
+            found[1].close()
 
 
 def clear_client_cache() -> None:
     with _cache_lock:
         while _cache:
-            _cache.popitem()[1].close()
+            _cache.popitem()[1][1].close()
 
 
 def cached_client_count() -> int:

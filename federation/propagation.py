@@ -260,18 +260,25 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None,
             ) for plan in plans
         ], batch_size=500)
-        pvs = _pvs(resource, [plan.cluster for plan in plans])
+        # the PropagatedVersions: the missing ones created (Pending, as a new row is), never read back
+        known = {cluster_id: (pk, status) for cluster_id, pk, status in
+                 PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
+        PropagatedVersion.objects.bulk_create([PropagatedVersion(resource=resource, cluster=plan.cluster)
+                                               for plan in plans if plan.cluster.pk not in known],
+                                              batch_size=500, ignore_conflicts=True)
+        skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
+        skipped_pvs = _pvs(resource, skipped) if skipped else {}
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
         skip_events: list = []
         for plan in plans:
-            pv = pvs[plan.cluster.pk]
             if plan.action == TargetAction.SKIP:
-                _status_change(pv, plan.reason, plan.message, actor=actor, events=skip_events)
-            else:
-                to_queue.append(plan.cluster.pk)
-                if pv.status != PropagationReason.OK:
-                    status = PropagationReason.PENDING if plan.action == TargetAction.APPLY else PropagationReason.WAITING_FOR_REMOVAL
-                    waiting[status].append(pv.pk)
+                _status_change(skipped_pvs[plan.cluster.pk], plan.reason, plan.message, actor=actor, events=skip_events)
+                continue
+            to_queue.append(plan.cluster.pk)
+            pk, status = known.get(plan.cluster.pk, (None, PropagationReason.PENDING))
+            if pk is not None and status != PropagationReason.OK:
+                waiting[PropagationReason.PENDING if plan.action == TargetAction.APPLY
+                        else PropagationReason.WAITING_FOR_REMOVAL].append(pk)
         for status, pks in waiting.items():
             if pks:
                 PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)

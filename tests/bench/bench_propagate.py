@@ -3,7 +3,8 @@
     .venv/bin/python tests/bench/bench_propagate.py [--rounds 20] [--workers 2] [--threads 8]
 
 Throwaway database and broker from tests/bench/harness.py; a generated simulator fleet; real
-``celery worker`` processes (``--workers`` x ``--threads``).
+``celery worker`` processes (``--workers``, each running ``--threads`` tasks and ``--threads`` applies
+at once, so as many requests are in flight as in the baseline's pool).
 
 * ``propagate_100``: a Deployment placed on 100 clusters. Each round edits it (a new revision),
   opens a change request, submits it, and times from ``approve()`` (auto-apply on, as shipped) until
@@ -193,7 +194,9 @@ def main() -> None:
         names = fleet.names
         register_clusters(fleet, names, versions=fleet_versions(fleet))
         operator, approvers = users()
-        workers = [start_worker(env.env, f"prop{i}", concurrency=args.threads) for i in range(args.workers)]
+        # the baseline's concurrency: --threads requests in flight per worker process (its apply pool)
+        workers = [start_worker(env.env, f"prop{i}", concurrency=args.threads,
+                                extra_env={"FEDERATION_THREADS": str(args.threads)}) for i in range(args.workers)]
         concurrency = args.workers * args.threads
         federate_namespace(names, timeout=600)
         common = {"workers": args.workers, "threads_per_worker": args.threads, "database": env.database,
