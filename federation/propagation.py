@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q
 from django.utils import timezone
 
@@ -33,6 +33,7 @@ from clusters import kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster
 from clusters.services import connection_for
+from fedportal import bulk
 from fedportal.audit import append_events, prepare_events, record_event, record_events
 from federation.choices import (
     Condition,
@@ -217,7 +218,7 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
     found = load(list(by_id))
     missing = [PropagatedVersion(resource=resource, cluster=c) for c in clusters if c.pk not in found]
     if missing:
-        PropagatedVersion.objects.bulk_create(missing, batch_size=500, ignore_conflicts=True)
+        bulk.insert_rows(PropagatedVersion, missing, ignore_conflicts=True)
         found.update(load([c.pk for c in clusters if c.pk not in found]))
     for pv in found.values():
         pv.resource, pv.cluster = resource, by_id[pv.cluster_id]
@@ -253,19 +254,18 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         now = timezone.now()
         to_queue = []
         # bulk writes: a 1,000-cluster run is a handful of queries, not thousands
-        PropagationTarget.objects.bulk_create([
+        bulk.insert_rows(PropagationTarget, [
             PropagationTarget(
                 run=run, cluster=plan.cluster, action=plan.action, replicas=plan.replicas,
                 state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None,
             ) for plan in plans
-        ], batch_size=500)
+        ])
         # the PropagatedVersions: the missing ones created (Pending, as a new row is), never read back
         known = {cluster_id: (pk, status) for cluster_id, pk, status in
                  PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
-        PropagatedVersion.objects.bulk_create([PropagatedVersion(resource=resource, cluster=plan.cluster)
-                                               for plan in plans if plan.cluster.pk not in known],
-                                              batch_size=500, ignore_conflicts=True)
+        bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=plan.cluster)
+                                             for plan in plans if plan.cluster.pk not in known], ignore_conflicts=True)
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
         skipped_pvs = _pvs(resource, skipped) if skipped else {}
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
@@ -776,26 +776,11 @@ def _applied_event(resource: FederatedResource, revision: Revision, step: _Step,
 
 
 def _write_applied(fields_by_pv: dict[PropagatedVersion, dict]) -> None:
-    """Write applied targets' PropagatedVersions: one UPDATE statement, executed for every row at once
-    (``executemany``). Every row sets the same columns, so the SQL is built once; ``QuerySet.update``
-    compiles it again for each row (most of a chunk's recording time), and ``bulk_update`` builds a
-    CASE per field and row, which measured slower still. A row deleted meanwhile (its cluster
-    unjoined) is simply not there to update. Values go through each field's own conversion."""
-    if not fields_by_pv:
-        return
-    connection = connections[PropagatedVersion.objects.db]
-    meta, quote = PropagatedVersion._meta, connection.ops.quote_name
-    columns = [meta.get_field(name) for name in (*APPLIED_FIELDS, "updated_at")]
-    sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in columns)} "
-           f"WHERE {quote(meta.pk.column)} = %s")
+    """Write applied targets' PropagatedVersions with one statement for the lot (fedportal.bulk). A
+    row deleted meanwhile (its cluster unjoined) is not there to update, so it is not made again."""
     now = timezone.now()
-    rows = []
-    for pv, fields in fields_by_pv.items():
-        values = {**fields, "updated_at": now}
-        rows.append([f.get_db_prep_save(getattr(values[f.name], "pk", values[f.name]) if f.is_relation else values[f.name],
-                                        connection) for f in columns] + [pv.pk])
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+    bulk.update_rows(PropagatedVersion, (*APPLIED_FIELDS, "updated_at"),
+                     {pv.pk: {**fields, "updated_at": now} for pv, fields in fields_by_pv.items()})
     for pv, fields in fields_by_pv.items():
         for key, value in fields.items():
             setattr(pv, key, value)

@@ -8,7 +8,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
-from fedportal import request_context
+from fedportal import bulk, request_context
 from fedportal.models import AuditChainHead, AuditEvent
 
 GENESIS_HASH = "0" * 64
@@ -76,15 +76,17 @@ def record_event(
     after=None,
 ) -> AuditEvent:
     """Append one event to the chain. ``actor`` defaults to the request's user, else 'system'."""
-    return record_events([dict(action=action, actor=actor, obj=obj, object_type=object_type, object_id=object_id,
-                               object_repr=object_repr, cluster=cluster, summary=summary, before=before,
-                               after=after)])[0]
+    event = prepare_events([dict(action=action, actor=actor, obj=obj, object_type=object_type, object_id=object_id,
+                                 object_repr=object_repr, cluster=cluster, summary=summary, before=before,
+                                 after=after)])[0]
+    _append([event], read_ids=True)
+    return event
 
 
-def record_events(events: list[dict]) -> list[AuditEvent]:
+def record_events(events: list[dict]) -> None:
     """Append several events (each a dict of ``record_event``'s keyword arguments) in one go: one lock
     of the chain head, one INSERT, the hashes chained in list order. What a batch task uses."""
-    return append_events(prepare_events(events))
+    append_events(prepare_events(events))
 
 
 def prepare_events(events: list[dict]) -> list[AuditEvent]:
@@ -94,20 +96,26 @@ def prepare_events(events: list[dict]) -> list[AuditEvent]:
     return [_build_event(context, **spec) for spec in events]
 
 
-def append_events(events: list[AuditEvent]) -> list[AuditEvent]:
-    """Chain prepared events onto the log (hashes in list order) and save them: one lock of the chain
-    head, one INSERT."""
+def append_events(events: list[AuditEvent]) -> None:
+    """Chain prepared events onto the log (hashes in list order) and save them with one statement
+    (fedportal.bulk: their ids are not read back)."""
+    _append(events, read_ids=False)
+
+
+def _append(events: list[AuditEvent], *, read_ids: bool) -> None:
     if not events:
-        return []
+        return
     with transaction.atomic():
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
         prev_hash = head.last_hash
         for event in events:
             event.prev_hash = prev_hash
             event.hash = prev_hash = compute_hash(event)
-        AuditEvent.objects.bulk_create(events, batch_size=500)
+        if read_ids:
+            AuditEvent.objects.bulk_create(events)
+        else:
+            bulk.insert_rows(AuditEvent, events)
         AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(events))
-    return events
 
 
 def _build_event(context, *, action: str, actor=None, obj=None, object_type: str = "",

@@ -1,0 +1,77 @@
+"""fedportal.bulk: many rows with one statement, stored exactly as the ORM stores them."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from clusters.models import Cluster
+from fedportal import bulk
+from federation import services
+from federation.choices import PropagationReason, SyncState
+from federation.models import PropagatedVersion
+from tests.federation.factories import WEB_TEMPLATE, ftype
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def resource(clusters):
+    return services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE,
+                                     placement={"clusters": ["a", "b", "c"]})
+
+
+@pytest.fixture
+def clusters():
+    return [Cluster.objects.create(name=name, api_server=f"https://{name}.example:6443") for name in ("a", "b", "c")]
+
+
+def test_inserted_rows_read_back_as_the_orm_would_have_stored_them(resource, clusters):
+    stamp = timezone.now() - timedelta(minutes=3)
+    bulk.insert_rows(PropagatedVersion, [
+        PropagatedVersion(resource=resource, cluster=cluster, revision=resource.current_revision, status=PropagationReason.OK,
+                          applied_manifest={"spec": {"replicas": i, "labels": {"ü": "ok"}}}, drift=[{"path": "/x"}],
+                          propagated_at=stamp)
+        for i, cluster in enumerate(clusters)
+    ])
+    rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
+    assert sorted(rows) == ["a", "b", "c"]
+    assert rows["c"].applied_manifest == {"spec": {"replicas": 2, "labels": {"ü": "ok"}}}
+    assert rows["a"].drift == [{"path": "/x"}] and rows["a"].remote_status is None
+    assert rows["b"].propagated_at == stamp and rows["b"].updated_at is not None  # auto_now filled in
+    assert rows["b"].revision_id == resource.current_revision_id and rows["b"].sync_state == SyncState.UNKNOWN
+
+
+def test_ignore_conflicts_skips_rows_already_there_and_a_plain_insert_refuses_them(resource, clusters):
+    PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
+    bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=c) for c in clusters],
+                     ignore_conflicts=True)
+    assert PropagatedVersion.objects.count() == 3
+    assert PropagatedVersion.objects.get(cluster=clusters[0]).status == PropagationReason.OK, "the row there is kept"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=clusters[1])])
+    assert PropagatedVersion.objects.count() == 3
+
+
+def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resource, clusters):
+    pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c, message="kept") for c in clusters]
+    gone = pvs.pop()
+    gone_pk = gone.pk
+    gone.delete()
+    bulk.update_rows(PropagatedVersion, ("revision", "version", "remote_status"), {
+        **{pv.pk: {"revision": resource.current_revision, "version": f"gen:{i}", "remote_status": {"replicas": i}}
+           for i, pv in enumerate(pvs)},
+        gone_pk: {"revision": None, "version": "gen:9", "remote_status": None},  # deleted meanwhile: not made again
+    })
+    rows = list(PropagatedVersion.objects.order_by("pk"))
+    assert [(r.version, r.remote_status, r.message) for r in rows] == [
+        ("gen:0", {"replicas": 0}, "kept"), ("gen:1", {"replicas": 1}, "kept")]
+    assert {r.revision_id for r in rows} == {resource.current_revision_id}
+    assert not PropagatedVersion.objects.filter(pk=gone_pk).exists()
+
+
+def test_nothing_to_write_runs_no_query(django_assert_num_queries):
+    with django_assert_num_queries(0):
+        bulk.insert_rows(PropagatedVersion, [])
+        bulk.update_rows(PropagatedVersion, ("version",), {})
