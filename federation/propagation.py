@@ -656,7 +656,7 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
     if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
         return None
     try:
-        manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+        manifest = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
     except OverrideError as exc:
         raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     uid = pv.live_uid if ours else str(uuid.uuid4())
@@ -732,6 +732,19 @@ def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: C
         raise _classify(exc, existed=live is not None, cluster=cluster) from None
     return _Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _shared_manifest(revision: Revision, ftype: FederatedType, common: dict, override_hash: str, *, replicas) -> dict:
+    """The manifest for a cluster when no live object is read (nothing to retain from it). It depends
+    on the cluster only through its override operations and replicas, which ``override_hash`` stands
+    for, so the clusters of a chunk that share them (most of a fleet) share one manifest, rendered
+    once and kept on the shared Revision instance. Never modified afterwards: the apply names its uid
+    on a copy, and the recorded manifest is only serialised."""
+    key = (ftype.api_version, ftype.kind, common["namespace"], common["name"], override_hash)
+    shared = revision.__dict__.setdefault("_manifests", {})
+    if key not in shared:  # two threads may both render it: same value
+        shared[key] = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+    return shared[key]
 
 
 def _template_hash(revision: Revision, ftype: FederatedType, common: dict) -> str:

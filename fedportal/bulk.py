@@ -47,14 +47,20 @@ def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Ma
     fields = [meta.get_field(name) for name in field_names]
     sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
            f"WHERE {quote(meta.pk.column)} = %s")
-    rows = []
+    rows, converted = [], {}  # a value many rows share (the same object) is converted once
     for pk, values in values_by_pk.items():
         row = []
         for f in fields:
             value = values[f.name]
             if f.is_relation and isinstance(value, Model):
                 value = value.pk
-            row.append(f.get_db_prep_save(value, connection))
+            if isinstance(value, (dict, list)):
+                key = (f.name, id(value))  # the rows hold the value, so its id is not reused meanwhile
+                if key not in converted:
+                    converted[key] = f.get_db_prep_save(value, connection)
+                row.append(converted[key])
+            else:
+                row.append(f.get_db_prep_save(value, connection))
         rows.append([*row, pk])
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
