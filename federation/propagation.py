@@ -424,9 +424,8 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
             if done:
                 finished = [(pending.pop(future), future.result()) for future in done]
                 outcomes.update(_record(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
-                _finish_run_if_complete(run.pk)
-    else:
-        _finish_run_if_complete(run.pk)
+    # only now can the run be complete: until its last flush this chunk held targets still running
+    _finish_run_if_complete(run.pk)
     return outcomes
 
 

@@ -1,6 +1,6 @@
 """Benchmarks propagate_100 and propagate_1000: one Deployment to a simulated fleet.
 
-    .venv/bin/python tests/bench/bench_propagate.py [--rounds 20] [--workers 2] [--threads 8]
+    .venv/bin/python tests/bench/bench_propagate.py [--rounds 20] [--rounds-1000 5] [--workers 2] [--threads 8]
 
 Throwaway database and broker from tests/bench/harness.py; a generated simulator fleet; real
 ``celery worker`` processes (``--workers``, each running ``--threads`` tasks and ``--threads`` applies
@@ -10,8 +10,11 @@ at once, so as many requests are in flight as in the baseline's pool).
   opens a change request, submits it, and times from ``approve()`` (auto-apply on, as shipped) until
   all 100 PropagatedVersions record the new revision with status OK. p50/p99 over ``--rounds``.
 * ``propagate_1000``: a new Deployment to 1,000 clusters, ``propagate_revision`` -> all 1,000
-  PropagatedVersions OK (after two warm-up propagations: ``warm_up``); baseline, same run, same concurrency: a bare thread pool doing one
-  server-side apply (PATCH application/apply-patch+yaml) per cluster with the kubernetes client.
+  PropagatedVersions OK, after two warm-up propagations (``warm_up``). The baseline, same run, same
+  concurrency: a bare thread pool doing one server-side apply (PATCH application/apply-patch+yaml)
+  of a new Deployment per cluster with the kubernetes client (``BaselineLoop``). ``--rounds-1000``
+  rounds (5), FedPortal and the baseline alternating, each starting once the processes are idle
+  (``settle``); the medians are reported, each round too.
   FedPortal makes the same one call per cluster (an apply naming a fresh uid, which only a create
   accepts; federation/propagation.py), so the difference is FedPortal's own work: rendering,
   recording, auditing, Celery. ``worker_cpu_seconds`` and ``simulator_cpu_seconds`` say where the
@@ -142,14 +145,13 @@ def warm_up(names, rounds: int = 2) -> None:
                    message="warm-up propagation")
 
 
-def propagate_1000(names, pids: dict[str, list[int]]) -> tuple[float, dict[str, float]]:
-    """Seconds from propagate_revision to every PropagatedVersion OK, and the CPU seconds each kind
-    of process ("workers", "simulator") used meanwhile."""
+def propagate_1000(names, pids: dict[str, list[int]], round_no: int) -> tuple[float, dict[str, float]]:
+    """Seconds from propagate_revision of a new Deployment to every PropagatedVersion OK, and the CPU
+    seconds each kind of process ("workers", "simulator") used meanwhile."""
     from federation import propagation, services
 
-    warm_up(names)
-    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name="web1000", template=template(0),
-                                        placement={"clusters": list(names)})
+    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name=f"web1000-{round_no}",
+                                        template=template(0), placement={"clusters": list(names)})
     cpu_before = {kind: sum(cpu_seconds(pid) for pid in group) for kind, group in pids.items()}
     started = time.perf_counter()
     propagation.propagate_revision(resource)
@@ -160,43 +162,61 @@ def propagate_1000(names, pids: dict[str, list[int]]) -> tuple[float, dict[str, 
                      for kind, group in pids.items()}
 
 
-def baseline_apply(fleet, names, concurrency: int) -> float:
-    from kubernetes import client
+def settle(pids: dict[str, list[int]], *, quiet_cpu: float = 0.02, timeout: float = 10.0) -> None:
+    """Wait until the workers and the simulator are idle (under ``quiet_cpu`` CPU seconds in 0.25 s),
+    so a round does not share the cores with the end of the one before (acks, the run's last writes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = sum(cpu_seconds(pid) for group in pids.values() for pid in group)
+        time.sleep(0.25)
+        if sum(cpu_seconds(pid) for group in pids.values() for pid in group) - before < quiet_cpu:
+            return
 
-    apis = []
-    for name in names:
-        config = client.Configuration(host=fleet.url(name))
-        config.api_key = {"authorization": f"Bearer {fleet.token(name)}"}
-        config.retries = False
-        apis.append(client.ApiClient(config))
-    manifest = {"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "baseline", "namespace": NAMESPACE, "labels": {"app": "web"}}, **template(0)}
-    manifest["metadata"] = {"name": "baseline", "namespace": NAMESPACE, "labels": {"app": "web"}}
 
-    def apply(api):
-        resp = api.call_api(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{manifest['metadata']['name']}", "PATCH",
-                            query_params=[("fieldManager", "bench"), ("fieldValidation", "Strict"), ("force", "true")],
-                            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-                            body=manifest, auth_settings=["BearerToken"], _preload_content=False,
-                            _return_http_data_only=True, _request_timeout=(10, 10))
-        return resp.status
+class BaselineLoop:
+    """A bare thread pool doing one server-side apply per cluster with the kubernetes client, its
+    connections opened first (GET /version on each cluster)."""
 
-    def version(api):
-        return client.VersionApi(api).get_code(_request_timeout=(10, 10)).git_version
+    def __init__(self, fleet, names, concurrency: int):
+        from kubernetes import client
 
-    with ThreadPoolExecutor(concurrency) as pool:
-        list(pool.map(version, apis))  # warm connections, as the workers' are after the namespace run
+        self.apis = []
+        for name in names:
+            config = client.Configuration(host=fleet.url(name))
+            config.api_key = {"authorization": f"Bearer {fleet.token(name)}"}
+            config.retries = False
+            self.apis.append(client.ApiClient(config))
+        self.pool = ThreadPoolExecutor(concurrency)
+        list(self.pool.map(lambda api: client.VersionApi(api).get_code(_request_timeout=(10, 10)), self.apis))
+
+    def run(self, name: str) -> float:
+        """Seconds to apply a new Deployment ``name`` on every cluster."""
+        manifest = {"apiVersion": "apps/v1", "kind": "Deployment", **template(0),
+                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "web"}}}
+
+        def apply(api):
+            resp = api.call_api(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}", "PATCH",
+                                query_params=[("fieldManager", "bench"), ("fieldValidation", "Strict"), ("force", "true")],
+                                header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                                body=manifest, auth_settings=["BearerToken"], _preload_content=False,
+                                _return_http_data_only=True, _request_timeout=(10, 10))
+            return resp.status
+
         started = time.perf_counter()
-        statuses = list(pool.map(apply, apis))
+        statuses = list(self.pool.map(apply, self.apis))
         seconds = time.perf_counter() - started
-    assert all(s in (200, 201) for s in statuses), set(statuses)
-    return seconds
+        assert all(s in (200, 201) for s in statuses), set(statuses)
+        return seconds
+
+    def close(self) -> None:
+        self.pool.shutdown()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds-1000", type=int, default=5, help="propagate_1000 rounds (medians are reported)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--only", choices=["100", "1000"], default=None)
@@ -227,10 +247,21 @@ def main() -> None:
             print(json.dumps({"propagate_100": results["propagate_100"]}), flush=True)
         if args.only in (None, "1000"):
             pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid]}
-            seconds, cpu = propagate_1000(names, pids)
-            base = baseline_apply(fleet, names, concurrency)
+            warm_up(names)
+            baseline = BaselineLoop(fleet, names, concurrency)
+            rounds = []  # FedPortal and the baseline alternate, so both see the machine in the same state
+            for round_no in range(args.rounds_1000):
+                settle(pids)
+                seconds, cpu = propagate_1000(names, pids, round_no)
+                settle(pids)
+                rounds.append((seconds, baseline.run(f"baseline-{round_no}"), cpu))
+            baseline.close()
+            seconds, base = (statistics.median(r[i] for r in rounds) for i in (0, 1))
+            cpu = {kind: statistics.median(r[2][kind] for r in rounds) for kind in pids}
             results[f"propagate_{len(names)}"] = {
                 "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
+                "rounds": len(rounds), "seconds_each": [round(r[0], 2) for r in rounds],
+                "baseline_seconds_each": [round(r[1], 2) for r in rounds],
                 "targets": len(names), "concurrency": concurrency,
                 "worker_cpu_seconds": cpu["workers"], "simulator_cpu_seconds": cpu["simulator"], **common}
     finally:
