@@ -119,6 +119,9 @@ class ClusterPlan:
     message: str = ""
 
 
+PLAN_FIELDS = ("id", "name", "labels", "state", "isolated", "isolated_reason")
+
+
 def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=None, existing=None) -> list[ClusterPlan]:
     """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
     if clusters is not None:
@@ -243,7 +246,8 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         raise PropagationError("That revision belongs to another resource.")
     if not resource.type.propagation_enabled:
         raise PropagationError(f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page.")
-    plans = plan_targets(resource, revision)
+    # what planning and recording the run read of a cluster (the workers load their clusters whole)
+    plans = plan_targets(resource, revision, clusters=Cluster.objects.only(*PLAN_FIELDS))
     if only_cluster is not None:
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:

@@ -554,3 +554,17 @@ def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_c
         assert row.version == f"gen:{obj['metadata']['generation']}" and row.propagated_at is not None
         assert row.applied_manifest["spec"]["template"]["spec"]["containers"][0]["image"] == \
             obj["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(fleet):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for name, members in (("two", MEMBERS[:2]), ("four", MEMBERS[2:])):
+        register_fleet(fleet, members)  # two registered clusters, then four
+        resource = web_deployment(name=name, placement={"clusters": MEMBERS[:len(counts) * 2 + 2]})
+        with CaptureQueriesContext(connection) as queries:
+            propagation.propagate_revision(resource)
+        counts.append(len(queries.captured_queries))
+    assert counts[0] == counts[1], counts  # nothing per cluster: no row read or written one at a time
