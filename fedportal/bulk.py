@@ -1,13 +1,14 @@
-"""Many-row INSERTs and UPDATEs for the fan-out's hot paths: one statement, executed for every row
-at once (``executemany``).
+"""Many-row INSERTs and UPDATEs for the fan-out's hot paths, their SQL built once for all the rows.
 
 Django's ``bulk_create`` compiles its SQL value by value for every row, which measured about two
 thirds of its time for a thousand rows, and ``bulk_update`` builds a CASE per field and row. When
-every row sets the same columns the SQL can be built once; the values still go through each field's
-own ``pre_save`` and ``get_db_prep_save``, so they are stored exactly as the ORM stores them.
+every row sets the same columns the SQL can be built once: INSERTs as multi-row VALUES statements
+(on PostgreSQL, Django 5.2's own bulk_create, which sends one array per column, is faster still),
+UPDATEs as one statement executed for every row (``executemany``). The values still go through each
+field's own ``pre_save`` and ``get_db_prep_save``, so they are stored exactly as the ORM stores them.
 
-What these do not do, unlike the ORM: set primary keys on the instances, or send signals (neither
-does ``bulk_create``). Use them where a caller writes hundreds of rows and needs neither.
+What these do not promise, unlike the ORM: primary keys set on the instances. Neither sends signals
+(``bulk_create`` does not either). Use them where a caller writes hundreds of rows.
 """
 
 from __future__ import annotations
@@ -20,20 +21,29 @@ from django.db.models.constants import OnConflict
 
 
 def insert_rows(model: type[Model], objs: Sequence[Model], *, ignore_conflicts: bool = False) -> None:
-    """INSERT unsaved instances of ``model``. ``ignore_conflicts`` skips rows that would break a
-    unique constraint (one that is already there), like ``bulk_create(ignore_conflicts=True)``."""
+    """INSERT unsaved instances of ``model``: multi-row VALUES statements of as many rows as the
+    backend takes (``bulk_batch_size``, at most 500). ``ignore_conflicts`` skips rows that would
+    break a unique constraint (one that is already there), like ``bulk_create(ignore_conflicts=True)``."""
     if not objs:
         return
     connection = connections[router.db_for_write(model)]
+    if connection.vendor == "postgresql":
+        # Django 5.2 inserts there with one array per column (UNNEST): measured faster than VALUES rows
+        model._base_manager.bulk_create(objs, batch_size=500, ignore_conflicts=ignore_conflicts)
+        return
     ops, quote = connection.ops, connection.ops.quote_name
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     on_conflict = OnConflict.IGNORE if ignore_conflicts else None
-    sql = (f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
-           f"({', '.join(quote(f.column) for f in fields)}) VALUES ({', '.join(['%s'] * len(fields))}) "
-           f"{ops.on_conflict_suffix_sql(fields, on_conflict, None, None)}").rstrip()
-    rows = [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in objs]
+    head = (f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
+            f"({', '.join(quote(f.column) for f in fields)}) VALUES ")
+    row = f"({', '.join(['%s'] * len(fields))})"
+    tail = ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
+    size = max(1, min(ops.bulk_batch_size(fields, objs), 500))
     with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+        for start in range(0, len(objs), size):
+            batch = objs[start:start + size]
+            params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in batch for f in fields]
+            cursor.execute(f"{head}{', '.join([row] * len(batch))} {tail}".rstrip(), params)
 
 
 def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Mapping[object, Mapping]) -> None:
@@ -54,13 +64,10 @@ def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Ma
             value = values[f.name]
             if f.is_relation and isinstance(value, Model):
                 value = value.pk
-            if isinstance(value, (dict, list)):
-                key = (f.name, id(value))  # the rows hold the value, so its id is not reused meanwhile
-                if key not in converted:
-                    converted[key] = f.get_db_prep_save(value, connection)
-                row.append(converted[key])
-            else:
-                row.append(f.get_db_prep_save(value, connection))
+            key = (f.name, id(value))
+            if key not in converted:  # kept with the value itself, so its id cannot be reused meanwhile
+                converted[key] = (value, f.get_db_prep_save(value, connection))
+            row.append(converted[key][1])
         rows.append([*row, pk])
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)

@@ -75,3 +75,14 @@ def test_nothing_to_write_runs_no_query(django_assert_num_queries):
     with django_assert_num_queries(0):
         bulk.insert_rows(PropagatedVersion, [])
         bulk.update_rows(PropagatedVersion, ("version",), {})
+
+
+def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
+    pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c) for c in clusters]
+    shared, now = {"spec": {"replicas": 3}}, timezone.now()
+    bulk.update_rows(PropagatedVersion, ("applied_manifest", "propagated_at", "live_uid"), {
+        pv.pk: {"applied_manifest": shared if i < 2 else {"spec": {"replicas": 1}}, "propagated_at": now, "live_uid": f"u{i}"}
+        for i, pv in enumerate(pvs)})
+    rows = list(PropagatedVersion.objects.order_by("pk"))
+    assert [r.applied_manifest["spec"]["replicas"] for r in rows] == [3, 3, 1]
+    assert [r.live_uid for r in rows] == ["u0", "u1", "u2"] and {r.propagated_at for r in rows} == {now}
