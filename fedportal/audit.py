@@ -1,5 +1,6 @@
 """Writing and verifying the audit log. Services call ``record_event`` explicitly."""
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ def redact(value):
     return value
 
 
+@functools.lru_cache(maxsize=4096)  # the same few keys come back in every event
 def _is_secret_key(key) -> bool:
     lowered = str(key).lower()
     return any(marker in lowered for marker in _SECRET_MARKERS)

@@ -39,10 +39,11 @@ def insert_rows(model: type[Model], objs: Sequence[Model], *, ignore_conflicts: 
     row = f"({', '.join(['%s'] * len(fields))})"
     tail = ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
     size = max(1, min(ops.bulk_batch_size(fields, objs), 500))
+    convert = _converter(connection)
     with connection.cursor() as cursor:
         for start in range(0, len(objs), size):
             batch = objs[start:start + size]
-            params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in batch for f in fields]
+            params = [convert(f, f.pre_save(obj, True)) for obj in batch for f in fields]
             cursor.execute(f"{head}{', '.join([row] * len(batch))} {tail}".rstrip(), params)
 
 
@@ -57,17 +58,27 @@ def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Ma
     fields = [meta.get_field(name) for name in field_names]
     sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
            f"WHERE {quote(meta.pk.column)} = %s")
-    rows, converted = [], {}  # a value many rows share (the same object) is converted once
+    convert = _converter(connection)
+    rows = []
     for pk, values in values_by_pk.items():
         row = []
         for f in fields:
             value = values[f.name]
-            if f.is_relation and isinstance(value, Model):
-                value = value.pk
-            key = (f.name, id(value))
-            if key not in converted:  # kept with the value itself, so its id cannot be reused meanwhile
-                converted[key] = (value, f.get_db_prep_save(value, connection))
-            row.append(converted[key][1])
+            row.append(convert(f, value.pk if f.is_relation and isinstance(value, Model) else value))
         rows.append([*row, pk])
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
+
+
+def _converter(connection):
+    """``field.get_db_prep_save`` for one statement's values, a value many rows share (the same
+    object: a timestamp, a manifest, a name) converted once."""
+    converted = {}
+
+    def convert(field, value):
+        key = (field.name, id(value))
+        if key not in converted:  # kept with the value itself, so its id cannot be reused meanwhile
+            converted[key] = (value, field.get_db_prep_save(value, connection))
+        return converted[key][1]
+
+    return convert
