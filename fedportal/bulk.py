@@ -59,15 +59,14 @@ def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Ma
     sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
            f"WHERE {quote(meta.pk.column)} = %s")
     convert = _converter(connection)
-    rows = []
-    for pk, values in values_by_pk.items():
-        row = []
-        for f in fields:
-            value = values[f.name]
-            row.append(convert(f, value.pk if f.is_relation and isinstance(value, Model) else value))
-        rows.append([*row, pk])
+    rows = [[*(convert(f, _column_value(f, values[f.name])) for f in fields), pk] for pk, values in values_by_pk.items()]
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
+
+
+def _column_value(field, value):
+    """A foreign key given as an instance is stored as its primary key."""
+    return value.pk if field.is_relation and isinstance(value, Model) else value
 
 
 def _converter(connection):

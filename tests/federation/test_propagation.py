@@ -568,3 +568,11 @@ def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(f
             propagation.propagate_revision(resource)
         counts.append(len(queries.captured_queries))
     assert counts[0] == counts[1], counts  # nothing per cluster: no row read or written one at a time
+
+
+def test_chunks_share_one_apply_pool_per_worker_process_sized_by_the_setting(settings):
+    settings.FEDERATION_THREADS = 3
+    pool = propagation._network_pool()
+    assert propagation._network_pool() is pool and pool._max_workers == 3  # every chunk of the process
+    settings.FEDERATION_THREADS = 5
+    assert propagation._network_pool()._max_workers == 5
