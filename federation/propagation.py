@@ -219,13 +219,22 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
                 .filter(resource=resource, cluster_id__in=ids)}
 
     found = load(list(by_id))
-    missing = [PropagatedVersion(resource=resource, cluster=c) for c in clusters if c.pk not in found]
-    if missing:
-        bulk.insert_rows(PropagatedVersion, missing, ignore_conflicts=True)
-        found.update(load([c.pk for c in clusters if c.pk not in found]))
+    created = _create_missing_pvs(resource, clusters, present=set(found))
+    if created:
+        found.update(load(created))
     for pv in found.values():
         pv.resource, pv.cluster = resource, by_id[pv.cluster_id]
     return found
+
+
+def _create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
+    """Create the PropagatedVersions of ``resource`` on the ``clusters`` whose ids are not in
+    ``present`` (Pending, as a new row is; one another process made meanwhile is left as it is).
+    Returns those clusters' ids."""
+    missing = [c for c in clusters if c.pk not in present]
+    bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=c) for c in missing],
+                     ignore_conflicts=True)
+    return [c.pk for c in missing]
 
 
 def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
@@ -265,11 +274,10 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None,
             ) for plan in plans
         ])
-        # the PropagatedVersions: the missing ones created (Pending, as a new row is), never read back
+        # the PropagatedVersions: their statuses, and the missing ones created (never read back)
         known = {cluster_id: (pk, status) for cluster_id, pk, status in
                  PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
-        bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=plan.cluster)
-                                             for plan in plans if plan.cluster.pk not in known], ignore_conflicts=True)
+        _create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
         skipped_pvs = _pvs(resource, skipped) if skipped else {}
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
@@ -488,11 +496,12 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
     resource, revision, actor = run.resource, run.revision, run.actor
     outcomes, events, finished = {}, [], {}
     now = timezone.now()
-    applied = {step.pv.pk: _applied_fields(resource, revision, step, now=now) for _, step in steps if step.outcome == APPLIED}
-    applied_events = prepare_events([_applied_event(resource, revision, step, applied[step.pv.pk], replicas=target.replicas,
-                                                    actor=actor) for target, step in steps if step.outcome == APPLIED])
+    applied = [(target, step, _applied_fields(resource, revision, step, now=now))
+               for target, step in steps if step.outcome == APPLIED]
+    applied_events = prepare_events([_applied_event(resource, revision, step, fields, replicas=target.replicas, actor=actor)
+                                     for target, step, fields in applied])
     with transaction.atomic():
-        _write_applied({step.pv: applied[step.pv.pk] for _, step in steps if step.outcome == APPLIED})
+        _write_applied({step.pv: fields for _, step, fields in applied})
         for target, step in steps:
             pv, cluster = step.pv, step.cluster
             if step.outcome == FAILED:
@@ -764,7 +773,7 @@ def _template_hash(revision: Revision, ftype: FederatedType, common: dict) -> st
 
 
 def _applied_fields(resource: FederatedResource, revision: Revision, step: _Step, *, now) -> dict:
-    """What an applied target writes on its PropagatedVersion (APPLIED_FIELDS)."""
+    """What an applied target writes on its PropagatedVersion (the same fields for every target)."""
     obj = step.obj
     return dict(
         revision=revision, template_hash=step.template_hash, override_hash=step.override_hash,
@@ -773,11 +782,6 @@ def _applied_fields(resource: FederatedResource, revision: Revision, step: _Step
         **_live_identity(obj),
         propagated_at=now, last_attempt_at=now, remote_status=_remote_status(resource.type, obj),
     )
-
-
-APPLIED_FIELDS = ("revision", "template_hash", "override_hash", "version", "status", "message", "applied_manifest",
-                  "sync_state", "drift", "live_resource_version", "live_uid", "propagated_at", "last_attempt_at",
-                  "remote_status")
 
 
 def _applied_event(resource: FederatedResource, revision: Revision, step: _Step, fields: dict, *, replicas, actor) -> dict:
@@ -795,8 +799,7 @@ def _write_applied(fields_by_pv: dict[PropagatedVersion, dict]) -> None:
     """Write applied targets' PropagatedVersions with one statement for the lot (fedportal.bulk). A
     row deleted meanwhile (its cluster unjoined) is not there to update, so it is not made again."""
     now = timezone.now()
-    bulk.update_rows(PropagatedVersion, (*APPLIED_FIELDS, "updated_at"),
-                     {pv.pk: {**fields, "updated_at": now} for pv, fields in fields_by_pv.items()})
+    bulk.update_rows(PropagatedVersion, {pv.pk: {**fields, "updated_at": now} for pv, fields in fields_by_pv.items()})
     for pv, fields in fields_by_pv.items():
         for key, value in fields.items():
             setattr(pv, key, value)

@@ -13,7 +13,7 @@ What these do not promise, unlike the ORM: primary keys set on the instances. Ne
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import connections, router
 from django.db.models import Model
@@ -47,15 +47,15 @@ def insert_rows(model: type[Model], objs: Sequence[Model], *, ignore_conflicts: 
             cursor.execute(f"{head}{', '.join([row] * len(batch))} {tail}".rstrip(), params)
 
 
-def update_rows(model: type[Model], field_names: Iterable[str], values_by_pk: Mapping[object, Mapping]) -> None:
+def update_rows(model: type[Model], values_by_pk: Mapping[object, Mapping]) -> None:
     """UPDATE the rows of ``model`` whose primary keys are the keys of ``values_by_pk``, each with its
-    own values of ``field_names`` (a field name -> value mapping per row; a foreign key may be given as
-    an instance). A row deleted meanwhile is simply not there to update."""
+    own values (a field name -> value mapping per row, the same fields in every row; a foreign key may
+    be given as an instance). A row deleted meanwhile is simply not there to update."""
     if not values_by_pk:
         return
     connection = connections[router.db_for_write(model)]
     meta, quote = model._meta, connection.ops.quote_name
-    fields = [meta.get_field(name) for name in field_names]
+    fields = [meta.get_field(name) for name in next(iter(values_by_pk.values()))]
     sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
            f"WHERE {quote(meta.pk.column)} = %s")
     convert = _converter(connection)

@@ -130,36 +130,39 @@ def propagate_100(names, rounds: int, operator, approvers) -> tuple[list[float],
     return timings, approve_ms[1:]
 
 
+def propagate_new_deployment(names, name: str) -> float:
+    """Seconds from propagate_revision of a new Deployment ``name`` to every PropagatedVersion OK."""
+    from federation import propagation, services
+
+    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name=name, template=template(0),
+                                        placement={"clusters": list(names)})
+    started = time.perf_counter()
+    propagation.propagate_revision(resource)
+    wait_until(lambda: ok_count(resource, resource.current_revision) >= len(names), timeout=600, interval=0.05,
+               message=f"{len(names)} PropagatedVersions of {name}")
+    return time.perf_counter() - started
+
+
 def warm_up(names, rounds: int = 2) -> None:
     """Propagations before the measured one. A worker keeps a client and a connection per cluster it
     has talked to, and which worker gets a chunk is up to the broker, so after the namespace run each
     worker knows about half of the clusters; after two more, seven in eight. Long-running workers (which
     also probe every cluster) know all of them, as the baseline's pool does after its warm-up."""
-    from federation import propagation, services
-
     for round_no in range(rounds):
-        resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name=f"warmup{round_no}",
-                                            template=template(0), placement={"clusters": list(names)})
-        propagation.propagate_revision(resource)
-        wait_until(lambda: ok_count(resource, resource.current_revision) >= len(names), timeout=600, interval=0.05,
-                   message="warm-up propagation")
+        propagate_new_deployment(names, f"warmup{round_no}")
+
+
+def cpu_by_kind(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds used so far by each kind of process ("workers", "simulator")."""
+    return {kind: sum(cpu_seconds(pid) for pid in group) for kind, group in pids.items()}
 
 
 def propagate_1000(names, pids: dict[str, list[int]], round_no: int) -> tuple[float, dict[str, float]]:
-    """Seconds from propagate_revision of a new Deployment to every PropagatedVersion OK, and the CPU
-    seconds each kind of process ("workers", "simulator") used meanwhile."""
-    from federation import propagation, services
-
-    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name=f"web1000-{round_no}",
-                                        template=template(0), placement={"clusters": list(names)})
-    cpu_before = {kind: sum(cpu_seconds(pid) for pid in group) for kind, group in pids.items()}
-    started = time.perf_counter()
-    propagation.propagate_revision(resource)
-    wait_until(lambda: ok_count(resource, resource.current_revision) >= len(names), timeout=600, interval=0.05,
-               message="1,000 PropagatedVersions")
-    seconds = time.perf_counter() - started
-    return seconds, {kind: round(sum(cpu_seconds(pid) for pid in group) - cpu_before[kind], 2)
-                     for kind, group in pids.items()}
+    """Seconds to propagate a new Deployment to every cluster, and the CPU seconds each kind of
+    process used meanwhile."""
+    before = cpu_by_kind(pids)
+    seconds = propagate_new_deployment(names, f"web1000-{round_no}")
+    return seconds, {kind: round(used - before[kind], 2) for kind, used in cpu_by_kind(pids).items()}
 
 
 def settle(pids: dict[str, list[int]], *, quiet_cpu: float = 0.02, timeout: float = 10.0) -> None:
@@ -167,9 +170,9 @@ def settle(pids: dict[str, list[int]], *, quiet_cpu: float = 0.02, timeout: floa
     so a round does not share the cores with the end of the one before (acks, the run's last writes)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        before = sum(cpu_seconds(pid) for group in pids.values() for pid in group)
+        before = sum(cpu_by_kind(pids).values())
         time.sleep(0.25)
-        if sum(cpu_seconds(pid) for group in pids.values() for pid in group) - before < quiet_cpu:
+        if sum(cpu_by_kind(pids).values()) - before < quiet_cpu:
             return
 
 

@@ -59,7 +59,7 @@ def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resourc
     gone = pvs.pop()
     gone_pk = gone.pk
     gone.delete()
-    bulk.update_rows(PropagatedVersion, ("revision", "version", "remote_status"), {
+    bulk.update_rows(PropagatedVersion, {
         **{pv.pk: {"revision": resource.current_revision, "version": f"gen:{i}", "remote_status": {"replicas": i}}
            for i, pv in enumerate(pvs)},
         gone_pk: {"revision": None, "version": "gen:9", "remote_status": None},  # deleted meanwhile: not made again
@@ -74,13 +74,13 @@ def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resourc
 def test_nothing_to_write_runs_no_query(django_assert_num_queries):
     with django_assert_num_queries(0):
         bulk.insert_rows(PropagatedVersion, [])
-        bulk.update_rows(PropagatedVersion, ("version",), {})
+        bulk.update_rows(PropagatedVersion, {})
 
 
 def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
     pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c) for c in clusters]
     shared, now = {"spec": {"replicas": 3}}, timezone.now()
-    bulk.update_rows(PropagatedVersion, ("applied_manifest", "propagated_at", "live_uid"), {
+    bulk.update_rows(PropagatedVersion, {
         pv.pk: {"applied_manifest": shared if i < 2 else {"spec": {"replicas": 1}}, "propagated_at": now, "live_uid": f"u{i}"}
         for i, pv in enumerate(pvs)})
     rows = list(PropagatedVersion.objects.order_by("pk"))
