@@ -32,7 +32,7 @@ from django.utils import timezone
 from clusters import kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster
-from clusters.services import connection_for
+from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
 from fedportal import bulk
 from fedportal.audit import append_events, prepare_events, record_event, record_events
 from federation.choices import (
@@ -376,6 +376,12 @@ class _Step:
     remote_status: dict | None = None
 
 
+# What a chunk reads of its targets and their clusters (a cluster row is wide: its inventory, probe
+# state and labels are not needed to apply): the connection, and the version that failure messages name.
+CHUNK_TARGET_FIELDS = ("id", "run_id", "cluster_id", "action", "replicas", "attempts",
+                       *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")))
+
+
 def _claim(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
     """Compare-and-set claim of a chunk's targets; returns the ones this call holds."""
     now = timezone.now()
@@ -386,7 +392,7 @@ def _claim(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
      # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
      .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
      .update(state=TargetState.RUNNING, lease_until=stamp, attempts=F("attempts") + 1))
-    return list(PropagationTarget.objects.select_related("cluster")
+    return list(PropagationTarget.objects.select_related("cluster").only(*CHUNK_TARGET_FIELDS)
                 .filter(run_id=run_id, cluster_id__in=cluster_ids, state=TargetState.RUNNING, lease_until=stamp)
                 .order_by("cluster_id"))
 
@@ -419,11 +425,12 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
     if not targets:
         return outcomes
-    run = PropagationRun.objects.select_related("resource__type", "revision", "actor").get(pk=run_id)
+    # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
+    run = (PropagationRun.objects.select_related("resource__type", "revision", "actor").defer("revision__placement")
+           .get(pk=run_id))
     resource = run.resource
     pvs = _pvs(resource, [t.cluster for t in targets])
-    newer = set(PropagationTarget.objects.filter(run__resource=resource, cluster_id__in=[t.cluster_id for t in targets],
-                                                 run_id__gt=run.pk).values_list("cluster_id", flat=True))
+    newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
     steps = [(t, _Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
     todo = [t for t in targets if t.cluster_id not in newer]
     if steps:
@@ -439,6 +446,15 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     # only now can the run be complete: until its last flush this chunk held targets still running
     _finish_run_if_complete(run.pk)
     return outcomes
+
+
+def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:
+    """Which of ``cluster_ids`` a later run of the same resource also targets (that run's revision
+    wins). Usually there is no later run: one indexed lookup says so."""
+    if not PropagationRun.objects.filter(resource_id=run.resource_id, pk__gt=run.pk).exists():
+        return set()
+    return set(PropagationTarget.objects.filter(run__resource_id=run.resource_id, cluster_id__in=cluster_ids,
+                                                run_id__gt=run.pk).values_list("cluster_id", flat=True))
 
 
 def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
@@ -551,9 +567,10 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
 
 
 def _finish_run_if_complete(run_id: int) -> None:
+    unfinished = (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)
+    if PropagationTarget.objects.filter(run_id=run_id, state__in=unfinished).exists():
+        return  # every chunk but the last one of a run stops here, at the first unfinished target
     counts = dict(PropagationTarget.objects.filter(run_id=run_id).values_list("state").annotate(n=Count("id")))
-    if any(counts.get(s) for s in (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)):
-        return
     failed = counts.get(TargetState.FAILED, 0)
     done = counts.get(TargetState.DONE, 0)
     state = RunState.SUCCEEDED if not failed else (RunState.FAILED if not done else RunState.PARTIALLY_FAILED)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from django.db import connections, router
-from django.db.models import Model
+from django.db.models import CharField, Model, TextField
 from django.db.models.constants import OnConflict
 
 
@@ -69,12 +69,19 @@ def _column_value(field, value):
     return value.pk if field.is_relation and isinstance(value, Model) else value
 
 
+# Fields that store a str exactly as given: their to_python returns a str unchanged, and neither
+# overrides the conversions above it (exact classes only: a subclass may convert).
+_TEXT_FIELDS = (CharField, TextField)
+
+
 def _converter(connection):
     """``field.get_db_prep_save`` for one statement's values, a value many rows share (the same
-    object: a timestamp, a manifest, a name) converted once."""
+    object: a timestamp, a manifest, a name) converted once, a str for a text field not at all."""
     converted = {}
 
     def convert(field, value):
+        if type(value) is str and type(field) in _TEXT_FIELDS:
+            return value
         key = (field.name, id(value))
         if key not in converted:  # kept with the value itself, so its id cannot be reused meanwhile
             converted[key] = (value, field.get_db_prep_save(value, connection))

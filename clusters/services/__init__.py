@@ -13,6 +13,7 @@ A package (the module passed 800 lines); import from ``clusters.services`` as be
 
 from clusters.services.connections import (
     AUDIT_FIELDS,
+    FIELDS_READ_BY_CONNECTION_FOR,
     ConnectionTest,
     _apply_version,
     _check_tls,
@@ -61,6 +62,7 @@ __all__ = [
     "AUDIT_FIELDS",
     "CONNECTION_FIELDS",
     "EDITABLE_FIELDS",
+    "FIELDS_READ_BY_CONNECTION_FOR",
     "ConnectionTest",
     "ImportPlan",
     "PollProgress",

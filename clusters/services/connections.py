@@ -26,6 +26,12 @@ def snapshot(cluster: Cluster) -> dict:
 # Connections
 
 
+# What ``connection_for`` reads of a cluster: a query that loads only these (and the caller's own)
+# can build connections without a query per cluster for a deferred field.
+FIELDS_READ_BY_CONNECTION_FOR = ("id", "name", "api_server", "credentials_encrypted", "credential_version", "ca_bundle",
+                                 "insecure_skip_tls_verify")
+
+
 def connection_for(cluster: Cluster) -> kube.ClusterConnection:
     """The decrypted connection for a registered cluster (ApiClient cached by id + credential_version)."""
     credentials = cluster.get_credentials()

@@ -556,6 +556,24 @@ def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_c
             obj["spec"]["template"]["spec"]["containers"][0]["image"]
 
 
+def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(fleet, fleet_clusters, django_assert_num_queries):
+    # the claim loads a few of each cluster's fields; a field read but not loaded would cost a query
+    # per cluster, from a pool thread that must not touch the database
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    targets = propagation._claim(run.pk, [c.pk for c in fleet_clusters.values()])
+    run = propagation.PropagationRun.objects.select_related("resource__type", "revision").get(pk=run.pk)
+    pvs = propagation._pvs(run.resource, [t.cluster for t in targets])
+    fleet.set_down(MEMBERS[0])  # a failure's message names the cluster
+    try:
+        with django_assert_num_queries(0):
+            steps = [propagation._network_step(run, t, pvs[t.cluster_id]) for t in targets]
+    finally:
+        fleet.set_up(MEMBERS[0])
+    assert sorted(step.outcome for step in steps) == ["applied"] * 3 + ["failed"]
+    assert MEMBERS[0] in next(step.failure.message for step in steps if step.failure)
+
+
 def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(fleet):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
