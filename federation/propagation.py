@@ -232,8 +232,8 @@ def _create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
     ``present`` (Pending, as a new row is; one another process made meanwhile is left as it is).
     Returns those clusters' ids."""
     missing = [c for c in clusters if c.pk not in present]
-    bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=c) for c in missing],
-                     ignore_conflicts=True)
+    bulk.insert_values(PropagatedVersion, [{"resource_id": resource.pk, "cluster_id": c.pk} for c in missing],
+                       ignore_conflicts=True)
     return [c.pk for c in missing]
 
 
@@ -267,12 +267,11 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         now = timezone.now()
         to_queue = []
         # bulk writes: a 1,000-cluster run is a handful of queries, not thousands
-        bulk.insert_rows(PropagationTarget, [
-            PropagationTarget(
-                run=run, cluster=plan.cluster, action=plan.action, replicas=plan.replicas,
-                state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
-                reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None,
-            ) for plan in plans
+        bulk.insert_values(PropagationTarget, [
+            dict(run_id=run.pk, cluster_id=plan.cluster.pk, action=plan.action, replicas=plan.replicas,
+                 state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
+                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None)
+            for plan in plans
         ])
         # the PropagatedVersions: their statuses, and the missing ones created (never read back)
         known = {cluster_id: (pk, status) for cluster_id, pk, status in

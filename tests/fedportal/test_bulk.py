@@ -86,3 +86,24 @@ def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
     rows = list(PropagatedVersion.objects.order_by("pk"))
     assert [r.applied_manifest["spec"]["replicas"] for r in rows] == [3, 3, 1]
     assert [r.live_uid for r in rows] == ["u0", "u1", "u2"] and {r.propagated_at for r in rows} == {now}
+
+
+def test_inserted_values_take_each_fields_default_for_the_columns_not_given(resource, clusters):
+    before = timezone.now()
+    bulk.insert_values(PropagatedVersion, [{"resource_id": resource.pk, "cluster": cluster, "message": f"m{i}"}
+                                           for i, cluster in enumerate(clusters)])
+    rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
+    assert sorted(rows) == ["a", "b", "c"] and rows["b"].message == "m1" and rows["a"].resource_id == resource.pk
+    for row in rows.values():  # what PropagatedVersion(resource=..., cluster=...).save() would have stored
+        assert (row.status, row.sync_state, row.drift, row.applied_manifest) == (PropagationReason.PENDING, SyncState.UNKNOWN, [], None)
+        assert row.updated_at >= before and row.propagated_at is None and row.version == ""
+
+
+def test_inserted_values_ignore_conflicts_as_insert_rows_does(resource, clusters):
+    PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
+    bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": c} for c in clusters], ignore_conflicts=True)
+    assert PropagatedVersion.objects.count() == 3
+    assert PropagatedVersion.objects.get(cluster=clusters[0]).status == PropagationReason.OK, "the row there is kept"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": clusters[1]}])
+    assert PropagatedVersion.objects.count() == 3
