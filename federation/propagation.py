@@ -222,8 +222,10 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
     created = _create_missing_pvs(resource, clusters, present=set(found))
     if created:
         found.update(load(created))
-    for pv in found.values():
-        pv.resource, pv.cluster = resource, by_id[pv.cluster_id]
+    resource_field, cluster_field = PropagatedVersion.resource.field, PropagatedVersion.cluster.field
+    for pv in found.values():  # what assigning pv.resource and pv.cluster caches, without its checks per row
+        resource_field.set_cached_value(pv, resource)
+        cluster_field.set_cached_value(pv, by_id[pv.cluster_id])
     return found
 
 

@@ -6,6 +6,7 @@ and the revision annotation.
 """
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -117,7 +118,15 @@ def template_hash(manifest_without_overrides: Mapping) -> str:
 
 
 def override_hash(overrides: list | None, cluster: str, replicas: int | None = None) -> str:
-    return content_hash({"ops": operations_for(overrides or [], cluster), "replicas": replicas})
+    operations = operations_for(overrides or [], cluster)
+    if not operations:  # most clusters of a fleet: the same few values, computed once
+        return _no_operations_hash(replicas)
+    return content_hash({"ops": operations, "replicas": replicas})
+
+
+@functools.lru_cache(maxsize=1024)
+def _no_operations_hash(replicas: int | None) -> str:
+    return content_hash({"ops": [], "replicas": replicas})
 
 
 def ignored_paths(kind: str) -> tuple[str, ...]:

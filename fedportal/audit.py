@@ -107,7 +107,8 @@ def append_events(events: list[AuditEvent]) -> None:
 def _append(events: list[AuditEvent], *, read_ids: bool) -> None:
     if not events:
         return
-    with transaction.atomic():
+    # no savepoint of its own: inside a caller's transaction a failure here rolls that back whole
+    with transaction.atomic(savepoint=False):
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
         prev_hash = head.last_hash
         for event in events:

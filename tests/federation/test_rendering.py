@@ -2,7 +2,7 @@ import pytest
 
 from federation.diffs import diff_desired_live, diff_objects, strip_server_fields, unified_yaml_diff
 from federation.overrides import OverrideError, normalize_overrides
-from federation.rendering import MANAGED_LABEL, REVISION_ANNOTATION, TargetType, content_hash, render_manifest
+from federation.rendering import MANAGED_LABEL, REVISION_ANNOTATION, TargetType, content_hash, override_hash, render_manifest
 
 DEPLOYMENT = TargetType("apps/v1", "Deployment", True)
 TEMPLATE = {
@@ -99,3 +99,11 @@ def test_unified_yaml_diff():
     assert unified_yaml_diff({"a": 1}, {"a": 1}) == ""
     text = unified_yaml_diff({"a": 1}, {"a": 2}, before_label="live", after_label="rendered")
     assert "-a: 1" in text and "+a: 2" in text and "live" in text
+
+
+def test_override_hash_names_the_clusters_operations_and_replicas_whether_it_has_operations_or_not():
+    overrides = [{"clusterName": "a", "clusterOverrides": [{"path": "/spec/replicas", "value": 3}]}]
+    for cluster, replicas in (("a", None), ("a", 2), ("b", None), ("b", 4)):
+        ops = overrides[0]["clusterOverrides"] if cluster == "a" else []
+        assert override_hash(overrides, cluster, replicas) == content_hash({"ops": ops, "replicas": replicas})
+    assert override_hash([], "b", 4) != override_hash([], "b", 5) != override_hash([], "b")
