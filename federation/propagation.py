@@ -330,7 +330,7 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
 # FLUSH_SECONDS in one transaction: the PropagatedVersions, the targets and their audit events
 # together, so a killed worker leaves either all of a target's record or none of it.
 
-FLUSH_SECONDS = 0.5  # how long finished targets of a chunk may wait for slower ones before being written
+FLUSH_SECONDS = 1.0  # how long finished targets of a chunk may wait for slower ones before being written
 
 
 def batch_size() -> int:
@@ -428,6 +428,8 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
         return outcomes
     # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
     run = (PropagationRun.objects.select_related("resource__type", "revision", "actor").defer("revision__placement")
+           .annotate(has_newer_run=Exists(PropagationRun.objects.filter(resource=OuterRef("resource"),
+                                                                        pk__gt=OuterRef("pk"))))
            .get(pk=run_id))
     resource = run.resource
     pvs = _pvs(resource, [t.cluster for t in targets])
@@ -451,8 +453,8 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
 
 def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:
     """Which of ``cluster_ids`` a later run of the same resource also targets (that run's revision
-    wins). Usually there is no later run: one indexed lookup says so."""
-    if not PropagationRun.objects.filter(resource_id=run.resource_id, pk__gt=run.pk).exists():
+    wins). Usually there is no later run, as the run's ``has_newer_run`` says."""
+    if not run.has_newer_run:
         return set()
     return set(PropagationTarget.objects.filter(run__resource_id=run.resource_id, cluster_id__in=cluster_ids,
                                                 run_id__gt=run.pk).values_list("cluster_id", flat=True))

@@ -147,7 +147,7 @@ def propagate_new_deployment(names, name: str) -> float:
                                         placement={"clusters": list(names)})
     started = time.perf_counter()
     run = propagation.propagate_revision(resource)
-    wait_until(lambda: run_finished(run), timeout=600, interval=0.01, message=f"propagation run of {name}")
+    wait_until(lambda: run_finished(run), timeout=600, interval=0.05, message=f"propagation run of {name}")
     seconds = time.perf_counter() - started
     recorded = ok_count(resource, resource.current_revision)
     assert recorded == len(names), f"{name}: {recorded} of {len(names)} PropagatedVersions OK"

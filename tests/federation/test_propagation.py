@@ -574,6 +574,19 @@ def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(fleet,
     assert MEMBERS[0] in next(step.failure.message for step in steps if step.failure)
 
 
+def test_a_chunk_of_a_run_leaves_the_clusters_a_newer_run_of_its_resource_targets_to_that_run(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    older = propagation.propagate_revision(resource)
+    newer = propagation.propagate_revision(resource)
+    ids = [c.pk for c in fleet_clusters.values()]
+    outcomes = propagation.propagate_targets(older.pk, ids)
+    assert {o.message for o in outcomes.values()} == {"Superseded by a newer propagation run."}
+    assert all(live(fleet, name) is None for name in MEMBERS), "the older run wrote nothing"
+    outcomes = propagation.propagate_targets(newer.pk, ids)
+    assert {(o.state, o.reason) for o in outcomes.values()} == {(TargetState.DONE, PropagationReason.OK)}
+    assert all(live(fleet, name) for name in MEMBERS)
+
+
 def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(fleet):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
