@@ -3,6 +3,7 @@
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -40,21 +41,26 @@ def _canonical(value) -> str:
 
 
 def compute_hash(event: AuditEvent) -> str:
+    return _hash_values(vars(event))
+
+
+def _hash_values(values: Mapping) -> str:
+    """The hash of an event given as its field values by attname (an instance's ``vars``, or a row)."""
     payload = {
-        "prev_hash": event.prev_hash,
-        "created_at": event.created_at.isoformat(),
-        "actor_id": event.actor_id,
-        "actor_name": event.actor_name,
-        "action": event.action,
-        "object_type": event.object_type,
-        "object_id": event.object_id,
-        "object_repr": event.object_repr,
-        "cluster": event.cluster,
-        "summary": event.summary,
-        "before": event.before,
-        "after": event.after,
-        "request_id": event.request_id,
-        "source_ip": event.source_ip,
+        "prev_hash": values["prev_hash"],
+        "created_at": values["created_at"].isoformat(),
+        "actor_id": values["actor_id"],
+        "actor_name": values["actor_name"],
+        "action": values["action"],
+        "object_type": values["object_type"],
+        "object_id": values["object_id"],
+        "object_repr": values["object_repr"],
+        "cluster": values["cluster"],
+        "summary": values["summary"],
+        "before": values["before"],
+        "after": values["after"],
+        "request_id": values["request_id"],
+        "source_ip": values["source_ip"],
     }
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
@@ -78,11 +84,10 @@ def record_event(
     after=None,
 ) -> AuditEvent:
     """Append one event to the chain. ``actor`` defaults to the request's user, else 'system'."""
-    event = prepare_events([dict(action=action, actor=actor, obj=obj, object_type=object_type, object_id=object_id,
-                                 object_repr=object_repr, cluster=cluster, summary=summary, before=before,
-                                 after=after)])[0]
-    _append([event], read_ids=True)
-    return event
+    rows = prepare_events([dict(action=action, actor=actor, obj=obj, object_type=object_type, object_id=object_id,
+                                object_repr=object_repr, cluster=cluster, summary=summary, before=before,
+                                after=after)])
+    return _append(rows, read_ids=True)[0]
 
 
 def record_events(events: list[dict]) -> None:
@@ -91,48 +96,52 @@ def record_events(events: list[dict]) -> None:
     append_events(prepare_events(events))
 
 
-def prepare_events(events: list[dict]) -> list[AuditEvent]:
-    """The unsaved events for ``record_events``' arguments, not yet chained. A task that holds a
-    database lock while it writes builds its events before taking it, then calls ``append_events``."""
+def prepare_events(events: list[dict]) -> list[dict]:
+    """The events for ``record_events``' arguments as rows (AuditEvent attname -> value), not yet
+    chained. A task that holds a database lock while it writes builds its events before taking it,
+    then calls ``append_events``."""
     context = request_context.current()
-    return [_build_event(context, **spec) for spec in events]
+    return [_event_row(context, **spec) for spec in events]
 
 
-def append_events(events: list[AuditEvent]) -> None:
+def append_events(rows: list[dict]) -> None:
     """Chain prepared events onto the log (hashes in list order) and save them with one statement
-    (fedportal.bulk: their ids are not read back)."""
-    _append(events, read_ids=False)
+    (fedportal.bulk.insert_values: no model instance per event; their ids are not read back)."""
+    _append(rows, read_ids=False)
 
 
-def _append(events: list[AuditEvent], *, read_ids: bool) -> None:
-    if not events:
-        return
+def _append(rows: list[dict], *, read_ids: bool) -> list[AuditEvent]:
+    """Chain ``rows`` onto the log; with ``read_ids``, saved as instances, which are returned."""
+    if not rows:
+        return []
     # no savepoint of its own: inside a caller's transaction a failure here rolls that back whole
     with transaction.atomic(savepoint=False):
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
         prev_hash = head.last_hash
-        for event in events:
-            event.prev_hash = prev_hash
-            event.hash = prev_hash = compute_hash(event)
+        for row in rows:
+            row["prev_hash"] = prev_hash
+            row["hash"] = prev_hash = _hash_values(row)
+        events = []
         if read_ids:
-            AuditEvent.objects.bulk_create(events)
+            events = AuditEvent.objects.bulk_create([AuditEvent(**row) for row in rows])
         else:
-            bulk.insert_rows(AuditEvent, events)
-        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(events))
+            bulk.insert_values(AuditEvent, rows)
+        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(rows))
+    return events
 
 
-def _build_event(context, *, action: str, actor=None, obj=None, object_type: str = "",
-                 object_id: str | int = "", object_repr: str = "", cluster: str = "", summary: str = "",
-                 before=None, after=None) -> AuditEvent:
+def _event_row(context, *, action: str, actor=None, obj=None, object_type: str = "",
+               object_id: str | int = "", object_repr: str = "", cluster: str = "", summary: str = "",
+               before=None, after=None) -> dict:
     if actor is None and context.user is not None and getattr(context.user, "is_authenticated", False):
         actor = context.user
     if obj is not None:
         object_type = object_type or obj._meta.label_lower
         object_id = object_id or obj.pk
         object_repr = object_repr or str(obj)
-    return AuditEvent(
+    return dict(
         created_at=timezone.now(),
-        actor=actor if getattr(actor, "pk", None) else None,
+        actor_id=getattr(actor, "pk", None),
         actor_name=(actor.get_username() if actor is not None else "system")[:150],
         action=action,
         object_type=object_type[:64],

@@ -209,3 +209,18 @@ def test_export_audit_filters_by_object_and_cluster(tmp_path):
         "-o", str(target), stdout=io.StringIO(),
     )
     assert [row[8] for row in read_file(target)[1:]] == ["wanted"]
+
+
+def test_a_batch_of_events_is_stored_as_single_events_are_and_the_chain_still_verifies(admin_user):
+    from fedportal.audit import record_events
+
+    spec = dict(actor=admin_user, obj=admin_user, summary="s", before={"pair": (1, 2)}, after={"token": "s3cret", "n": 1})
+    single = AuditEvent.objects.get(pk=record_event("test.single", cluster="c1", **spec).pk)
+    record_events([dict(action="test.batch", cluster="c2", **spec), dict(action="test.batch", summary="by nobody")])
+    first, second = AuditEvent.objects.filter(action="test.batch").order_by("id")
+    same = ("actor_id", "actor_name", "object_type", "object_id", "object_repr", "summary", "before", "after", "source_ip")
+    assert [getattr(first, f) for f in same] == [getattr(single, f) for f in same]
+    assert first.after == {"token": "[redacted]", "n": 1} and first.before == {"pair": [1, 2]} and first.cluster == "c2"
+    assert (second.actor_id, second.actor_name, second.object_type) == (None, "system", "")
+    assert first.prev_hash == single.hash and second.prev_hash == first.hash
+    assert verify_chain().ok
