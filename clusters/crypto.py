@@ -21,18 +21,18 @@ def encrypt_json(value: dict) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _decrypt(keys: tuple[str, ...], token: str) -> bytes:
+def _decrypt_json(keys: tuple[str, ...], token: str) -> dict:
     # Every probe and every propagation target decrypts its cluster's credentials; a Fernet token is
-    # unique per encryption, so (keys, token) -> plaintext can be kept. The plaintext is already in
+    # unique per encryption, so (keys, token) -> credentials can be kept. The plaintext is already in
     # this process's memory anyway: the cached kubernetes ApiClient holds it (clusters/kube.py).
-    return MultiFernet([Fernet(key) for key in keys]).decrypt(token.encode())
+    return json.loads(MultiFernet([Fernet(key) for key in keys]).decrypt(token.encode()))
 
 
 def decrypt_json(token: str) -> dict:
     if not token:
         return {}
     try:
-        return json.loads(_decrypt(tuple(settings.FEDPORTAL_ENCRYPTION_KEYS), token))  # a new dict per call
+        return dict(_decrypt_json(tuple(settings.FEDPORTAL_ENCRYPTION_KEYS), token))  # a new dict per call
     except (InvalidToken, ValueError):
         raise CredentialDecryptError(
             "The stored credentials cannot be decrypted: FEDPORTAL_ENCRYPTION_KEY changed? "
