@@ -5,13 +5,12 @@ thirds of its time for a thousand rows, and ``bulk_update`` builds a CASE per fi
 every row sets the same columns the SQL can be built once: INSERTs as multi-row VALUES statements
 (on PostgreSQL, Django 5.2's own bulk_create, which sends one array per column, is faster still),
 UPDATEs as one statement executed for every row (``executemany``). The values still go through each
-field's own ``pre_save`` and ``get_db_prep_save``, so they are stored exactly as the ORM stores them.
+field's own ``get_db_prep_save``, so they are stored exactly as the ORM stores them.
 
-``insert_values`` takes rows as mappings of the fields they set, the others taking their defaults
-(computed once): no model instance per row, which was most of the time to create a run's targets
-and PropagatedVersions.
+Rows are given as mappings of the fields they set, not as model instances: making an instance per
+row was most of the time to create a run's targets and PropagatedVersions, and its audit events.
 
-What these do not promise, unlike the ORM: primary keys set on the instances. Neither sends signals
+What these do not promise, unlike the ORM: primary keys read back. Neither sends signals
 (``bulk_create`` does not either). Use them where a caller writes hundreds of rows.
 """
 
@@ -25,43 +24,19 @@ from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 
-def insert_rows(model: type[Model], objs: Sequence[Model], *, ignore_conflicts: bool = False) -> None:
-    """INSERT unsaved instances of ``model``: multi-row VALUES statements of as many rows as the
-    backend takes (``bulk_batch_size``, at most 500). ``ignore_conflicts`` skips rows that would
-    break a unique constraint (one that is already there), like ``bulk_create(ignore_conflicts=True)``."""
-    if not objs:
-        return
-    connection = connections[router.db_for_write(model)]
-    if connection.vendor == "postgresql":
-        # Django 5.2 inserts there with one array per column (UNNEST): measured faster than VALUES rows
-        model._base_manager.bulk_create(objs, batch_size=500, ignore_conflicts=ignore_conflicts)
-        return
-    ops, quote = connection.ops, connection.ops.quote_name
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
-    head = (f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
-            f"({', '.join(quote(f.column) for f in fields)}) VALUES ")
-    row = f"({', '.join(['%s'] * len(fields))})"
-    tail = ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
-    size = max(1, min(ops.bulk_batch_size(fields, objs), 500))
-    convert = _converter(connection)
-    with connection.cursor() as cursor:
-        for start in range(0, len(objs), size):
-            batch = objs[start:start + size]
-            params = [convert(f, f.pre_save(obj, True)) for obj in batch for f in fields]
-            cursor.execute(f"{head}{', '.join([row] * len(batch))} {tail}".rstrip(), params)
-
-
 def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflicts: bool = False) -> None:
     """INSERT rows given as field name -> value mappings (the same names in every row; a foreign key
-    as an instance or as its ``<name>_id``). The other columns take their field's default, computed
-    once for the statement (``auto_now``/``auto_now_add`` fields: one timestamp). No model instance
-    is made per row, which is most of ``insert_rows``' time for narrow rows of a wide model."""
+    as an instance or as its ``<name>_id``): multi-row VALUES statements of as many rows as the
+    backend takes (``bulk_batch_size``, at most 500). The other columns take their field's default,
+    computed once for the statement (``auto_now``/``auto_now_add`` fields: one timestamp); no model
+    instance is made per row. ``ignore_conflicts`` skips rows that would break a unique constraint
+    (one that is already there), like ``bulk_create(ignore_conflicts=True)``."""
     if not rows:
         return
     connection = connections[router.db_for_write(model)]
     if connection.vendor == "postgresql":
-        insert_rows(model, [model(**row) for row in rows], ignore_conflicts=ignore_conflicts)
+        # Django 5.2 inserts there with one array per column (UNNEST): measured faster than VALUES rows
+        model._base_manager.bulk_create([model(**row) for row in rows], batch_size=500, ignore_conflicts=ignore_conflicts)
         return
     meta, ops, quote = model._meta, connection.ops, connection.ops.quote_name
     names = list(rows[0])

@@ -29,10 +29,9 @@ def clusters():
 
 def test_inserted_rows_read_back_as_the_orm_would_have_stored_them(resource, clusters):
     stamp = timezone.now() - timedelta(minutes=3)
-    bulk.insert_rows(PropagatedVersion, [
-        PropagatedVersion(resource=resource, cluster=cluster, revision=resource.current_revision, status=PropagationReason.OK,
-                          applied_manifest={"spec": {"replicas": i, "labels": {"ü": "ok"}}}, drift=[{"path": "/x"}],
-                          propagated_at=stamp)
+    bulk.insert_values(PropagatedVersion, [
+        dict(resource=resource, cluster=cluster, revision=resource.current_revision, status=PropagationReason.OK,
+             applied_manifest={"spec": {"replicas": i, "labels": {"ü": "ok"}}}, drift=[{"path": "/x"}], propagated_at=stamp)
         for i, cluster in enumerate(clusters)
     ])
     rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
@@ -41,17 +40,6 @@ def test_inserted_rows_read_back_as_the_orm_would_have_stored_them(resource, clu
     assert rows["a"].drift == [{"path": "/x"}] and rows["a"].remote_status is None
     assert rows["b"].propagated_at == stamp and rows["b"].updated_at is not None  # auto_now filled in
     assert rows["b"].revision_id == resource.current_revision_id and rows["b"].sync_state == SyncState.UNKNOWN
-
-
-def test_ignore_conflicts_skips_rows_already_there_and_a_plain_insert_refuses_them(resource, clusters):
-    PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
-    bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=c) for c in clusters],
-                     ignore_conflicts=True)
-    assert PropagatedVersion.objects.count() == 3
-    assert PropagatedVersion.objects.get(cluster=clusters[0]).status == PropagationReason.OK, "the row there is kept"
-    with pytest.raises(IntegrityError), transaction.atomic():
-        bulk.insert_rows(PropagatedVersion, [PropagatedVersion(resource=resource, cluster=clusters[1])])
-    assert PropagatedVersion.objects.count() == 3
 
 
 def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resource, clusters):
@@ -73,7 +61,7 @@ def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resourc
 
 def test_nothing_to_write_runs_no_query(django_assert_num_queries):
     with django_assert_num_queries(0):
-        bulk.insert_rows(PropagatedVersion, [])
+        bulk.insert_values(PropagatedVersion, [])
         bulk.update_rows(PropagatedVersion, {})
 
 
@@ -88,7 +76,7 @@ def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
     assert [r.live_uid for r in rows] == ["u0", "u1", "u2"] and {r.propagated_at for r in rows} == {now}
 
 
-def test_inserted_values_take_each_fields_default_for_the_columns_not_given(resource, clusters):
+def test_inserted_rows_take_each_fields_default_for_the_columns_not_given(resource, clusters):
     before = timezone.now()
     bulk.insert_values(PropagatedVersion, [{"resource_id": resource.pk, "cluster": cluster, "message": f"m{i}"}
                                            for i, cluster in enumerate(clusters)])
@@ -99,7 +87,7 @@ def test_inserted_values_take_each_fields_default_for_the_columns_not_given(reso
         assert row.updated_at >= before and row.propagated_at is None and row.version == ""
 
 
-def test_inserted_values_ignore_conflicts_as_insert_rows_does(resource, clusters):
+def test_ignore_conflicts_skips_rows_already_there_and_a_plain_insert_refuses_them(resource, clusters):
     PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
     bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": c} for c in clusters], ignore_conflicts=True)
     assert PropagatedVersion.objects.count() == 3
