@@ -44,24 +44,15 @@ def compute_hash(event: AuditEvent) -> str:
     return _hash_values(vars(event))
 
 
+# What an event's hash covers (besides created_at, hashed as ISO 8601), by attname.
+_HASHED_FIELDS = ("prev_hash", "actor_id", "actor_name", "action", "object_type", "object_id", "object_repr",
+                  "cluster", "summary", "before", "after", "request_id", "source_ip")
+
+
 def _hash_values(values: Mapping) -> str:
     """The hash of an event given as its field values by attname (an instance's ``vars``, or a row)."""
-    payload = {
-        "prev_hash": values["prev_hash"],
-        "created_at": values["created_at"].isoformat(),
-        "actor_id": values["actor_id"],
-        "actor_name": values["actor_name"],
-        "action": values["action"],
-        "object_type": values["object_type"],
-        "object_id": values["object_id"],
-        "object_repr": values["object_repr"],
-        "cluster": values["cluster"],
-        "summary": values["summary"],
-        "before": values["before"],
-        "after": values["after"],
-        "request_id": values["request_id"],
-        "source_ip": values["source_ip"],
-    }
+    payload = {name: values[name] for name in _HASHED_FIELDS}
+    payload["created_at"] = values["created_at"].isoformat()
     return hashlib.sha256(_canonical(payload).encode()).hexdigest()
 
 
