@@ -61,9 +61,25 @@ def test_weighted_rsp_and_image_override_land_on_every_cluster(fleet, fleet_clus
     assert AuditEvent.objects.filter(action="federation.propagation.apply", cluster="m130").exists()
 
 
+def settled(fleet, cluster, timeout=15.0):
+    """The live Deployment once its rollout has converged: the simulator then writes its status once
+    more (a new resourceVersion), as a real cluster's controllers do."""
+    deadline = time.monotonic() + timeout
+    while True:
+        obj = live(fleet, cluster)
+        status = obj.get("status") or {}
+        done = (status.get("observedGeneration") == obj["metadata"].get("generation")
+                and status.get("updatedReplicas") == status.get("readyReplicas") == obj["spec"].get("replicas"))
+        if done or time.monotonic() > deadline:
+            return obj
+        time.sleep(0.1)
+
+
 def test_propagating_the_same_revision_twice_changes_nothing(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128", "m130"]})
     drain(propagation.propagate_revision(resource))
+    for n in ("m128", "m130"):  # the rollout's own status write is not ours to count
+        settled(fleet, n)
     before = {n: live(fleet, n)["metadata"]["resourceVersion"] for n in ("m128", "m130")}
     second = propagation.propagate_revision(resource)
     drain(second)
