@@ -2,7 +2,7 @@
 retains fields (a Service's clusterIP)."""
 
 from federation.models import FederatedType, Revision
-from federation.propagation import _template_hash
+from federation.propagation.network import _template_hash
 from federation.rendering import content_hash, render_manifest
 
 
