@@ -19,13 +19,13 @@ from federation.choices import (
 from federation.diffs import SERVER_POPULATED, diff_desired_live
 from federation.models import FederatedResource, PropagatedVersion, PropagationTarget
 from federation.propagation.common import (
-    _collect_status,
-    _live_identity,
-    _naming_uid,
-    _remote_status,
-    _timeout,
-    _uid_refused,
+    collect_status,
+    kube_timeout,
+    live_identity,
+    naming_uid,
     object_version,
+    remote_status,
+    uid_refused,
 )
 from federation.rendering import (
     ignored_paths,
@@ -83,9 +83,9 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     conn = conn or connection_for(cluster)
     live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
-                           namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+                           namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
     now = timezone.now()
-    live_uid = _live_identity(live or {})["live_uid"]
+    live_uid = live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
         # gone, or being deleted by someone else: either way not what FedPortal applied
         changes = [{"path": "/", "before": "present", "after": None, "change": "removed"}]
@@ -93,7 +93,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
         # deleted and made again outside FedPortal: another object under the same name
         changes = [{"path": "/metadata/uid", "before": pv.live_uid, "after": live_uid, "change": "replaced"}]
     else:
-        _collect_status(pv, ftype, live)
+        collect_status(pv, ftype, live)
         changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
         changes = mask_secret_changes(changes, ftype.kind)
     if not changes:
@@ -116,14 +116,14 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     if resource.drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
-    manifest = _naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
+    manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     try:
         result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
-                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
     except kube.KubeError as exc:
         if exc.transient:
             raise
-        if _uid_refused(exc):
+        if uid_refused(exc):
             exc = kube.KubePermanentError(
                 f"{ftype.kind} {resource.qualified_name} on {cluster.name} was deleted and made again outside FedPortal; "
                 f"it is left untouched (delete it to let FedPortal create its own).", kind=exc.kind)
@@ -134,8 +134,8 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     obj = result.object
     PropagatedVersion.objects.filter(pk=pv.pk).update(
         sync_state=SyncState.IN_SYNC, drift=[], drift_repaired_at=timezone.now(), version=object_version(obj),
-        **_live_identity(obj),
-        message=f"Drift repaired (Enforce): {paths}.", remote_status=_remote_status(ftype, obj) or pv.remote_status)
+        **live_identity(obj),
+        message=f"Drift repaired (Enforce): {paths}.", remote_status=remote_status(ftype, obj) or pv.remote_status)
     record_event("federation.drift.enforce", obj=resource, cluster=cluster.name,
                  summary=f"Re-applied {resource} on {cluster.name} to repair drift ({paths})",
                  before={"live": {c["path"]: c["after"] for c in changes}},

@@ -22,17 +22,17 @@ from federation.models import (
 from federation.propagation.common import PropagationError, batch_size
 from federation.propagation.planning import PLAN_FIELDS, plan_targets
 from federation.propagation.record import (
-    _create_missing_pvs,
-    _finish_run_if_complete,
-    _pvs,
-    _status_change,
+    create_missing_pvs,
+    finish_run_if_complete,
+    pvs_for,
+    status_change,
 )
 from fedportal import bulk
 from fedportal.audit import record_event, record_events
 
 # --- fan-out ------------------------------------------------------------------------------------
 
-def _enqueue(run_id: int, cluster_ids: list[int]) -> None:
+def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
     """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
     from federation.tasks import propagate_targets_task
 
@@ -80,14 +80,14 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         # the PropagatedVersions: their statuses, and the missing ones created (never read back)
         known = {cluster_id: (pk, status) for cluster_id, pk, status in
                  PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
-        _create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
+        create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
-        skipped_pvs = _pvs(resource, skipped) if skipped else {}
+        skipped_pvs = pvs_for(resource, skipped) if skipped else {}
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
         skip_events: list = []
         for plan in plans:
             if plan.action == TargetAction.SKIP:
-                _status_change(skipped_pvs[plan.cluster.pk], plan.reason, plan.message, actor=actor, events=skip_events)
+                status_change(skipped_pvs[plan.cluster.pk], plan.reason, plan.message, actor=actor, events=skip_events)
                 continue
             to_queue.append(plan.cluster.pk)
             pk, status = known.get(plan.cluster.pk, (None, PropagationReason.PENDING))
@@ -107,9 +107,9 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
                    "targets": {p.cluster.name: p.action if p.action != TargetAction.SKIP else f"skip:{p.reason}" for p in plans}},
         )
         if not to_queue:
-            _finish_run_if_complete(run.pk)
+            finish_run_if_complete(run.pk)
         run_id = run.pk
-        transaction.on_commit(lambda: _enqueue(run_id, to_queue))
+        transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue))
     return run
 
 

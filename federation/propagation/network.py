@@ -19,12 +19,12 @@ from federation.models import (
 )
 from federation.overrides import OverrideError
 from federation.propagation.common import (
-    _naming_uid,
-    _remote_status,
-    _render_args,
-    _timeout,
-    _uid_refused,
+    kube_timeout,
+    naming_uid,
     object_version,
+    remote_status,
+    render_args,
+    uid_refused,
 )
 from federation.rendering import (
     MANAGED_LABEL,
@@ -41,7 +41,7 @@ _UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
 _UNDECLARED_FIELD_RE = re.compile(r"\.?([A-Za-z0-9_.\[\]-]+): field not declared in schema")
 
 
-class _Failure(Exception):
+class StepFailure(Exception):
     def __init__(self, reason: str, message: str, *, transient: bool = False):
         super().__init__(message)
         self.reason, self.message, self.transient = reason, message, transient
@@ -53,11 +53,11 @@ APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED
 
 
 @dataclass
-class _Step:
+class Step:
     cluster: Cluster
     pv: PropagatedVersion
     outcome: str
-    failure: _Failure | None = None
+    failure: StepFailure | None = None
     existed: bool = False
     manifest: dict | None = None
     template_hash: str = ""
@@ -67,43 +67,43 @@ class _Step:
     remote_status: dict | None = None
 
 
-def _classify(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> _Failure:
+def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> StepFailure:
     undeclared = _UNDECLARED_FIELD_RE.findall(exc.message or "")
     # Real apiservers answer an apply whose typed patch cannot be built with a 500 (kubernetes#122480):
     # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status.
     if exc.transient and not undeclared:
-        return _Failure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
+        return StepFailure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
     fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + undeclared
     if (exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) or undeclared) and fields:
         version = cluster.server_version or "its version"
         names = ", ".join(dict.fromkeys(fields))
-        return _Failure(PropagationReason.FIELD_NOT_SUPPORTED,
+        return StepFailure(PropagationReason.FIELD_NOT_SUPPORTED,
                         f"{cluster.name} ({version}) does not support field {names}: {exc.message}")
     reason = PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED
-    return _Failure(reason, exc.message)
+    return StepFailure(reason, exc.message)
 
 
-def _namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
+def namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
     try:
-        live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=_timeout())
+        live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=kube_timeout())
     except kube.KubeError as exc:
         if exc.transient:
-            raise _classify(exc, existed=False, cluster=cluster) from None
-        raise _Failure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
+            raise classify_failure(exc, existed=False, cluster=cluster) from None
+        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
     return live is not None
 
 
-def _apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
-                replicas) -> _Step:
+def apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
+                replicas) -> Step:
     """Server-side apply this cluster's manifest when anything changed. No database access; raises
-    _Failure. Usually one call (``_apply_naming_uid``); the live object is read first
+    StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
     (``_read_then_apply``) when that call cannot decide."""
     return (_apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas)
             or _read_then_apply(resource, revision, cluster, pv, conn, replicas=replicas))
 
 
 def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn,
-                      *, replicas) -> _Step | None:
+                      *, replicas) -> Step | None:
     """Apply without reading, the manifest carrying a metadata.uid. An apiserver refuses to change an
     object's uid (422, "field is immutable") and gives a new object its own uid, so:
 
@@ -119,63 +119,63 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
     ours = bool(pv.live_uid) and pv.status == PropagationReason.OK
     if ours and ftype.kind in RETAINED_PATHS:
         return None
-    common = _render_args(resource, revision, cluster, live=None)
-    template_hash = _template_hash(revision, ftype, common)
+    common = render_args(resource, revision, cluster, live=None)
+    template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
         return None
     try:
         manifest = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
     except OverrideError as exc:
-        raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+        raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     uid = pv.live_uid if ours else str(uuid.uuid4())
     try:
-        result = kube.apply_object(conn, _naming_uid(manifest, uid), plural=ftype.plural, namespaced=ftype.namespaced,
-                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+        result = kube.apply_object(conn, naming_uid(manifest, uid), plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
     except kube.KubeError as exc:
-        if exc.kind == kube.KIND_NOT_FOUND or _uid_refused(exc):
+        if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
             return None
-        raise _classify(exc, existed=ours, cluster=cluster) from None
-    return _Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
+        raise classify_failure(exc, existed=ours, cluster=cluster) from None
+    return Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
 
 
 def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
-                     replicas) -> _Step:
+                     replicas) -> Step:
     """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
     ftype = resource.type
     try:
         live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
-                               namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+                               namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
     except kube.KubeError as exc:
         if exc.transient:
-            raise _classify(exc, existed=False, cluster=cluster) from None
-        raise _Failure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
+            raise classify_failure(exc, existed=False, cluster=cluster) from None
+        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
     if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
-        raise _Failure(PropagationReason.ALREADY_EXISTS,
+        raise StepFailure(PropagationReason.ALREADY_EXISTS,
                        f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
                        f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.")
-    common = _render_args(resource, revision, cluster, live=live)
+    common = render_args(resource, revision, cluster, live=live)
     try:
         manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
     except OverrideError as exc:
-        raise _Failure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
-    template_hash = _template_hash(revision, ftype, common)
+        raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if (
         live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
         and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
     ):
-        return _Step(cluster, pv, UNCHANGED, remote_status=_remote_status(ftype, live))
+        return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, live))
     try:
         result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
-                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=_timeout())
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND and ftype.namespaced and live is None:
             # the namespace is missing (no GET of it on the common path: the apply says so)
-            return _Step(cluster, pv, NEEDS_NAMESPACE)
-        raise _classify(exc, existed=live is not None, cluster=cluster) from None
-    return _Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
+            return Step(cluster, pv, NEEDS_NAMESPACE)
+        raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
+    return Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
                  override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
 
 
@@ -192,7 +192,7 @@ def _shared_manifest(revision: Revision, ftype: FederatedType, common: dict, ove
     return shared[key]
 
 
-def _template_hash(revision: Revision, ftype: FederatedType, common: dict) -> str:
+def hash_template(revision: Revision, ftype: FederatedType, common: dict) -> str:
     """The hash of the manifest without overrides. It depends on the live object only for the kinds
     whose fields KubeFed retains; for the others it is one value per (immutable) revision, computed
     once per chunk and kept on the shared Revision instance."""
@@ -205,13 +205,13 @@ def _template_hash(revision: Revision, ftype: FederatedType, common: dict) -> st
     return shared[key]
 
 
-def _delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> _Step:
+def delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
     ftype = resource.type
     try:
         deleted = kube.delete_object(connection_for(cluster), api_version=ftype.api_version, plural=ftype.plural,
-                                     namespace=resource.namespace or None, name=resource.name, timeout=_timeout())
+                                     namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
     except kube.KubeError as exc:
         if exc.transient:
-            raise _Failure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
-        raise _Failure(PropagationReason.DELETION_FAILED, exc.message) from None
-    return _Step(cluster, pv, DELETED if deleted else GONE)
+            raise StepFailure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
+        raise StepFailure(PropagationReason.DELETION_FAILED, exc.message) from None
+    return Step(cluster, pv, DELETED if deleted else GONE)

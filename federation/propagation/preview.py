@@ -18,7 +18,7 @@ from federation.diffs import (
 from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
-from federation.propagation.common import _render_args, _timeout
+from federation.propagation.common import kube_timeout, render_args
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
     MANAGED_LABEL,
@@ -55,7 +55,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         try:
             conn = connection_for(cluster)
             live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
-                                   namespace=resource.namespace or None, name=resource.name, timeout=min(_timeout(), 5.0))
+                                   namespace=resource.namespace or None, name=resource.name, timeout=min(kube_timeout(), 5.0))
         except (kube.KubeError, ValueError) as exc:
             return ClusterPreview(cluster, "error", message=f"Cannot read the live object: {exc}")
         if plan.action in (TargetAction.DELETE, TargetAction.ORPHAN):
@@ -64,7 +64,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             return ClusterPreview(cluster, verb, message=f"Left the placement: {text}." if live else "Left the placement; nothing there.")
         try:
             manifest = render_manifest(overrides=revision.overrides, replicas=plan.replicas,
-                                       **_render_args(resource, revision, cluster, live=live))
+                                       **render_args(resource, revision, cluster, live=live))
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)

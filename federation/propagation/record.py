@@ -22,11 +22,11 @@ from federation.models import (
     Revision,
 )
 from federation.propagation.common import (
-    _live_identity,
-    _remote_status,
     backoff_seconds,
+    live_identity,
     max_attempts,
     object_version,
+    remote_status,
 )
 from federation.propagation.network import (
     APPLIED,
@@ -35,13 +35,13 @@ from federation.propagation.network import (
     GONE,
     ORPHANED,
     UNCHANGED,
-    _Step,
+    Step,
 )
 from fedportal import bulk
 from fedportal.audit import append_events, prepare_events, record_event
 
 
-def _pv(resource, cluster) -> PropagatedVersion:
+def pv_for(resource, cluster) -> PropagatedVersion:
     pv, _ = PropagatedVersion.objects.get_or_create(resource=resource, cluster=cluster)
     return pv
 
@@ -51,7 +51,7 @@ _PV_FIELDS = ("id", "resource_id", "cluster_id", "status", "template_hash", "ove
               "remote_status", "live_uid")
 
 
-def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
+def pvs_for(resource, clusters) -> dict[int, PropagatedVersion]:
     """PropagatedVersions of ``resource`` on ``clusters`` by cluster id, the missing ones created in
     bulk; their ``resource`` and ``cluster`` are the caller's instances (no query per row)."""
     by_id = {c.pk: c for c in clusters}
@@ -61,7 +61,7 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
                 .filter(resource=resource, cluster_id__in=ids)}
 
     found = load(list(by_id))
-    created = _create_missing_pvs(resource, clusters, present=set(found))
+    created = create_missing_pvs(resource, clusters, present=set(found))
     if created:
         found.update(load(created))
     resource_field, cluster_field = PropagatedVersion.resource.field, PropagatedVersion.cluster.field
@@ -71,7 +71,7 @@ def _pvs(resource, clusters) -> dict[int, PropagatedVersion]:
     return found
 
 
-def _create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
+def create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
     """Create the PropagatedVersions of ``resource`` on the ``clusters`` whose ids are not in
     ``present`` (Pending, as a new row is; one another process made meanwhile is left as it is).
     Returns those clusters' ids."""
@@ -91,19 +91,19 @@ class TargetOutcome:
     skipped: str = ""
 
 
-def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -> dict[int, TargetOutcome]:
+def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]]) -> dict[int, TargetOutcome]:
     """Write what a chunk's finished targets did, in one transaction with their audit events. What the
     applied targets write (most of a chunk) is prepared before the transaction, and written with one
     statement, so the write lock is held briefly while other chunks wait for it."""
     resource, revision, actor = run.resource, run.revision, run.actor
     outcomes, events, finished = {}, [], {}
     now = timezone.now()
-    applied = [(target, step, _applied_fields(resource, revision, step, now=now))
+    applied = [(target, step, applied_fields(resource, revision, step, now=now))
                for target, step in steps if step.outcome == APPLIED]
-    applied_events = prepare_events([_applied_event(resource, revision, step, fields, replicas=target.replicas, actor=actor)
+    applied_events = prepare_events([applied_event(resource, revision, step, fields, replicas=target.replicas, actor=actor)
                                      for target, step, fields in applied])
     with transaction.atomic():
-        _write_applied({step.pv: fields for _, step, fields in applied})
+        write_applied({step.pv: fields for _, step, fields in applied})
         for target, step in steps:
             pv, cluster = step.pv, step.cluster
             if step.outcome == FAILED:
@@ -111,14 +111,14 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
                 if failure.transient and target.attempts < max_attempts():
                     delay = backoff_seconds(target.attempts)
                     message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
-                    _status_change(pv, failure.reason, message, actor=actor, events=events)  # audited when it changes
+                    status_change(pv, failure.reason, message, actor=actor, events=events)  # audited when it changes
                     PropagationTarget.objects.filter(pk=target.pk).update(
                         state=TargetState.RETRYING, lease_until=now + timedelta(seconds=delay),
                         reason=failure.reason, message=message)
                     outcomes[target.cluster_id] = TargetOutcome(state=TargetState.RETRYING, reason=failure.reason,
                                                                 message=message, retry_in=delay)
                     continue
-                _status_change(pv, failure.reason, failure.message, actor=actor, events=events)
+                status_change(pv, failure.reason, failure.message, actor=actor, events=events)
                 result = (TargetState.FAILED, failure.reason, failure.message, False)
             elif step.outcome == APPLIED:
                 verb = "Updated" if step.existed else "Created"
@@ -129,12 +129,12 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
                     pv.remote_status = step.remote_status
                 result = (TargetState.DONE, PropagationReason.OK, "Up to date.", False)
             elif step.outcome == ORPHANED:
-                _status_change(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
+                status_change(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
                                events=events, sync_state=SyncState.UNKNOWN, drift=[])
                 result = (TargetState.DONE, PropagationReason.ORPHANED, "Orphaned.", False)
             elif step.outcome in (DELETED, GONE):
                 deleted = step.outcome == DELETED
-                _status_change(pv, PropagationReason.REMOVED,
+                status_change(pv, PropagationReason.REMOVED,
                                f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
                                actor=actor, events=events, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[],
                                version="", remote_status=None, live_uid="")
@@ -152,7 +152,7 @@ def _record(run: PropagationRun, steps: list[tuple[PropagationTarget, _Step]]) -
     return outcomes
 
 
-def _finish_run_if_complete(run_id: int) -> None:
+def finish_run_if_complete(run_id: int) -> None:
     unfinished = (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)
     if PropagationTarget.objects.filter(run_id=run_id, state__in=unfinished).exists():
         return  # every chunk but the last one of a run stops here, at the first unfinished target
@@ -168,7 +168,7 @@ def _finish_run_if_complete(run_id: int) -> None:
                      after={"run": run_id, "state": state, "done": done, "failed": failed})
 
 
-def _status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:
+def status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:
     """Update a PropagatedVersion's status; an audit event (appended to ``events``) when it changes."""
     before = pv.status
     fields = {"status": reason, "message": message, "last_attempt_at": timezone.now(), **extra}
@@ -181,19 +181,19 @@ def _status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, e
                            before={"status": before}, after={"status": reason, "message": message}))
 
 
-def _applied_fields(resource: FederatedResource, revision: Revision, step: _Step, *, now) -> dict:
+def applied_fields(resource: FederatedResource, revision: Revision, step: Step, *, now) -> dict:
     """What an applied target writes on its PropagatedVersion (the same fields for every target)."""
     obj = step.obj
     return dict(
         revision=revision, template_hash=step.template_hash, override_hash=step.override_hash,
         version=object_version(obj), status=PropagationReason.OK, message="; ".join(step.warnings),
         applied_manifest=step.manifest, sync_state=SyncState.IN_SYNC, drift=[],
-        **_live_identity(obj),
-        propagated_at=now, last_attempt_at=now, remote_status=_remote_status(resource.type, obj),
+        **live_identity(obj),
+        propagated_at=now, last_attempt_at=now, remote_status=remote_status(resource.type, obj),
     )
 
 
-def _applied_event(resource: FederatedResource, revision: Revision, step: _Step, fields: dict, *, replicas, actor) -> dict:
+def applied_event(resource: FederatedResource, revision: Revision, step: Step, fields: dict, *, replicas, actor) -> dict:
     verb = "Updated" if step.existed else "Created"
     return dict(
         action="federation.propagation.apply", actor=actor, obj=resource, cluster=step.cluster.name,
@@ -204,7 +204,7 @@ def _applied_event(resource: FederatedResource, revision: Revision, step: _Step,
     )
 
 
-def _write_applied(fields_by_pv: dict[PropagatedVersion, dict]) -> None:
+def write_applied(fields_by_pv: dict[PropagatedVersion, dict]) -> None:
     """Write applied targets' PropagatedVersions with one statement for the lot (fedportal.bulk). A
     row deleted meanwhile (its cluster unjoined) is not there to update, so it is not made again."""
     now = timezone.now()

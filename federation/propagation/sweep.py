@@ -12,9 +12,9 @@ from federation.choices import (
     TargetState,
 )
 from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
-from federation.propagation.common import PropagationError, _setting
-from federation.propagation.fanout import _enqueue, resync_cluster
-from federation.propagation.record import _finish_run_if_complete
+from federation.propagation.common import PropagationError, setting
+from federation.propagation.fanout import enqueue_chunks, resync_cluster
+from federation.propagation.record import finish_run_if_complete
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
     its visibility timeout). Stale means: RUNNING past its lease; RETRYING overdue by
     ``stale_seconds``; PENDING for longer than ``stale_seconds``. Re-queuing is safe: the claim is a
     compare-and-set, so a target whose original message still arrives runs once."""
-    grace = float(stale_seconds if stale_seconds is not None else _setting("FEDERATION_STALE_SECONDS", 60))
+    grace = float(stale_seconds if stale_seconds is not None else setting("FEDERATION_STALE_SECONDS", 60))
     now = timezone.now()
     cutoff = now - timedelta(seconds=grace)
     stale = PropagationTarget.objects.filter(run__finished_at__isnull=True).filter(
@@ -38,7 +38,7 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
     settled = (PropagationRun.objects.filter(finished_at__isnull=True, started_at__lt=cutoff)
                .exclude(targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]))
     for run_id in settled.values_list("pk", flat=True)[:1000]:
-        _finish_run_if_complete(run_id)
+        finish_run_if_complete(run_id)
     found = list(stale.order_by("run_id", "cluster_id").values_list("pk", "run_id", "cluster_id")[:10000])
     if not found:
         return 0
@@ -48,7 +48,7 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
     for _, run_id, cluster_id in found:
         by_run.setdefault(run_id, []).append(cluster_id)
     for run_id, cluster_ids in by_run.items():
-        _enqueue(run_id, cluster_ids)
+        enqueue_chunks(run_id, cluster_ids)
     logger.warning("re-queued %d stale propagation target(s) of %d run(s)", len(found), len(by_run))
     return len(found)
 

@@ -27,29 +27,29 @@ from federation.models import (
     PropagationTarget,
     Revision,
 )
-from federation.propagation.common import _lease_seconds, thread_count
+from federation.propagation.common import lease_seconds, thread_count
 from federation.propagation.network import (
     APPLIED,
     FAILED,
     NEEDS_NAMESPACE,
     ORPHANED,
     SUPERSEDED,
-    _apply_step,
-    _delete_step,
-    _Failure,
-    _namespace_exists,
-    _Step,
+    Step,
+    StepFailure,
+    apply_step,
+    delete_step,
+    namespace_exists,
 )
 from federation.propagation.planning import plan_targets
 from federation.propagation.record import (
     TargetOutcome,
-    _applied_event,
-    _applied_fields,
-    _finish_run_if_complete,
-    _pv,
-    _pvs,
-    _record,
-    _write_applied,
+    applied_event,
+    applied_fields,
+    finish_run_if_complete,
+    pv_for,
+    pvs_for,
+    record_steps,
+    write_applied,
 )
 from fedportal.audit import record_events
 
@@ -74,11 +74,11 @@ CHUNK_TARGET_FIELDS = ("id", "run_id", "cluster_id", "action", "replicas", "atte
                        *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")))
 
 
-def _claim(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
+def claim_targets(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
     """Compare-and-set claim of a chunk's targets; returns the ones this call holds."""
     now = timezone.now()
     # a stamp unique to this call, so we can read back which rows we won
-    stamp = now + timedelta(seconds=_lease_seconds(), microseconds=random.randrange(1, 999_999))
+    stamp = now + timedelta(seconds=lease_seconds(), microseconds=random.randrange(1, 999_999))
     (PropagationTarget.objects.filter(run_id=run_id, cluster_id__in=cluster_ids,
                                       state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
      # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
@@ -93,7 +93,7 @@ _pool_lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
 
 
-def _network_pool() -> ThreadPoolExecutor:
+def network_pool() -> ThreadPoolExecutor:
     """The worker process's one pool for the network half of every chunk it runs: at most
     FEDERATION_THREADS requests in flight per process, however many chunks run at once. A pool per
     chunk multiplied the threads by the chunks (8 chunks x 16 threads), and every thread past what the
@@ -113,7 +113,7 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     """Do a chunk of one run's targets. Safe to call twice (compare-and-set claim on each target).
     Returns an outcome per cluster id; ``retry_in`` is set where a transient failure wants a retry."""
     ids = sorted({int(i) for i in cluster_ids})
-    targets = _claim(run_id, ids)
+    targets = claim_targets(run_id, ids)
     outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
     if not targets:
         return outcomes
@@ -123,22 +123,22 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
                                                                         pk__gt=OuterRef("pk"))))
            .get(pk=run_id))
     resource = run.resource
-    pvs = _pvs(resource, [t.cluster for t in targets])
+    pvs = pvs_for(resource, [t.cluster for t in targets])
     newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
-    steps = [(t, _Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
+    steps = [(t, Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
     todo = [t for t in targets if t.cluster_id not in newer]
     if steps:
-        outcomes.update(_record(run, steps))
+        outcomes.update(record_steps(run, steps))
     if todo:
-        pool = _network_pool()
-        pending = {pool.submit(_network_step, run, t, pvs[t.cluster_id]): t for t in todo}
+        pool = network_pool()
+        pending = {pool.submit(network_step, run, t, pvs[t.cluster_id]): t for t in todo}
         while pending:
             done, _ = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
             if done:
                 finished = [(pending.pop(future), future.result()) for future in done]
-                outcomes.update(_record(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
+                outcomes.update(record_steps(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
     # only now can the run be complete: until its last flush this chunk held targets still running
-    _finish_run_if_complete(run.pk)
+    finish_run_if_complete(run.pk)
     return outcomes
 
 
@@ -165,24 +165,24 @@ def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int
     return due
 
 
-def _network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> _Step:
+def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> Step:
     """The network half of one target (runs on a pool thread: no database access)."""
     cluster = target.cluster
     try:
         if target.action == TargetAction.APPLY:
-            return _apply_step(run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas)
+            return apply_step(run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas)
         if target.action == TargetAction.ORPHAN:
-            return _Step(cluster, pv, ORPHANED)
-        return _delete_step(run.resource, cluster, pv)
-    except _Failure as failure:
-        return _Step(cluster, pv, FAILED, failure=failure)
+            return Step(cluster, pv, ORPHANED)
+        return delete_step(run.resource, cluster, pv)
+    except StepFailure as failure:
+        return Step(cluster, pv, FAILED, failure=failure)
     except Exception as exc:  # noqa: BLE001 - a credential that cannot be decrypted and the like
         logger.exception("propagation of run %s to %s failed", run.pk, cluster.name)
-        return _Step(cluster, pv, FAILED, failure=_Failure(PropagationReason.CLUSTER_NOT_READY,
+        return Step(cluster, pv, FAILED, failure=StepFailure(PropagationReason.CLUSTER_NOT_READY,
                                                            f"Cannot reach {cluster.name}: {type(exc).__name__}"))
 
 
-def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: _Step) -> _Step:
+def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: Step) -> Step:
     """A namespaced object whose namespace is missing: federate the namespace first (database and
     network, so on the task's own thread; rare), then apply the object."""
     if step.outcome != NEEDS_NAMESPACE:
@@ -190,13 +190,13 @@ def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: _S
     try:
         conn = connection_for(step.cluster)
         _ensure_namespace(run.resource, step.cluster, conn, actor=run.actor)
-        step = _apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
+        step = apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
         if step.outcome == NEEDS_NAMESPACE:
-            raise _Failure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+            raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
                            f"Namespace {run.resource.namespace} is still missing on {step.cluster.name}.", transient=True)
         return step
-    except _Failure as failure:
-        return _Step(step.cluster, step.pv, FAILED, failure=failure)
+    except StepFailure as failure:
+        return Step(step.cluster, step.pv, FAILED, failure=failure)
 
 
 def _namespace_type() -> FederatedType | None:
@@ -205,7 +205,7 @@ def _namespace_type() -> FederatedType | None:
 
 def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, actor) -> None:
     """Namespaced types need their namespace first: present already, or federated to this cluster."""
-    if _namespace_exists(resource, cluster, conn):
+    if namespace_exists(resource, cluster, conn):
         return
     ns_type = _namespace_type()
     ns_resource = None
@@ -214,7 +214,7 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
                        .filter(type=ns_type, name=resource.namespace).first())
     revision = ns_resource and (ns_resource.propagated_revision or ns_resource.current_revision)
     if revision is None or cluster.name not in {p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY}:
-        raise _Failure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+        raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
                        f"Namespace {resource.namespace} does not exist on {cluster.name} and is not federated to it; "
                        f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.")
     _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
@@ -222,10 +222,10 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
 
 def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn) -> None:
     """Apply one resource on one cluster and record it at once (the namespace a chunk found missing)."""
-    step = _apply_step(resource, revision, cluster, _pv(resource, cluster), conn, replicas=replicas)
+    step = apply_step(resource, revision, cluster, pv_for(resource, cluster), conn, replicas=replicas)
     if step.outcome == APPLIED:
-        fields = _applied_fields(resource, revision, step, now=timezone.now())
-        event = _applied_event(resource, revision, step, fields, replicas=replicas, actor=actor)
+        fields = applied_fields(resource, revision, step, now=timezone.now())
+        event = applied_event(resource, revision, step, fields, replicas=replicas, actor=actor)
         with transaction.atomic():
-            _write_applied({step.pv: fields})
+            write_applied({step.pv: fields})
             record_events([event])

@@ -435,7 +435,7 @@ def test_field_rejections_are_field_not_supported_in_both_spellings(message):
     from clusters.models import Cluster
 
     cluster = Cluster(name="old", server_version="v1.27.3")
-    failure = network._classify(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
+    failure = network.classify_failure(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message and "v1.27.3" in failure.message
 
@@ -445,7 +445,7 @@ def test_apply_typed_patch_500_naming_an_undeclared_field_is_field_not_supported
 
     message = ("failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
                ".spec.template.spec.initContainers[0].restartPolicy: field not declared in schema")
-    failure = network._classify(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
+    failure = network.classify_failure(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
                                     existed=False, cluster=Cluster(name="old", server_version="v1.27.3"))
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message
@@ -456,9 +456,9 @@ def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
 
     cluster = Cluster(name="c")
     invalid = kube.KubePermanentError("422 Invalid: spec.replicas must be >= 0", kind=kube.KIND_INVALID, status=422)
-    assert network._classify(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
-    assert network._classify(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
-    down = network._classify(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
+    assert network.classify_failure(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
+    assert network.classify_failure(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
+    down = network.classify_failure(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
     assert down.transient and down.reason == PropagationReason.CLUSTER_NOT_READY
 
 
@@ -566,13 +566,13 @@ def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(fleet,
     # per cluster, from a pool thread that must not touch the database
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
-    targets = worker._claim(run.pk, [c.pk for c in fleet_clusters.values()])
+    targets = worker.claim_targets(run.pk, [c.pk for c in fleet_clusters.values()])
     run = PropagationRun.objects.select_related("resource__type", "revision").get(pk=run.pk)
-    pvs = record._pvs(run.resource, [t.cluster for t in targets])
+    pvs = record.pvs_for(run.resource, [t.cluster for t in targets])
     fleet.set_down(MEMBERS[0])  # a failure's message names the cluster
     try:
         with django_assert_num_queries(0):
-            steps = [worker._network_step(run, t, pvs[t.cluster_id]) for t in targets]
+            steps = [worker.network_step(run, t, pvs[t.cluster_id]) for t in targets]
     finally:
         fleet.set_up(MEMBERS[0])
     assert sorted(step.outcome for step in steps) == ["applied"] * 3 + ["failed"]
@@ -608,7 +608,7 @@ def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(f
 
 def test_chunks_share_one_apply_pool_per_worker_process_sized_by_the_setting(settings):
     settings.FEDERATION_THREADS = 3
-    pool = worker._network_pool()
-    assert worker._network_pool() is pool and pool._max_workers == 3  # every chunk of the process
+    pool = worker.network_pool()
+    assert worker.network_pool() is pool and pool._max_workers == 3  # every chunk of the process
     settings.FEDERATION_THREADS = 5
-    assert worker._network_pool()._max_workers == 5
+    assert worker.network_pool()._max_workers == 5
