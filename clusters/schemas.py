@@ -504,6 +504,18 @@ def validate_manifest(manifest: dict, minor: int, *, strict: bool = True) -> lis
     return list(_validate_cached(canonical, minor, strict))
 
 
+def validation_cache_hits() -> int:
+    """How many validate_manifest calls the result cache has answered (tests, diagnostics)."""
+    return _validate_cached.cache_info().hits
+
+
+def clear_caches() -> None:
+    """Forget every compiled schema and cached result (the next use compiles them again)."""
+    _kind_validator.cache_clear()
+    _compiler.cache_clear()
+    _validate_cached.cache_clear()
+
+
 def prune_unknown_fields(manifest: dict, minor: int) -> tuple[dict, list[SchemaProblem]]:
     """Return (copy without undeclared fields, all problems found), like fieldValidation=Warn."""
     return _run(manifest, minor, True, True)

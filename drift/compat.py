@@ -30,6 +30,7 @@ from threading import Lock
 
 from clusters import schemas
 from drift.choices import CompatProblemCode, CompatStatus
+from drift.skew import parse_version
 
 _CACHE_SIZE = 50_000
 
@@ -152,8 +153,6 @@ def minor_of(version) -> int | None:
     if isinstance(version, int):
         return version
     if isinstance(version, str):
-        from drift.skew import parse_version
-
         parsed = parse_version(version)
         return parsed.minor if parsed else None
     return None

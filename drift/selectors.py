@@ -35,6 +35,16 @@ from drift.skew import (
     minor_matrix,
     parse_version,
 )
+from drift import compat
+from drift.choices import CompatProblemCode, CompatStatus
+from drift.compliance import FleetCompliance, evaluate_cluster
+from drift.models import ComplianceSnapshot
+from drift.upgrade import plan_upgrade
+from federation.choices import PropagationReason, SyncState
+from federation.models import FederatedResource, PropagatedVersion
+from federation.overrides import OverrideError, operations_for
+from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
+from federation.rendering import render_manifest
 
 CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = "drift-1"
@@ -170,7 +180,7 @@ class SkewOverview:
         return [f for f in self.report.findings if f.rule not in ("host_member_skew", "host_older_than_member")]
 
 
-def _compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
+def compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
     inputs = [r.as_input() for r in rows]
     report = evaluate_fleet(inputs, policy)
     if len(inputs) <= charts.MAX_HEATMAP_CLUSTERS:
@@ -190,7 +200,7 @@ def skew_overview(*, labels=()) -> SkewOverview:
     policy = policy_row.as_skew_policy()
     rows = fleet_rows(labels=labels)
     digest = inputs_hash(rows, policy)
-    report, heatmap, grid = _cached(f"drift:skew:{digest}", lambda: _compute_skew(rows, policy))
+    report, heatmap, grid = _cached(f"drift:skew:{digest}", lambda: compute_skew(rows, policy))
     overview = SkewOverview(policy_row, rows, report, heatmap, grid, digest)
     hosts = overview.hosts
     host = hosts[0] if hosts else None
@@ -353,8 +363,6 @@ def _compat_cell_url_parts() -> tuple[str, str]:
 
 
 def _resource_queryset():
-    from federation.models import FederatedResource
-
     return FederatedResource.objects.select_related("type", "current_revision").order_by(
         "type__kind", "namespace", "name", "pk"
     )
@@ -370,8 +378,6 @@ def compat_resources(*, kind: str = "", namespace: str = ""):
 
 
 def _target_names(revision, rows: list[ClusterRow]) -> set[str]:
-    from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
-
     try:
         placement = normalize_placement(revision.placement or {})
     except PlacementError:
@@ -388,12 +394,6 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
     overrides; replicas from scheduling do not change validity and are left out), then checked
     against each target's version through drift.compat's (content hash, minor) cache.
     """
-    from federation.overrides import OverrideError, operations_for
-    from federation.rendering import render_manifest
-
-    from drift import compat
-    from drift.choices import CompatProblemCode, CompatStatus
-
     revision = revision or resource.current_revision
     cells: dict[str, CompatCell] = {}
     if revision is None:
@@ -464,8 +464,6 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
     """Upgrade guidance for one incompatible cell: up to the version that accepts every field, or
     the host's version when that is newer (the host anchors the skew policy); None when neither is
     known. Raises drift.upgrade.UpgradePathError for an impossible path (downgrade)."""
-    from drift.upgrade import plan_upgrade
-
     host = host_row()
     host_version = parse_version(host.server_version) if host else None
     candidates = []
@@ -491,9 +489,6 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
 
 def _propagation_counts() -> dict[str, dict[str, int]]:
     """{cluster name: {failed, out_of_sync, in_sync, other}} in one aggregate query (a partition)."""
-    from federation.choices import PropagationReason, SyncState
-    from federation.models import PropagatedVersion
-
     failures = [
         PropagationReason.CREATION_FAILED,
         PropagationReason.UPDATE_FAILED,
@@ -537,8 +532,6 @@ def compat_counts_by_cluster(rows: list[ClusterRow], resources) -> dict[str, dic
 def fleet_compliance(*, labels=()):
     """The fleet compliance report (drift.compliance.FleetCompliance) with a fixed number of queries;
     the compute is cached keyed on every input (versions, labels, policy, revisions, propagation)."""
-    from drift.compliance import FleetCompliance, evaluate_cluster
-
     policy = VersionPolicy.load().as_skew_policy()
     rows = fleet_rows(labels=labels)
     revisions = list(_resource_queryset().values_list("pk", "current_revision__content_hash"))
@@ -574,8 +567,6 @@ def fleet_compliance(*, labels=()):
 
 def compliance_trend_figure(*, days: int = 90) -> dict:
     """Compliant share and open drift over time from ComplianceSnapshot rows (one query)."""
-    from drift.models import ComplianceSnapshot
-
     since = timezone.now() - timedelta(days=days)
     points = [
         (at, (compliant / total) if total else 1.0, drift)

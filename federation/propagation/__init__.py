@@ -19,6 +19,8 @@ Public API:
         THE entry point for the approval workflow: fan out one propagate_targets_task per chunk of
         target clusters on queue "propagation" (after the surrounding transaction commits).
     resync_cluster(resource, cluster, *, actor) -> PropagationRun   retry/re-apply on one cluster
+    remove_from_cluster(resource, *, cluster, actor) -> PropagationRun | None
+        remove (Delete/Orphan per retention) the resource from one cluster, e.g. an approved unjoin
     propagate_targets(run_id, cluster_ids) -> dict[int, TargetOutcome]   what the task calls
     propagate_to_cluster(run_id, cluster_id) -> TargetOutcome        one cluster's share of a run
     retries_by_delay(outcomes) -> dict[float, list[int]]             the task's retries, grouped
@@ -33,7 +35,7 @@ Public API:
 
 from federation.propagation.common import PropagationError
 from federation.propagation.drift import DriftSummary, detect_drift
-from federation.propagation.fanout import propagate_revision, resync_cluster
+from federation.propagation.fanout import propagate_revision, remove_from_cluster, resync_cluster
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.propagation.preview import ClusterPreview, preview_revision
 from federation.propagation.progress import (
@@ -67,6 +69,7 @@ __all__ = [
     "propagate_targets",
     "propagate_to_cluster",
     "reconcile_waiting_clusters",
+    "remove_from_cluster",
     "resume_stale_targets",
     "resync_cluster",
     "retries_by_delay",

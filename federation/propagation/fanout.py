@@ -1,17 +1,13 @@
 """Fan-out: a PropagationRun with one target per planned cluster, enqueued in chunks after the
-transaction commits; re-sync of one cluster."""
+transaction commits; re-sync of one cluster; removal from one cluster."""
 
 
 from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from federation.choices import (
-    PropagationReason,
-    RunTrigger,
-    TargetAction,
-    TargetState,
-)
+from federation import enqueue
+from federation.choices import PropagationReason, Retention, RunTrigger, TargetAction, TargetState
 from federation.models import (
     FederatedResource,
     PropagatedVersion,
@@ -34,11 +30,9 @@ from fedportal.audit import record_event, record_events
 
 def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
     """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
-    from federation.tasks import propagate_targets_task
-
     ids, size = sorted(cluster_ids), batch_size()
     for start in range(0, len(ids), size):
-        propagate_targets_task.apply_async((run_id, ids[start:start + size]), queue="propagation")
+        enqueue.propagate_targets(run_id, ids[start:start + size])
 
 
 def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
@@ -121,3 +115,25 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
     if revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
+
+
+def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=None) -> PropagationRun | None:
+    """One run that removes ``resource`` from ``cluster`` (Delete or Orphan, per its retention),
+    whatever its placement says: what an approved unjoin does to each resource the cluster holds.
+    None when the resource has no revision to name. Queued after the transaction commits."""
+    revision = resource.propagated_revision or resource.current_revision
+    if revision is None:
+        return None
+    action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    with transaction.atomic():
+        run = PropagationRun.objects.create(resource=resource, revision=revision,
+                                            actor=actor if getattr(actor, "pk", None) else None)
+        PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
+        PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(
+            status=PropagationReason.WAITING_FOR_REMOVAL)
+        record_event("federation.resource.remove", actor=actor, obj=resource, cluster=cluster.name,
+                     summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
+                     after={"run": run.pk, "action": action})
+        run_id, cluster_id = run.pk, cluster.pk
+        transaction.on_commit(lambda: enqueue_chunks(run_id, [cluster_id]))
+    return run

@@ -19,6 +19,7 @@ from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
 from federation.propagation.common import kube_timeout, render_args
+from federation.preview_checks import manifest_warnings
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
     MANAGED_LABEL,
@@ -42,8 +43,6 @@ class ClusterPreview:
 def preview_revision(resource: FederatedResource, revision: Revision | None = None) -> list[ClusterPreview]:
     """Per target cluster: the rendered YAML and its diff against the live object, or what would be
     created/deleted. Unreachable clusters are shown as errors, never raised."""
-    from federation.preview_checks import manifest_warnings
-
     revision = revision or resource.current_revision
     ftype = resource.type
     plans = plan_targets(resource, revision)
