@@ -6,7 +6,8 @@ Network calls go through clusters.kube. Bad input raises django.core.exceptions.
 A package (the module passed 800 lines); import from ``clusters.services`` as before:
 
     connections  connection_for, test_connection, validation shared by the others
-    registry     register_cluster, update_cluster, rotate_credentials, unjoin_cluster (+ guards), set_isolation
+    registry     register_cluster, update_cluster, rotate_credentials, unjoin_cluster (+ guards)
+    (isolation: drift.services.isolate_cluster / restore_cluster, role-checked and audited)
     kubeconfig   import_kubeconfig_contexts, plan_kubeconfig_import, default_contexts
     health       request_poll, poll_progress ("poll now")
 Probing (one or many clusters, KubeFed's thresholds) is clusters.probing.
@@ -35,7 +36,6 @@ from clusters.services.registry import (
     register_cluster,
     register_unjoin_guard,
     rotate_credentials,
-    set_isolation,
     unjoin_blockers,
     unjoin_cluster,
     unregister_unjoin_guard,
@@ -61,7 +61,6 @@ __all__ = [
     "register_unjoin_guard",
     "request_poll",
     "rotate_credentials",
-    "set_isolation",
     "snapshot",
     "test_connection",
     "unjoin_blockers",

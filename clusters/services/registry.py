@@ -218,26 +218,3 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
         key = fresh.cache_key
         fresh.delete()
     kube.forget_client(key)
-
-
-def set_isolation(cluster: Cluster, *, isolated: bool, reason: str = "", actor=None) -> Cluster:
-    """Isolate a cluster (excluded from propagation by clusters.selectors.ready_members) or release
-    it. Compare-and-set: a repeat is a no-op and writes no second audit event."""
-    now = timezone.now()
-    with transaction.atomic():
-        updated = Cluster.objects.filter(pk=cluster.pk, isolated=not isolated).update(
-            isolated=isolated,
-            isolated_reason=reason[:2000] if isolated else "",
-            isolated_at=now if isolated else None,
-        )
-        if updated:
-            record_event(
-                "cluster.isolate" if isolated else "cluster.release",
-                actor=actor,
-                obj=cluster,
-                cluster=cluster.name,
-                summary=f"{'Isolated' if isolated else 'Released'} {cluster.name}" + (f": {reason}" if reason else ""),
-                before={"isolated": not isolated},
-                after={"isolated": isolated, "reason": reason},
-            )
-    return Cluster.objects.get(pk=cluster.pk)

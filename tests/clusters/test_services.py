@@ -449,19 +449,3 @@ contexts: [{name: eks, context: {cluster: c, user: u}}]
     with pytest.raises(ValidationError) as info:
         services.import_kubeconfig_contexts(text, contexts=["eks"])
     assert "cannot be registered" in info.value.messages[0]
-
-
-def test_isolation_is_compare_and_set_and_audited(admin_user):
-    from clusters.selectors import ready_members
-
-    cluster = ClusterFactory(name="iso")
-    assert list(ready_members()) == [cluster]
-    services.set_isolation(cluster, isolated=True, reason="P0 skew", actor=admin_user)
-    services.set_isolation(cluster, isolated=True, reason="again", actor=admin_user)
-    cluster.refresh_from_db()
-    assert cluster.isolated and cluster.isolated_reason == "P0 skew" and cluster.isolated_at
-    assert list(ready_members()) == []
-    assert AuditEvent.objects.filter(action="cluster.isolate").count() == 1
-    services.set_isolation(cluster, isolated=False, actor=admin_user)
-    cluster.refresh_from_db()
-    assert not cluster.isolated and AuditEvent.objects.filter(action="cluster.release").count() == 1
