@@ -9,6 +9,7 @@ from django.core.validators import URLValidator
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.models import Cluster
 from clusters.selectors import SORTS
+from clusters.versions import parse_version
 from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
@@ -277,10 +278,8 @@ class ClusterFilterForm(forms.Form):
         return value
 
     def clean_version(self):
-        import re
-
         value = (self.cleaned_data.get("version") or "").strip()
-        if value and value != "unknown" and not re.fullmatch(r"v?\d+\.\d+(\.\d+.*)?", value):
+        if value and value != "unknown" and parse_version(value) is None:
             raise ValidationError("Use a minor version (1.27), a gitVersion (v1.27.3) or 'unknown'.")
         return value
 

@@ -38,9 +38,10 @@ from pathlib import Path
 
 import kubernetes_validate
 
+from clusters.versions import minor_of
+
 _SCHEMA_ROOT = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
 _DIR_RE = re.compile(r"^v1\.(\d+)\.0-local-strict$")
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def _discover_minors() -> tuple[int, ...]:
@@ -112,10 +113,7 @@ class SchemaProblem:
 
 def schema_minor_for(git_version: str) -> int | None:
     """'v1.27.3' (or '1.27', 'v1.27.3-eks-1') -> 27; None when no schema covers that version."""
-    match = _VERSION_RE.match((git_version or "").strip())
-    if not match or match.group(1) != "1":
-        return None
-    minor = int(match.group(2))
+    minor = minor_of(git_version or "")
     return minor if minor in SUPPORTED_MINORS else None
 
 

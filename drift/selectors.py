@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from clusters.choices import ClusterRole
 from clusters.models import Cluster, VersionSample
+from clusters.versions import minor_of
 from drift import charts
 from drift.models import VersionPolicy
 from drift.skew import (
@@ -424,7 +425,7 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
         except (OverrideError, ValueError, TypeError) as exc:
             result = compat.CompatResult(
                 CompatStatus.INCOMPATIBLE,
-                compat.minor_of(row.server_version),
+                minor_of(row.server_version),
                 (compat.CompatProblem(CompatProblemCode.INVALID, "", f"The overrides do not apply: {exc}"),),
             )
             cells[row.name] = CompatCell(resource.pk, row.name, True, result, None, True)
@@ -468,7 +469,7 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
     host_version = parse_version(host.server_version) if host else None
     candidates = []
     if result.min_version:
-        candidates.append(int(result.min_version.rsplit(".", 1)[1]))
+        candidates.append(minor_of(result.min_version))
     if host_version is not None:
         candidates.append(host_version.minor)
     own = parse_version(row.server_version)
