@@ -338,6 +338,18 @@ def test_external_edit_is_drift_with_a_field_diff(fleet, fleet_clusters, policy)
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
 
 
+def test_a_field_removed_outside_fedportal_is_drift(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"metadata": {"labels": {"app": None}}})
+    assert "app" not in live(fleet, "m128")["metadata"]["labels"]
+    summary = propagation.detect_drift(resource=resource)
+    assert (summary.checked, summary.out_of_sync, summary.errors) == (1, 1, 0), summary
+    version = pv(resource, "m128")
+    assert version.sync_state == SyncState.OUT_OF_SYNC
+    assert version.drift == [{"path": "/metadata/labels/app", "before": "web", "after": None, "change": "removed"}]
+
+
 def test_deleted_object_is_drift(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
