@@ -421,7 +421,7 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 pending[key] = {"ftype": ftype, "namespace": key[1], "name": rsp.name, "template": rev.template,
                                 "placement": rev.placement, "overrides": rev.overrides, "kind": rsp.target_kind}
             pending[key]["scheduling"] = rsp.preference
-        for key, item in pending.items():
+        for item in pending.values():
             ftype = item["ftype"]
             existing = FederatedResource.objects.filter(type=ftype, namespace=item["namespace"], name=item["name"]).first()
             try:

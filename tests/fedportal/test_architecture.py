@@ -66,6 +66,9 @@ def test_only_kube_imports_kubernetes():
     assert not found, f"kubernetes imported outside clusters/kube.py: {found}"
 
 
+PRIVATE_PATH = re.compile(rf"(?:{'|'.join(PROJECT)})(?:\.\w+)*\._\w+")  # "clusters.kube._request"
+
+
 def private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -93,7 +96,7 @@ def test_no_private_name_crosses_a_module():
                     and node.value.id in modules_here):
                 found.append(f"{where}:{node.lineno} reaches {node.value.id}.{node.attr}")
             if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and re.fullmatch(r"(?:%s)(?:\.\w+)*\._\w+" % "|".join(PROJECT), node.value)):
+                    and PRIVATE_PATH.fullmatch(node.value)):
                 found.append(f"{where}:{node.lineno} names {node.value}")
     assert not found, "private names used across modules (give them a public name):\n" + "\n".join(found)
 
