@@ -11,13 +11,12 @@ from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from django.core.cache import cache
-from django.db.models import CharField, Count, Max, OuterRef, Q, Subquery
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
 from clusters.choices import ClusterRole
+from clusters.labels import filter_labels
 from clusters.models import Cluster, VersionSample
 from clusters.versions import minor_of
 from drift import charts
@@ -83,17 +82,7 @@ def _filtered_clusters(labels) -> "Cluster.objects":
     """Members matching every label term, plus the host(s) always (they anchor the policy)."""
     queryset = Cluster.objects.all()
     if labels:
-        members = Cluster.objects.all()
-        for index, (key, value) in enumerate(labels):
-            if value is None:
-                members = members.filter(labels__has_key=key)
-            else:
-                # Cast to text: Cluster.objects.with_label(key, value) compares the value as JSON on
-                # SQLite ("malformed JSON"); a text comparison works on SQLite and PostgreSQL.
-                alias = f"_drift_label_{index}"
-                members = members.alias(**{alias: Cast(KeyTextTransform(key, "labels"), CharField())}).filter(
-                    **{alias: value}
-                )
+        members = filter_labels(Cluster.objects.all(), labels)
         queryset = Cluster.objects.filter(Q(role=ClusterRole.HOST) | Q(pk__in=members.values("pk")))
     return queryset
 
