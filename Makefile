@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps migrate demo test test-fast bench check clean
+.PHONY: install system-deps migrate demo test test-fast bench check lint clean
 
 install: $(VENV)/.installed  ## venv with every pinned dependency (idempotent)
 
@@ -36,7 +36,11 @@ test: install system-deps  ## the whole suite: unit, integration (real worker + 
 bench: install  ## benchmarks; figures in var/bench/latest.json
 	$(PY) tests/bench/run_all.py
 
-check: install
+lint: install  ## ruff (pyproject.toml): lint incl. import order, and formatting
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+check: install lint
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 

@@ -9,6 +9,8 @@ from django.core.validators import URLValidator
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.models import Cluster
 from clusters.selectors import SORTS
+from clusters.labels import SelectorError, parse_selector
+from clusters.versions import parse_version
 from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
@@ -259,7 +261,7 @@ class ClusterFilterForm(forms.Form):
     """Query parameters of the cluster list (and its CSV export)."""
 
     q = forms.CharField(required=False, label="Search", max_length=200)
-    label = forms.CharField(required=False, max_length=400, help_text="key or key=value")
+    label = forms.CharField(required=False, max_length=400, help_text="key, key=value, key!=value, key in (a,b)")
     role = forms.ChoiceField(required=False, choices=[("", "any role"), *ClusterRole.choices])
     state = forms.ChoiceField(required=False, choices=[("", "any state"), *ClusterState.choices])
     version = forms.CharField(required=False, max_length=64, help_text="1.27, v1.27.3 or unknown")
@@ -268,19 +270,15 @@ class ClusterFilterForm(forms.Form):
 
     def clean_label(self):
         value = (self.cleaned_data.get("label") or "").strip()
-        if value:
-            key, _, label_value = value.partition("=")
-            try:
-                parse_label_pairs(f"{key.strip()}={label_value.strip()}")
-            except ValidationError as exc:
-                raise ValidationError(exc.messages) from None
+        try:
+            parse_selector(value)
+        except SelectorError as exc:
+            raise ValidationError(str(exc)) from None
         return value
 
     def clean_version(self):
-        import re
-
         value = (self.cleaned_data.get("version") or "").strip()
-        if value and value != "unknown" and not re.fullmatch(r"v?\d+\.\d+(\.\d+.*)?", value):
+        if value and value != "unknown" and parse_version(value) is None:
             raise ValidationError("Use a minor version (1.27), a gitVersion (v1.27.3) or 'unknown'.")
         return value
 

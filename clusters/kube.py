@@ -33,6 +33,8 @@ import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
+from clusters.versions import parse_version
+
 DEFAULT_TIMEOUT = 10.0
 FIELD_MANAGER = "fedportal"
 
@@ -526,9 +528,9 @@ def _parse_major_minor(major, minor, git_version: str) -> tuple[int | None, int 
 
     parsed_major, parsed_minor = digits(major), digits(minor)
     if parsed_major is None or parsed_minor is None:
-        match = re.match(r"v?(\d+)\.(\d+)", git_version)
-        if match:
-            parsed_major, parsed_minor = int(match.group(1)), int(match.group(2))
+        version = parse_version(git_version)
+        if version:
+            parsed_major, parsed_minor = version.major, version.minor
     return parsed_major, parsed_minor
 
 

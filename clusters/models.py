@@ -6,13 +6,12 @@ from django.conf import settings
 from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
 from django.urls import reverse
 from django.utils import timezone
 
 from clusters import crypto
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
+from clusters.labels import EQUALS, EXISTS, Requirement, filter_labels
 from clusters.validators import validate_dns1123_label, validate_labels
 
 api_server_validator = URLValidator(schemes=["https", "http"])
@@ -27,12 +26,11 @@ class ClusterQuerySet(models.QuerySet):
 
     def with_label(self, key: str, value: str | None = None):
         """Clusters labelled ``key`` (=``value``); works for any key, dots and slashes included."""
-        if value is None:
-            return self.filter(labels__has_key=key)
-        # Cast: compare as text (a bare KeyTextTransform would parse the value as JSON on SQLite).
-        return self.alias(_label_value=Cast(KeyTextTransform(key, "labels"), models.CharField())).filter(
-            _label_value=value
-        )
+        return self.with_labels([Requirement(key, EXISTS) if value is None else Requirement(key, EQUALS, (value,))])
+
+    def with_labels(self, requirements):
+        """Clusters matching every label requirement (clusters.labels.parse_selector)."""
+        return filter_labels(self, requirements)
 
 
 @functools.cache

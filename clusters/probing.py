@@ -1,10 +1,15 @@
-"""Batch probing: one task probes a chunk of clusters with a thread pool and writes the rows in bulk.
+"""Cluster probing, the one path: ``probe_clusters`` probes one or many clusters (a thread pool) and
+writes the rows in bulk; ``probe_cluster`` is the same for one cluster; ``next_state`` is KubeFed's
+health state machine. (A second, slower path that read /readyz, /version and the nodes at every
+poll was removed: this one reads /version every poll and the inventory when due.)
+
+Batching: one task probes a chunk of clusters with a thread pool and writes the rows in bulk.
 
 A fleet poll used to be one Celery message and ~7 queries per cluster. Probes are I/O-bound, so a
 chunk of clusters (FEDPORTAL_PROBE_BATCH_SIZE) is probed by one task with up to
 FEDPORTAL_PROBE_THREADS threads, and the results are written in one transaction: one bulk UPDATE
 of the Cluster rows, one bulk INSERT of VersionSamples and state changes (plus an audit event per
-state change). The semantics are those of ``clusters.services.probe_cluster`` (KubeFed health
+state change). The semantics are KubeFed's (``next_state``: health
 thresholds, a VersionSample only when the version or kubelets changed, a compare-and-set lease so
 two workers never probe one cluster at once, a repeat of a request already served is a no-op).
 
@@ -33,13 +38,48 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from clusters import kube
+from clusters import enqueue, kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
-from clusters.services import ProbeOutcome, _next_state, connection_for, probe_budget_seconds
+from clusters.services.connections import connection_for
 from fedportal.audit import record_event
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    cluster_id: int
+    skipped: str = ""  # why nothing was done ("" when the probe ran)
+    reachable: bool = False
+    ready: bool = False
+    state: str = ""
+    changed_state: bool = False
+    version_sampled: bool = False
+    error: str = ""
+
+
+def next_state(current: str, *, reachable: bool, ready: bool, failures: int, successes: int) -> str:
+    """KubeFed's cluster health state machine, after a probe (``failures``/``successes``: the
+    consecutive counts including this probe):
+
+    * reachable and ready: Ready once successes >= FEDPORTAL_HEALTH_SUCCESS_THRESHOLD (else unchanged)
+    * reachable but not ready (5xx, not "ok", 401/403): NotReady
+    * unreachable (DNS, refused, timeout): NotReady at once, Offline once failures >=
+      FEDPORTAL_HEALTH_FAILURE_THRESHOLD (and Offline stays Offline)
+    """
+    if ready:
+        return ClusterState.READY if successes >= settings.FEDPORTAL_HEALTH_SUCCESS_THRESHOLD else current
+    if not reachable:
+        if failures >= settings.FEDPORTAL_HEALTH_FAILURE_THRESHOLD:
+            return ClusterState.OFFLINE
+        return ClusterState.OFFLINE if current == ClusterState.OFFLINE else ClusterState.NOT_READY
+    return ClusterState.NOT_READY
+
+
+def probe_budget_seconds() -> float:
+    """Upper bound of one probe: readyz (+healthz fallback), version, nodes, each timed out."""
+    return settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS * 4 + 2
 
 
 FLUSH_SECONDS = 0.5  # how long finished probes of a chunk may wait for slower ones before being written
@@ -92,7 +132,7 @@ def _observe(cluster: Cluster) -> _Observation:
         seen.version = version
         seen.ready = True
     except kube.KubeError as exc:
-        seen.error = exc.message  # as services.health._probe: kube messages already name the failure
+        seen.error = exc.message  # kube messages already name the failure
         seen.reachable = seen.reachable or exc.kind not in kube.UNREACHABLE_KINDS
         seen.ready = False
     except Exception as exc:  # noqa: BLE001 - decryption failure and the like: cannot be probed
@@ -160,6 +200,14 @@ def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads
     return outcomes
 
 
+def probe_cluster(cluster: Cluster | int, *, requested_at: datetime | None = None) -> ProbeOutcome:
+    """Probe one cluster (``probe_clusters`` for a chunk of one). Idempotent: skipped when the
+    cluster was probed since ``requested_at``, or while another probe holds its lease."""
+    cluster_id = cluster.pk if isinstance(cluster, Cluster) else int(cluster)
+    [outcome] = probe_clusters([cluster_id], requested_at=requested_at, threads=1)
+    return outcome
+
+
 def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
     now = timezone.now()
     outcomes, samples, changes, events = [], [], [], []
@@ -183,7 +231,7 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
             else:
                 successes, failures = 0, cluster.consecutive_failures + 1
             old_state = cluster.state
-            new_state = _next_state(old_state, reachable=seen.reachable, ready=seen.ready, failures=failures,
+            new_state = next_state(old_state, reachable=seen.reachable, ready=seen.ready, failures=failures,
                                     successes=successes)
             cluster.consecutive_successes, cluster.consecutive_failures = successes, failures
             cluster.last_probe_at, cluster.last_error, cluster.state = now, seen.error[:4000], new_state
@@ -261,8 +309,6 @@ def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
 def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: float | None = None,
                           size: int | None = None) -> int:
     """Queue one ``probe_clusters_task`` per chunk of clusters (queue "probes"); returns the cluster count."""
-    from clusters.tasks import probe_clusters_task
-
     size = size or batch_size()
     stamp = requested_at.isoformat() if requested_at else None
     ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
@@ -270,5 +316,5 @@ def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: floa
         chunk = ids[start:start + size]
         # a chunk's own limits (a prefork pool enforces them): its probes run thread_count() at a time
         soft = chunk_budget_seconds(len(chunk)) + 5
-        probe_clusters_task.apply_async((chunk, stamp), expires=expires, soft_time_limit=soft, time_limit=soft + 10)
+        enqueue.probe_chunk(chunk, stamp, expires=expires, soft_time_limit=soft, time_limit=soft + 10)
     return len(ids)

@@ -38,9 +38,10 @@ from pathlib import Path
 
 import kubernetes_validate
 
+from clusters.versions import minor_of
+
 _SCHEMA_ROOT = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
 _DIR_RE = re.compile(r"^v1\.(\d+)\.0-local-strict$")
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def _discover_minors() -> tuple[int, ...]:
@@ -112,10 +113,7 @@ class SchemaProblem:
 
 def schema_minor_for(git_version: str) -> int | None:
     """'v1.27.3' (or '1.27', 'v1.27.3-eks-1') -> 27; None when no schema covers that version."""
-    match = _VERSION_RE.match((git_version or "").strip())
-    if not match or match.group(1) != "1":
-        return None
-    minor = int(match.group(2))
+    minor = minor_of(git_version or "")
     return minor if minor in SUPPORTED_MINORS else None
 
 
@@ -502,6 +500,18 @@ def validate_manifest(manifest: dict, minor: int, *, strict: bool = True) -> lis
     except (TypeError, ValueError):
         return [SchemaProblem("", "invalid", "manifest is not JSON-serialisable")]
     return list(_validate_cached(canonical, minor, strict))
+
+
+def validation_cache_hits() -> int:
+    """How many validate_manifest calls the result cache has answered (tests, diagnostics)."""
+    return _validate_cached.cache_info().hits
+
+
+def clear_caches() -> None:
+    """Forget every compiled schema and cached result (the next use compiles them again)."""
+    _kind_validator.cache_clear()
+    _compiler.cache_clear()
+    _validate_cached.cache_clear()
 
 
 def prune_unknown_fields(manifest: dict, minor: int) -> tuple[dict, list[SchemaProblem]]:

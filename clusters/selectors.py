@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from clusters.choices import ClusterState
+from clusters.labels import SelectorError, parse_selector
 from clusters.models import Cluster, ClusterStateChange, VersionSample
 
 # Sort keys offered to users -> ORDER BY (name as the tie-breaker keeps pages stable).
@@ -44,12 +45,6 @@ LIST_FIELDS = (
 )
 
 
-def parse_label_filter(text: str) -> tuple[str, str | None]:
-    """"env=prod" -> ("env", "prod"); "env" -> ("env", None)."""
-    key, sep, value = (text or "").partition("=")
-    return key.strip(), (value.strip() if sep else None)
-
-
 def filter_clusters(
     *,
     q: str = "",
@@ -65,9 +60,10 @@ def filter_clusters(
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(api_server__icontains=q))
     if label:
-        key, value = parse_label_filter(label)
-        if key:
-            qs = qs.with_label(key, value)
+        try:
+            qs = qs.with_labels(parse_selector(label))
+        except SelectorError:  # the filter form says why; an invalid selector matches nothing
+            qs = qs.none()
     if role:
         qs = qs.filter(role=role)
     if state:

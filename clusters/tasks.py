@@ -8,13 +8,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
-from clusters import probing, services
+from clusters import probing
 
 logger = logging.getLogger(__name__)
 
 # A probe bounds itself (every HTTP call has FEDPORTAL_HEALTH_TIMEOUT_SECONDS); the Celery limits are
 # a backstop for prefork pools.
-_PROBE_SOFT_LIMIT = int(services.probe_budget_seconds()) + 5
+_PROBE_SOFT_LIMIT = int(probing.probe_budget_seconds()) + 5
 
 
 @shared_task(
@@ -32,7 +32,7 @@ def probe_cluster_task(self, cluster_id: int, requested_at: str | None = None) -
     """Probe one cluster. Unreachable clusters are not retried here: a failed probe is a result,
     and the failure threshold (FEDPORTAL_HEALTH_FAILURE_THRESHOLD) is the retry policy."""
     when = datetime.fromisoformat(requested_at) if requested_at else None
-    outcome = services.probe_cluster(cluster_id, requested_at=when)
+    outcome = probing.probe_cluster(cluster_id, requested_at=when)
     return {"cluster_id": cluster_id, "state": outcome.state, "skipped": outcome.skipped}
 
 

@@ -30,6 +30,7 @@ from threading import Lock
 
 from clusters import schemas
 from drift.choices import CompatProblemCode, CompatStatus
+from clusters.versions import minor_of
 
 _CACHE_SIZE = 50_000
 
@@ -83,7 +84,7 @@ class CompatResult:
         needed = [p.min_version for p in self.problems]
         if not needed or any(v is None for v in needed):
             return None
-        return max(needed, key=lambda label: int(label.rsplit(".", 1)[1]))
+        return max(needed, key=minor_of)
 
     def as_dict(self) -> dict:
         return {
@@ -143,20 +144,6 @@ def _cached(digest: str, minor: int, manifest) -> CompatResult:
 
 
 # --- checks -------------------------------------------------------------------------------------
-
-
-def minor_of(version) -> int | None:
-    """A target as an int minor (27), a gitVersion ("v1.27.3") or None; None when unreadable."""
-    if isinstance(version, bool):
-        return None
-    if isinstance(version, int):
-        return version
-    if isinstance(version, str):
-        from drift.skew import parse_version
-
-        parsed = parse_version(version)
-        return parsed.minor if parsed else None
-    return None
 
 
 def check_manifest(manifest, version, *, digest: str | None = None) -> CompatResult:

@@ -4,28 +4,19 @@ import re
 
 from django import forms
 
+from clusters import labels
 from drift.choices import Severity
 from drift.models import VersionPolicy
 
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 MAX_LABEL_TERMS = 10
 
 
-def parse_label_selector(text: str) -> list[tuple[str, str | None]]:
-    """'env=prod, tier' -> [("env", "prod"), ("tier", None)]; ValidationError with the reason otherwise."""
-    terms = []
-    for raw in (text or "").split(","):
-        raw = raw.strip()
-        if not raw:
-            continue
-        key, sep, value = raw.partition("=")
-        key, value = key.strip(), value.strip()
-        if not _LABEL_KEY.match(key) or len(key) > 316:
-            raise forms.ValidationError(f"{key or raw!r} is not a label key (like env or example.com/tier).")
-        if sep and (not _LABEL_VALUE.match(value) or len(value) > 63):
-            raise forms.ValidationError(f"{value!r} is not a label value (letters, digits, - _ ., at most 63).")
-        terms.append((key, value if sep else None))
+def parse_label_selector(text: str) -> list[labels.Requirement]:
+    """'env=prod, tier' -> label requirements (clusters.labels); ValidationError with the reason otherwise."""
+    try:
+        terms = labels.parse_selector(text)
+    except labels.SelectorError as exc:
+        raise forms.ValidationError(str(exc)) from None
     if len(terms) > MAX_LABEL_TERMS:
         raise forms.ValidationError(f"At most {MAX_LABEL_TERMS} label terms.")
     return terms
@@ -34,7 +25,7 @@ def parse_label_selector(text: str) -> list[tuple[str, str | None]]:
 class LabelFilterMixin(forms.Form):
     labels = forms.CharField(
         required=False, max_length=500, label="Labels",
-        help_text="Members with these labels: env=prod, tier (the host is always shown).",
+        help_text="Members with these labels: env=prod, tier, zone in (a,b), env!=dev (the host is always shown).",
     )
 
     def clean_labels(self):

@@ -11,14 +11,14 @@ from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from django.core.cache import cache
-from django.db.models import CharField, Count, Max, OuterRef, Q, Subquery
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
 from clusters.choices import ClusterRole
+from clusters.labels import filter_labels
 from clusters.models import Cluster, VersionSample
+from clusters.versions import minor_of
 from drift import charts
 from drift.models import VersionPolicy
 from drift.skew import (
@@ -35,6 +35,16 @@ from drift.skew import (
     minor_matrix,
     parse_version,
 )
+from drift import compat
+from drift.choices import CompatProblemCode, CompatStatus
+from drift.compliance import FleetCompliance, evaluate_cluster
+from drift.models import ComplianceSnapshot
+from drift.upgrade import plan_upgrade
+from federation.choices import PropagationReason, SyncState
+from federation.models import FederatedResource, PropagatedVersion
+from federation.overrides import OverrideError, operations_for
+from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
+from federation.rendering import render_manifest
 
 CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = "drift-1"
@@ -72,17 +82,7 @@ def _filtered_clusters(labels) -> "Cluster.objects":
     """Members matching every label term, plus the host(s) always (they anchor the policy)."""
     queryset = Cluster.objects.all()
     if labels:
-        members = Cluster.objects.all()
-        for index, (key, value) in enumerate(labels):
-            if value is None:
-                members = members.filter(labels__has_key=key)
-            else:
-                # Cast to text: Cluster.objects.with_label(key, value) compares the value as JSON on
-                # SQLite ("malformed JSON"); a text comparison works on SQLite and PostgreSQL.
-                alias = f"_drift_label_{index}"
-                members = members.alias(**{alias: Cast(KeyTextTransform(key, "labels"), CharField())}).filter(
-                    **{alias: value}
-                )
+        members = filter_labels(Cluster.objects.all(), labels)
         queryset = Cluster.objects.filter(Q(role=ClusterRole.HOST) | Q(pk__in=members.values("pk")))
     return queryset
 
@@ -170,7 +170,7 @@ class SkewOverview:
         return [f for f in self.report.findings if f.rule not in ("host_member_skew", "host_older_than_member")]
 
 
-def _compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
+def compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
     inputs = [r.as_input() for r in rows]
     report = evaluate_fleet(inputs, policy)
     if len(inputs) <= charts.MAX_HEATMAP_CLUSTERS:
@@ -190,7 +190,7 @@ def skew_overview(*, labels=()) -> SkewOverview:
     policy = policy_row.as_skew_policy()
     rows = fleet_rows(labels=labels)
     digest = inputs_hash(rows, policy)
-    report, heatmap, grid = _cached(f"drift:skew:{digest}", lambda: _compute_skew(rows, policy))
+    report, heatmap, grid = _cached(f"drift:skew:{digest}", lambda: compute_skew(rows, policy))
     overview = SkewOverview(policy_row, rows, report, heatmap, grid, digest)
     hosts = overview.hosts
     host = hosts[0] if hosts else None
@@ -353,8 +353,6 @@ def _compat_cell_url_parts() -> tuple[str, str]:
 
 
 def _resource_queryset():
-    from federation.models import FederatedResource
-
     return FederatedResource.objects.select_related("type", "current_revision").order_by(
         "type__kind", "namespace", "name", "pk"
     )
@@ -370,8 +368,6 @@ def compat_resources(*, kind: str = "", namespace: str = ""):
 
 
 def _target_names(revision, rows: list[ClusterRow]) -> set[str]:
-    from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
-
     try:
         placement = normalize_placement(revision.placement or {})
     except PlacementError:
@@ -388,12 +384,6 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
     overrides; replicas from scheduling do not change validity and are left out), then checked
     against each target's version through drift.compat's (content hash, minor) cache.
     """
-    from federation.overrides import OverrideError, operations_for
-    from federation.rendering import render_manifest
-
-    from drift import compat
-    from drift.choices import CompatProblemCode, CompatStatus
-
     revision = revision or resource.current_revision
     cells: dict[str, CompatCell] = {}
     if revision is None:
@@ -424,7 +414,7 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
         except (OverrideError, ValueError, TypeError) as exc:
             result = compat.CompatResult(
                 CompatStatus.INCOMPATIBLE,
-                compat.minor_of(row.server_version),
+                minor_of(row.server_version),
                 (compat.CompatProblem(CompatProblemCode.INVALID, "", f"The overrides do not apply: {exc}"),),
             )
             cells[row.name] = CompatCell(resource.pk, row.name, True, result, None, True)
@@ -464,13 +454,11 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
     """Upgrade guidance for one incompatible cell: up to the version that accepts every field, or
     the host's version when that is newer (the host anchors the skew policy); None when neither is
     known. Raises drift.upgrade.UpgradePathError for an impossible path (downgrade)."""
-    from drift.upgrade import plan_upgrade
-
     host = host_row()
     host_version = parse_version(host.server_version) if host else None
     candidates = []
     if result.min_version:
-        candidates.append(int(result.min_version.rsplit(".", 1)[1]))
+        candidates.append(minor_of(result.min_version))
     if host_version is not None:
         candidates.append(host_version.minor)
     own = parse_version(row.server_version)
@@ -491,9 +479,6 @@ def repair_plan(row: ClusterRow, key: str, manifest: dict, result):
 
 def _propagation_counts() -> dict[str, dict[str, int]]:
     """{cluster name: {failed, out_of_sync, in_sync, other}} in one aggregate query (a partition)."""
-    from federation.choices import PropagationReason, SyncState
-    from federation.models import PropagatedVersion
-
     failures = [
         PropagationReason.CREATION_FAILED,
         PropagationReason.UPDATE_FAILED,
@@ -537,8 +522,6 @@ def compat_counts_by_cluster(rows: list[ClusterRow], resources) -> dict[str, dic
 def fleet_compliance(*, labels=()):
     """The fleet compliance report (drift.compliance.FleetCompliance) with a fixed number of queries;
     the compute is cached keyed on every input (versions, labels, policy, revisions, propagation)."""
-    from drift.compliance import FleetCompliance, evaluate_cluster
-
     policy = VersionPolicy.load().as_skew_policy()
     rows = fleet_rows(labels=labels)
     revisions = list(_resource_queryset().values_list("pk", "current_revision__content_hash"))
@@ -574,8 +557,6 @@ def fleet_compliance(*, labels=()):
 
 def compliance_trend_figure(*, days: int = 90) -> dict:
     """Compliant share and open drift over time from ComplianceSnapshot rows (one query)."""
-    from drift.models import ComplianceSnapshot
-
     since = timezone.now() - timedelta(days=days)
     points = [
         (at, (compliant / total) if total else 1.0, drift)

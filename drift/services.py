@@ -3,7 +3,10 @@
 from django.db import transaction
 from django.utils import timezone
 
-from drift.models import VersionPolicy
+from clusters.models import Cluster
+from drift import selectors
+from drift.choices import Severity
+from drift.models import ComplianceSnapshot, VersionPolicy
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_role
 
@@ -50,9 +53,6 @@ def update_version_policy(*, actor, **changes) -> VersionPolicy:
 
 def take_compliance_snapshot(*, at=None):
     """Record the fleet's compliance now (the daily beat job); returns the ComplianceSnapshot."""
-    from drift import selectors
-    from drift.models import ComplianceSnapshot
-
     report, skew_counts = selectors.fleet_compliance()
     snapshot = ComplianceSnapshot.objects.create(
         taken_at=at or timezone.now(),
@@ -83,8 +83,6 @@ def isolate_cluster(cluster, *, actor=None, reason: str, automatic: bool = False
     Compare-and-set on ``isolated`` so two requests (or the auto-isolation job and a person)
     never both record it.
     """
-    from clusters.models import Cluster
-
     if not automatic:
         require_role(actor, Role.ADMIN)
     reason = (reason or "").strip()
@@ -116,8 +114,6 @@ def isolate_cluster(cluster, *, actor=None, reason: str, automatic: bool = False
 
 def restore_cluster(cluster, *, actor, note: str = ""):
     """Put an isolated cluster back into placement and propagation (explicitly, by an admin). Audited."""
-    from clusters.models import Cluster
-
     require_role(actor, Role.ADMIN)
     with transaction.atomic():
         previous = Cluster.objects.filter(pk=cluster.pk).values_list("isolated_reason", flat=True).first()
@@ -145,10 +141,6 @@ def enforce_version_policy() -> list[str]:
     Returns the names isolated now. Members already isolated are left alone; nothing is ever
     restored automatically (restoring is an explicit, audited decision).
     """
-    from clusters.models import Cluster
-    from drift import selectors
-    from drift.choices import Severity
-
     policy = VersionPolicy.load()
     if not policy.auto_isolate_on_p0:
         return []

@@ -32,53 +32,23 @@ Severity mapping (seed 000, section 1.3.2, the version-drift impact matrix)::
     kubelet_version_unknown        P3        cannot read cannot be traced or checked; we say so
                                             rather than guess (and never crash).
 
-A version is parsed from a gitVersion such as ``v1.27.3``, ``v1.27.3-eks-4f4795d`` or
-``v1.28.2+k3s1``; anything else (empty, garbage, a major other than 1) is "unknown".
+A version is parsed (clusters.versions.parse_version) from a gitVersion such as ``v1.27.3``,
+``v1.27.3-eks-4f4795d`` or ``v1.28.2+k3s1``; anything else (empty, garbage, a major other than 1) is
+"unknown".
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 
+from clusters.versions import KubeVersion, parse_version
 from drift.choices import SEVERITY_ORDER, Severity, SkewRule
 
 HOST = "host"
 MEMBER = "member"
-
-_VERSION_RE = re.compile(r"^\s*v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?(?:[-+.][0-9A-Za-z.+-]*)?\s*$")
-
-
-@dataclass(frozen=True, order=True)
-class KubeVersion:
-    major: int
-    minor: int
-    patch: int = 0
-
-    @property
-    def label(self) -> str:
-        return f"v{self.major}.{self.minor}"
-
-    def __str__(self) -> str:
-        return f"v{self.major}.{self.minor}.{self.patch}"
-
-
-@lru_cache(maxsize=4096)
-def parse_version(text) -> KubeVersion | None:
-    """``v1.27.3`` -> KubeVersion(1, 27, 3); anything unparseable (or major != 1) -> None."""
-    if not isinstance(text, str):
-        return None
-    match = _VERSION_RE.match(text)
-    if not match:
-        return None
-    major, minor, patch = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
-    if major != 1:
-        return None
-    return KubeVersion(major, minor, patch)
-
 
 @dataclass(frozen=True)
 class SkewPolicy:

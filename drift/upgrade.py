@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from drift.choices import CompatStatus
-from drift.compat import CompatResult, check_manifest, minor_of
+from clusters.versions import minor_of
+from drift.compat import CompatResult, check_manifest
 from drift.skew import ClusterVersion, SkewFinding, SkewPolicy, evaluate_pair
 
 

@@ -31,6 +31,8 @@ from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
 from fedportal.roles import Role, has_role, role_required
+from clusters.models import Cluster
+from drift.models import ComplianceSnapshot
 
 MEMBER_PAGE_SIZE = 50
 COMPAT_RESOURCES_PER_PAGE = 25
@@ -334,8 +336,6 @@ def isolation_banner(request):
 
 
 def _cluster_or_404(name):
-    from clusters.models import Cluster
-
     cluster = Cluster.objects.filter(name=name).first()
     if cluster is None:
         raise Http404("No such cluster.")
@@ -382,8 +382,6 @@ def cluster_restore(request, name):
 @require_GET
 def drift_summary(request):
     """The dashboard panel: skew findings by severity, isolated clusters, last compliance snapshot."""
-    from drift.models import ComplianceSnapshot
-
     overview = selectors.skew_overview()
     context = {
         "counts": overview.report.counts,

@@ -18,6 +18,7 @@ skipped, so a plugin's bug never breaks the preview.
 
 import logging
 
+from clusters.schemas import schema_minor_for, validate_manifest
 from federation.plugins import Registry
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,6 @@ def manifest_warnings(manifest: dict, cluster) -> list[str]:
 
 
 def _schema_warnings(manifest: dict, cluster) -> list[str]:
-    from clusters.schemas import schema_minor_for, validate_manifest
-
     minor = schema_minor_for(cluster.server_version or "")
     if minor is None:
         return []

@@ -1,5 +1,5 @@
 """Federation services: every state change to types, resources and revisions (propagation and
-drift live in federation/propagation.py). Each writes its audit event explicitly.
+drift live in federation/propagation/). Each writes its audit event explicitly.
 
 Public API (views, the CLI and the approval workflow call these):
 
@@ -8,12 +8,14 @@ Public API (views, the CLI and the approval workflow call these):
                     retention, drift_policy, actor, message="") -> FederatedResource
     update_resource(resource, *, template, placement, overrides, scheduling, actor, message="",
                     retention=None, drift_policy=None) -> Revision      (a new revision per change)
+    withdraw_resource(resource, *, actor, message="") -> Revision     (empty placement: an approved delete)
     rollback_resource(resource, *, to_revision, actor) -> Revision     (new revision, old content)
     diff_revisions(old, new) -> RevisionDiff
     create_type / update_type (admin)
     apply_kubefed_file(text, *, actor, cluster_map=None, dry_run=False) -> list[ApplyOutcome]
 """
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,8 +23,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from clusters.models import Cluster
+from clusters.schemas import plural_for
 from clusters.validators import validate_dns1123_label
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from fedportal.audit import record_event
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
@@ -33,7 +36,7 @@ from federation.overrides import OverrideError, check_overrides, normalize_overr
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
-from fedportal.roles import Role, require_actor_role
+from fedportal.roles import Role, has_role, require_actor_role
 
 # Kinds whose spec.replicas KubeFed's ReplicaSchedulingPreference may drive.
 REPLICA_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
@@ -56,8 +59,6 @@ class FederationError(RuntimeError):
 # --- validation ------------------------------------------------------------------------------
 
 def _check_name(name: str) -> list[str]:
-    import re
-
     if not name or len(name) > _SUBDOMAIN_MAX or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name):
         return [f"{name!r} is not a valid object name (lowercase letters, digits, '-' and '.', at most 253)."]
     return []
@@ -212,6 +213,25 @@ def update_resource(
 ) -> Revision:
     """Save an edit: a new immutable revision when the content changed (else the current one)."""
     require_actor_role(actor, Role.OPERATOR)
+    return _save_revision(resource, template=template, placement=placement, overrides=overrides, scheduling=scheduling,
+                          actor=actor, message=message, retention=retention, drift_policy=drift_policy, parent=parent)
+
+
+def withdraw_resource(resource: FederatedResource, *, actor=None, message: str = "") -> Revision:
+    """The revision that takes ``resource`` off every cluster (its content, an empty placement):
+    what an approved delete request applies. Whoever applies the approved request (an approver
+    or an operator; None is the system) is recorded as its author."""
+    if actor is not None and not (has_role(actor, Role.OPERATOR) or has_role(actor, Role.APPROVER)):
+        raise PermissionDenied("Applying a delete request needs the operator or approver role.")
+    current = resource.current_revision
+    return _save_revision(resource, template=current.template, placement={"clusters": []},
+                          overrides=current.overrides, scheduling=current.scheduling, actor=actor,
+                          message=message or "Delete")
+
+
+def _save_revision(resource: FederatedResource, *, template, placement, overrides, scheduling, actor, message: str = "",
+                   retention: str | None = None, drift_policy: str | None = None,
+                   parent: Revision | None = None) -> Revision:
     spec = validate_spec(resource.type, namespace=resource.namespace, name=resource.name, template=template,
                          placement=placement, overrides=overrides, scheduling=scheduling)
     errors = {}
@@ -401,7 +421,7 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 pending[key] = {"ftype": ftype, "namespace": key[1], "name": rsp.name, "template": rev.template,
                                 "placement": rev.placement, "overrides": rev.overrides, "kind": rsp.target_kind}
             pending[key]["scheduling"] = rsp.preference
-        for key, item in pending.items():
+        for item in pending.values():
             ftype = item["ftype"]
             existing = FederatedResource.objects.filter(type=ftype, namespace=item["namespace"], name=item["name"]).first()
             try:
@@ -429,8 +449,6 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
 
 def enable_type(*, kind: str, group: str, version: str, plural: str = "", namespaced: bool = True, actor=None) -> FederatedType:
     require_actor_role(actor, Role.ADMIN)
-    from clusters.schemas import plural_for
-
     existing = FederatedType.objects.filter(group=group, kind=kind).first()
     if existing is not None:
         if existing.propagation != Toggle.ENABLED:

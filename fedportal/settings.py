@@ -223,7 +223,7 @@ AXES_VERBOSE = False
 # Never eager mode: tasks always run in real worker processes.
 _broker_dir = Path(env_str("FEDPORTAL_BROKER_DIR", str(VAR_DIR / "broker")))
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or "filesystem://"
-_BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "sqla+sqlite", "sqla+postgresql")
+_BROKER_SCHEMES = ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp")  # sqla+ needed SQLAlchemy: not offered
 if CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES or "://" not in CELERY_BROKER_URL:
     raise ImproperlyConfigured(
         f"CELERY_BROKER_URL must start with one of {', '.join(s + '://' for s in _BROKER_SCHEMES)} "

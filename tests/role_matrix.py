@@ -9,8 +9,9 @@ skipping ``admin/`` and static files) and, for GET and POST, checks:
   method (``fedportal.roles.user_roles``: admin holds every role, every role holder is a viewer),
   403 otherwise. A method missing from the entry must be refused (403 or 405) for everyone.
 
-"Allowed" means the request got past the permission check: any status except 401, 403, 405 and
-5xx (a POST with an empty body may well answer 200 with form errors, 302, 400 or 404).
+"Allowed" means the request got past the permission check and answered exactly what the URL answers
+a permitted user: ``success_status`` (GET 200, an empty POST 200 with form errors, unless
+``SUCCESS_STATUS`` at the end of this file says otherwise, e.g. 302, 400 with a reason, 409).
 
 THE TEST FAILS when a URL pattern has no entry in ``EXPECTED`` (so nobody adds an unguarded view),
 when an entry names a URL that no longer exists, or when a pattern has parameters and no entry in
@@ -293,3 +294,48 @@ URL_KWARGS.update(
         "federation:revision_rollback": _sample_federated_resource_revision,
     }
 )
+
+
+# --- what an allowed request answers --------------------------------------------------------------
+# "Allowed" is asserted exactly: GET answers 200 and a POST with an empty body 200 (a form shown
+# again with its errors) unless listed here (a redirect, a 400 with the reason, a 409 when a fresh
+# request is in the wrong state). A 404 or 400 where 200 is expected means the sample in URL_KWARGS
+# or the view is broken, not that access works. Add your URL here when it answers otherwise.
+SUCCESS_STATUS: dict[tuple[str, str], int] = {
+    ("approvals:change_apply", "POST"): 409,
+    ("approvals:change_approve", "POST"): 409,
+    ("approvals:change_cancel", "POST"): 409,
+    ("approvals:change_comment", "POST"): 400,
+    ("approvals:change_create", "POST"): 400,
+    ("approvals:change_create_unjoin", "POST"): 400,
+    ("approvals:change_override", "POST"): 400,
+    ("approvals:change_refresh", "POST"): 302,
+    ("approvals:change_reject", "POST"): 400,
+    ("approvals:change_submit", "POST"): 302,
+    ("approvals:emergency_apply", "POST"): 400,
+    ("clusters:cluster_create", "POST"): 400,
+    ("clusters:cluster_edit", "POST"): 400,
+    ("clusters:cluster_import", "POST"): 400,
+    ("clusters:cluster_poll", "POST"): 302,
+    ("clusters:cluster_rotate_credentials", "POST"): 400,
+    ("clusters:cluster_unjoin", "POST"): 400,
+    ("clusters:fleet_poll", "POST"): 302,
+    ("federation:formset_row", "GET"): 400,
+    ("federation:resource_create", "POST"): 400,
+    ("federation:resource_edit", "POST"): 400,
+    ("federation:resource_resync", "POST"): 302,
+    ("federation:revision_rollback", "POST"): 302,
+    ("federation:type_create", "POST"): 400,
+    ("federation:type_edit", "POST"): 400,
+    ("login", "GET"): 302,
+    ("login", "POST"): 302,
+    ("logout", "POST"): 302,
+}
+# anonymous users get the login page itself; signed-in users are sent on
+ANONYMOUS_SUCCESS_STATUS: dict[tuple[str, str], int] = {("login", "GET"): 200, ("login", "POST"): 200}
+
+
+def success_status(name: str, method: str, who: str) -> int:
+    if who == "anonymous" and (name, method) in ANONYMOUS_SUCCESS_STATUS:
+        return ANONYMOUS_SUCCESS_STATUS[(name, method)]
+    return SUCCESS_STATUS.get((name, method), 200)

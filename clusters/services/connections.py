@@ -74,7 +74,7 @@ def test_connection(conn: kube.ClusterConnection, *, timeout: float | None = Non
 test_connection.__test__ = False  # not a pytest test, despite the name
 
 
-def _credentials(token=None, client_certificate=None, client_key=None) -> tuple[str, dict]:
+def credentials_for(token=None, client_certificate=None, client_key=None) -> tuple[str, dict]:
     token = (token or "").strip()
     client_certificate = (client_certificate or "").strip()
     client_key = (client_key or "").strip()
@@ -95,7 +95,7 @@ def _credentials(token=None, client_certificate=None, client_key=None) -> tuple[
     raise ValidationError("Give a bearer token or a client certificate and key.", code="credentials")
 
 
-def _check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
+def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
     if ca_bundle and "BEGIN CERTIFICATE" not in ca_bundle:
         raise ValidationError({"ca_bundle": "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----)."})
     if api_server.startswith("https://") and not ca_bundle and not insecure:
@@ -103,7 +103,7 @@ def _check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
         return
 
 
-def _verify(conn: kube.ClusterConnection) -> ConnectionTest:
+def verify_connection(conn: kube.ClusterConnection) -> ConnectionTest:
     result = test_connection(conn)
     if not result.ok:
         raise ValidationError(
@@ -112,7 +112,7 @@ def _verify(conn: kube.ClusterConnection) -> ConnectionTest:
     return result
 
 
-def _validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
+def validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
     """Model validation plus friendly messages for the two constraints users can hit."""
     errors: dict[str, list] = {}
     try:
@@ -136,7 +136,7 @@ def _validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
         raise ValidationError(errors)
 
 
-def _apply_version(cluster: Cluster, version: kube.VersionInfo | None) -> None:
+def apply_version(cluster: Cluster, version: kube.VersionInfo | None) -> None:
     if version is None:
         return
     cluster.server_version = version.git_version

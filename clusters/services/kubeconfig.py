@@ -12,18 +12,18 @@ from django.utils import timezone
 
 from clusters import kube
 from clusters.choices import ClusterRole
+from clusters import enqueue
 from clusters.models import Cluster
 from clusters.services.connections import (
-    _apply_version,
-    _check_tls,
-    _credentials,
-    _validate_cluster,
+    apply_version,
+    check_tls,
+    credentials_for,
+    validate_cluster,
     connection_for,
     snapshot,
     test_connection,
 )
-from clusters.services.health import _queue_probe_on_commit
-from clusters.services.registry import _save_new_cluster
+from clusters.services.registry import save_new_cluster
 from clusters.validators import validate_labels
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
@@ -138,9 +138,9 @@ def import_kubeconfig_contexts(
             credential_version=current.credential_version + 1 if current else 1,
         )
         try:
-            _validate_cluster(cluster, exclude_pk=cluster.pk)
-            _check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
-            cluster.auth_method, credentials = _credentials(context.token, context.client_certificate, context.client_key)
+            validate_cluster(cluster, exclude_pk=cluster.pk)
+            check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
+            cluster.auth_method, credentials = credentials_for(context.token, context.client_certificate, context.client_key)
             cluster.set_credentials(credentials)
         except ValidationError as exc:
             errors += [f"{context.name}: {m}" for m in exc.messages]
@@ -151,7 +151,7 @@ def import_kubeconfig_contexts(
         for cluster in pending:
             result = test_connection(connection_for(cluster))
             if result.ok:
-                _apply_version(cluster, result.version)
+                apply_version(cluster, result.version)
             else:
                 errors.append(f"{cluster.name}: cannot connect ({result.error_label}): {result.message}")
     if errors:
@@ -160,7 +160,7 @@ def import_kubeconfig_contexts(
     with transaction.atomic():
         for cluster in pending:
             if cluster.pk is None:
-                _save_new_cluster(cluster, actor=actor, probe=True)
+                save_new_cluster(cluster, actor=actor, probe=True)
                 saved.append(cluster)
             else:
                 saved.append(_update_from_kubeconfig(existing[cluster.name], cluster, actor=actor))
@@ -190,5 +190,5 @@ def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cl
         before=before,
         after=snapshot(fresh),
     )
-    _queue_probe_on_commit(fresh.pk)
+    enqueue.probe_cluster(fresh.pk)
     return fresh

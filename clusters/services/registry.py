@@ -10,17 +10,17 @@ from django.utils import timezone
 
 from clusters import kube
 from clusters.choices import ClusterRole
+from clusters import enqueue
 from clusters.models import Cluster
 from clusters.services.connections import (
-    _apply_version,
-    _check_tls,
-    _credentials,
-    _validate_cluster,
-    _verify,
+    apply_version,
+    check_tls,
+    credentials_for,
+    validate_cluster,
+    verify_connection,
     connection_for,
     snapshot,
 )
-from clusters.services.health import _queue_probe_on_commit
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
 
@@ -51,18 +51,18 @@ def register_cluster(
         ca_bundle=ca_bundle + "\n" if ca_bundle else "",
         insecure_skip_tls_verify=insecure_skip_tls_verify,
     )
-    _validate_cluster(cluster)
-    _check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
-    cluster.auth_method, credentials = _credentials(token, client_certificate, client_key)
+    validate_cluster(cluster)
+    check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
+    cluster.auth_method, credentials = credentials_for(token, client_certificate, client_key)
     cluster.set_credentials(credentials)
     if verify:
-        result = _verify(connection_for(cluster))
-        _apply_version(cluster, result.version)
-    _save_new_cluster(cluster, actor=actor, probe=probe)
+        result = verify_connection(connection_for(cluster))
+        apply_version(cluster, result.version)
+    save_new_cluster(cluster, actor=actor, probe=probe)
     return cluster
 
 
-def _save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
+def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
     try:
         with transaction.atomic():
             cluster.save()
@@ -75,11 +75,11 @@ def _save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
                 after=snapshot(cluster),
             )
             if probe:
-                _queue_probe_on_commit(cluster.pk)
+                enqueue.probe_cluster(cluster.pk)
     except IntegrityError:
         # Lost a race with a concurrent registration: report it like the pre-check would.
         cluster.pk = None
-        _validate_cluster(cluster)
+        validate_cluster(cluster)
         raise
 
 
@@ -106,14 +106,14 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **chang
         return fresh
     for field_name in changed:
         setattr(fresh, field_name, changes[field_name])
-    _validate_cluster(fresh, exclude_pk=fresh.pk)
-    _check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
+    validate_cluster(fresh, exclude_pk=fresh.pk)
+    check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
     connection_changed = any(f in CONNECTION_FIELDS for f in changed)
     if connection_changed:
         fresh.credential_version += 1
         changed.append("credential_version")
         if verify:
-            _verify(connection_for(fresh))
+            verify_connection(connection_for(fresh))
     with transaction.atomic():
         fresh.save(update_fields=[*changed, "updated_at"])
         record_event(
@@ -126,7 +126,7 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **chang
             after=snapshot(fresh),
         )
         if connection_changed:
-            _queue_probe_on_commit(fresh.pk)
+            enqueue.probe_cluster(fresh.pk)
     return fresh
 
 
@@ -143,12 +143,12 @@ def rotate_credentials(
     require_actor_role(actor, Role.ADMIN)
     fresh = Cluster.objects.get(pk=cluster.pk)
     before = snapshot(fresh)
-    fresh.auth_method, credentials = _credentials(token, client_certificate, client_key)
+    fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
     fresh.set_credentials(credentials)
     fresh.credential_version += 1
     fresh.credentials_rotated_at = timezone.now()
     if verify:
-        _verify(connection_for(fresh))
+        verify_connection(connection_for(fresh))
     with transaction.atomic():
         fresh.save(
             update_fields=["auth_method", "credentials_encrypted", "credential_version", "credentials_rotated_at", "updated_at"]
@@ -162,7 +162,7 @@ def rotate_credentials(
             before=before,
             after=snapshot(fresh),
         )
-        _queue_probe_on_commit(fresh.pk)
+        enqueue.probe_cluster(fresh.pk)
     kube.forget_client((fresh.pk, before["credential_version"]))
     return fresh
 
@@ -185,6 +185,12 @@ def register_unjoin_guard(guard) -> None:
     """E.g. federation: "this cluster still holds propagated objects: unjoin through a change request"."""
     if guard not in _unjoin_guards:
         _unjoin_guards.append(guard)
+
+
+def unregister_unjoin_guard(guard) -> None:
+    """Undo register_unjoin_guard (tests, and apps that stop guarding)."""
+    if guard in _unjoin_guards:
+        _unjoin_guards.remove(guard)
 
 
 def unjoin_blockers(cluster: Cluster) -> list[UnjoinBlock]:
@@ -212,26 +218,3 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
         key = fresh.cache_key
         fresh.delete()
     kube.forget_client(key)
-
-
-def set_isolation(cluster: Cluster, *, isolated: bool, reason: str = "", actor=None) -> Cluster:
-    """Isolate a cluster (excluded from propagation by clusters.selectors.ready_members) or release
-    it. Compare-and-set: a repeat is a no-op and writes no second audit event."""
-    now = timezone.now()
-    with transaction.atomic():
-        updated = Cluster.objects.filter(pk=cluster.pk, isolated=not isolated).update(
-            isolated=isolated,
-            isolated_reason=reason[:2000] if isolated else "",
-            isolated_at=now if isolated else None,
-        )
-        if updated:
-            record_event(
-                "cluster.isolate" if isolated else "cluster.release",
-                actor=actor,
-                obj=cluster,
-                cluster=cluster.name,
-                summary=f"{'Isolated' if isolated else 'Released'} {cluster.name}" + (f": {reason}" if reason else ""),
-                before={"isolated": not isolated},
-                after={"isolated": isolated, "reason": reason},
-            )
-    return Cluster.objects.get(pk=cluster.pk)

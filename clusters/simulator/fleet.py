@@ -8,7 +8,8 @@ from pathlib import Path
 
 import yaml
 
-_VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.-]+)?$")
+from clusters.versions import parse_version as parse_kube_version
+
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DOWN_MODES = ("refused", "503")
 
@@ -56,10 +57,10 @@ class FleetSpec:
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    match = _VERSION_RE.match(str(text or "").strip())
-    if not match:
+    version = parse_kube_version(str(text or "").strip(), full=True)
+    if version is None:
         raise FleetSpecError(f"bad Kubernetes version {text!r} (expected e.g. v1.27.3)")
-    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    return version.major, version.minor, version.patch
 
 
 def parse_faults(raw: dict | None) -> Faults:

@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from datetime import datetime, timezone
 
-from clusters import schemas
+from clusters import labels, schemas
 
 from . import custom, rollout
 from .errors import ApiError
@@ -290,52 +290,13 @@ class ClusterState:
 # ---------------------------------------------------------------------------------------------
 # label selectors
 
-_REQ_RE = re.compile(
-    r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9._/-]+)\s*"
-    r"(?:(?P<op>==|=|!=)\s*(?P<val>[A-Za-z0-9._-]*)|\s+(?P<set>in|notin)\s*\((?P<vals>[^)]*)\))?\s*$")
-
-
-def _split_selector(text: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return [p for p in parts if p.strip()]
-
-
 def parse_selector(text: str | None):
     """Parse a labelSelector into a predicate over a labels dict; ApiError 400 if malformed."""
-    if not text:
-        return lambda labels: True
-    reqs = []
-    for part in _split_selector(text):
-        match = _REQ_RE.match(part)
-        if not match or (match.group("neg") and (match.group("op") or match.group("set"))):
-            raise ApiError(400, f'unable to parse requirement: found \'{part.strip()}\', expected: label selector')
-        key, op = match.group("key"), match.group("op") or match.group("set")
-        if match.group("neg"):
-            reqs.append(lambda l, k=key: k not in l)
-        elif op in ("=", "=="):
-            reqs.append(lambda l, k=key, v=match.group("val"): l.get(k) == v)
-        elif op == "!=":
-            reqs.append(lambda l, k=key, v=match.group("val"): l.get(k) != v)
-        elif op in ("in", "notin"):
-            values = {v.strip() for v in match.group("vals").split(",") if v.strip()}
-            if op == "in":
-                reqs.append(lambda l, k=key, vs=values: l.get(k) in vs)
-            else:
-                reqs.append(lambda l, k=key, vs=values: l.get(k) not in vs)
-        else:
-            reqs.append(lambda l, k=key: k in l)
-    return lambda labels: all(r(labels or {}) for r in reqs)
+    try:
+        requirements = labels.parse_selector(text)
+    except labels.SelectorError as exc:
+        raise ApiError(400, f"unable to parse requirement: found '{exc.term.strip()}', expected: label selector") from None
+    return lambda found: labels.matches(found, requirements)
 
 
 def parse_field_selector(text: str | None):

@@ -17,6 +17,7 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
     sync_change_request(cr) -> ChangeRequest   Applying -> Applied / PartiallyFailed / Failed when runs end
     approval_summary(cr) -> ApprovalSummary
     cluster_has_propagated_objects(cluster) -> bool   whether an unjoin must go through a request
+    transition(cr, expected, new, *, verb, **fields)   the compare-and-set every state change uses
 
 Errors: ``TransitionError`` (illegal or refused transition; ``str(exc)`` is the reason for the
 user) and ``django.core.exceptions.PermissionDenied`` (missing role, or approving your own request).
@@ -33,13 +34,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
+from clusters.services import unjoin_cluster
 from fedportal.audit import record_event
 from fedportal.roles import Role, has_role, require_role
-from federation import propagation
+from federation import enqueue, propagation
+from federation import services as federation_services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
 from federation.approvals.models import Approval, ChangeRequest, Comment
 from federation.approvals.preflight import run_preflight
-from federation.choices import PropagationReason, Retention, RunState, TargetAction, TargetState
+from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.rendering import content_hash
 
@@ -73,7 +76,7 @@ def _snapshot(cr: ChangeRequest) -> dict:
             "proposed_revision": cr.proposed_revision.number if cr.proposed_revision_id and cr.proposed_revision else None}
 
 
-def _transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: str, **fields) -> ChangeRequest:
+def transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: str, **fields) -> ChangeRequest:
     """Compare-and-set: move from one of ``expected`` to ``new``; TransitionError when the state moved on."""
     now = timezone.now()
     updated = ChangeRequest.objects.filter(pk=cr.pk, state__in=expected).update(state=new, updated_at=now, **fields)
@@ -292,7 +295,7 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     before = _snapshot(cr)
     new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
-        cr = _transition(cr, (cr.state,), new_state, verb="revised", proposed_revision=revision,
+        cr = transition(cr, (cr.state,), new_state, verb="revised", proposed_revision=revision,
                          proposed_hash=revision.content_hash, preflight_override_hash="", decided_at=None)
         voided = cr.approvals.exclude(content_hash=revision.content_hash).filter(decision=Decision.APPROVE).count()
         _audit("revise", cr, actor=actor,
@@ -323,7 +326,7 @@ def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
         raise TransitionError(f"CR-{cr.pk} proposes no revision.")
     cr = refresh_change_request(cr, actor=actor)
     with transaction.atomic():
-        cr = _transition(cr, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted", submitted_at=timezone.now())
+        cr = transition(cr, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted", submitted_at=timezone.now())
         _audit("submit", cr, actor=actor, summary=f"Submitted CR-{cr.pk}: {cr.title} (needs {cr.required_approvals} approval(s))",
                before={"state": ChangeState.DRAFT}, after={**_snapshot(cr), "targets": cr.target_clusters,
                                                            "required_approvals": cr.required_approvals})
@@ -399,7 +402,7 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
                after={"approval": approval.pk, "content_hash": cr.proposed_hash, "comment": comment,
                       "valid": summary.valid, "required": summary.required})
         if summary.enough:
-            cr = _transition(cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now())
+            cr = transition(cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now())
             _audit("approved", cr, actor=actor, summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
                    before={"state": ChangeState.SUBMITTED}, after={"state": ChangeState.APPROVED})
     cr = _fresh(cr)
@@ -422,7 +425,7 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
     _require_state(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), "rejected")
     with transaction.atomic():
         before = cr.state
-        cr = _transition(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), ChangeState.REJECTED, verb="rejected",
+        cr = transition(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), ChangeState.REJECTED, verb="rejected",
                          decided_at=timezone.now(), finished_at=timezone.now())
         Approval.objects.create(change_request=cr, approver=actor, approver_name=_name(actor), decision=Decision.REJECT,
                                 comment=comment, content_hash=cr.proposed_hash)
@@ -440,7 +443,7 @@ def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
         raise PermissionDenied("Only the author or an admin can cancel a change request.")
     with transaction.atomic():
         before = cr.state
-        cr = _transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
+        cr = transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
         _audit("cancel", cr, actor=actor, summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
                before={"state": before}, after={"state": ChangeState.CANCELLED, "reason": reason})
     return cr
@@ -479,33 +482,7 @@ def override_preflight(cr: ChangeRequest, *, actor, reason: str) -> ChangeReques
 # --- apply -------------------------------------------------------------------------------------
 
 def _schedule_sync(cr_id: int, countdown: float = SYNC_DELAY_SECONDS) -> None:
-    from federation.approvals.tasks import sync_change_request_task
-
-    transaction.on_commit(lambda: sync_change_request_task.apply_async((cr_id,), countdown=countdown))
-
-
-def _removal_run(resource: FederatedResource, cluster: Cluster, *, actor) -> PropagationRun | None:
-    """One run that removes (Delete or Orphan, per retention) ``resource`` from one cluster.
-    Uses federation's task and target machinery; federation has no public call for this yet."""
-    revision = resource.propagated_revision or resource.current_revision
-    if revision is None:
-        return None
-    action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
-    run = PropagationRun.objects.create(resource=resource, revision=revision, actor=_user(actor))
-    PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
-    PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(status=PropagationReason.WAITING_FOR_REMOVAL)
-    record_event("federation.resource.remove", actor=actor, obj=resource, cluster=cluster.name,
-                 summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
-                 after={"run": run.pk, "action": action})
-    run_id, cluster_id = run.pk, cluster.pk
-
-    def enqueue():
-        from federation.tasks import propagate_to_cluster_task
-
-        propagate_to_cluster_task.apply_async((run_id, cluster_id), queue="propagation")
-
-    transaction.on_commit(enqueue)
-    return run
+    enqueue.sync_change_request(cr_id, countdown=countdown)
 
 
 def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
@@ -516,7 +493,7 @@ def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
         runs = []
         for pv in PropagatedVersion.objects.filter(cluster=cr.cluster).select_related("resource__type"):
             if pv.is_present:
-                run = _removal_run(pv.resource, cr.cluster, actor=actor)
+                run = propagation.remove_from_cluster(pv.resource, cluster=cr.cluster, actor=actor)
                 if run is not None:
                     runs.append(run)
         return runs
@@ -524,15 +501,7 @@ def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
     if resource is None:
         raise TransitionError("The resource of this request no longer exists.")
     if cr.kind == ChangeKind.DELETE:
-        from federation import services as federation_services
-
-        current = resource.current_revision
-        # The empty-placement revision is the author's change, approved as such; whoever presses
-        # Apply (an approver, say) need not hold the operator role that editing a resource requires.
-        revision = federation_services.update_resource(
-            resource, template=current.template, placement={"clusters": []}, overrides=current.overrides,
-            scheduling=current.scheduling, actor=cr.author, message=f"Delete (CR-{cr.pk})",
-        )
+        revision = federation_services.withdraw_resource(resource, actor=actor, message=f"Delete (CR-{cr.pk})")
         ChangeRequest.objects.filter(pk=cr.pk).update(proposed_revision=revision)
     else:
         revision = cr.proposed_revision
@@ -561,7 +530,7 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     if not summary.enough:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
     with transaction.atomic():
-        cr = _transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
+        cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
         runs = _start(cr, actor=actor)
         cr.runs.add(*runs)
         _audit("apply", cr, actor=actor, summary=f"Applying CR-{cr.pk}: {len(runs)} propagation run(s)",
@@ -659,8 +628,6 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
             PropagationRun.objects.filter(resource=resource).delete()
             resource.delete()
     elif cr.kind == ChangeKind.UNJOIN and cr.cluster_id:
-        from clusters.services import unjoin_cluster
-
         unjoin_cluster(cr.cluster, actor=cr.author)
 
 

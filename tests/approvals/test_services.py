@@ -132,7 +132,7 @@ def test_compare_and_set_refuses_a_stale_transition(dev_resource, operator):
     stale = ChangeRequest.objects.get(pk=cr.pk)
     services.submit(cr, actor=operator)
     with pytest.raises(services.TransitionError, match="is Submitted"):
-        services._transition(stale, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted")
+        services.transition(stale, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted")
 
 
 def test_only_author_or_admin_cancels(dev_resource, operator, make_user, admin_user):

@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from clusters import kube, services
+from clusters import kube, probing, services
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.models import Cluster, ClusterStateChange, PollRequest, VersionSample
 from fedportal.models import AuditEvent
@@ -301,12 +301,12 @@ def test_rotation_tests_the_new_credentials_first(fleet, admin_user):
 
 def test_unjoin_removes_the_cluster_and_audits_it(fleet, admin_user):
     cluster = register(fleet, "m127")
-    services.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
     services.unjoin_cluster(cluster, actor=admin_user)
     assert not Cluster.objects.exists()
     assert not VersionSample.objects.exists()
     assert AuditEvent.objects.get(action="cluster.unjoin").before["name"] == "m127"
-    assert services.probe_cluster(cluster.pk).skipped == "gone"
+    assert probing.probe_cluster(cluster.pk).skipped == "gone"
 
 
 # --- probing ----------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_unjoin_removes_the_cluster_and_audits_it(fleet, admin_user):
 
 def test_probe_reads_version_nodes_region_and_goes_ready(fleet):
     cluster = register(fleet, "host", role=ClusterRole.HOST)
-    outcome = services.probe_cluster(cluster)
+    outcome = probing.probe_cluster(cluster)
     cluster.refresh_from_db()
     assert outcome.state == ClusterState.READY and outcome.changed_state
     assert cluster.state == ClusterState.READY
@@ -331,7 +331,7 @@ def test_probe_reads_version_nodes_region_and_goes_ready(fleet):
 def test_a_cluster_without_readyz_is_probed_through_healthz_and_goes_ready(fleet):
     fleet.admin("POST", "/clusters/m128/faults", {"noReadyz": True})
     cluster = register(fleet, "m128")
-    outcome = services.probe_cluster(cluster)
+    outcome = probing.probe_cluster(cluster)
     cluster.refresh_from_db()
     assert outcome.state == ClusterState.READY and not cluster.last_error
     assert cluster.server_version.startswith("v1.28")
@@ -339,11 +339,11 @@ def test_a_cluster_without_readyz_is_probed_through_healthz_and_goes_ready(fleet
 
 def test_version_sample_is_written_only_when_something_changed(fleet):
     cluster = register(fleet, "m128")
-    services.probe_cluster(cluster)
-    services.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
     assert VersionSample.objects.filter(cluster=cluster).count() == 1
     fleet.set_version("m128", "v1.28.5")
-    services.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
     samples = list(VersionSample.objects.filter(cluster=cluster).order_by("sampled_at", "id"))
     assert [s.git_version for s in samples] == ["v1.28.2", "v1.28.5"]
     cluster.refresh_from_db()
@@ -354,14 +354,14 @@ def test_unreachable_cluster_goes_not_ready_then_offline_after_the_threshold_the
     settings.FEDPORTAL_HEALTH_FAILURE_THRESHOLD = 3
     settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS = 1.0
     cluster = register(fleet, "m130")
-    services.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
     fleet.set_down("m130", mode="refused")
-    states = [services.probe_cluster(cluster).state for _ in range(4)]
+    states = [probing.probe_cluster(cluster).state for _ in range(4)]
     assert states == [ClusterState.NOT_READY, ClusterState.NOT_READY, ClusterState.OFFLINE, ClusterState.OFFLINE]
     cluster.refresh_from_db()
     assert cluster.consecutive_failures == 4 and cluster.last_error
     fleet.set_up("m130")
-    assert services.probe_cluster(cluster).state == ClusterState.READY
+    assert probing.probe_cluster(cluster).state == ClusterState.READY
     cluster.refresh_from_db()
     assert cluster.consecutive_failures == 0 and cluster.last_error == ""
     transitions = [
@@ -378,16 +378,16 @@ def test_unreachable_cluster_goes_not_ready_then_offline_after_the_threshold_the
 def test_success_threshold_delays_ready(fleet, settings):
     settings.FEDPORTAL_HEALTH_SUCCESS_THRESHOLD = 2
     cluster = register(fleet, "m127")
-    assert services.probe_cluster(cluster).state == ClusterState.UNKNOWN
-    assert services.probe_cluster(cluster).state == ClusterState.READY
+    assert probing.probe_cluster(cluster).state == ClusterState.UNKNOWN
+    assert probing.probe_cluster(cluster).state == ClusterState.READY
 
 
 def test_a_503_cluster_is_not_ready_but_never_offline(fleet, settings):
     settings.FEDPORTAL_HEALTH_FAILURE_THRESHOLD = 2
     cluster = register(fleet, "m131")
-    services.probe_cluster(cluster)
+    probing.probe_cluster(cluster)
     fleet.set_down("m131", mode="503")
-    states = [services.probe_cluster(cluster).state for _ in range(3)]
+    states = [probing.probe_cluster(cluster).state for _ in range(3)]
     assert states == [ClusterState.NOT_READY] * 3
     cluster.refresh_from_db()
     assert "503" in cluster.last_error
@@ -397,7 +397,7 @@ def test_a_revoked_token_makes_the_cluster_not_ready_with_the_reason(fleet):
     cluster = register(fleet, "m127")
     cluster.set_credentials({"token": "revoked"})
     cluster.save()
-    outcome = services.probe_cluster(cluster)
+    outcome = probing.probe_cluster(cluster)
     assert outcome.state == ClusterState.NOT_READY
     assert "401" in outcome.error and "revoked" not in outcome.error
 
@@ -405,17 +405,17 @@ def test_a_revoked_token_makes_the_cluster_not_ready_with_the_reason(fleet):
 def test_probe_requested_before_the_last_probe_is_skipped(fleet):
     cluster = register(fleet, "m127")
     requested = timezone.now()
-    services.probe_cluster(cluster, requested_at=requested)
-    assert services.probe_cluster(cluster, requested_at=requested).skipped
-    assert services.probe_cluster(cluster, requested_at=timezone.now()).skipped == ""
+    probing.probe_cluster(cluster, requested_at=requested)
+    assert probing.probe_cluster(cluster, requested_at=requested).skipped
+    assert probing.probe_cluster(cluster, requested_at=timezone.now()).skipped == ""
 
 
 def test_a_probe_in_flight_holds_a_lease_so_a_second_one_is_skipped():
     cluster = ClusterFactory()
     Cluster.objects.filter(pk=cluster.pk).update(probe_lease_until=timezone.now() + timedelta(seconds=30))
-    assert services.probe_cluster(cluster).skipped == "another probe is running"
+    assert probing.probe_cluster(cluster).skipped == "another probe is running"
     Cluster.objects.filter(pk=cluster.pk).update(probe_lease_until=timezone.now() - timedelta(seconds=1))
-    outcome = services.probe_cluster(cluster)  # expired lease: probes (and fails: no such host)
+    outcome = probing.probe_cluster(cluster)  # expired lease: probes (and fails: no such host)
     assert outcome.skipped == "" and not outcome.ready
 
 
@@ -423,11 +423,11 @@ def test_poll_progress_counts_clusters_probed_since_the_request(fleet):
     clusters = [register(fleet, name) for name in ("m127", "m128")]
     poll = services.request_poll()
     assert (poll.total, services.poll_progress(poll).done) == (2, 0)
-    services.probe_cluster(clusters[0])
+    probing.probe_cluster(clusters[0])
     progress = services.poll_progress(poll)
     assert (progress.done, progress.finished, progress.percent) == (1, False, 50)
     fleet.set_down("m128")
-    services.probe_cluster(clusters[1])
+    probing.probe_cluster(clusters[1])
     progress = services.poll_progress(poll)
     assert progress.finished and progress.failed == 1 and progress.ok == 1
     assert PollRequest.objects.count() == 1
@@ -449,19 +449,3 @@ contexts: [{name: eks, context: {cluster: c, user: u}}]
     with pytest.raises(ValidationError) as info:
         services.import_kubeconfig_contexts(text, contexts=["eks"])
     assert "cannot be registered" in info.value.messages[0]
-
-
-def test_isolation_is_compare_and_set_and_audited(admin_user):
-    from clusters.selectors import ready_members
-
-    cluster = ClusterFactory(name="iso")
-    assert list(ready_members()) == [cluster]
-    services.set_isolation(cluster, isolated=True, reason="P0 skew", actor=admin_user)
-    services.set_isolation(cluster, isolated=True, reason="again", actor=admin_user)
-    cluster.refresh_from_db()
-    assert cluster.isolated and cluster.isolated_reason == "P0 skew" and cluster.isolated_at
-    assert list(ready_members()) == []
-    assert AuditEvent.objects.filter(action="cluster.isolate").count() == 1
-    services.set_isolation(cluster, isolated=False, actor=admin_user)
-    cluster.refresh_from_db()
-    assert not cluster.isolated and AuditEvent.objects.filter(action="cluster.release").count() == 1

@@ -507,7 +507,7 @@ def test_an_unjoin_guard_sends_the_admin_elsewhere_and_blocks_the_post(login, ad
         services.unjoin_cluster(cluster, actor=admin_user)  # the approved path (no guards) still works
         assert not Cluster.objects.filter(pk=cluster.pk).exists()
     finally:
-        services._unjoin_guards.remove(guard)
+        services.unregister_unjoin_guard(guard)
 
 
 def test_detail_summary_and_poll_pages_use_a_fixed_number_of_queries(login, viewer, django_assert_max_num_queries):

@@ -155,11 +155,17 @@ def test_snapshot_records_the_report_and_feeds_the_trend(viewer_client, governed
 def test_admin_isolates_and_restores_with_audit_and_propagation_skips_it(admin_user, governed_fleet):
     from federation.propagation import plan_targets
 
+    from clusters.choices import ClusterState
+    from clusters.selectors import ready_members
+
     host, members, resource = governed_fleet
     cluster = members["m25"]
+    Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.READY)
+    assert cluster in ready_members()
     services.isolate_cluster(cluster, actor=admin_user, reason="P0 skew, upgrading")
     cluster.refresh_from_db()
     assert cluster.isolated and cluster.isolated_reason == "P0 skew, upgrading"
+    assert cluster not in ready_members()  # what propagation and scheduling draw from
     plans = {p.cluster.name: p for p in plan_targets(resource, resource.current_revision)}
     assert plans["m25"].reason == PropagationReason.CLUSTER_ISOLATED
     with pytest.raises(services.IsolationError, match="already isolated"):

@@ -2,7 +2,8 @@
 
 import pytest
 
-from clusters.services import probe_cluster, register_cluster
+from clusters.probing import probe_cluster
+from clusters.services import register_cluster
 from drift import selectors
 from drift.choices import Severity
 from tests.drift.conftest import deployment_type

@@ -99,13 +99,13 @@ def test_matrix_query_count_does_not_grow_with_the_fleet(viewer_client, make_clu
 
 def test_heavy_skew_cells_are_cached_until_inputs_change(viewer_client, sim_fleet, monkeypatch):
     calls = []
-    original = selectors._compute_skew
+    original = selectors.compute_skew
 
     def counting(rows, policy):
         calls.append(len(rows))
         return original(rows, policy)
 
-    monkeypatch.setattr(selectors, "_compute_skew", counting)
+    monkeypatch.setattr(selectors, "compute_skew", counting)
     viewer_client.get(MATRIX)
     viewer_client.get(MATRIX)
     assert len(calls) == 1

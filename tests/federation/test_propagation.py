@@ -11,9 +11,11 @@ from clusters.services import connection_for
 from fedportal.models import AuditEvent
 from federation import propagation, services
 from federation.choices import Condition, DriftPolicy, PropagationReason, Retention, RunState, SyncState, TargetState
-from federation.models import PropagatedVersion
+from federation.models import PropagatedVersion, PropagationRun
+from federation.propagation import network, record, worker
 from federation.rendering import MANAGED_LABEL
 from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
+from tests.utils import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -61,25 +63,12 @@ def test_weighted_rsp_and_image_override_land_on_every_cluster(fleet, fleet_clus
     assert AuditEvent.objects.filter(action="federation.propagation.apply", cluster="m130").exists()
 
 
-def settled(fleet, cluster, timeout=15.0):
-    """The live Deployment once its rollout has converged: the simulator then writes its status once
-    more (a new resourceVersion), as a real cluster's controllers do."""
-    deadline = time.monotonic() + timeout
-    while True:
-        obj = live(fleet, cluster)
-        status = obj.get("status") or {}
-        done = (status.get("observedGeneration") == obj["metadata"].get("generation")
-                and status.get("updatedReplicas") == status.get("readyReplicas") == obj["spec"].get("replicas"))
-        if done or time.monotonic() > deadline:
-            return obj
-        time.sleep(0.1)
-
-
 def test_propagating_the_same_revision_twice_changes_nothing(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128", "m130"]})
     drain(propagation.propagate_revision(resource))
-    for n in ("m128", "m130"):  # the rollout's own status write is not ours to count
-        settled(fleet, n)
+    # the simulator writes the finished roll-out's status (a new resourceVersion) rolloutSeconds after
+    # the apply: wait for it, so only what the second propagation writes can change the versions
+    wait_for(lambda: all((live(fleet, n).get("status") or {}).get("updatedReplicas") for n in ("m128", "m130")))
     before = {n: live(fleet, n)["metadata"]["resourceVersion"] for n in ("m128", "m130")}
     second = propagation.propagate_revision(resource)
     drain(second)
@@ -349,6 +338,18 @@ def test_external_edit_is_drift_with_a_field_diff(fleet, fleet_clusters, policy)
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
 
 
+def test_a_field_removed_outside_fedportal_is_drift(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"metadata": {"labels": {"app": None}}})
+    assert "app" not in live(fleet, "m128")["metadata"]["labels"]
+    summary = propagation.detect_drift(resource=resource)
+    assert (summary.checked, summary.out_of_sync, summary.errors) == (1, 1, 0), summary
+    version = pv(resource, "m128")
+    assert version.sync_state == SyncState.OUT_OF_SYNC
+    assert version.drift == [{"path": "/metadata/labels/app", "before": "web", "after": None, "change": "removed"}]
+
+
 def test_deleted_object_is_drift(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
@@ -446,7 +447,7 @@ def test_field_rejections_are_field_not_supported_in_both_spellings(message):
     from clusters.models import Cluster
 
     cluster = Cluster(name="old", server_version="v1.27.3")
-    failure = propagation._classify(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
+    failure = network.classify_failure(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message and "v1.27.3" in failure.message
 
@@ -456,7 +457,7 @@ def test_apply_typed_patch_500_naming_an_undeclared_field_is_field_not_supported
 
     message = ("failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
                ".spec.template.spec.initContainers[0].restartPolicy: field not declared in schema")
-    failure = propagation._classify(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
+    failure = network.classify_failure(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
                                     existed=False, cluster=Cluster(name="old", server_version="v1.27.3"))
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message
@@ -467,9 +468,9 @@ def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
 
     cluster = Cluster(name="c")
     invalid = kube.KubePermanentError("422 Invalid: spec.replicas must be >= 0", kind=kube.KIND_INVALID, status=422)
-    assert propagation._classify(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
-    assert propagation._classify(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
-    down = propagation._classify(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
+    assert network.classify_failure(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
+    assert network.classify_failure(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
+    down = network.classify_failure(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
     assert down.transient and down.reason == PropagationReason.CLUSTER_NOT_READY
 
 
@@ -577,13 +578,13 @@ def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(fleet,
     # per cluster, from a pool thread that must not touch the database
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
-    targets = propagation._claim(run.pk, [c.pk for c in fleet_clusters.values()])
-    run = propagation.PropagationRun.objects.select_related("resource__type", "revision").get(pk=run.pk)
-    pvs = propagation._pvs(run.resource, [t.cluster for t in targets])
+    targets = worker.claim_targets(run.pk, [c.pk for c in fleet_clusters.values()])
+    run = PropagationRun.objects.select_related("resource__type", "revision").get(pk=run.pk)
+    pvs = record.pvs_for(run.resource, [t.cluster for t in targets])
     fleet.set_down(MEMBERS[0])  # a failure's message names the cluster
     try:
         with django_assert_num_queries(0):
-            steps = [propagation._network_step(run, t, pvs[t.cluster_id]) for t in targets]
+            steps = [worker.network_step(run, t, pvs[t.cluster_id]) for t in targets]
     finally:
         fleet.set_up(MEMBERS[0])
     assert sorted(step.outcome for step in steps) == ["applied"] * 3 + ["failed"]
@@ -619,7 +620,7 @@ def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(f
 
 def test_chunks_share_one_apply_pool_per_worker_process_sized_by_the_setting(settings):
     settings.FEDERATION_THREADS = 3
-    pool = propagation._network_pool()
-    assert propagation._network_pool() is pool and pool._max_workers == 3  # every chunk of the process
+    pool = worker.network_pool()
+    assert worker.network_pool() is pool and pool._max_workers == 3  # every chunk of the process
     settings.FEDERATION_THREADS = 5
-    assert propagation._network_pool()._max_workers == 5
+    assert worker.network_pool()._max_workers == 5

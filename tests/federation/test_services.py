@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 
 from fedportal.models import AuditEvent
 from federation import services
@@ -54,6 +54,17 @@ def test_rollback_creates_a_new_revision_with_old_content(clusters, operator):
     assert rolled.number == 3 and rolled.placement == {"clusters": ["east"]} and rolled.parent == first
     assert rolled.content_hash == first.content_hash
     assert AuditEvent.objects.filter(action="federation.resource.rollback").exists()
+
+
+def test_withdraw_makes_the_empty_placement_revision_in_the_appliers_name(clusters, approver, viewer):
+    resource = web_deployment(placement={"clusters": ["east", "west"]})
+    with pytest.raises(PermissionDenied):
+        services.withdraw_resource(resource, actor=viewer)
+    assert resource.revisions.count() == 1, "a refused withdraw writes nothing"
+    revision = services.withdraw_resource(resource, actor=approver, message="Delete (CR-7)")
+    assert (revision.number, revision.placement, revision.template) == (2, {"clusters": []}, WEB_TEMPLATE)
+    assert revision.author == approver and revision.message == "Delete (CR-7)"
+    assert AuditEvent.objects.get(action="federation.resource.update", summary__startswith="Revision 2").actor == approver
 
 
 def test_diff_between_revisions_names_fields(clusters):

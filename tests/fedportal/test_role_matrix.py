@@ -7,7 +7,7 @@ from django.shortcuts import resolve_url
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from fedportal.roles import Role
-from tests.role_matrix import AUTHENTICATED, EXPECTED, METHODS, PUBLIC, URL_KWARGS
+from tests.role_matrix import AUTHENTICATED, EXPECTED, METHODS, PUBLIC, URL_KWARGS, success_status
 
 SKIPPED_PREFIXES = ("admin/", settings.STATIC_URL.lstrip("/"))
 
@@ -140,3 +140,5 @@ def test_role_matrix(client_as, name, method, who):
         assert status in (403, 405), f"{where}; expected 403 or 405 (method not declared in the matrix)"
     else:
         assert status not in REFUSED and not (went_to_login and name != "logout"), f"{where}; expected access"
+        wanted = success_status(name, method, who)
+        assert status == wanted, f"{where}; expected {wanted}, what this URL answers a permitted user"

@@ -160,6 +160,7 @@ def test_production_profile_passes_check_deploy_with_no_warnings(tmp_path):
         ({"AXES_FAILURE_LIMIT": "0"}, "AXES_FAILURE_LIMIT=0 must be at least 1"),
         ({"DATABASE_URL": "mongodb://db/fedportal"}, "DATABASE_URL is not a database URL"),
         ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with one of"),
+        ({"CELERY_BROKER_URL": "sqla+sqlite:///var/broker.db"}, "CELERY_BROKER_URL must start with one of"),
         ({"CACHE_URL": "memcached://x"}, "CACHE_URL='memcached://x': use redis://"),
     ],
 )

@@ -67,10 +67,10 @@ def test_prune_unknown_fields_returns_a_copy():
 def test_repeated_checks_are_answered_from_the_cache():
     manifest = deployment("cached", replicas=3)
     schemas.validate_manifest(manifest, 29)
-    before = schemas._validate_cached.cache_info().hits
+    before = schemas.validation_cache_hits()
     for _ in range(5):
         assert schemas.validate_manifest(manifest, 29) == []
-    assert schemas._validate_cached.cache_info().hits == before + 5
+    assert schemas.validation_cache_hits() == before + 5
 
 
 def test_pointer_to_field_path():
@@ -79,9 +79,7 @@ def test_pointer_to_field_path():
 
 def test_concurrent_first_use_is_safe():
     import concurrent.futures
-    schemas._kind_validator.cache_clear()
-    schemas._compiler.cache_clear()
-    schemas._validate_cached.cache_clear()
+    schemas.clear_caches()
     dep = deployment("threads", init_restart_policy="Always")
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda m: schemas.prune_unknown_fields(dep, m)[1], [27, 28, 27, 28, 30, 30, 27, 28]))

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
-from clusters import services
+from clusters import probing, services
 from clusters.models import Cluster
 
 
@@ -26,13 +26,13 @@ class Command(BaseCommand):
 
             def probe(cluster_id):
                 try:
-                    return services.probe_cluster(cluster_id)
+                    return probing.probe_cluster(cluster_id)
                 finally:
                     close_old_connections()
 
             if concurrency <= 1:
                 for cluster_id in ids:
-                    services.probe_cluster(cluster_id)
+                    probing.probe_cluster(cluster_id)
             else:
                 with ThreadPoolExecutor(max_workers=concurrency) as pool:
                     list(pool.map(probe, ids))

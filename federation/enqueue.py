@@ -1,0 +1,17 @@
+"""The federation app's tasks, queued by name (fedportal.queueing): what services call instead of
+importing federation.tasks or federation.approvals.tasks. Queues match the tasks' own."""
+
+from fedportal.queueing import send
+
+
+def propagate_targets(run_id: int, cluster_ids: list[int], *, countdown: float | None = None,
+                      on_commit: bool = False) -> None:
+    """A chunk of one run's targets (queue "propagation")."""
+    send("federation.tasks.propagate_targets_task", (run_id, list(cluster_ids)), on_commit=on_commit,
+         queue="propagation", countdown=countdown)
+
+
+def sync_change_request(cr_id: int, *, countdown: float = 0, on_commit: bool = True) -> None:
+    """Record an Applying change request's outcome once its runs end (queue "default")."""
+    send("federation.approvals.tasks.sync_change_request_task", (cr_id,), on_commit=on_commit, queue="default",
+         countdown=countdown)

@@ -1,0 +1,97 @@
+"""What every step of propagation shares: its error, its settings, and how a live object is named
+and identified (object version, uid, collected status)."""
+
+
+from django.conf import settings
+
+from clusters import kube
+from clusters.models import Cluster
+from federation.models import (
+    FederatedResource,
+    FederatedType,
+    PropagatedVersion,
+    Revision,
+)
+
+
+class PropagationError(RuntimeError):
+    """The resource cannot be propagated as asked (message is for the user)."""
+
+
+def setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def max_attempts() -> int:
+    return int(setting("FEDERATION_MAX_ATTEMPTS", 8))
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Exponential backoff: base * 2**(attempt-1), capped."""
+    base = float(setting("FEDERATION_RETRY_BASE_SECONDS", 2.0))
+    cap = float(setting("FEDERATION_RETRY_MAX_SECONDS", 60.0))
+    return min(cap, base * (2 ** max(attempt - 1, 0)))
+
+
+def lease_seconds() -> int:
+    """How long a claimed target is held: past it, another worker (or the stale sweep) takes over."""
+    return int(setting("FEDERATION_LEASE_SECONDS", int(setting("CELERY_TASK_TIME_LIMIT", 120)) + 10))
+
+
+def kube_timeout() -> float:
+    return float(setting("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0))
+
+
+def object_version(obj: dict | None) -> str:
+    """KubeFed's propagated version: gen:N when the object has a generation, else rv:N."""
+    if not obj:
+        return ""
+    metadata = obj.get("metadata") or {}
+    if metadata.get("generation"):
+        return f"gen:{metadata['generation']}"
+    return f"rv:{metadata.get('resourceVersion', '')}"
+
+
+def batch_size() -> int:
+    return max(1, int(setting("FEDERATION_BATCH_SIZE", 50)))
+
+
+def thread_count() -> int:
+    return max(1, int(setting("FEDERATION_THREADS", 16)))
+
+
+def render_args(resource: FederatedResource, revision: Revision, cluster: Cluster, *, live) -> dict:
+    """What render_manifest needs besides the overrides and replicas (the template hash's input too)."""
+    return dict(target=resource.type.target, template=revision.template, namespace=resource.namespace,
+                name=resource.name, cluster=cluster.name, revision=revision.number, live=live)
+
+
+def naming_uid(manifest: dict, uid: str) -> dict:
+    """The manifest with metadata.uid set: an apiserver writes it only to that object, or creates."""
+    return {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": uid}}
+
+
+def live_identity(obj: dict) -> dict:
+    """The PropagatedVersion fields that say which live object we wrote, and at which version."""
+    metadata = obj.get("metadata") or {}
+    return {"live_resource_version": str(metadata.get("resourceVersion", "")), "live_uid": str(metadata.get("uid", ""))[:64]}
+
+
+def uid_refused(exc: kube.KubeError) -> bool:
+    """The apiserver would not write because the object under that name has another uid."""
+    text = (exc.message or "").lower()
+    return exc.kind in (kube.KIND_INVALID, kube.KIND_CONFLICT) and (
+        "metadata.uid" in text or "uid in precondition" in text)
+
+
+def remote_status(ftype: FederatedType, obj: dict | None):
+    if not ftype.status_collection_enabled or not obj:
+        return None
+    return obj.get("status") or {}
+
+
+def collect_status(pv: PropagatedVersion, ftype: FederatedType, live: dict) -> None:
+    status = remote_status(ftype, live)
+    if status is not None and status != pv.remote_status:
+        PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=status)
+        pv.remote_status = status

@@ -1,0 +1,139 @@
+"""Fan-out: a PropagationRun with one target per planned cluster, enqueued in chunks after the
+transaction commits; re-sync of one cluster; removal from one cluster."""
+
+
+from django.db import transaction
+from django.utils import timezone
+
+from clusters.models import Cluster
+from federation import enqueue
+from federation.choices import PropagationReason, Retention, RunTrigger, TargetAction, TargetState
+from federation.models import (
+    FederatedResource,
+    PropagatedVersion,
+    PropagationRun,
+    PropagationTarget,
+    Revision,
+)
+from federation.propagation.common import PropagationError, batch_size
+from federation.propagation.planning import PLAN_FIELDS, plan_targets
+from federation.propagation.record import (
+    create_missing_pvs,
+    finish_run_if_complete,
+    pvs_for,
+    status_change,
+)
+from fedportal import bulk
+from fedportal.audit import record_event, record_events
+
+# --- fan-out ------------------------------------------------------------------------------------
+
+def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
+    """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
+    ids, size = sorted(cluster_ids), batch_size()
+    for start in range(0, len(ids), size):
+        enqueue.propagate_targets(run_id, ids[start:start + size])
+
+
+def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
+                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None) -> PropagationRun:
+    """Send ``revision`` (default: the current one) to every cluster its placement selects, and
+    remove it (Delete or Orphan, per retention) from clusters that left the placement.
+
+    Returns the PropagationRun at once; one ``propagate_to_cluster_task`` per cluster runs on queue
+    "propagation" after the transaction commits. Propagating the same revision twice writes
+    nothing the second time (hashes and object versions match). The approval workflow calls this
+    once a change request is approved.
+    """
+    resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
+    revision = revision or resource.current_revision
+    if revision is None:
+        raise PropagationError(f"{resource} has no revision to propagate.")
+    if revision.resource_id != resource.pk:
+        raise PropagationError("That revision belongs to another resource.")
+    if not resource.type.propagation_enabled:
+        raise PropagationError(f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page.")
+    # what planning and recording the run read of a cluster (the workers load their clusters whole)
+    plans = plan_targets(resource, revision, clusters=Cluster.objects.only(*PLAN_FIELDS))
+    if only_cluster is not None:
+        plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
+        if not plans:
+            raise PropagationError(f"{only_cluster.name} is not a target of {resource} and holds nothing to remove.")
+    with transaction.atomic():
+        run = PropagationRun.objects.create(resource=resource, revision=revision, trigger=trigger,
+                                            actor=actor if getattr(actor, "pk", None) else None)
+        now = timezone.now()
+        to_queue = []
+        # bulk writes: a 1,000-cluster run is a handful of queries, not thousands
+        bulk.insert_values(PropagationTarget, [
+            dict(run_id=run.pk, cluster_id=plan.cluster.pk, action=plan.action, replicas=plan.replicas,
+                 state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
+                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None)
+            for plan in plans
+        ])
+        # the PropagatedVersions: their statuses, and the missing ones created (never read back)
+        known = {cluster_id: (pk, status) for cluster_id, pk, status in
+                 PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
+        create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
+        skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
+        skipped_pvs = pvs_for(resource, skipped) if skipped else {}
+        waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}
+        skip_events: list = []
+        for plan in plans:
+            if plan.action == TargetAction.SKIP:
+                status_change(skipped_pvs[plan.cluster.pk], plan.reason, plan.message, actor=actor, events=skip_events)
+                continue
+            to_queue.append(plan.cluster.pk)
+            pk, status = known.get(plan.cluster.pk, (None, PropagationReason.PENDING))
+            if pk is not None and status != PropagationReason.OK:
+                waiting[PropagationReason.PENDING if plan.action == TargetAction.APPLY
+                        else PropagationReason.WAITING_FOR_REMOVAL].append(pk)
+        for status, pks in waiting.items():
+            if pks:
+                PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)
+        record_events(skip_events)
+        FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
+        record_event(
+            f"federation.resource.{trigger}", actor=actor, obj=resource,
+            summary=f"{RunTrigger(trigger).label} revision {revision.number} of {resource} to "
+                    f"{len(to_queue)} cluster(s)" + (f", {len(plans) - len(to_queue)} skipped" if len(plans) > len(to_queue) else ""),
+            after={"run": run.pk, "revision": revision.number,
+                   "targets": {p.cluster.name: p.action if p.action != TargetAction.SKIP else f"skip:{p.reason}" for p in plans}},
+        )
+        if not to_queue:
+            finish_run_if_complete(run.pk)
+        run_id = run.pk
+        transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue))
+    return run
+
+
+def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
+    """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
+    never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
+    revision = resource.propagated_revision
+    if revision is None:
+        raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
+    return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
+
+
+def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=None) -> PropagationRun | None:
+    """One run that removes ``resource`` from ``cluster`` (Delete or Orphan, per its retention),
+    whatever its placement says: what an approved unjoin does to each resource the cluster holds.
+    None when the resource has no revision to name. Queued after the transaction commits."""
+    revision = resource.propagated_revision or resource.current_revision
+    if revision is None:
+        return None
+    action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    with transaction.atomic():
+        run = PropagationRun.objects.create(resource=resource, revision=revision,
+                                            actor=actor if getattr(actor, "pk", None) else None)
+        PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
+        PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(
+            status=PropagationReason.WAITING_FOR_REMOVAL)
+        record_event("federation.resource.remove", actor=actor, obj=resource, cluster=cluster.name,
+                     summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
+                     after={"run": run.pk, "action": action})
+        run_id, cluster_id = run.pk, cluster.pk
+        transaction.on_commit(lambda: enqueue_chunks(run_id, [cluster_id]))
+    return run

@@ -1,0 +1,217 @@
+"""The network half of one target: server-side apply or delete on one cluster, and how a refusal
+is classified (KubeFed's reasons). No database access: this runs on the worker's thread pool."""
+
+import re
+import uuid
+from dataclasses import dataclass, field
+
+from clusters import kube
+from clusters.models import Cluster
+from clusters.services import connection_for
+from federation.choices import (
+    PropagationReason,
+)
+from federation.models import (
+    FederatedResource,
+    FederatedType,
+    PropagatedVersion,
+    Revision,
+)
+from federation.overrides import OverrideError
+from federation.propagation.common import (
+    kube_timeout,
+    naming_uid,
+    object_version,
+    remote_status,
+    render_args,
+    uid_refused,
+)
+from federation.rendering import (
+    MANAGED_LABEL,
+    RETAINED_PATHS,
+    content_hash,
+    render_manifest,
+)
+from federation.rendering import (
+    override_hash as hash_overrides,  # the local variables are called override_hash
+)
+
+_UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
+# Server-side apply's spelling of the same rejection: ".spec.foo: field not declared in schema".
+_UNDECLARED_FIELD_RE = re.compile(r"\.?([A-Za-z0-9_.\[\]-]+): field not declared in schema")
+
+
+class StepFailure(Exception):
+    def __init__(self, reason: str, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.reason, self.message, self.transient = reason, message, transient
+
+
+# what the network half found on one cluster
+APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED = (
+    "applied", "unchanged", "deleted", "gone", "orphaned", "superseded", "needs_namespace", "failed")
+
+
+@dataclass
+class Step:
+    cluster: Cluster
+    pv: PropagatedVersion
+    outcome: str
+    failure: StepFailure | None = None
+    existed: bool = False
+    manifest: dict | None = None
+    template_hash: str = ""
+    override_hash: str = ""
+    obj: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    remote_status: dict | None = None
+
+
+def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> StepFailure:
+    undeclared = _UNDECLARED_FIELD_RE.findall(exc.message or "")
+    # Real apiservers answer an apply whose typed patch cannot be built with a 500 (kubernetes#122480):
+    # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status.
+    if exc.transient and not undeclared:
+        return StepFailure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
+    fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + undeclared
+    if (exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) or undeclared) and fields:
+        version = cluster.server_version or "its version"
+        names = ", ".join(dict.fromkeys(fields))
+        return StepFailure(PropagationReason.FIELD_NOT_SUPPORTED,
+                        f"{cluster.name} ({version}) does not support field {names}: {exc.message}")
+    reason = PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED
+    return StepFailure(reason, exc.message)
+
+
+def namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
+    try:
+        live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=kube_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise classify_failure(exc, existed=False, cluster=cluster) from None
+        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
+    return live is not None
+
+
+def apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
+                replicas) -> Step:
+    """Server-side apply this cluster's manifest when anything changed. No database access; raises
+    StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
+    (``_read_then_apply``) when that call cannot decide."""
+    return (_apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas)
+            or _read_then_apply(resource, revision, cluster, pv, conn, replicas=replicas))
+
+
+def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn,
+                      *, replicas) -> Step | None:
+    """Apply without reading, the manifest carrying a metadata.uid. An apiserver refuses to change an
+    object's uid (422, "field is immutable") and gives a new object its own uid, so:
+
+    * an object we wrote (its uid recorded, status OK) whose desired state changed is applied naming
+      its uid: if the name now belongs to another object (deleted and made again by someone else)
+      nothing is written; kinds whose cluster-assigned fields KubeFed retains are read first instead;
+    * an object we have not written is applied naming a fresh uid, which only a create can accept:
+      an object already there, ours or not, is never written this way.
+
+    None means "read first": the uid was refused, the namespace is missing, or nothing changed on our
+    side (the read then finds drift, or an object that is already up to date)."""
+    ftype = resource.type
+    ours = bool(pv.live_uid) and pv.status == PropagationReason.OK
+    if ours and ftype.kind in RETAINED_PATHS:
+        return None
+    common = render_args(resource, revision, cluster, live=None)
+    template_hash = hash_template(revision, ftype, common)
+    override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
+    if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
+        return None
+    try:
+        manifest = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
+    except OverrideError as exc:
+        raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    uid = pv.live_uid if ours else str(uuid.uuid4())
+    try:
+        result = kube.apply_object(conn, naming_uid(manifest, uid), plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
+    except kube.KubeError as exc:
+        if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
+            return None
+        raise classify_failure(exc, existed=ours, cluster=cluster) from None
+    return Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
+                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
+                     replicas) -> Step:
+    """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
+    ftype = resource.type
+    try:
+        live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
+                               namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise classify_failure(exc, existed=False, cluster=cluster) from None
+        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
+    if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+        raise StepFailure(PropagationReason.ALREADY_EXISTS,
+                       f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
+                       f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.")
+    common = render_args(resource, revision, cluster, live=live)
+    try:
+        manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+    except OverrideError as exc:
+        raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    template_hash = hash_template(revision, ftype, common)
+    override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
+    if (
+        live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
+        and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
+    ):
+        return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, live))
+    try:
+        result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
+                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
+    except kube.KubeError as exc:
+        if exc.kind == kube.KIND_NOT_FOUND and ftype.namespaced and live is None:
+            # the namespace is missing (no GET of it on the common path: the apply says so)
+            return Step(cluster, pv, NEEDS_NAMESPACE)
+        raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
+    return Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
+                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+
+
+def _shared_manifest(revision: Revision, ftype: FederatedType, common: dict, override_hash: str, *, replicas) -> dict:
+    """The manifest for a cluster when no live object is read (nothing to retain from it). It depends
+    on the cluster only through its override operations and replicas, which ``override_hash`` stands
+    for, so the clusters of a chunk that share them (most of a fleet) share one manifest, rendered
+    once and kept on the shared Revision instance. Never modified afterwards: the apply names its uid
+    on a copy, and the recorded manifest is only serialised."""
+    key = (ftype.api_version, ftype.kind, common["namespace"], common["name"], override_hash)
+    shared = revision.__dict__.setdefault("_manifests", {})
+    if key not in shared:  # two threads may both render it: same value
+        shared[key] = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+    return shared[key]
+
+
+def hash_template(revision: Revision, ftype: FederatedType, common: dict) -> str:
+    """The hash of the manifest without overrides. It depends on the live object only for the kinds
+    whose fields KubeFed retains; for the others it is one value per (immutable) revision, computed
+    once per chunk and kept on the shared Revision instance."""
+    if ftype.kind in RETAINED_PATHS:
+        return content_hash(render_manifest(overrides=[], replicas=None, **common))
+    key = (ftype.api_version, ftype.kind, common["namespace"], common["name"])
+    shared = revision.__dict__.setdefault("_template_hashes", {})
+    if key not in shared:  # two threads may both compute it: same value
+        shared[key] = content_hash(render_manifest(overrides=[], replicas=None, **common))
+    return shared[key]
+
+
+def delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
+    ftype = resource.type
+    try:
+        deleted = kube.delete_object(connection_for(cluster), api_version=ftype.api_version, plural=ftype.plural,
+                                     namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise StepFailure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
+        raise StepFailure(PropagationReason.DELETION_FAILED, exc.message) from None
+    return Step(cluster, pv, DELETED if deleted else GONE)

@@ -1,0 +1,95 @@
+"""Planning: what propagating a revision does on each cluster (apply, delete/orphan, or skip, and why)."""
+
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from clusters.choices import ClusterState
+from clusters.models import Cluster
+from federation.choices import (
+    PropagationReason,
+    Retention,
+    TargetAction,
+)
+from federation.models import FederatedResource, Revision
+from federation.placement import ClusterRef, select_clusters
+from federation.scheduling import participating_clusters, plan_replicas, to_preference
+
+# --- planning ---------------------------------------------------------------------------------
+
+@dataclass
+class ClusterPlan:
+    cluster: Cluster
+    action: str  # TargetAction
+    replicas: int | None = None
+    reason: str = ""  # for skips: PropagationReason
+    message: str = ""
+
+
+PLAN_FIELDS = ("id", "name", "labels", "state", "isolated", "isolated_reason")
+
+
+def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=None, existing=None) -> list[ClusterPlan]:
+    """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
+    if clusters is not None:
+        clusters = list(clusters)
+        labels = {c.name: c.labels for c in clusters}
+    else:  # the placement is decided on names and labels; full rows only for the clusters it names
+        labels = dict(Cluster.objects.values_list("name", "labels"))
+    refs = [ClusterRef(name, value or {}) for name, value in labels.items()]
+    selected = [n for n in select_clusters(revision.placement or {}, refs) if n in labels]
+    preference = to_preference(revision.scheduling) if revision.scheduling else None
+    candidates = selected
+    if preference is not None:
+        pool = selected if preference.intersect_with_cluster_selector else list(labels)
+        candidates = participating_clusters(preference, pool)
+    loaded_here = existing is None
+    if loaded_here:
+        # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
+        fields = ["id", "resource_id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
+        existing = list(resource.propagated_versions.only(*fields))
+    if clusters is None:
+        held = {pv.cluster_id for pv in existing} if loaded_here else set()
+        clusters = _clusters_named(set(candidates), held, total=len(labels))
+    if loaded_here:
+        by_id = {c.pk: c for c in clusters}
+        missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}  # clusters the caller left out
+        if missing:
+            by_id.update({c.pk: c for c in Cluster.objects.filter(pk__in=missing)})
+        for pv in existing:
+            pv.cluster = by_id[pv.cluster_id]
+    by_name = {c.name: c for c in clusters}
+    candidates = [n for n in candidates if n in by_name]  # a cluster unjoined since the names were read
+    replicas: dict[str, int] = {}
+    if preference is not None:
+        schedulable = [n for n in candidates if by_name[n].state == ClusterState.READY and not by_name[n].isolated]
+        current = {}
+        for pv in existing:
+            spec = (pv.applied_manifest or {}).get("spec") or {}
+            if pv.is_present and isinstance(spec.get("replicas"), int):
+                current[pv.cluster.name] = spec["replicas"]
+        replicas = plan_replicas(preference, schedulable, key=f"{resource.namespace}/{resource.name}", current=current)
+    plans = []
+    for name in sorted(candidates):
+        cluster = by_name[name]
+        if cluster.isolated:
+            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_ISOLATED,
+                                     message=f"{name} is isolated{': ' + cluster.isolated_reason if cluster.isolated_reason else ''}; not propagated until the isolation is lifted."))
+        elif cluster.state != ClusterState.READY:
+            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_NOT_READY,
+                                     message=f"{name} is {cluster.state}; propagation resumes when it is Ready again."))
+        else:
+            plans.append(ClusterPlan(cluster, TargetAction.APPLY, replicas=replicas.get(name) if revision.scheduling else None))
+    targeted = set(candidates)
+    removal = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    for pv in existing:
+        if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
+            plans.append(ClusterPlan(pv.cluster, removal))
+    return sorted(plans, key=lambda p: p.cluster.name)
+
+
+def _clusters_named(names: set[str], ids: set[int], *, total: int) -> list[Cluster]:
+    """Cluster rows by name or id: one query, the whole table when that is most of it anyway."""
+    if len(names) + len(ids) >= total // 2:
+        return list(Cluster.objects.all())
+    return list(Cluster.objects.filter(Q(name__in=names) | Q(pk__in=ids)))

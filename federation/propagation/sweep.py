@@ -1,0 +1,71 @@
+"""The periodic safety nets: re-queue targets whose task was lost, re-sync clusters Ready again."""
+
+import logging
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters.choices import ClusterState
+from federation.choices import (
+    PropagationReason,
+    TargetState,
+)
+from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
+from federation.propagation.common import PropagationError, setting
+from federation.propagation.fanout import enqueue_chunks, resync_cluster
+from federation.propagation.record import finish_run_if_complete
+
+logger = logging.getLogger(__name__)
+
+
+def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
+    """Re-queue targets of unfinished runs whose task message was lost (a worker killed with SIGKILL:
+    the embedded broker has already removed the messages it held, Redis gives them back only after
+    its visibility timeout). Stale means: RUNNING past its lease; RETRYING overdue by
+    ``stale_seconds``; PENDING for longer than ``stale_seconds``. Re-queuing is safe: the claim is a
+    compare-and-set, so a target whose original message still arrives runs once."""
+    grace = float(stale_seconds if stale_seconds is not None else setting("FEDERATION_STALE_SECONDS", 60))
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=grace)
+    stale = PropagationTarget.objects.filter(run__finished_at__isnull=True).filter(
+        Q(state=TargetState.RUNNING, lease_until__lt=now)
+        | Q(state=TargetState.RETRYING, lease_until__lt=cutoff)
+        | Q(state__in=[TargetState.RETRYING, TargetState.PENDING], lease_until__isnull=True, run__started_at__lt=cutoff)
+        | Q(state=TargetState.PENDING, lease_until__lt=cutoff)
+    )
+    # a run whose last targets were written by a worker that died before it closed the run
+    settled = (PropagationRun.objects.filter(finished_at__isnull=True, started_at__lt=cutoff)
+               .exclude(targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]))
+    for run_id in settled.values_list("pk", flat=True)[:1000]:
+        finish_run_if_complete(run_id)
+    found = list(stale.order_by("run_id", "cluster_id").values_list("pk", "run_id", "cluster_id")[:10000])
+    if not found:
+        return 0
+    # PENDING targets are stamped so that the next sweep waits another grace period for them
+    PropagationTarget.objects.filter(pk__in=[pk for pk, _, _ in found], state=TargetState.PENDING).update(lease_until=now)
+    by_run: dict[int, list[int]] = {}
+    for _, run_id, cluster_id in found:
+        by_run.setdefault(run_id, []).append(cluster_id)
+    for run_id, cluster_ids in by_run.items():
+        enqueue_chunks(run_id, cluster_ids)
+    logger.warning("re-queued %d stale propagation target(s) of %d run(s)", len(found), len(by_run))
+    return len(found)
+
+
+def reconcile_waiting_clusters(*, actor=None) -> int:
+    """Resources skipped on a cluster that was not Ready (or isolated) get a re-sync once it is
+    Ready again; this is how a cluster that was down converges without anyone clicking."""
+    waiting = (PropagatedVersion.objects.filter(
+        status__in=[PropagationReason.CLUSTER_NOT_READY, PropagationReason.CLUSTER_ISOLATED],
+        cluster__state=ClusterState.READY, cluster__isolated=False)
+        .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+        .select_related("resource", "cluster").distinct())
+    count = 0
+    for pv in waiting:
+        try:
+            resync_cluster(pv.resource, pv.cluster, actor=actor)
+            count += 1
+        except PropagationError as exc:
+            logger.info("reconcile of %s on %s skipped: %s", pv.resource, pv.cluster.name, exc)
+    return count

@@ -1,0 +1,231 @@
+"""The task's body: claim a chunk of one run's targets (compare-and-set lease), do their network
+half on the process's thread pool, and record what finished."""
+
+import logging
+import os
+import random
+import threading
+from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from clusters.models import Cluster
+from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
+from federation.choices import (
+    PropagationReason,
+    TargetAction,
+    TargetState,
+)
+from federation.models import (
+    FederatedResource,
+    FederatedType,
+    PropagatedVersion,
+    PropagationRun,
+    PropagationTarget,
+    Revision,
+)
+from federation.propagation.common import lease_seconds, thread_count
+from federation.propagation.network import (
+    APPLIED,
+    FAILED,
+    NEEDS_NAMESPACE,
+    ORPHANED,
+    SUPERSEDED,
+    Step,
+    StepFailure,
+    apply_step,
+    delete_step,
+    namespace_exists,
+)
+from federation.propagation.planning import plan_targets
+from federation.propagation.record import (
+    TargetOutcome,
+    applied_event,
+    applied_fields,
+    finish_run_if_complete,
+    pv_for,
+    pvs_for,
+    record_steps,
+    write_applied,
+)
+from fedportal.audit import record_events
+
+logger = logging.getLogger(__name__)
+
+
+# --- the task's body: a chunk of one run's targets -------------------------------------------------
+#
+# A run is fanned out as one task per chunk of clusters (FEDERATION_BATCH_SIZE). A task claims its
+# targets with one compare-and-set UPDATE, does the network half of every target on its worker
+# process's thread pool (FEDERATION_THREADS per process, shared by the chunks the process runs;
+# threads never touch the database), and writes what has finished every
+# FLUSH_SECONDS in one transaction: the PropagatedVersions, the targets and their audit events
+# together, so a killed worker leaves either all of a target's record or none of it.
+
+FLUSH_SECONDS = 1.0  # how long finished targets of a chunk may wait for slower ones before being written
+
+
+# What a chunk reads of its targets and their clusters (a cluster row is wide: its inventory, probe
+# state and labels are not needed to apply): the connection, and the version that failure messages name.
+CHUNK_TARGET_FIELDS = ("id", "run_id", "cluster_id", "action", "replicas", "attempts",
+                       *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")))
+
+
+def claim_targets(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
+    """Compare-and-set claim of a chunk's targets; returns the ones this call holds."""
+    now = timezone.now()
+    # a stamp unique to this call, so we can read back which rows we won
+    stamp = now + timedelta(seconds=lease_seconds(), microseconds=random.randrange(1, 999_999))
+    (PropagationTarget.objects.filter(run_id=run_id, cluster_id__in=cluster_ids,
+                                      state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
+     # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
+     .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+     .update(state=TargetState.RUNNING, lease_until=stamp, attempts=F("attempts") + 1))
+    return list(PropagationTarget.objects.select_related("cluster").only(*CHUNK_TARGET_FIELDS)
+                .filter(run_id=run_id, cluster_id__in=cluster_ids, state=TargetState.RUNNING, lease_until=stamp)
+                .order_by("cluster_id"))
+
+
+_pool_lock = threading.Lock()
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
+
+
+def network_pool() -> ThreadPoolExecutor:
+    """The worker process's one pool for the network half of every chunk it runs: at most
+    FEDERATION_THREADS requests in flight per process, however many chunks run at once. A pool per
+    chunk multiplied the threads by the chunks (8 chunks x 16 threads), and every thread past what the
+    clusters can answer only adds GIL contention: a request cost twice the CPU in a 16-thread process
+    that it costs in a 1-thread one. Made again after a fork (prefork children) or a settings change."""
+    global _pool
+    size = thread_count()
+    with _pool_lock:
+        if _pool is None or _pool[:2] != (os.getpid(), size):
+            if _pool is not None and _pool[0] == os.getpid():
+                _pool[2].shutdown(wait=False)
+            _pool = (os.getpid(), size, ThreadPoolExecutor(size, thread_name_prefix="propagation"))
+        return _pool[2]
+
+
+def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
+    """Do a chunk of one run's targets. Safe to call twice (compare-and-set claim on each target).
+    Returns an outcome per cluster id; ``retry_in`` is set where a transient failure wants a retry."""
+    ids = sorted({int(i) for i in cluster_ids})
+    targets = claim_targets(run_id, ids)
+    outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
+    if not targets:
+        return outcomes
+    # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
+    run = (PropagationRun.objects.select_related("resource__type", "revision", "actor").defer("revision__placement")
+           .annotate(has_newer_run=Exists(PropagationRun.objects.filter(resource=OuterRef("resource"),
+                                                                        pk__gt=OuterRef("pk"))))
+           .get(pk=run_id))
+    resource = run.resource
+    pvs = pvs_for(resource, [t.cluster for t in targets])
+    newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
+    steps = [(t, Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
+    todo = [t for t in targets if t.cluster_id not in newer]
+    if steps:
+        outcomes.update(record_steps(run, steps))
+    if todo:
+        pool = network_pool()
+        pending = {pool.submit(network_step, run, t, pvs[t.cluster_id]): t for t in todo}
+        while pending:
+            done, _ = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
+            if done:
+                finished = [(pending.pop(future), future.result()) for future in done]
+                outcomes.update(record_steps(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
+    # only now can the run be complete: until its last flush this chunk held targets still running
+    finish_run_if_complete(run.pk)
+    return outcomes
+
+
+def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:
+    """Which of ``cluster_ids`` a later run of the same resource also targets (that run's revision
+    wins). Usually there is no later run, as the run's ``has_newer_run`` says."""
+    if not run.has_newer_run:
+        return set()
+    return set(PropagationTarget.objects.filter(run__resource_id=run.resource_id, cluster_id__in=cluster_ids,
+                                                run_id__gt=run.pk).values_list("cluster_id", flat=True))
+
+
+def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
+    """One cluster's share of a run (``propagate_targets`` for a chunk of one)."""
+    return propagate_targets(run_id, [cluster_id])[int(cluster_id)]
+
+
+def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int]]:
+    """Cluster ids whose targets want a retry, grouped by how long to wait (one task per group)."""
+    due: dict[float, list[int]] = {}
+    for cluster_id, outcome in sorted(outcomes.items()):
+        if outcome.retry_in is not None:
+            due.setdefault(outcome.retry_in, []).append(cluster_id)
+    return due
+
+
+def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> Step:
+    """The network half of one target (runs on a pool thread: no database access)."""
+    cluster = target.cluster
+    try:
+        if target.action == TargetAction.APPLY:
+            return apply_step(run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas)
+        if target.action == TargetAction.ORPHAN:
+            return Step(cluster, pv, ORPHANED)
+        return delete_step(run.resource, cluster, pv)
+    except StepFailure as failure:
+        return Step(cluster, pv, FAILED, failure=failure)
+    except Exception as exc:  # noqa: BLE001 - a credential that cannot be decrypted and the like
+        logger.exception("propagation of run %s to %s failed", run.pk, cluster.name)
+        return Step(cluster, pv, FAILED, failure=StepFailure(PropagationReason.CLUSTER_NOT_READY,
+                                                           f"Cannot reach {cluster.name}: {type(exc).__name__}"))
+
+
+def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: Step) -> Step:
+    """A namespaced object whose namespace is missing: federate the namespace first (database and
+    network, so on the task's own thread; rare), then apply the object."""
+    if step.outcome != NEEDS_NAMESPACE:
+        return step
+    try:
+        conn = connection_for(step.cluster)
+        _ensure_namespace(run.resource, step.cluster, conn, actor=run.actor)
+        step = apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
+        if step.outcome == NEEDS_NAMESPACE:
+            raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+                           f"Namespace {run.resource.namespace} is still missing on {step.cluster.name}.", transient=True)
+        return step
+    except StepFailure as failure:
+        return Step(step.cluster, step.pv, FAILED, failure=failure)
+
+
+def _namespace_type() -> FederatedType | None:
+    return FederatedType.objects.filter(group="", kind="Namespace").first()
+
+
+def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, actor) -> None:
+    """Namespaced types need their namespace first: present already, or federated to this cluster."""
+    if namespace_exists(resource, cluster, conn):
+        return
+    ns_type = _namespace_type()
+    ns_resource = None
+    if ns_type is not None:
+        ns_resource = (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+                       .filter(type=ns_type, name=resource.namespace).first())
+    revision = ns_resource and (ns_resource.propagated_revision or ns_resource.current_revision)
+    if revision is None or cluster.name not in {p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY}:
+        raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
+                       f"Namespace {resource.namespace} does not exist on {cluster.name} and is not federated to it; "
+                       f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.")
+    _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
+
+
+def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn) -> None:
+    """Apply one resource on one cluster and record it at once (the namespace a chunk found missing)."""
+    step = apply_step(resource, revision, cluster, pv_for(resource, cluster), conn, replicas=replicas)
+    if step.outcome == APPLIED:
+        fields = applied_fields(resource, revision, step, now=timezone.now())
+        event = applied_event(resource, revision, step, fields, replicas=replicas, actor=actor)
+        with transaction.atomic():
+            write_applied({step.pv: fields})
+            record_events([event])
