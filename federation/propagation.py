@@ -35,6 +35,7 @@ from clusters.models import Cluster
 from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
 from fedportal import bulk
 from fedportal.audit import append_events, prepare_events, record_event, record_events
+from federation import propagation_gate
 from federation.choices import (
     Condition,
     DriftPolicy,
@@ -240,7 +241,8 @@ def _create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
 
 
 def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
-                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None) -> PropagationRun:
+                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None,
+                       emergency: bool = False) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
 
@@ -250,6 +252,8 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
     once a change request is approved.
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
+    if refusal := propagation_gate.propagation_refusal(resource, actor=actor, emergency=emergency):  # roles, protected namespaces
+        raise PropagationError(refusal)
     revision = revision or resource.current_revision
     if revision is None:
         raise PropagationError(f"{resource} has no revision to propagate.")
@@ -314,6 +318,7 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
     """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
     never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    propagation_gate.check_resync(actor)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     revision = resource.propagated_revision
     if revision is None:

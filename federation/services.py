@@ -28,7 +28,8 @@ from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, parse_documents
 from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
-from federation.models import FederatedResource, FederatedType, Revision
+from federation.content_hooks import settings_changed
+from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
@@ -233,6 +234,9 @@ def update_resource(
             FederatedResource.objects.filter(pk=resource.pk).update(**settings_after)
             record_event("federation.resource.settings", actor=actor, obj=resource,
                          summary=f"Changed settings of {resource}", before=settings_before, after=settings_after)
+            SettingsChange.objects.create(resource=resource, author=actor if getattr(actor, "pk", None) else None,
+                                          before=settings_before, after=settings_after)
+            settings_changed(resource, actor=actor)
         if current is not None and current.content_hash == spec_hash(spec):
             return current
         revision = _new_revision(resource, spec, actor=actor, parent=parent or current, message=message or "Edited")
