@@ -85,7 +85,7 @@ def isolate_cluster(cluster, *, actor=None, reason: str, automatic: bool = False
     """
     from clusters.models import Cluster
 
-    if not automatic:
+    if actor is not None or not automatic:  # only the system (no actor) isolates automatically
         require_role(actor, Role.ADMIN)
     reason = (reason or "").strip()
     if not reason:

@@ -18,6 +18,7 @@ from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, PollRequest, VersionSample
 from clusters.services.connections import connection_for
 from fedportal.audit import record_event
+from fedportal.roles import Role, require_actor_role
 
 logger = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ def _queue_probe_on_commit(cluster_id: int) -> None:
 
 def request_poll(*, cluster: Cluster | None = None, actor=None) -> PollRequest:
     """"Poll now" for one cluster or the whole fleet; progress is read with poll_progress()."""
+    require_actor_role(actor, Role.OPERATOR)
     total = 1 if cluster is not None else Cluster.objects.count()
     with transaction.atomic():
         poll = PollRequest.objects.create(

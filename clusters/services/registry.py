@@ -195,6 +195,7 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
     """Remove the cluster from the registry: it leaves every list and is no longer polled.
     (What happens to resources propagated to it is the federation app's business: with
     ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)"""
+    require_actor_role(actor, Role.ADMIN)
     if respect_guards:
         blocks = unjoin_blockers(cluster)
         if blocks:
@@ -217,6 +218,7 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
 def set_isolation(cluster: Cluster, *, isolated: bool, reason: str = "", actor=None) -> Cluster:
     """Isolate a cluster (excluded from propagation by clusters.selectors.ready_members) or release
     it. Compare-and-set: a repeat is a no-op and writes no second audit event."""
+    require_actor_role(actor, Role.ADMIN)
     now = timezone.now()
     with transaction.atomic():
         updated = Cluster.objects.filter(pk=cluster.pk, isolated=not isolated).update(

@@ -174,7 +174,7 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     return rows
 
 
-def recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bool]:
+def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bool]:
     """Re-hash what an open request would apply (federation.approvals.content). When it changed
     (say the retention went from Orphan to Delete) the approvals given so far are void: the stored
     hash moves on, an Approved request goes back to Submitted. Returns (request, changed)."""
@@ -198,13 +198,15 @@ def recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bo
 
 
 def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True, diffs: bool = True) -> ChangeRequest:
-    """Re-hash the content (recheck_content), re-snapshot targets, required approvals, the per-cluster
+    """Re-hash the content (_recheck_content), re-snapshot targets, required approvals, the per-cluster
     diff and preflight results. Reads the clusters (network) outside any transaction; never raises
-    for an unreachable cluster."""
+    for an unreachable cluster. Operators and approvers refresh (the system, with no actor, too)."""
+    if actor is not None and not (has_role(actor, Role.OPERATOR) or has_role(actor, Role.APPROVER)):
+        raise PermissionDenied("Refreshing a change request needs the operator or approver role.")
     cr = _fresh(cr)
     if cr.is_finished:
         return cr
-    cr, _changed = recheck_content(cr, actor=actor)
+    cr, _changed = _recheck_content(cr, actor=actor)
     targets = _targets(cr)
     fields = {
         "target_clusters": sorted({c.name for c in targets}),
@@ -227,7 +229,7 @@ def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
     affected = (ChangeRequest.objects.filter(state__in=ChangeState.open())
                 .filter(Q(resource=resource) | Q(kind=ChangeKind.UNJOIN, cluster_id__in=clusters)))
     for pk in affected.values_list("pk", flat=True):
-        cr, changed = recheck_content(pk, actor=actor)
+        cr, changed = _recheck_content(pk, actor=actor)
         if changed:
             transaction.on_commit(lambda pk=pk: refresh_change_request(pk, actor=actor))
 
@@ -611,7 +613,7 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
 def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.APPROVED,), "applied")
-    cr, changed = recheck_content(cr, actor=actor)
+    cr, changed = _recheck_content(cr, actor=actor)
     if changed:
         refresh_change_request(cr, actor=actor)
         raise TransitionError(f"What CR-{cr.pk} would apply changed after it was approved; its approvals are void "
