@@ -12,6 +12,7 @@ only the numeric bounds the apiserver always enforces, not defaults or admission
 from __future__ import annotations
 
 from federation.overrides import OverrideError, apply_operations
+from federation.rendering import base_manifest
 
 INT32_MAX = 2**31 - 1
 
@@ -113,3 +114,15 @@ def override_value_problems(kind: str, rendered: dict, overrides: list[dict]) ->
             continue  # reported by check_overrides
         problems += spec_value_problems(kind, manifest, where=f"Override for cluster {entry['clusterName']!r}: ")
     return problems
+
+
+def revision_value_problems(resource, revision) -> list[str]:
+    """The checks on a stored revision (one saved before they existed): its template, then each
+    cluster's overridden manifest."""
+    kind = resource.type.kind
+    problems = spec_value_problems(kind, revision.template)
+    if problems:
+        return problems
+    rendered = base_manifest(revision.template or {}, target=resource.type.target, namespace=resource.namespace or "default",
+                             name=resource.name)
+    return override_value_problems(kind, rendered, revision.overrides or [])

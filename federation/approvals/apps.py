@@ -16,3 +16,8 @@ class ApprovalsConfig(AppConfig):
         from federation.content_hooks import register_settings_hook
 
         register_settings_hook(resource_settings_changed)
+
+        from federation.approvals.preflight import register_preflight
+        from federation.approvals.value_preflight import apiserver_value_check
+
+        register_preflight(apiserver_value_check)

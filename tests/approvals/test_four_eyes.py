@@ -226,3 +226,28 @@ def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
     operator = type(operator).objects.get(pk=operator.pk)
     with pytest.raises(PermissionDenied, match="retention/drift policy change"):
         services.approve(cr, actor=operator)
+
+
+# --- upgrade: open requests move to the new hash, keeping their approvals -----------------------------
+
+def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals(prod_resource, prod_cluster, operator, approver):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from federation.approvals.content import request_content_hash
+
+    migration = import_module("federation.approvals.migrations.0003_secgate_approved_hash")
+    cr = submitted(prod_resource, operator)
+    old = cr.proposed_revision.content_hash  # what the hash was before this change
+    ChangeRequest.objects.filter(pk=cr.pk).update(proposed_hash=old)
+    cr.approvals.create(approver=approver, approver_name="anna-approver", decision="approve", content_hash=old)
+    finished = submitted(FederatedResource.objects.get(pk=prod_resource.pk), operator, kind=ChangeKind.DELETE)
+    ChangeRequest.objects.filter(pk=finished.pk).update(state=ChangeState.CANCELLED, proposed_hash="old")
+
+    migration.forward(apps, None)
+
+    cr = ChangeRequest.objects.get(pk=cr.pk)
+    assert cr.proposed_hash == request_content_hash(cr) != old
+    assert services.approval_summary(cr).valid == 1
+    assert ChangeRequest.objects.get(pk=finished.pk).proposed_hash == "old", "finished requests are left alone"

@@ -152,3 +152,28 @@ def test_fedctl_apply_refuses_the_file_naming_the_field(tmp_path, clusters, text
         call_command("fedctl", "apply", "-f", str(path), stdout=StringIO())
     assert message in str(caught.value) and "Nothing was changed." in str(caught.value)
     assert not FederatedResource.objects.exists()
+
+
+# --- preflight: a revision stored before these checks existed ----------------------------------------
+
+def test_a_stored_revision_with_negative_replicas_blocks_approval(make_user, operator, approver):
+    from federation.approvals import services as approvals
+    from federation.approvals.choices import Severity
+    from federation.models import Revision
+
+    ClusterFactory(name="east", state="NotReady")
+    resource = services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=web(),
+                                        placement={"clusters": ["east"]}, actor=operator,
+                                        overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/spec/replicas", "value": 2}]}])
+    old = resource.current_revision
+    stored = Revision.objects.create(resource=resource, number=2, template=old.template, placement=old.placement,
+                                     overrides=[{"clusterName": "east", "clusterOverrides": [{"op": "replace", "path": "/spec/replicas", "value": -4}]}],
+                                     content_hash="stored-before-the-check", author=operator)
+    FederatedResource.objects.filter(pk=resource.pk).update(current_revision=stored)
+    cr = approvals.submit(approvals.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator),
+                          actor=operator)
+    assert [(p["severity"], p["message"]) for p in cr.preflight] == [
+        (Severity.BLOCKING, "The API server would reject this revision: Override for cluster 'east': "
+                            "spec.replicas must be at least 0, got -4.")]
+    with pytest.raises(approvals.TransitionError, match="Preflight found blocking problems"):
+        approvals.approve(cr, actor=approver)
