@@ -6,8 +6,8 @@ make themselves (views check the same roles; a service must not rely on that).
 
 from django.core.exceptions import PermissionDenied
 
-from fedportal.roles import Role, has_role, require_actor_role
 from federation.protected import protected_namespace_refusal
+from fedportal.roles import Role, has_role, require_actor_role
 
 
 def propagation_refusal(resource, *, actor, emergency: bool = False) -> str:

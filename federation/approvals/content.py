@@ -19,7 +19,12 @@ from django.db.models import F, OuterRef, Q, Subquery
 
 from federation.approvals.choices import ChangeKind
 from federation.choices import RunTrigger
-from federation.models import PropagatedVersion, PropagationRun, Revision, SettingsChange
+from federation.models import (
+    PropagatedVersion,
+    PropagationRun,
+    Revision,
+    SettingsChange,
+)
 from federation.rendering import content_hash
 
 
@@ -74,8 +79,8 @@ def _settings_authors(resource_ids) -> dict[int, str]:
                .annotate(baseline_at=last_propagated)
                .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at"))))
     authors: dict[int, str] = {}
-    for author_id, after in changes.order_by("created_at").values_list("author_id", "after"):
-        authors.setdefault(author_id, "the retention/drift policy change" if after else "a settings change")
+    for author_id in changes.order_by("created_at").values_list("author_id", flat=True):
+        authors.setdefault(author_id, "the retention/drift policy change")
     return authors
 
 

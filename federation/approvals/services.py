@@ -4,8 +4,9 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
 
     create_change_request(resource=None, *, actor, kind=None, revision=None, cluster=None,
                           title="", description="") -> ChangeRequest            (Draft)
-    revise_change_request(cr, *, actor, revision) -> ChangeRequest   new proposed revision; voids approvals
-    refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-snapshot diff, targets, preflight
+    revise_change_request(cr, *, actor, revision) -> ChangeRequest   author or admin: new proposed revision; voids approvals
+    refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-hash content, re-snapshot diff, targets, preflight
+    resource_settings_changed(resource, *, actor)   hook: retention/drift policy changed, open requests re-hashed
     submit(cr, *, actor)                       Draft -> Submitted
     approve(cr, *, actor, comment="")          Submitted -> (Approved when enough valid approvals)
     reject(cr, *, actor, comment)              Submitted / Approved -> Rejected
@@ -19,7 +20,9 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
     cluster_has_propagated_objects(cluster) -> bool   whether an unjoin must go through a request
 
 Errors: ``TransitionError`` (illegal or refused transition; ``str(exc)`` is the reason for the
-user) and ``django.core.exceptions.PermissionDenied`` (missing role, or approving your own request).
+user) and ``django.core.exceptions.PermissionDenied`` (missing role, approving content you wrote,
+repointing someone else's request). What approvers agree to, and who counts as having written it,
+is federation.approvals.content.
 """
 
 from __future__ import annotations
@@ -229,7 +232,7 @@ def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
     affected = (ChangeRequest.objects.filter(state__in=ChangeState.open())
                 .filter(Q(resource=resource) | Q(kind=ChangeKind.UNJOIN, cluster_id__in=clusters)))
     for pk in affected.values_list("pk", flat=True):
-        cr, changed = _recheck_content(pk, actor=actor)
+        _cr, changed = _recheck_content(pk, actor=actor)
         if changed:
             transaction.on_commit(lambda pk=pk: refresh_change_request(pk, actor=actor))
 

@@ -6,15 +6,15 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.urls import reverse
 
-from fedportal.models import AuditEvent
-from fedportal.roles import Role
 from federation import services as federation_services
 from federation.approvals import services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
 from federation.choices import DriftPolicy, Retention
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun
-from tests.approvals.factories import draft, submitted
+from fedportal.models import AuditEvent
+from fedportal.roles import Role
+from tests.approvals.factories import submitted
 from tests.federation.factories import WEB_TEMPLATE
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,6 @@ emergency apply. (No network: the clusters are not Ready.)"""
 import pytest
 from django.urls import reverse
 
-from fedportal.models import AuditEvent
 from federation import propagation
 from federation import services as federation_services
 from federation.approvals import services
@@ -13,6 +12,7 @@ from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
 from federation.models import FederatedResource, PropagationRun
 from federation.protected import protected_namespaces
+from fedportal.models import AuditEvent
 from tests.federation.factories import WEB_TEMPLATE, ftype
 
 pytestmark = pytest.mark.django_db

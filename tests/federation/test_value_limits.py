@@ -173,7 +173,7 @@ def test_a_stored_revision_with_negative_replicas_blocks_approval(make_user, ope
     cr = approvals.submit(approvals.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator),
                           actor=operator)
     assert [(p["severity"], p["message"]) for p in cr.preflight] == [
-        (Severity.BLOCKING, "The API server would reject this revision: Override for cluster 'east': "
-                            "spec.replicas must be at least 0, got -4.")]
+        (Severity.BLOCKING, ("The API server would reject this revision: Override for cluster 'east': "
+                             "spec.replicas must be at least 0, got -4."))]
     with pytest.raises(approvals.TransitionError, match="Preflight found blocking problems"):
         approvals.approve(cr, actor=approver)
