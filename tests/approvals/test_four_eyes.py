@@ -251,3 +251,13 @@ def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals
     assert cr.proposed_hash == request_content_hash(cr) != old
     assert services.approval_summary(cr).valid == 1
     assert ChangeRequest.objects.get(pk=finished.pk).proposed_hash == "old", "finished requests are left alone"
+
+
+def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(dev_resource, make_resource, operator, bob, carol):
+    from federation.approvals.selectors import inbox_for
+
+    edit(dev_resource, bob, 5)  # B's revision 2 of web
+    web = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
+    api = submitted(make_resource("api", ("dev-a",)), operator)  # nothing of B's in it
+    assert list(inbox_for(carol)) == [web, api]
+    assert list(inbox_for(bob)) == [api]
