@@ -428,8 +428,9 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
     cr = refresh_change_request(cr, actor=actor, diffs=False)
     if cr.proposed_hash != seen_hash:
         refresh_change_request(cr, actor=actor, preflight=False)
-        raise TransitionError(f"What CR-{cr.pk} would apply changed while you were reviewing it (its retention or drift "
-                              "policy); the diff is refreshed and earlier approvals are void: review it again.")
+        raise TransitionError(f"What CR-{cr.pk} would apply changed while you were reviewing it (a retention or drift "
+                              "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
+                              "review it again.")
     wrote = content_authors(cr).get(getattr(actor, "pk", None))
     if wrote:
         raise PermissionDenied(f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it.")

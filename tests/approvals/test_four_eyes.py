@@ -261,3 +261,17 @@ def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(dev
     api = submitted(make_resource("api", ("dev-a",)), operator)  # nothing of B's in it
     assert list(inbox_for(carol)) == [web, api]
     assert list(inbox_for(bob)) == [api]
+
+
+def test_approving_content_that_changed_unseen_is_refused_and_the_diff_refreshed(dev_resource, dev_cluster, operator, approver):
+    resource = applied(dev_resource, operator, approver)
+    mark_present(resource, dev_cluster)
+    cr = submitted(resource, operator, kind=ChangeKind.DELETE)
+    assert [d["action"] for d in cr.diffs] == ["delete"]
+    FederatedResource.objects.filter(pk=resource.pk).update(retention=Retention.ORPHAN)  # around the service
+    with pytest.raises(services.TransitionError, match="changed while you were reviewing it"):
+        services.approve(cr, actor=approver)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and not cr.approvals.filter(decision="approve").exists()
+    assert [d["action"] for d in cr.diffs] == ["orphan"]
+    assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
