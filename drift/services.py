@@ -83,7 +83,7 @@ def isolate_cluster(cluster, *, actor=None, reason: str, automatic: bool = False
     Compare-and-set on ``isolated`` so two requests (or the auto-isolation job and a person)
     never both record it.
     """
-    if not automatic:
+    if actor is not None or not automatic:  # only the system (no actor) isolates automatically
         require_role(actor, Role.ADMIN)
     reason = (reason or "").strip()
     if not reason:

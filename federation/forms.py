@@ -149,6 +149,13 @@ class RspRowForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["cluster"].choices = [(WILDCARD, "* (every other cluster)")] + cluster_choices()
 
+    def clean(self):
+        data = super().clean()
+        low, high = data.get("min_replicas"), data.get("max_replicas")
+        if low is not None and high is not None and high < low:
+            self.add_error("max_replicas", f"Max replicas ({high}) cannot be below min replicas ({low}).")
+        return data
+
     def preference(self) -> tuple[str, dict]:
         data = self.cleaned_data
         pref = {"weight": data["weight"]}

@@ -245,3 +245,21 @@ class PropagatedVersion(models.Model):
     def is_present(self) -> bool:
         """FedPortal believes its object is on the cluster (not removed/orphaned)."""
         return self.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED) and bool(self.applied_manifest)
+
+
+class SettingsChange(models.Model):
+    """Who changed a resource's retention or drift policy, and when. These settings change what
+    propagation does without a new revision, so the approval workflow counts their authors as
+    authors of what a change request would apply (federation.approvals.content)."""
+
+    resource = models.ForeignKey(FederatedResource, on_delete=models.CASCADE, related_name="settings_changes")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    class Meta:
+        ordering = ["resource_id", "created_at", "id"]
+
+    def __str__(self):
+        return f"settings of {self.resource_id} changed at {self.created_at:%Y-%m-%d %H:%M:%S}"

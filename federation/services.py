@@ -31,7 +31,9 @@ from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, parse_documents
 from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
-from federation.models import FederatedResource, FederatedType, Revision
+from federation.apiserver_limits import override_value_problems, spec_value_problems
+from federation.content_hooks import settings_changed
+from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
@@ -96,6 +98,7 @@ def validate_spec(
     try:
         result["template"] = check_template(template if template is not None else {}, api_version=ftype.api_version, kind=ftype.kind)
         result["template"] = {k: v for k, v in result["template"].items() if k not in ("apiVersion", "kind", "status")}
+        errors["template"] = spec_value_problems(ftype.kind, result["template"])
     except ManifestError as exc:
         errors["template"] = [str(exc)]
     try:
@@ -115,6 +118,8 @@ def validate_spec(
             problems = check_overrides(rendered, result["overrides"])
             if problems:
                 errors["overrides"] = [str(p) for p in problems]
+            elif not errors.get("template"):
+                errors["overrides"] = override_value_problems(ftype.kind, rendered, result["overrides"])
     except OverrideError as exc:
         errors["overrides"] = [str(exc)]
     try:
@@ -253,6 +258,9 @@ def _save_revision(resource: FederatedResource, *, template, placement, override
             FederatedResource.objects.filter(pk=resource.pk).update(**settings_after)
             record_event("federation.resource.settings", actor=actor, obj=resource,
                          summary=f"Changed settings of {resource}", before=settings_before, after=settings_after)
+            SettingsChange.objects.create(resource=resource, author=actor if getattr(actor, "pk", None) else None,
+                                          before=settings_before, after=settings_after)
+            settings_changed(resource, actor=actor)
         if current is not None and current.content_hash == spec_hash(spec):
             return current
         revision = _new_revision(resource, spec, actor=actor, parent=parent or current, message=message or "Edited")
@@ -374,6 +382,7 @@ class ApplyOutcome:
 def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | None = None, dry_run: bool = False,
                        default_namespace: str = "default") -> list[ApplyOutcome]:
     """Import KubeFed (or plain) objects. All or nothing: the first problem raises and nothing is saved."""
+    require_actor_role(actor, Role.OPERATOR)
     known = list(Cluster.objects.values_list("name", flat=True))
     try:
         parsed = parse_documents(text, cluster_map=cluster_map, known_clusters=known)

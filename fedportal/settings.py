@@ -296,6 +296,9 @@ FEDPORTAL_APPROVALS_DEFAULT = env_int("FEDPORTAL_APPROVALS_DEFAULT", 1, minimum=
 FEDPORTAL_APPROVALS_PROD = env_int("FEDPORTAL_APPROVALS_PROD", 2, minimum=1)
 # Apply a request as soon as it has enough approvals (else an operator clicks Apply).
 FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True)
+# Objects in these namespaces (or Namespace objects of these names) are propagated only through
+# an admin's audited emergency apply (federation/protected.py). Comma-separated.
+FEDPORTAL_PROTECTED_NAMESPACES = env_list("FEDPORTAL_PROTECTED_NAMESPACES", ["kube-system", "kube-public", "kube-node-lease"])
 
 # The fleet-wide tables (skew, compatibility, compliance) are cached this long; any audited action
 # refreshes them at once (fedportal/fragments.py). 0 turns the cache off.

@@ -201,6 +201,7 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
     """Remove the cluster from the registry: it leaves every list and is no longer polled.
     (What happens to resources propagated to it is the federation app's business: with
     ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)"""
+    require_actor_role(actor, Role.ADMIN)
     if respect_guards:
         blocks = unjoin_blockers(cluster)
         if blocks:

@@ -11,3 +11,13 @@ class ApprovalsConfig(AppConfig):
         from federation.approvals.guards import unjoin_needs_change_request
 
         register_unjoin_guard(unjoin_needs_change_request)
+
+        from federation.approvals.services import resource_settings_changed
+        from federation.content_hooks import register_settings_hook
+
+        register_settings_hook(resource_settings_changed)
+
+        from federation.approvals.preflight import register_preflight
+        from federation.approvals.value_preflight import apiserver_value_check
+
+        register_preflight(apiserver_value_check)

@@ -1,11 +1,13 @@
 """Read-side queries for change-request pages, the badge and the command."""
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
+from django.db.models.functions import Coalesce
 
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, has_role
 from federation.approvals.choices import ChangeState, Decision
 from federation.approvals.models import Approval, ChangeRequest
+from federation.models import Revision
 
 
 def base_queryset() -> QuerySet:
@@ -35,11 +37,18 @@ def filter_change_requests(*, state="", author="", resource="", cluster="", emer
 
 
 def inbox_for(user) -> QuerySet:
-    """Submitted requests waiting for this approver: not their own, not approved by them already
-    (for the current content)."""
+    """Submitted requests waiting for this approver: not their own, not proposing a revision they
+    wrote (any after the clusters' one, up to the proposed one: content.content_authors, which
+    approve() enforces in full), not approved by them already (for the current content)."""
     mine = Approval.objects.filter(change_request=OuterRef("pk"), approver=user, content_hash=OuterRef("proposed_hash"))
+    wrote = Revision.objects.filter(
+        Q(pk=OuterRef("proposed_revision_id"))
+        | Q(number__lte=OuterRef("proposed_revision__number"),
+            number__gt=Coalesce(OuterRef("resource__propagated_revision__number"), 0)),
+        resource_id=OuterRef("resource_id"), author=user)
     return (base_queryset().filter(state=ChangeState.SUBMITTED).exclude(author=user)
-            .annotate(decided_by_me=Exists(mine)).filter(decided_by_me=False).order_by("submitted_at", "id"))
+            .annotate(decided_by_me=Exists(mine), wrote_by_me=Exists(wrote))
+            .filter(decided_by_me=False, wrote_by_me=False).order_by("submitted_at", "id"))
 
 
 def badge_count(user) -> int:

@@ -4,8 +4,9 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
 
     create_change_request(resource=None, *, actor, kind=None, revision=None, cluster=None,
                           title="", description="") -> ChangeRequest            (Draft)
-    revise_change_request(cr, *, actor, revision) -> ChangeRequest   new proposed revision; voids approvals
-    refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-snapshot diff, targets, preflight
+    revise_change_request(cr, *, actor, revision) -> ChangeRequest   author or admin: new proposed revision; voids approvals
+    refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-hash content, re-snapshot diff, targets, preflight
+    resource_settings_changed(resource, *, actor)   hook: retention/drift policy changed, open requests re-hashed
     submit(cr, *, actor)                       Draft -> Submitted
     approve(cr, *, actor, comment="")          Submitted -> (Approved when enough valid approvals)
     reject(cr, *, actor, comment)              Submitted / Approved -> Rejected
@@ -20,7 +21,9 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
     transition(cr, expected, new, *, verb, **fields)   the compare-and-set every state change uses
 
 Errors: ``TransitionError`` (illegal or refused transition; ``str(exc)`` is the reason for the
-user) and ``django.core.exceptions.PermissionDenied`` (missing role, or approving your own request).
+user) and ``django.core.exceptions.PermissionDenied`` (missing role, approving content you wrote,
+repointing someone else's request). What approvers agree to, and who counts as having written it,
+is federation.approvals.content.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -40,11 +44,12 @@ from fedportal.roles import Role, has_role, require_role
 from federation import enqueue, propagation
 from federation import services as federation_services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
+from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
 from federation.approvals.models import Approval, ChangeRequest, Comment
 from federation.approvals.preflight import run_preflight
 from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
-from federation.rendering import content_hash
+from federation.protected import protected_namespace_of, protected_namespace_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +73,8 @@ def _user(user):
 
 def _fresh(cr: ChangeRequest | int) -> ChangeRequest:
     pk = cr.pk if isinstance(cr, ChangeRequest) else cr
-    return ChangeRequest.objects.select_related("resource__type", "proposed_revision", "base_revision", "cluster", "author").get(pk=pk)
+    return ChangeRequest.objects.select_related("resource__type", "resource__propagated_revision", "proposed_revision",
+                                                "base_revision", "cluster", "author").get(pk=pk)
 
 
 def _snapshot(cr: ChangeRequest) -> dict:
@@ -174,20 +180,39 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     return rows
 
 
-def _proposed_hash(kind: str, resource: FederatedResource | None, revision: Revision | None, cluster: Cluster | None) -> str:
-    if kind == ChangeKind.UNJOIN:
-        return content_hash({"unjoin": cluster.pk if cluster else None})
-    if kind == ChangeKind.DELETE:
-        return content_hash({"delete": resource.pk if resource else None})
-    return revision.content_hash if revision else ""
+def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bool]:
+    """Re-hash what an open request would apply (federation.approvals.content). When it changed
+    (say the retention went from Orphan to Delete) the approvals given so far are void: the stored
+    hash moves on, an Approved request goes back to Submitted. Returns (request, changed)."""
+    cr = _fresh(cr)
+    if not cr.is_open:
+        return cr, False
+    new_hash = request_content_hash(cr)
+    if new_hash == cr.proposed_hash:
+        return cr, False
+    before = _snapshot(cr)
+    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
+    with transaction.atomic():
+        cr = transition(cr, (cr.state,), new_state, verb="changed", proposed_hash=new_hash, preflight_override_hash="",
+                         decided_at=None)
+        voided = cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
+        settings_now = {"retention": cr.resource.retention, "drift_policy": cr.resource.drift_policy} if cr.resource_id else {}
+        _audit("content_changed", cr, actor=actor,
+               summary=f"What CR-{cr.pk} would apply changed" + (f"; {voided} approval(s) void" if voided else ""),
+               before=before, after={**_snapshot(cr), **settings_now, "voided": voided})
+    return cr, True
 
 
 def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True, diffs: bool = True) -> ChangeRequest:
-    """Re-snapshot targets, required approvals, the per-cluster diff and preflight results.
-    Reads the clusters (network) outside any transaction; never raises for an unreachable cluster."""
+    """Re-hash the content (_recheck_content), re-snapshot targets, required approvals, the per-cluster
+    diff and preflight results. Reads the clusters (network) outside any transaction; never raises
+    for an unreachable cluster. Operators and approvers refresh (the system, with no actor, too)."""
+    if actor is not None and not (has_role(actor, Role.OPERATOR) or has_role(actor, Role.APPROVER)):
+        raise PermissionDenied("Refreshing a change request needs the operator or approver role.")
     cr = _fresh(cr)
     if cr.is_finished:
         return cr
+    cr, _changed = _recheck_content(cr, actor=actor)
     targets = _targets(cr)
     fields = {
         "target_clusters": sorted({c.name for c in targets}),
@@ -200,6 +225,19 @@ def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = T
         fields["preflight_at"] = timezone.now()
     ChangeRequest.objects.filter(pk=cr.pk).update(**fields)
     return _fresh(cr)
+
+
+def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
+    """federation.content_hooks: a resource's retention or drift policy changed (inside the saving
+    transaction). Its open requests, and open unjoins of clusters holding it, are re-hashed now
+    (their approvals void at once) and their diffs re-taken after the commit (that reads clusters)."""
+    clusters = PropagatedVersion.objects.filter(resource=resource).values("cluster_id")
+    affected = (ChangeRequest.objects.filter(state__in=ChangeState.open())
+                .filter(Q(resource=resource) | Q(kind=ChangeKind.UNJOIN, cluster_id__in=clusters)))
+    for pk in affected.values_list("pk", flat=True):
+        _cr, changed = _recheck_content(pk, actor=actor)
+        if changed:
+            transaction.on_commit(lambda pk=pk: refresh_change_request(pk, actor=actor))
 
 
 def cluster_has_propagated_objects(cluster: Cluster) -> bool:
@@ -247,6 +285,9 @@ def create_change_request(
         if resource is None:
             raise TransitionError("A change request needs the federated resource it changes.")
         resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
+        refusal = protected_namespace_refusal(resource)
+        if refusal:
+            raise TransitionError(refusal)
         if kind == ChangeKind.DELETE:
             revision = None
         else:
@@ -269,7 +310,7 @@ def create_change_request(
             author=_user(actor), author_name=_name(actor),
             resource=resource, resource_repr=str(resource) if resource else "",
             cluster=cluster, cluster_name=cluster.name if cluster else "",
-            proposed_revision=revision, proposed_hash=_proposed_hash(kind, resource, revision, cluster),
+            proposed_revision=revision, proposed_hash=approved_content_hash(kind, resource, revision, cluster),
             base_revision=resource.propagated_revision if resource else None,
         )
         _audit("create", cr, actor=actor, summary=f"Drafted CR-{cr.pk}: {cr.title}",
@@ -281,10 +322,15 @@ def create_change_request(
 
 
 def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> ChangeRequest:
-    """Point an open request at a new revision of its resource. Approvals given for the old
-    content become void; an Approved request goes back to Submitted."""
+    """Point an open request at a new revision of its resource. Only the request's author may (or
+    an admin, which the audit event records). Approvals given for the old content become void; an
+    Approved request goes back to Submitted."""
     require_role(actor, Role.OPERATOR)
     cr = _fresh(cr)
+    by_admin = cr.author_id != getattr(actor, "pk", None)
+    if by_admin and not has_role(actor, Role.ADMIN):
+        raise PermissionDenied(f"Only the author of CR-{cr.pk} ({cr.author_name}) or an admin can point it at another revision; "
+                               "draft your own request for your revision.")
     _require_state(cr, ChangeState.open(), "revised")
     if cr.kind in (ChangeKind.UNJOIN, ChangeKind.DELETE):
         raise TransitionError(f"A {ChangeKind(cr.kind).label.lower()} request has no revision to revise.")
@@ -295,12 +341,14 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     before = _snapshot(cr)
     new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
+        new_hash = approved_content_hash(cr.kind, cr.resource, revision, cr.cluster)
         cr = transition(cr, (cr.state,), new_state, verb="revised", proposed_revision=revision,
-                         proposed_hash=revision.content_hash, preflight_override_hash="", decided_at=None)
-        voided = cr.approvals.exclude(content_hash=revision.content_hash).filter(decision=Decision.APPROVE).count()
+                        proposed_hash=new_hash, preflight_override_hash="", decided_at=None)
+        voided = cr.approvals.exclude(content_hash=new_hash).filter(decision=Decision.APPROVE).count()
         _audit("revise", cr, actor=actor,
-               summary=f"CR-{cr.pk} now proposes revision {revision.number}" + (f"; {voided} approval(s) void" if voided else ""),
-               before=before, after=_snapshot(cr))
+               summary=f"CR-{cr.pk} now proposes revision {revision.number}" + (f"; {voided} approval(s) void" if voided else "")
+               + (f" (by admin {_name(actor)}, not the author)" if by_admin else ""),
+               before=before, after={**_snapshot(cr), "by_admin": by_admin})
     return refresh_change_request(cr, actor=actor)
 
 
@@ -350,10 +398,13 @@ class ApprovalSummary:
         return bool(self.blocking) and not self.overridden
 
 
-def approval_summary(cr: ChangeRequest, approvals=None) -> ApprovalSummary:
+def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> ApprovalSummary:
+    """Valid approvals: given for the content proposed now, by someone who wrote none of it."""
     approvals = list(cr.approvals.all()) if approvals is None else approvals
+    authors = content_authors(cr) if authors is None else authors
     approved = [a for a in approvals if a.decision == Decision.APPROVE]
-    valid = {a.approver_id for a in approved if a.content_hash == cr.proposed_hash and a.approver_id != cr.author_id}
+    valid = {a.approver_id for a in approved
+             if a.content_hash == cr.proposed_hash and a.approver_id is not None and a.approver_id not in authors}
     blocking = [p for p in (cr.preflight or []) if p.get("severity") == Severity.BLOCKING]
     return ApprovalSummary(
         valid=len(valid), required=cr.required_approvals,
@@ -374,9 +425,18 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
     if cr.author_id is not None and cr.author_id == getattr(actor, "pk", None):
         raise PermissionDenied("You wrote this request: another approver must approve it.")
     _require_state(cr, (ChangeState.SUBMITTED,), "approved")
-    # What decides the approval is re-checked now: targets, approvals needed, preflight. The live
-    # diff (one read per target cluster) was taken at submit and is re-taken by "Refresh diff".
+    # What decides the approval is re-checked now: content, targets, approvals needed, preflight. The
+    # live diff (one read per target cluster) was taken at submit and is re-taken by "Refresh diff".
+    seen_hash = cr.proposed_hash
     cr = refresh_change_request(cr, actor=actor, diffs=False)
+    if cr.proposed_hash != seen_hash:
+        refresh_change_request(cr, actor=actor, preflight=False)
+        raise TransitionError(f"What CR-{cr.pk} would apply changed while you were reviewing it (a retention or drift "
+                              "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
+                              "review it again.")
+    wrote = content_authors(cr).get(getattr(actor, "pk", None))
+    if wrote:
+        raise PermissionDenied(f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it.")
     summary = approval_summary(cr)
     if summary.blocked:
         problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
@@ -526,6 +586,11 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
 def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.APPROVED,), "applied")
+    cr, changed = _recheck_content(cr, actor=actor)
+    if changed:
+        refresh_change_request(cr, actor=actor)
+        raise TransitionError(f"What CR-{cr.pk} would apply changed after it was approved; its approvals are void "
+                              "and it is back in Submitted for a new review.")
     summary = approval_summary(cr)
     if not summary.enough:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
@@ -558,18 +623,20 @@ def emergency_apply(resource: FederatedResource, *, actor, reason: str, revision
             kind=kind, state=ChangeState.APPLYING, emergency=True, emergency_reason=reason,
             title=f"EMERGENCY: {_default_title(kind, str(resource), revision)}"[:200], description=reason,
             author=_user(actor), author_name=_name(actor), resource=resource, resource_repr=str(resource),
-            proposed_revision=revision, proposed_hash=revision.content_hash, base_revision=resource.propagated_revision,
+            proposed_revision=revision, proposed_hash=approved_content_hash(kind, resource, revision, None),
+            base_revision=resource.propagated_revision,
             required_approvals=0, submitted_at=timezone.now(), decided_at=timezone.now(), applied_at=timezone.now(),
             target_clusters=sorted({p.cluster.name for p in propagation.plan_targets(resource, revision)}),
         )
         try:
-            run = propagation.propagate_revision(resource, actor=actor, revision=revision)
+            run = propagation.propagate_revision(resource, actor=actor, revision=revision, emergency=True)
         except propagation.PropagationError as exc:
             raise TransitionError(str(exc)) from None
         cr.runs.add(run)
         _audit("emergency_apply", cr, actor=actor,
                summary=f"EMERGENCY apply of {resource} revision {revision.number} by {_name(actor)} without approval: {reason}",
-               after={**_snapshot(cr), "reason": reason, "run": run.pk})
+               after={**_snapshot(cr), "reason": reason, "run": run.pk,
+                      "protected_namespace": protected_namespace_of(resource)})
         _schedule_sync(cr.pk)
     return _fresh(cr)
 

@@ -21,6 +21,7 @@ from fedportal.roles import Role, has_role, role_required
 from federation import propagation
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
+from federation.approvals.content import content_authors
 from federation.approvals.forms import (
     CancelForm,
     ChangeRequestCreateForm,
@@ -96,9 +97,11 @@ def home_panel(request):
 
 def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
     approvals = list(cr.approvals.all())
-    summary = services.approval_summary(cr, approvals)
+    authors = content_authors(cr)
+    summary = services.approval_summary(cr, approvals, authors)
     user = request.user
     is_author = cr.author_id == user.pk
+    wrote_content = user.pk in authors
     runs = list(cr.runs.all().order_by("id"))
     progress = [(run, propagation.run_progress(run)) for run in runs]
     newer_revision = None
@@ -117,12 +120,14 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "is_author": is_author,
         "can_submit": cr.state == ChangeState.DRAFT and has_role(user, Role.OPERATOR)
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
-        "can_decide": cr.state == ChangeState.SUBMITTED and has_role(user, Role.APPROVER) and not is_author,
+        "can_decide": cr.state == ChangeState.SUBMITTED and has_role(user, Role.APPROVER) and not wrote_content,
+        "wrote_content": authors.get(user.pk, "") if not is_author else "",
         "can_reject": cr.state in (ChangeState.SUBMITTED, ChangeState.APPROVED) and has_role(user, Role.APPROVER) and not is_author,
         "can_cancel": cr.is_open and has_role(user, Role.OPERATOR) and (is_author or has_role(user, Role.ADMIN)),
         "can_apply": cr.state == ChangeState.APPROVED and has_role(user, Role.OPERATOR)
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
         "can_refresh": cr.is_open and has_role(user, Role.OPERATOR),
+        "can_revise": cr.is_open and has_role(user, Role.OPERATOR) and (is_author or has_role(user, Role.ADMIN)),
         "can_override": cr.state in (ChangeState.DRAFT, ChangeState.SUBMITTED) and has_role(user, Role.ADMIN)
         and bool(summary.blocking) and not summary.overridden,
         "can_comment": has_role(user, Role.VIEWER),

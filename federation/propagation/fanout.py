@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from federation import enqueue
+from federation import enqueue, propagation_gate
 from federation.choices import PropagationReason, Retention, RunTrigger, TargetAction, TargetState
 from federation.models import (
     FederatedResource,
@@ -36,7 +36,8 @@ def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
 
 
 def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
-                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None) -> PropagationRun:
+                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None,
+                       emergency: bool = False) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
 
@@ -46,6 +47,8 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
     once a change request is approved.
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
+    if refusal := propagation_gate.propagation_refusal(resource, actor=actor, emergency=emergency):  # roles, protected namespaces
+        raise PropagationError(refusal)
     revision = revision or resource.current_revision
     if revision is None:
         raise PropagationError(f"{resource} has no revision to propagate.")
@@ -110,6 +113,7 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
     """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
     never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    propagation_gate.check_resync(actor)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     revision = resource.propagated_revision
     if revision is None:

@@ -10,6 +10,7 @@ from federation.approvals.choices import ChangeKind, ChangeState, Severity
 from federation.approvals.models import ChangeRequest
 from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
 from federation.models import FederatedResource, PropagationRun
+from federation.rendering import content_hash
 from tests.approvals.factories import draft, submitted
 from tests.federation.factories import WEB_TEMPLATE
 
@@ -25,7 +26,9 @@ def test_draft_of_a_never_propagated_resource_is_a_create_with_targets_and_diff(
     cr = draft(dev_resource, operator)
     assert cr.state == ChangeState.DRAFT and cr.kind == ChangeKind.CREATE
     assert cr.proposed_revision == dev_resource.current_revision
-    assert cr.proposed_hash == dev_resource.current_revision.content_hash
+    # what approvers agree to: the revision's content and the resource's retention and drift policy
+    assert cr.proposed_hash == content_hash({"revision": dev_resource.current_revision.content_hash,
+                                             "retention": "Delete", "drift_policy": "Report"})
     assert cr.target_clusters == ["dev-a"] and cr.required_approvals == 1
     assert [d["cluster"] for d in cr.diffs] == ["dev-a"] and cr.diffs_at is not None
     assert actions_for(cr) == ["approvals.change.create"]
@@ -255,7 +258,8 @@ def test_rollback_request_proposes_the_rolled_back_content(dev_resource, operato
     dev_resource.refresh_from_db()
     back = federation_services.rollback_resource(dev_resource, to_revision=first, actor=operator)
     rollback = draft(FederatedResource.objects.get(pk=dev_resource.pk), operator, kind=ChangeKind.ROLLBACK, revision=back)
-    assert rollback.kind == ChangeKind.ROLLBACK and rollback.proposed_hash == first.content_hash
+    assert rollback.kind == ChangeKind.ROLLBACK and back.content_hash == first.content_hash
+    assert rollback.proposed_hash == content_hash({"revision": first.content_hash, "retention": "Delete", "drift_policy": "Report"})
 
 
 def test_a_request_for_what_the_clusters_already_have_is_refused(dev_resource, operator, approver):

@@ -1,0 +1,100 @@
+"""What a change request asks approvers to agree to, and who wrote it (the four-eyes rule).
+
+    approved_content_hash(kind, resource, revision, cluster) -> str
+    content_authors(cr) -> dict[int, str]      user id -> what they wrote ("revision 4", ...)
+
+The hash covers everything that decides what applying the request does: the proposed revision
+(template, placement, overrides, scheduling) and the resource's retention and drift policy; for a
+delete, the retention; for an unjoin, the retention of every resource still on the cluster.
+Approvals are given for a hash; when it changes they no longer count.
+
+An approval counts only from someone who wrote none of that content: not the request's author,
+not the author of any revision after the one the clusters last received up to the proposed one,
+and not whoever changed the retention or drift policy since the resource was last propagated.
+"""
+
+from __future__ import annotations
+
+from django.db.models import F, OuterRef, Q, Subquery
+
+from federation.approvals.choices import ChangeKind
+from federation.choices import RunTrigger
+from federation.models import (
+    PropagatedVersion,
+    PropagationRun,
+    Revision,
+    SettingsChange,
+)
+from federation.rendering import content_hash
+
+
+def resource_settings(resource) -> dict:
+    return {"retention": resource.retention, "drift_policy": resource.drift_policy}
+
+
+def _present_on(cluster) -> list[PropagatedVersion]:
+    return [pv for pv in PropagatedVersion.objects.filter(cluster=cluster).select_related("resource").order_by("resource_id")
+            if pv.is_present]
+
+
+def approved_content_hash(kind: str, resource, revision, cluster) -> str:
+    if kind == ChangeKind.UNJOIN:
+        retention = {str(pv.resource_id): pv.resource.retention for pv in _present_on(cluster)} if cluster else {}
+        return content_hash({"unjoin": cluster.pk if cluster else None, "retention": retention})
+    if kind == ChangeKind.DELETE:
+        return content_hash({"delete": resource.pk if resource else None,
+                             "retention": resource.retention if resource else None})
+    if revision is None:
+        return ""
+    return content_hash({"revision": revision.content_hash, **resource_settings(resource)})
+
+
+def request_content_hash(cr) -> str:
+    return approved_content_hash(cr.kind, cr.resource, cr.proposed_revision, cr.cluster)
+
+
+def _revision_authors(cr) -> dict[int, str]:
+    if cr.kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK) or cr.proposed_revision is None:
+        return {}
+    proposed = cr.proposed_revision
+    baseline = cr.resource.propagated_revision if cr.resource is not None else None
+    revisions = Revision.objects.filter(resource_id=proposed.resource_id)
+    if baseline is not None and baseline.number < proposed.number:
+        revisions = revisions.filter(number__gt=baseline.number, number__lte=proposed.number)
+    elif baseline is not None:
+        revisions = revisions.filter(pk=proposed.pk)
+    else:
+        revisions = revisions.filter(number__lte=proposed.number)
+    authors: dict[int, str] = {}
+    for author_id, number in revisions.exclude(author=None).order_by("number").values_list("author_id", "number"):
+        authors.setdefault(author_id, f"revision {number}")
+    return authors
+
+
+def _settings_authors(resource_ids) -> dict[int, str]:
+    """Who changed retention or drift policy after the resource was last propagated."""
+    last_propagated = Subquery(PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
+                               .order_by("-started_at").values("started_at")[:1])
+    changes = (SettingsChange.objects.filter(resource_id__in=resource_ids).exclude(author=None)
+               .annotate(baseline_at=last_propagated)
+               .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at"))))
+    authors: dict[int, str] = {}
+    for author_id in changes.order_by("created_at").values_list("author_id", flat=True):
+        authors.setdefault(author_id, "the retention/drift policy change")
+    return authors
+
+
+def content_authors(cr) -> dict[int, str]:
+    """Everyone whose approval of ``cr`` does not count, with what they wrote."""
+    authors: dict[int, str] = {}
+    if cr.author_id is not None:
+        authors[cr.author_id] = "this request"
+    for author_id, what in _revision_authors(cr).items():
+        authors.setdefault(author_id, what)
+    if cr.kind == ChangeKind.UNJOIN:
+        resource_ids = [pv.resource_id for pv in _present_on(cr.cluster)] if cr.cluster_id else []
+    else:
+        resource_ids = [cr.resource_id] if cr.resource_id else []
+    for author_id, what in _settings_authors(resource_ids).items():
+        authors.setdefault(author_id, what)
+    return authors

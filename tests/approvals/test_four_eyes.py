@@ -1,0 +1,277 @@
+"""Issue 16, findings 1 and 3: an approval counts only from someone who wrote none of what the
+request would apply, and everything that decides what propagation does is in the approved hash.
+(No network: the clusters are not Ready.)"""
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.urls import reverse
+
+from federation import services as federation_services
+from federation.approvals import services
+from federation.approvals.choices import ChangeKind, ChangeState
+from federation.approvals.models import ChangeRequest
+from federation.choices import DriftPolicy, Retention
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun
+from fedportal.models import AuditEvent
+from fedportal.roles import Role
+from tests.approvals.factories import submitted
+from tests.federation.factories import WEB_TEMPLATE
+
+pytestmark = pytest.mark.django_db
+
+
+def replicas(n):
+    return {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": n}}
+
+
+def edit(resource, actor, n, clusters=("dev-a",), **settings):
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    return federation_services.update_resource(resource, template=replicas(n), placement={"clusters": list(clusters)},
+                                               actor=actor, **settings)
+
+
+def set_settings(resource, actor, clusters=("dev-a",), **settings):
+    """Change retention / drift policy only (same content: no new revision)."""
+    resource = FederatedResource.objects.select_related("current_revision").get(pk=resource.pk)
+    current = resource.current_revision
+    revision = federation_services.update_resource(resource, template=current.template, placement=current.placement,
+                                                   overrides=current.overrides, scheduling=current.scheduling,
+                                                   actor=actor, **settings)
+    assert revision.pk == current.pk
+    return revision
+
+
+def applied(resource, author, approver):
+    """Propagate the current revision through an approved request (the clusters' baseline)."""
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    services.sync_change_request(services.approve(submitted(resource, author), actor=approver))
+    return FederatedResource.objects.get(pk=resource.pk)
+
+
+def mark_present(resource, *clusters):
+    for cluster in clusters:
+        PropagatedVersion.objects.update_or_create(
+            resource=resource, cluster=cluster,
+            defaults={"status": "OK", "applied_manifest": {"kind": "Deployment", "metadata": {"name": resource.name}}})
+
+
+@pytest.fixture
+def bob(make_user):
+    """Holds both the operator and the approver role."""
+    return make_user("bob-both", Role.OPERATOR, Role.APPROVER)
+
+
+@pytest.fixture
+def carol(make_user):
+    return make_user("carol-approver", Role.APPROVER)
+
+
+# --- finding 1: four-eyes bypass ---------------------------------------------------------------
+
+def test_operator_approver_cannot_repoint_someone_elses_request_at_his_revision_and_approve_it(dev_resource, operator, bob):
+    """The attack as the issue tells it: operator A submits; B (operator+approver) edits the
+    resource, uses "revise" on A's request so it proposes B's revision, then approves it alone."""
+    cr = submitted(dev_resource, operator)
+    proposed = cr.proposed_revision
+    bobs = edit(dev_resource, bob, 7)
+    assert bobs.author == bob and bobs.number == 2
+    with pytest.raises(PermissionDenied, match=r"Only the author of CR-\d+ \(otto-operator\) or an admin"):
+        services.revise_from_current(cr, actor=bob)
+    cr.refresh_from_db()
+    assert cr.proposed_revision == proposed
+    # approving A's (unchanged) content would be fine for B, but B's revision is not in it
+    assert services.approval_summary(cr).valid == 0
+    assert not PropagationRun.objects.filter(resource=dev_resource, revision=bobs).exists()
+
+
+def test_content_author_approval_never_counts_even_when_an_admin_repoints(dev_resource, operator, bob, admin_user, carol):
+    cr = submitted(dev_resource, operator)
+    bobs = edit(dev_resource, bob, 7)
+    cr = services.revise_change_request(cr, actor=admin_user, revision=bobs)  # allowed, audited as an admin's
+    event = AuditEvent.objects.filter(action="approvals.change.revise").latest("id")
+    assert event.actor_name == "adam-admin" and event.after["by_admin"] is True
+    assert "by admin adam-admin, not the author" in event.summary
+    with pytest.raises(PermissionDenied, match=r"You wrote part of what CR-\d+ would apply \(revision 2\)"):
+        services.approve(cr, actor=bob)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and not cr.approvals.exists()
+    cr = services.approve(cr, actor=carol)
+    assert cr.state == ChangeState.APPLYING and cr.runs.get().revision == bobs
+
+
+def test_approval_from_the_author_of_an_earlier_unapplied_revision_does_not_count(dev_resource, operator, bob, carol):
+    edit(dev_resource, bob, 5)            # revision 2, by B
+    third = edit(dev_resource, operator, 6)  # revision 3, by A, on top of B's
+    cr = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
+    assert cr.proposed_revision == third
+    with pytest.raises(PermissionDenied, match=r"\(revision 2\)"):
+        services.approve(cr, actor=bob)
+    # an approval recorded before the rule existed (or by any other path) is not counted either
+    cr.approvals.create(approver=bob, approver_name="bob-both", decision="approve", content_hash=cr.proposed_hash)
+    assert services.approval_summary(cr).valid == 0
+    assert services.approve(cr, actor=carol).state == ChangeState.APPLYING
+
+
+def test_revisions_already_applied_do_not_make_their_author_a_content_author(dev_resource, operator, bob, carol):
+    edit(dev_resource, bob, 5)                      # B's revision 2 ...
+    resource = applied(dev_resource, operator, carol)  # ... reaches the clusters through A's request
+    assert resource.propagated_revision.number == 2
+    edit(resource, operator, 6)                     # A's revision 3
+    cr = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
+    assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
+
+
+def test_whoever_changed_retention_since_the_last_propagation_cannot_approve(dev_resource, operator, bob, carol):
+    resource = applied(dev_resource, operator, carol)
+    set_settings(resource, bob, retention=Retention.ORPHAN)
+    cr = submitted(resource, operator, kind=ChangeKind.DELETE)
+    with pytest.raises(PermissionDenied, match="the retention/drift policy change"):
+        services.approve(cr, actor=bob)
+    assert services.approve(cr, actor=carol).state == ChangeState.APPLYING
+
+
+def test_the_author_can_still_repoint_his_own_request(dev_resource, operator, approver):
+    cr = submitted(dev_resource, operator)
+    cr = services.revise_from_current(cr, actor=operator)
+    assert cr.proposed_revision.number == 1  # already current: unchanged
+    newer = edit(dev_resource, operator, 3)
+    cr = services.revise_from_current(cr, actor=operator)
+    assert cr.proposed_revision == newer
+    assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
+
+
+def test_detail_page_offers_revise_and_approve_only_to_who_may(client, dev_resource, operator, bob, carol):
+    cr = submitted(dev_resource, operator)
+    edit(dev_resource, bob, 7)
+    client.force_login(bob)
+    page = client.get(cr.get_absolute_url()).content.decode()
+    assert 'name="revise"' not in page
+    assert 'id="approve-form"' in page  # A's revision 1: B wrote none of it
+    client.force_login(operator)
+    assert 'name="revise"' in client.get(cr.get_absolute_url()).content.decode()
+    client.force_login(bob)
+    response = client.post(reverse("approvals:change_refresh", args=[cr.pk]), {"revise": "1"})
+    assert response.status_code == 403
+    assert ChangeRequest.objects.get(pk=cr.pk).proposed_revision.number == 1
+
+
+# --- finding 3: retention and drift policy are part of the approved content --------------------------
+
+def test_retention_flip_after_one_prod_approval_voids_it_and_refreshes_the_diff(
+        prod_resource, prod_cluster, dev_cluster, operator, approver, second_approver, django_capture_on_commit_callbacks):
+    set_settings(prod_resource, operator, clusters=("prod-a", "dev-a"), retention=Retention.ORPHAN)
+    resource = FederatedResource.objects.get(pk=prod_resource.pk)
+    mark_present(resource, prod_cluster, dev_cluster)
+    cr = submitted(resource, operator, kind=ChangeKind.DELETE)
+    assert cr.required_approvals == 2
+    assert {d["message"] for d in cr.diffs} == {"Left in place (retention Orphan)."}
+    cr = services.approve(cr, actor=approver)
+    assert services.approval_summary(cr).valid == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        set_settings(resource, operator, clusters=("prod-a", "dev-a"), retention=Retention.DELETE)
+
+    cr = ChangeRequest.objects.get(pk=cr.pk)
+    summary = services.approval_summary(cr)
+    assert (summary.valid, summary.void) == (0, 1)
+    assert sorted((d["cluster"], d["action"], d["message"]) for d in cr.diffs) == [
+        ("dev-a", "delete", "Will be deleted."), ("prod-a", "delete", "Will be deleted.")]
+    assert AuditEvent.objects.filter(action="approvals.change.content_changed", object_id=str(cr.pk)).count() == 1
+    cr = services.approve(cr, actor=second_approver)
+    assert cr.state == ChangeState.SUBMITTED, "the approval given for Orphan does not count for Delete"
+    assert not PropagationRun.objects.filter(resource=resource).exists()
+    cr = services.approve(cr, actor=approver)  # the first approver agrees to Delete too
+    assert cr.state == ChangeState.APPLYING
+
+
+def test_a_settings_change_that_bypasses_the_hook_is_still_caught_before_apply(dev_resource, dev_cluster, operator, approver, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    resource = applied(dev_resource, operator, approver)
+    mark_present(resource, dev_cluster)
+    FederatedResource.objects.filter(pk=resource.pk).update(retention=Retention.ORPHAN)
+    cr = services.approve(submitted(resource, operator, kind=ChangeKind.DELETE), actor=approver)
+    assert cr.state == ChangeState.APPROVED
+    FederatedResource.objects.filter(pk=resource.pk).update(retention=Retention.DELETE)  # e.g. a raw SQL edit
+    with pytest.raises(services.TransitionError, match="changed after it was approved"):
+        services.apply_change_request(cr, actor=operator)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and services.approval_summary(cr).valid == 0
+    assert [d["action"] for d in cr.diffs] == ["delete"]
+
+
+def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_back(dev_resource, operator, approver, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    cr = services.approve(submitted(dev_resource, operator), actor=approver)
+    assert cr.state == ChangeState.APPROVED
+    set_settings(dev_resource, operator, drift_policy=DriftPolicy.ENFORCE)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED
+    assert services.approval_summary(cr).void == 1
+    with pytest.raises(services.TransitionError, match="only a Approved request can be applied"):
+        services.apply_change_request(cr, actor=operator)
+
+
+def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
+        dev_resource, dev_cluster, operator, admin_user, approver, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    mark_present(dev_resource, dev_cluster)
+    cr = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=dev_cluster, actor=admin_user)
+    cr = services.approve(services.submit(cr, actor=admin_user), actor=approver)
+    assert cr.state == ChangeState.APPROVED
+    set_settings(dev_resource, operator, retention=Retention.ORPHAN)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and services.approval_summary(cr).valid == 0
+    # and the operator who flipped it cannot be the one to approve it again
+    operator.groups.add(*type(approver.groups.first()).objects.filter(name=Role.APPROVER))
+    operator = type(operator).objects.get(pk=operator.pk)
+    with pytest.raises(PermissionDenied, match="retention/drift policy change"):
+        services.approve(cr, actor=operator)
+
+
+# --- upgrade: open requests move to the new hash, keeping their approvals -----------------------------
+
+def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals(prod_resource, prod_cluster, operator, approver):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    from federation.approvals.content import request_content_hash
+
+    migration = import_module("federation.approvals.migrations.0003_secgate_approved_hash")
+    cr = submitted(prod_resource, operator)
+    old = cr.proposed_revision.content_hash  # what the hash was before this change
+    ChangeRequest.objects.filter(pk=cr.pk).update(proposed_hash=old)
+    cr.approvals.create(approver=approver, approver_name="anna-approver", decision="approve", content_hash=old)
+    finished = submitted(FederatedResource.objects.get(pk=prod_resource.pk), operator, kind=ChangeKind.DELETE)
+    ChangeRequest.objects.filter(pk=finished.pk).update(state=ChangeState.CANCELLED, proposed_hash="old")
+
+    migration.forward(apps, None)
+
+    cr = ChangeRequest.objects.get(pk=cr.pk)
+    assert cr.proposed_hash == request_content_hash(cr) != old
+    assert services.approval_summary(cr).valid == 1
+    assert ChangeRequest.objects.get(pk=finished.pk).proposed_hash == "old", "finished requests are left alone"
+
+
+def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(dev_resource, make_resource, operator, bob, carol):
+    from federation.approvals.selectors import inbox_for
+
+    edit(dev_resource, bob, 5)  # B's revision 2 of web
+    web = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
+    api = submitted(make_resource("api", ("dev-a",)), operator)  # nothing of B's in it
+    assert list(inbox_for(carol)) == [web, api]
+    assert list(inbox_for(bob)) == [api]
+
+
+def test_approving_content_that_changed_unseen_is_refused_and_the_diff_refreshed(dev_resource, dev_cluster, operator, approver):
+    resource = applied(dev_resource, operator, approver)
+    mark_present(resource, dev_cluster)
+    cr = submitted(resource, operator, kind=ChangeKind.DELETE)
+    assert [d["action"] for d in cr.diffs] == ["delete"]
+    FederatedResource.objects.filter(pk=resource.pk).update(retention=Retention.ORPHAN)  # around the service
+    with pytest.raises(services.TransitionError, match="changed while you were reviewing it"):
+        services.approve(cr, actor=approver)
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and not cr.approvals.filter(decision="approve").exists()
+    assert [d["action"] for d in cr.diffs] == ["orphan"]
+    assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
