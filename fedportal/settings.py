@@ -212,12 +212,22 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = True
     SILENCED_SYSTEM_CHECKS = [] if SECURE_SSL_REDIRECT else ["security.W008"]
 
-# Login throttling (django-axes).
+# Reverse proxies in front of the web app (0: none). With N, the client address is the N-th entry
+# from the right of X-Forwarded-For (audit source address, login throttling: fedportal/client_ip.py)
+# and X-Forwarded-Proto tells HTTPS (SECURE_PROXY_SSL_HEADER).
+FEDPORTAL_TRUSTED_PROXIES = env_int("FEDPORTAL_TRUSTED_PROXIES", 0, minimum=0)
+
+# Login throttling (django-axes): failures are counted per client address and per user name
+# separately; either reaching the limit locks out for the cool-off time. Attempts while locked out
+# are refused without being counted (they neither extend the lockout nor fill the log).
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25, minimum=0)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "fedportal.client_ip.client_ip"
+AXES_USERNAME_CALLABLE = "fedportal.security_events.axes_username"
 
 # Celery. Default broker: kombu's filesystem transport under var/ (no server needed).
 # Never eager mode: tasks always run in real worker processes.
