@@ -35,6 +35,7 @@ from clusters.models import Cluster
 from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
 from fedportal import bulk
 from fedportal.audit import append_events, prepare_events, record_event, record_events
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from federation.choices import (
     Condition,
     DriftPolicy,
@@ -56,8 +57,6 @@ from federation.rendering import (
     RETAINED_PATHS,
     content_hash,
     ignored_paths,
-    mask_secret_changes,
-    mask_secret_object,
     render_manifest,
 )
 from federation.rendering import override_hash as hash_overrides  # the local variables are called override_hash
@@ -914,6 +913,15 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
     revision = revision or resource.current_revision
     ftype = resource.type
     plans = plan_targets(resource, revision)
+    secret = is_secret_kind(ftype.kind)
+    known = secret_values(revision.snapshot, secret=True) if secret else ()
+
+    def shown_preview(plan: ClusterPlan) -> ClusterPreview:
+        preview = one(plan)
+        if secret:  # an error message could quote a value (an override's, an API server's)
+            preview.message = mask_secrets(preview.message, known=known)
+            preview.warnings = mask_secrets(list(preview.warnings), secret=True, known=known)
+        return preview
 
     def one(plan: ClusterPlan) -> ClusterPreview:
         cluster = plan.cluster
@@ -935,7 +943,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)
-        shown = mask_secret_object(manifest, ftype.kind)
+        shown = mask_secrets(manifest, secret=secret)
         if live is None:
             return ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),
                               plan.replicas, "Will be created.", warnings)
@@ -943,14 +951,14 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             return ClusterPreview(cluster, "error", dump_yaml(shown), "", plan.replicas,
                               "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings)
         changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
-        live_view = mask_secret_object(_project(strip_server_fields(live), manifest), ftype.kind)
+        live_view = mask_secrets(_project(strip_server_fields(live), manifest), secret=secret)
         diff = unified_yaml_diff(live_view, shown, before_label="live", after_label="rendered")
         return ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(shown), diff,
                               plan.replicas, f"{len(changes)} field(s) change." if changes else "No change.", warnings)
 
     # I/O-bound (one GET per cluster): a thread pool, results in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(plans)))) as pool:
-        return list(pool.map(one, plans))
+        return list(pool.map(shown_preview, plans))
 
 
 def _project(live, desired):
@@ -1021,7 +1029,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     else:
         _collect_status(pv, ftype, live)
         changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
-        changes = mask_secret_changes(changes, ftype.kind)
+        changes = mask_secrets(changes, secret=is_secret_kind(ftype.kind))
     if not changes:
         update = {"sync_state": SyncState.IN_SYNC, "drift": [], "drift_checked_at": now,
                   "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", ""))}
