@@ -265,3 +265,22 @@ def test_an_operator_edits_a_secret_without_seeing_its_values(client, secret_wor
     assert response.status_code == 400 and "/data/copy: the value is hidden" in body(response)
     resource.refresh_from_db()
     assert resource.current_revision.number == number
+
+
+@pytest.mark.django_db
+def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
+    from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
+
+    def quoting_check(change_request):
+        value = change_request.proposed_revision.template["data"]["password"]
+        return [PreflightProblem("", "warning", f"data.password: invalid value {value!r}")]
+
+    resource = services.create_resource(services.find_type("Secret"), namespace="shop", name="quoted", actor=operator,
+                                        template={"data": {"password": b64(SENTINEL_TEMPLATE)}}, placement={})
+    register_preflight(quoting_check)
+    try:
+        cr = approvals.refresh_change_request(approvals.create_change_request(resource, actor=operator))
+    finally:
+        unregister_preflight(quoting_check)
+    messages = [p["message"] for p in cr.preflight if p["message"].startswith("data.password")]
+    assert messages == [f"data.password: invalid value '{mask_token(b64(SENTINEL_TEMPLATE))}'"]
