@@ -20,13 +20,26 @@ class ClusterAdmin(admin.ModelAdmin):
         return False
 
 
+class HistoryAdmin(admin.ModelAdmin):
+    """History is read-only in the admin: nothing added, changed or deleted by hand."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(VersionSample)
-class VersionSampleAdmin(admin.ModelAdmin):
+class VersionSampleAdmin(HistoryAdmin):
     list_display = ("cluster", "sampled_at", "git_version", "platform")
     list_filter = ("git_version",)
 
 
 @admin.register(ClusterStateChange)
-class ClusterStateChangeAdmin(admin.ModelAdmin):
+class ClusterStateChangeAdmin(HistoryAdmin):
     list_display = ("cluster", "at", "from_state", "to_state", "reason")
     list_filter = ("to_state",)

@@ -189,12 +189,13 @@ def cluster_import(request):
             try:
                 contexts = kube.parse_kubeconfig(text)
             except kube.KubeError as exc:
-                upload_form.add_error(None, exc.message)
+                upload_form = _empty_upload_form(exc.message)
                 status = 400
             else:
                 request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
                 choose_form = KubeconfigChooseForm(contexts=contexts, initial={"contexts": services.default_contexts(contexts)})
         else:
+            upload_form = _empty_upload_form(*upload_form.non_field_errors(), *upload_form.errors.get("kubeconfig_file", []))
             status = 400
     elif step == "choose":
         text = _session_kubeconfig(request)
@@ -227,6 +228,17 @@ def cluster_import(request):
         return HttpResponseNotAllowed(["GET", "POST"])
     context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts, "expired": expired}
     return render(request, template + "#body" if request.htmx else template, context, status=status)
+
+
+def _empty_upload_form(*errors: str) -> KubeconfigUploadForm:
+    """A blank upload form carrying ``errors``: a kubeconfig that was refused is never rendered back
+    into the page (it holds tokens and keys)."""
+    form = KubeconfigUploadForm()  # unbound: its fields render empty
+    form.full_clean()
+    form.cleaned_data = {}
+    for message in errors:
+        form.add_error(None, message)
+    return form
 
 
 def _session_kubeconfig(request) -> str | None:

@@ -1,4 +1,4 @@
-"""Admin: compliance snapshots, read-only. The version policy is edited only through the audited
+"""Admin: compliance snapshots, read-only (history: never added, changed or deleted by hand). The version policy is edited only through the audited
 drift:policy_edit page (drift.services.update_version_policy), so it is not registered here."""
 
 from django.contrib import admin
@@ -15,4 +15,7 @@ class ComplianceSnapshotAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

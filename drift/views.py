@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from drift import selectors
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -30,6 +31,7 @@ from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, role_required
 from clusters.models import Cluster
 from drift.models import ComplianceSnapshot
@@ -211,6 +213,7 @@ def compat_cell(request, pk, cluster):
             plan = selectors.repair_plan(row, resource.qualified_name, cell.manifest, cell.result)
         except UpgradePathError as exc:
             plan_error = str(exc)
+    cell = _masked_cell(resource, cell)  # what the page shows: no Secret value, in the manifest or a message
     overrides_entry = None
     if cell.result is not None and cell.result.suggested_overrides:
         overrides_entry = json.dumps(
@@ -231,11 +234,26 @@ def compat_cell(request, pk, cluster):
     return render(request, template_name, context)
 
 
+def _masked_cell(resource, cell):
+    """``cell`` with Secret values masked in its manifest and in its problems' messages and fixes."""
+    secret = is_secret_kind(resource.type.kind)
+    if not secret or cell.manifest is None:
+        return cell
+    known = secret_values(cell.manifest, secret=True)
+    result = cell.result
+    if result is not None:
+        result = dataclasses.replace(result, problems=tuple(
+            dataclasses.replace(p, message=mask_secrets(p.message, known=known),
+                                fix=mask_secrets(p.fix, secret=True, known=known))
+            for p in result.problems))
+    return dataclasses.replace(cell, manifest=mask_secrets(cell.manifest, secret=True, known=known), result=result)
+
+
 def _compat_csv_rows(resources, rows):
     for resource in resources:
         cells = selectors.compat_row(resource, rows)
         for row in rows:
-            cell = cells[row.name]
+            cell = _masked_cell(resource, cells[row.name])
             if not cell.targeted:
                 continue
             result = cell.result

@@ -1,5 +1,9 @@
-from django.contrib import admin
+import json
 
+from django.contrib import admin
+from django.utils.html import format_html
+
+from fedportal.masking import is_secret_kind, mask_secrets
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, Revision
 
 
@@ -28,9 +32,24 @@ class FederatedResourceAdmin(ReadOnlyAdmin):
     search_fields = ("namespace", "name")
 
 
+def masked_json(value, *, secret: bool):
+    """A JSON field as the admin shows it: Secret values masked (fedportal.masking)."""
+    return format_html("<pre>{}</pre>", json.dumps(mask_secrets(value, secret=secret), indent=2, sort_keys=True, default=str))
+
+
 @admin.register(Revision)
 class RevisionAdmin(ReadOnlyAdmin):
     list_display = ("resource", "number", "author", "created_at", "content_hash")
+    exclude = ("template", "overrides")
+    readonly_fields = ("template_shown", "overrides_shown")
+
+    @admin.display(description="template")
+    def template_shown(self, obj):
+        return masked_json(obj.template, secret=is_secret_kind(obj.resource.type.kind))
+
+    @admin.display(description="overrides")
+    def overrides_shown(self, obj):
+        return masked_json(obj.overrides, secret=is_secret_kind(obj.resource.type.kind))
 
 
 @admin.register(PropagationRun)
@@ -43,3 +62,13 @@ class PropagationRunAdmin(ReadOnlyAdmin):
 class PropagatedVersionAdmin(ReadOnlyAdmin):
     list_display = ("resource", "cluster", "status", "sync_state", "version", "propagated_at")
     list_filter = ("status", "sync_state")
+    exclude = ("applied_manifest", "drift")
+    readonly_fields = ("applied_manifest_shown", "drift_shown")
+
+    @admin.display(description="applied manifest")
+    def applied_manifest_shown(self, obj):
+        return masked_json(obj.applied_manifest, secret=is_secret_kind(obj.resource.type.kind))
+
+    @admin.display(description="drift")
+    def drift_shown(self, obj):
+        return masked_json(obj.drift, secret=is_secret_kind(obj.resource.type.kind))

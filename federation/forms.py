@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from clusters.models import Cluster
+from fedportal.masking import MaskedValueError, is_secret_kind, mask_secrets, restore_masked
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.manifests import ManifestError, dump_yaml, load_yaml
 from federation.models import FederatedType
@@ -92,7 +93,9 @@ class ResourceForm(forms.Form):
 
     @staticmethod
     def initial_for(resource) -> dict:
+        """The form's initial values; a Secret's values are shown masked (see restore_secret_values)."""
         revision = resource.current_revision
+        template = mask_secrets(revision.template, secret=is_secret_kind(resource.type.kind))
         placement = revision.placement or {}
         if placement.get("clusters") is not None:
             mode = PLACEMENT_CLUSTERS
@@ -103,7 +106,7 @@ class ResourceForm(forms.Form):
         scheduling = revision.scheduling or {}
         return {
             "type": resource.type_id, "namespace": resource.namespace, "name": resource.name,
-            "template_yaml": dump_yaml(revision.template) if revision.template else "",
+            "template_yaml": dump_yaml(template) if template else "",
             "placement_mode": mode, "clusters": placement.get("clusters") or [],
             "selector_yaml": dump_yaml(placement["clusterSelector"]) if placement.get("clusterSelector") else "",
             "retention": resource.retention, "drift_policy": resource.drift_policy,
@@ -171,14 +174,35 @@ RspFormSet = forms.formset_factory(RspRowForm, extra=1, can_delete=True, max_num
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"
 
 
-def override_initial(revision) -> list[dict]:
+def override_initial(revision, *, secret: bool = False) -> list[dict]:
+    """The override rows of ``revision``; with ``secret``, values into data/stringData masked."""
     rows = []
     for entry in (revision.overrides if revision else None) or []:
         for op in entry["clusterOverrides"]:
+            op = mask_secrets(op, secret=secret)
             value = op.get("value")
             rows.append({"cluster": entry["clusterName"], "op": op.get("op", DEFAULT_OP), "path": op["path"],
                          "value": "" if "value" not in op else dump_yaml(value).strip().removesuffix("...").strip()})
     return rows
+
+
+def restore_secret_values(template: dict, overrides: list[dict], revision) -> tuple[dict, list[dict]]:
+    """A Secret's edit sent back: every mask token left as shown gets its stored value again (the
+    template's by position, an override's from the operation with the same cluster, op and path);
+    values typed in replace the stored ones. A token that matches nothing raises MaskedValueError."""
+    template = restore_masked(template, revision.template if revision else None)
+    stored = {(entry["clusterName"], op.get("op", DEFAULT_OP), op["path"]): op.get("value")
+              for entry in (revision.overrides if revision else None) or [] for op in entry["clusterOverrides"]}
+    restored = []
+    for entry in overrides:
+        ops = []
+        for op in entry["clusterOverrides"]:
+            if "value" in op:
+                old = stored.get((entry["clusterName"], op["op"], op["path"]))
+                op = {**op, "value": restore_masked(op["value"], old, path=f"{entry['clusterName']} {op['path']}")}
+            ops.append(op)
+        restored.append({**entry, "clusterOverrides": ops})
+    return template, restored
 
 
 def rsp_initial(revision) -> list[dict]:

@@ -27,6 +27,7 @@ from clusters.schemas import plural_for
 from clusters.validators import validate_dns1123_label
 from django.core.exceptions import PermissionDenied, ValidationError
 from fedportal.audit import record_event
+from fedportal.masking import is_secret_kind, mask_secrets
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, parse_documents
@@ -36,7 +37,7 @@ from federation.content_hooks import settings_changed
 from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
-from federation.rendering import base_manifest, content_hash, mask_secret_snapshot
+from federation.rendering import base_manifest, content_hash
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
 from fedportal.roles import Role, has_role, require_actor_role
 
@@ -196,7 +197,7 @@ def create_resource(
             record_event(
                 "federation.resource.create", actor=actor, obj=resource,
                 summary=f"Created {resource} (revision {revision.number})",
-                after={**mask_secret_snapshot(revision.snapshot, ftype.kind), "retention": retention, "drift_policy": drift_policy},
+                after={**mask_secrets(revision.snapshot, secret=is_secret_kind(ftype.kind)), "retention": retention, "drift_policy": drift_policy},
             )
     except IntegrityError:
         raise SpecError({"name": [f"A federated {ftype.kind} {namespace + '/' if namespace else ''}{name} already exists."]}) from None
@@ -267,8 +268,8 @@ def _save_revision(resource: FederatedResource, *, template, placement, override
         record_event(
             "federation.resource.update", actor=actor, obj=resource,
             summary=f"Revision {revision.number} of {resource}",
-            before=mask_secret_snapshot(current.snapshot, resource.type.kind) if current else None,
-            after=mask_secret_snapshot(revision.snapshot, resource.type.kind),
+            before=mask_secrets(current.snapshot, secret=is_secret_kind(resource.type.kind)) if current else None,
+            after=mask_secrets(revision.snapshot, secret=is_secret_kind(resource.type.kind)),
         )
     return revision
 
@@ -302,9 +303,9 @@ class RevisionDiff:
 
 def diff_revisions(old: Revision | None, new: Revision) -> RevisionDiff:
     """Field and text diff of two revisions (Secret values shown only as digests)."""
-    kind = new.resource.type.kind
-    before = mask_secret_snapshot(old.snapshot, kind) if old is not None else {}
-    after = mask_secret_snapshot(new.snapshot, kind)
+    secret = is_secret_kind(new.resource.type.kind)
+    before = mask_secrets(old.snapshot, secret=secret) if old is not None else {}
+    after = mask_secrets(new.snapshot, secret=secret)
     return RevisionDiff(
         old, new, diff_objects(before, after, ignore=()),
         unified_yaml_diff(before, after, before_label=f"revision {old.number}" if old else "(none)", after_label=f"revision {new.number}"),

@@ -32,9 +32,11 @@ from federation.forms import (
     collect_overrides,
     collect_scheduling,
     override_initial,
+    restore_secret_values,
     rsp_initial,
 )
 from federation.models import FederatedResource, FederatedType, Revision
+from fedportal.masking import MaskedValueError, is_secret_kind
 from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 50
@@ -97,8 +99,9 @@ def resource_detail(request, pk):
 
 # --- create and edit ----------------------------------------------------------------------------------
 
-def _formsets(data=None, *, revision=None):
-    overrides = OverrideFormSet(data, prefix=OVERRIDE_PREFIX, initial=None if data else override_initial(revision))
+def _formsets(data=None, *, revision=None, secret=False):
+    overrides = OverrideFormSet(data, prefix=OVERRIDE_PREFIX,
+                                initial=None if data else override_initial(revision, secret=secret))
     rsp = RspFormSet(data, prefix=RSP_PREFIX, initial=None if data else rsp_initial(revision))
     return overrides, rsp
 
@@ -122,10 +125,17 @@ def _save(request, form, overrides, rsp, resource=None):
     if not valid:
         return None
     data = form.cleaned_data
+    template, override_list = data["template_yaml"], collect_overrides(overrides)
+    if resource is not None and is_secret_kind(resource.type.kind):
+        try:
+            template, override_list = restore_secret_values(template, override_list, resource.current_revision)
+        except MaskedValueError as exc:
+            form.add_error("template_yaml" if exc.path.startswith("/") else None, str(exc))
+            return None
     kwargs = {
-        "template": data["template_yaml"],
+        "template": template,
         "placement": form.placement(),
-        "overrides": collect_overrides(overrides),
+        "overrides": override_list,
         "scheduling": collect_scheduling(form, rsp),
         "actor": request.user,
         "message": data.get("message") or "",
@@ -173,7 +183,8 @@ def resource_create(request):
 def resource_edit(request, pk):
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=pk)
     form = ResourceForm(request.POST or None, initial=ResourceForm.initial_for(resource), edit=True)
-    overrides, rsp = _formsets(request.POST or None, revision=resource.current_revision)
+    overrides, rsp = _formsets(request.POST or None, revision=resource.current_revision,
+                               secret=is_secret_kind(resource.type.kind))
     status = 200
     if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
         before = resource.current_revision_id

@@ -6,4 +6,4 @@ class FedPortalConfig(AppConfig):
     verbose_name = "FedPortal"
 
     def ready(self):
-        from fedportal import security_events  # noqa: F401  (auth signal receivers)
+        from fedportal import admin_audit, security_events  # noqa: F401  (audit signal receivers)

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fedportal import bulk, request_context
+from fedportal.masking import mask_secrets
 from fedportal.models import AuditChainHead, AuditEvent
 
 GENESIS_HASH = "0" * 64
@@ -57,8 +58,9 @@ def _hash_values(values: Mapping) -> str:
 
 
 def _normalise(value):
-    """JSON round-trip so the hash is computed over exactly what the database stores."""
-    return None if value is None else json.loads(_canonical(redact(value)))
+    """JSON round-trip so the hash is computed over exactly what the database stores; credentials
+    redacted, and the values of any Secret manifest in it masked (fedportal.masking)."""
+    return None if value is None else json.loads(_canonical(mask_secrets(redact(value))))
 
 
 def record_event(

@@ -21,7 +21,8 @@ and LibreOffice all read it as UTF-8. Python (``encoding="utf-8-sig"``), pandas 
 tools skip the BOM. Pass ``bom=False`` for a consumer that cannot.
 
 Formula injection (OWASP "CSV Injection"): a text cell whose first character (after any leading
-spaces) is ``=``, ``+``, ``-``, ``@``, tab, CR or LF (or their full-width forms, which some
+spaces, Unicode spaces such as NBSP or U+3000 included, and invisible format characters such as
+ZWSP or a BOM) is ``=``, ``+``, ``-``, ``@``, tab, CR or LF (or their full-width forms, which some
 spreadsheet locales also evaluate) is prefixed with a single quote, so a spreadsheet shows it as
 text instead of evaluating it. Numbers are written as numbers: they cannot carry a formula.
 """
@@ -31,6 +32,7 @@ import datetime
 import decimal
 import io
 import json
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -58,9 +60,20 @@ def neutralise_cell(value) -> str:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, cls=DjangoJSONEncoder)
     else:
         text = str(value)
-    if text and text.lstrip(" ")[:1] in FORMULA_TRIGGERS:
+    if text and _starts_like_a_formula(text):
         return "'" + text
     return text
+
+
+def _starts_like_a_formula(text: str) -> bool:
+    """The first character that is not a space (any Unicode space: NBSP, U+3000, VT, FF...) or an
+    invisible format character (ZWSP, BOM, bidi marks: category Cf) is a formula trigger."""
+    for char in text:
+        if char in FORMULA_TRIGGERS:
+            return True
+        if not (char.isspace() or unicodedata.category(char) == "Cf"):
+            return False
+    return False
 
 
 def _headers(columns: Sequence) -> list[str]:

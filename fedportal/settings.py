@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "csp",
     "django_celery_beat",
     "axes",
     "fedportal",
@@ -89,6 +90,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "fedportal.middleware.RequestContextMiddleware",
     "fedportal.middleware.LoginRequiredEverywhereMiddleware",
@@ -196,28 +198,59 @@ LOGOUT_REDIRECT_URL = "login"
 
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
+# Reverse proxies in front of the web app (0: none). With N, the client address is the N-th entry
+# from the right of X-Forwarded-For (audit source address, login throttling: fedportal/client_ip.py)
+# and X-Forwarded-Proto tells HTTPS (SECURE_PROXY_SSL_HEADER).
+FEDPORTAL_TRUSTED_PROXIES = env_int("FEDPORTAL_TRUSTED_PROXIES", 0, minimum=0)
+
 # Security. The production profile passes `manage.py check --deploy` with no warnings.
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from hx-headers, not the cookie
+CSRF_COOKIE_HTTPONLY = True  # htmx sends the token from hx-headers (base.html); no script reads the cookie
+# Sessions end this long after login, and when the browser closes (FEDPORTAL_SESSION_HOURS).
+SESSION_COOKIE_AGE = round(env_float("FEDPORTAL_SESSION_HOURS", 8.0, minimum=0.05) * 3600)
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy (django-csp), in every profile so tests and the demo run under it: scripts
+# only from our own static files (no inline script, no eval; behaviour lives in static/js and
+# drift/static), styles from our files plus inline style attributes (progress bars, plotly's charts).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if FEDPORTAL_TRUSTED_PROXIES:  # only a proxy we trust may say the request came over HTTPS
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SILENCED_SYSTEM_CHECKS = [] if SECURE_SSL_REDIRECT else ["security.W008"]
 
-# Login throttling (django-axes).
+# Login throttling (django-axes): failures are counted per client address and per user name
+# separately; either reaching the limit locks out for the cool-off time. Attempts while locked out
+# are refused without being counted (they neither extend the lockout nor fill the log).
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 0.25, minimum=0)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_VERBOSE = False
+AXES_CLIENT_IP_CALLABLE = "fedportal.client_ip.client_ip"
+AXES_USERNAME_CALLABLE = "fedportal.security_events.axes_username"
 
 # Celery. Default broker: kombu's filesystem transport under var/ (no server needed).
 # Never eager mode: tasks always run in real worker processes.

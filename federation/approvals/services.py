@@ -40,6 +40,7 @@ from django.utils import timezone
 from clusters.models import Cluster
 from clusters.services import unjoin_cluster
 from fedportal.audit import record_event
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, require_role
 from federation import enqueue, propagation
 from federation import services as federation_services
@@ -222,6 +223,10 @@ def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = T
         fields.update(diffs=_diffs(cr), diffs_at=timezone.now())
     if preflight:
         fields["preflight"] = [p.as_dict() for p in run_preflight(cr)]
+        if cr.proposed_revision is not None and is_secret_kind(cr.proposed_revision.resource.type.kind):
+            # a check's message may quote a field's value
+            known = secret_values(cr.proposed_revision.snapshot, secret=True)
+            fields["preflight"] = mask_secrets(fields["preflight"], known=known)
         fields["preflight_at"] = timezone.now()
     ChangeRequest.objects.filter(pk=cr.pk).update(**fields)
     return _fresh(cr)

@@ -27,11 +27,9 @@ from federation.propagation.common import (
     remote_status,
     uid_refused,
 )
-from federation.rendering import (
-    ignored_paths,
-    mask_secret_changes,
-)
+from federation.rendering import ignored_paths
 from fedportal.audit import record_event
+from fedportal.masking import is_secret_kind, mask_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +93,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     else:
         collect_status(pv, ftype, live)
         changes = [c.as_dict() for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))]
-        changes = mask_secret_changes(changes, ftype.kind)
+        changes = mask_secrets(changes, secret=is_secret_kind(ftype.kind))
     if not changes:
         update = {"sync_state": SyncState.IN_SYNC, "drift": [], "drift_checked_at": now,
                   "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", ""))}

@@ -23,9 +23,9 @@ from federation.preview_checks import manifest_warnings
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
     MANAGED_LABEL,
-    mask_secret_object,
     render_manifest,
 )
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 # --- preview -----------------------------------------------------------------------------------------
 
@@ -46,6 +46,15 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
     revision = revision or resource.current_revision
     ftype = resource.type
     plans = plan_targets(resource, revision)
+    secret = is_secret_kind(ftype.kind)
+    known = secret_values(revision.snapshot, secret=True) if secret else ()
+
+    def shown_preview(plan: ClusterPlan) -> ClusterPreview:
+        preview = one(plan)
+        if secret:  # an error message could quote a value (an override's, an API server's)
+            preview.message = mask_secrets(preview.message, known=known)
+            preview.warnings = mask_secrets(list(preview.warnings), secret=True, known=known)
+        return preview
 
     def one(plan: ClusterPlan) -> ClusterPreview:
         cluster = plan.cluster
@@ -67,7 +76,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)
-        shown = mask_secret_object(manifest, ftype.kind)
+        shown = mask_secrets(manifest, secret=secret)
         if live is None:
             return ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),
                               plan.replicas, "Will be created.", warnings)
@@ -75,14 +84,14 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             return ClusterPreview(cluster, "error", dump_yaml(shown), "", plan.replicas,
                               "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings)
         changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
-        live_view = mask_secret_object(_project(strip_server_fields(live), manifest), ftype.kind)
+        live_view = mask_secrets(_project(strip_server_fields(live), manifest), secret=secret)
         diff = unified_yaml_diff(live_view, shown, before_label="live", after_label="rendered")
         return ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(shown), diff,
                               plan.replicas, f"{len(changes)} field(s) change." if changes else "No change.", warnings)
 
     # I/O-bound (one GET per cluster): a thread pool, results in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(plans)))) as pool:
-        return list(pool.map(one, plans))
+        return list(pool.map(shown_preview, plans))
 
 
 def _project(live, desired):

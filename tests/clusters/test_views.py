@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
@@ -400,6 +401,26 @@ def test_malformed_kubeconfig_is_a_form_error(login, admin_user, text, message):
     response = login(admin_user).post(reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text})
     assert response.status_code == 400 and message in response.content.decode()
     assert not Cluster.objects.exists()
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # broken YAML after a token: the error names the line, the form comes back empty
+        ("apiVersion: v1\nusers:\n- name: u\n  user: {token: sentinel-token-0123456789}\ncontexts: [oops\n", "not valid YAML"),
+        # valid YAML that is not a kubeconfig
+        ("users:\n- name: u\n  user: {token: sentinel-token-0123456789}\n", "no contexts"),
+    ],
+)
+def test_refused_kubeconfig_is_not_echoed_back(login, admin_user, text, message, htmx):
+    response = login(admin_user).post(
+        reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text}, **(HX if htmx else {}))
+    content = response.content.decode()
+    assert response.status_code == 400 and message in content
+    assert "sentinel-token-0123456789" not in content
+    textarea = re.search(r'<textarea name="kubeconfig_text"[^>]*>(.*?)</textarea>', content, re.S)
+    assert textarea is not None and textarea.group(1).strip() == ""
 
 
 def test_choosing_an_unknown_context_is_a_form_error(login, admin_user, fleet):

@@ -1,6 +1,8 @@
 import csv
 import datetime
 import io
+import itertools
+import unicodedata
 
 import pytest
 from hypothesis import given
@@ -13,6 +15,29 @@ from fedportal.tables import Column
 @pytest.mark.parametrize("payload", ["=1+1", "+1", "-1+2", "@SUM(A1)", "\t=1", "\r=1", "\n=1", "  =cmd", "＝1+1"])
 def test_formula_looking_text_is_prefixed_with_a_quote(payload):
     assert neutralise_cell(payload) == "'" + payload
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "\u00a0=1+1",  # NBSP
+        "\u3000=1+1",  # ideographic space
+        "\u200b=1+1",  # zero-width space
+        "\ufeff=1+1",  # byte-order mark
+        "\u000b=1+1",  # vertical tab
+        "\u000c=1+1",  # form feed
+        "\u2028@SUM(A1)",  # line separator
+        "\u200e\u00a0 -2+3",  # left-to-right mark, NBSP, space
+        "\u2060\u3000＋1",  # word joiner, ideographic space, full-width plus
+    ],
+)
+def test_formula_behind_unicode_spaces_or_format_characters_is_prefixed(payload):
+    assert neutralise_cell(payload) == "'" + payload
+
+
+@pytest.mark.parametrize("text", ["\u00a0plain", "\u200bname", "\u3000", "\ufeff"])
+def test_leading_invisible_characters_before_ordinary_text_are_kept_as_they_are(text):
+    assert neutralise_cell(text) == text
 
 
 @pytest.mark.parametrize(
@@ -36,7 +61,7 @@ def test_other_values_are_written_as_is(value, cell):
 @given(st.text())
 def test_no_neutralised_cell_starts_with_a_formula_trigger(text):
     cell = neutralise_cell(text)
-    stripped = cell.lstrip(" ")
+    stripped = "".join(itertools.dropwhile(lambda c: c.isspace() or unicodedata.category(c) == "Cf", cell))
     assert not stripped or stripped[0] not in FORMULA_TRIGGERS
     assert cell in (text, "'" + text)
 
