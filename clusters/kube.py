@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import atexit
-import base64
-import binascii
 import hashlib
 import json
 import os
@@ -25,11 +23,9 @@ import ssl
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import urllib3
-import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
@@ -171,27 +167,6 @@ class ApplyResult:
     object: dict
     warnings: list[str] = field(default_factory=list)
     created: bool = False  # the apply created the object (201)
-
-
-@dataclass
-class KubeconfigContext:
-    name: str
-    cluster_name: str
-    server: str
-    token: str | None = None
-    client_certificate: str | None = None
-    client_key: str | None = None
-    ca_data: str | None = None
-    insecure_skip_tls_verify: bool = False
-    namespace: str = ""
-    problem: str = ""  # why this context cannot be registered (exec plugin, missing user...), or ""
-
-    @property
-    def usable(self) -> bool:
-        return not self.problem
-
-    def __repr__(self):
-        return f"KubeconfigContext(name={self.name!r}, server={self.server!r}, problem={self.problem!r})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,137 +669,6 @@ def get_discovery(conn: ClusterConnection, timeout=None) -> list[str]:
     for group in groups.get("groups") or []:
         found += [v.get("groupVersion") for v in group.get("versions") or [] if v.get("groupVersion")]
     return found
-
-
-# ---------------------------------------------------------------------------------------------
-# kubeconfig
-
-
-def _bad_kubeconfig(message: str) -> KubePermanentError:
-    return KubePermanentError(message, kind=KIND_BAD_KUBECONFIG, reason="BadKubeconfig")
-
-
-def _decode_data(value, what: str) -> str:
-    try:
-        return base64.b64decode(str(value).strip(), validate=False).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise _bad_kubeconfig(f"{what} is not valid base64-encoded PEM.") from None
-
-
-def _read_file(base_dir: Path | None, path, what: str) -> str:
-    if base_dir is None:
-        raise _bad_kubeconfig(
-            f"{what} refers to a file ({path}); uploaded kubeconfigs must embed it "
-            "(`kubectl config view --flatten --minify`)."
-        )
-    target = (base_dir / str(path)).expanduser()
-    try:
-        return target.read_text()
-    except OSError as exc:
-        raise _bad_kubeconfig(f"{what}: cannot read {target}: {exc.strerror}.") from None
-
-
-def _named(entries, section: str) -> dict[str, dict]:
-    if entries is None:
-        return {}
-    if not isinstance(entries, list):
-        raise _bad_kubeconfig(f"'{section}' must be a list.")
-    found = {}
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise _bad_kubeconfig(f"every entry of '{section}' needs a name.")
-        body = entry.get(section[:-1])
-        if body is not None and not isinstance(body, dict):
-            raise _bad_kubeconfig(f"{section[:-1]} {entry['name']!r} must be a mapping.")
-        found[entry["name"]] = body or {}
-    return found
-
-
-def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -> list[KubeconfigContext]:
-    """Parse a kubeconfig (yaml.safe_load) into its contexts, each with its own credentials.
-
-    Inline ``*-data`` fields are decoded. File references (``certificate-authority``,
-    ``client-certificate``, ``tokenFile``) are read only when ``base_dir`` is given (the command
-    line); an uploaded kubeconfig must embed them. Contexts whose user needs an exec plugin or an
-    auth provider are returned with ``problem`` set. Malformed input raises
-    ``KubePermanentError(kind="bad_kubeconfig")``.
-    """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad_kubeconfig("The kubeconfig is not UTF-8 text.") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise _bad_kubeconfig(f"The kubeconfig is not valid YAML{where}.") from None
-    if not isinstance(data, dict):
-        raise _bad_kubeconfig("The kubeconfig must be a YAML mapping with clusters, users and contexts.")
-    if data.get("kind") not in (None, "Config"):
-        raise _bad_kubeconfig(f"kind is {data.get('kind')!r}; a kubeconfig has kind: Config.")
-    base = Path(base_dir) if base_dir is not None else None
-    clusters = _named(data.get("clusters"), "clusters")
-    users = _named(data.get("users"), "users")
-    contexts = _named(data.get("contexts"), "contexts")
-    if not contexts:
-        raise _bad_kubeconfig("The kubeconfig has no contexts.")
-
-    result = []
-    for context_name, context in contexts.items():
-        cluster_name = str(context.get("cluster") or "")
-        user_name = str(context.get("user") or "")
-        cluster = clusters.get(cluster_name)
-        if cluster is None:
-            raise _bad_kubeconfig(f"context {context_name!r} refers to cluster {cluster_name!r}, which is not defined.")
-        server = cluster.get("server")
-        if not isinstance(server, str) or not server:
-            raise _bad_kubeconfig(f"cluster {cluster_name!r} has no server URL.")
-        entry = KubeconfigContext(
-            name=context_name,
-            cluster_name=cluster_name,
-            server=server,
-            insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
-            namespace=str(context.get("namespace") or ""),
-        )
-        if cluster.get("certificate-authority-data"):
-            entry.ca_data = _decode_data(cluster["certificate-authority-data"], f"cluster {cluster_name!r} CA")
-        elif cluster.get("certificate-authority"):
-            entry.ca_data = _read_file(base, cluster["certificate-authority"], f"cluster {cluster_name!r} CA")
-
-        user = users.get(user_name) if user_name else None
-        if user is None:
-            entry.problem = f"user {user_name!r} is not defined" if user_name else "the context has no user"
-        else:
-            _fill_user(entry, user, user_name, base)
-        result.append(entry)
-    return result
-
-
-def _fill_user(entry: KubeconfigContext, user: dict, user_name: str, base: Path | None) -> None:
-    if user.get("token"):
-        entry.token = str(user["token"]).strip()
-    elif user.get("tokenFile"):
-        entry.token = _read_file(base, user["tokenFile"], f"user {user_name!r} tokenFile").strip()
-    if user.get("client-certificate-data"):
-        entry.client_certificate = _decode_data(user["client-certificate-data"], f"user {user_name!r} certificate")
-    elif user.get("client-certificate"):
-        entry.client_certificate = _read_file(base, user["client-certificate"], f"user {user_name!r} certificate")
-    if user.get("client-key-data"):
-        entry.client_key = _decode_data(user["client-key-data"], f"user {user_name!r} key")
-    elif user.get("client-key"):
-        entry.client_key = _read_file(base, user["client-key"], f"user {user_name!r} key")
-    if bool(entry.client_certificate) != bool(entry.client_key):
-        entry.problem = f"user {user_name!r} has a client certificate without a key (or a key without a certificate)"
-    elif not entry.token and not entry.client_certificate:
-        if user.get("exec") or user.get("auth-provider"):
-            entry.problem = (
-                f"user {user_name!r} authenticates with an exec plugin or auth provider; "
-                "FedPortal needs a bearer token or a client certificate"
-            )
-        else:
-            entry.problem = f"user {user_name!r} has neither a token nor a client certificate"
 
 
 def fingerprint(text: str) -> str:
