@@ -55,6 +55,14 @@ for _key in FEDPORTAL_ENCRYPTION_KEYS:
             "FEDPORTAL_ENCRYPTION_KEY must be 32 url-safe base64-encoded bytes (Fernet.generate_key())."
         ) from None
 
+# The audit chain's HMAC key (never in the database) and where signed checkpoints are appended
+# (a directory outside the database; one file per chain). See fedportal/audit.py.
+FEDPORTAL_AUDIT_KEY = _required_in_production("FEDPORTAL_AUDIT_KEY", "audit_key", lambda: secrets.token_urlsafe(48))
+if len(FEDPORTAL_AUDIT_KEY) < 32:
+    raise ImproperlyConfigured("FEDPORTAL_AUDIT_KEY must be at least 32 characters (e.g. `openssl rand -base64 48`).")
+FEDPORTAL_AUDIT_CHECKPOINTS = Path(env_str("FEDPORTAL_AUDIT_CHECKPOINTS", "") or VAR_DIR / "audit-checkpoints")
+FEDPORTAL_AUDIT_CHECKPOINT_SECONDS = env_int("FEDPORTAL_AUDIT_CHECKPOINT_SECONDS", 300, minimum=1)
+
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
 if PRODUCTION and not ALLOWED_HOSTS:
