@@ -272,6 +272,12 @@ FEDPORTAL_HEALTH_FAILURE_THRESHOLD = env_int("FEDPORTAL_HEALTH_FAILURE_THRESHOLD
 FEDPORTAL_HEALTH_SUCCESS_THRESHOLD = env_int("FEDPORTAL_HEALTH_SUCCESS_THRESHOLD", 1, minimum=1)
 FEDPORTAL_HEALTH_TIMEOUT_SECONDS = env_float("FEDPORTAL_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
 FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# What one API server may send (clusters/kube.py): bytes per response, pages and items per list.
+FEDPORTAL_KUBE_MAX_RESPONSE_BYTES = env_int("FEDPORTAL_KUBE_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, minimum=1024)
+FEDPORTAL_KUBE_MAX_LIST_PAGES = env_int("FEDPORTAL_KUBE_MAX_LIST_PAGES", 200, minimum=1)
+FEDPORTAL_KUBE_MAX_LIST_ITEMS = env_int("FEDPORTAL_KUBE_MAX_LIST_ITEMS", 100_000, minimum=1)
+# "Test connection" (and registration's check) answers within this many seconds, whatever the server does.
+FEDPORTAL_TEST_CONNECTION_SECONDS = env_float("FEDPORTAL_TEST_CONNECTION_SECONDS", 10.0, minimum=1)
 # Every poll reads /version (reachability, credentials, version); /readyz and the node list (kubelet
 # versions, zones) are read at least this often, and at once after an error, an upgrade or while a
 # cluster is not Ready. 0 reads them at every poll. See clusters/probing.py.
