@@ -34,7 +34,7 @@ from django.conf import settings
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
-from clusters import http_budget
+from clusters import addresses, http_budget
 from clusters.kube_errors import (  # noqa: F401 - re-exported: callers use kube.KubeError, kube.KIND_*
     DEFAULT_TIMEOUT,
     KIND_BAD_KUBECONFIG,
@@ -44,6 +44,7 @@ from clusters.kube_errors import (  # noqa: F401 - re-exported: callers use kube
     KIND_FORBIDDEN,
     KIND_INVALID,
     KIND_LABELS,
+    KIND_NOT_ALLOWED,
     KIND_NOT_FOUND,
     KIND_REFUSED,
     KIND_SERVER_ERROR,
@@ -164,7 +165,23 @@ def _write_private(content: str, suffix: str) -> str:
     return path
 
 
+def _refuse_unsafe_target(conn: ClusterConnection) -> None:
+    """Credentials never go over plain http:// except to loopback; link-local and cloud-metadata
+    addresses are refused unless FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS is on."""
+    if (conn.token or conn.client_key) and addresses.plain_http_to_remote(conn.api_server):
+        raise KubePermanentError(
+            f"Refusing to send credentials to {conn.api_server} over plain http:// "
+            "(only loopback addresses may use http://).", kind=KIND_NOT_ALLOWED, reason="InsecureTransport")
+    if not settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
+        reason = addresses.blocked_reason(conn.api_server)
+        if reason:
+            raise KubePermanentError(f"Refusing to connect to {conn.api_server}: {reason} "
+                                     "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS).", kind=KIND_NOT_ALLOWED,
+                                     reason="BlockedAddress")
+
+
 def _build_client(conn: ClusterConnection) -> _CachedClient:
+    _refuse_unsafe_target(conn)
     config = Configuration()
     config.host = conn.api_server.rstrip("/")
     config.retries = False  # no hidden urllib3 retries: one attempt, one timeout

@@ -64,6 +64,7 @@ KIND_CONFLICT = "conflict"
 KIND_INVALID = "invalid"
 KIND_BAD_KUBECONFIG = "bad_kubeconfig"
 KIND_TOO_LARGE = "too_large"
+KIND_NOT_ALLOWED = "not_allowed"  # plain http:// with credentials, a link-local or metadata address
 
 # Kinds that mean "we never got an HTTP answer": these count towards Offline.
 UNREACHABLE_KINDS = frozenset({KIND_DNS, KIND_REFUSED, KIND_UNREACHABLE, KIND_TIMEOUT})
@@ -84,6 +85,7 @@ KIND_LABELS = {
     KIND_INVALID: "422 Invalid",
     KIND_BAD_KUBECONFIG: "Bad kubeconfig",
     KIND_TOO_LARGE: "Response too large",
+    KIND_NOT_ALLOWED: "Address not allowed",
 }
 
 _STATUS_KINDS = {

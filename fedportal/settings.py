@@ -276,6 +276,8 @@ FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.
 FEDPORTAL_KUBE_MAX_RESPONSE_BYTES = env_int("FEDPORTAL_KUBE_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, minimum=1024)
 FEDPORTAL_KUBE_MAX_LIST_PAGES = env_int("FEDPORTAL_KUBE_MAX_LIST_PAGES", 200, minimum=1)
 FEDPORTAL_KUBE_MAX_LIST_ITEMS = env_int("FEDPORTAL_KUBE_MAX_LIST_ITEMS", 100_000, minimum=1)
+# Link-local (169.254.0.0/16, fe80::/10) and cloud-metadata API server addresses are refused unless this is on.
+FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = env_bool("FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS", False)
 # "Test connection" (and registration's check) answers within this many seconds, whatever the server does.
 FEDPORTAL_TEST_CONNECTION_SECONDS = env_float("FEDPORTAL_TEST_CONNECTION_SECONDS", 10.0, minimum=1)
 # Every poll reads /version (reachability, credentials, version); /readyz and the node list (kubelet

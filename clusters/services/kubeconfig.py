@@ -18,6 +18,7 @@ from clusters.services.connections import (
     _check_tls,
     _credentials,
     _validate_cluster,
+    check_transport,
     connection_for,
     snapshot,
     test_connection,
@@ -141,6 +142,7 @@ def import_kubeconfig_contexts(
             _validate_cluster(cluster, exclude_pk=cluster.pk)
             _check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = _credentials(context.token, context.client_certificate, context.client_key)
+            check_transport(cluster.api_server, credentials)
             cluster.set_credentials(credentials)
         except ValidationError as exc:
             errors += [f"{context.name}: {m}" for m in exc.messages]

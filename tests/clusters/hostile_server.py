@@ -17,6 +17,9 @@ class HostileServer:
 
     def __init__(self):
         self.requests: list[str] = []
+        self.authorizations: list[str] = []  # the Authorization header of every request ("" when none)
+        self.status = b"401 Unauthorized"
+        self.body = b""
         self.stopped = threading.Event()
         self.mode = "drip"
         self.page_delay = 0.0
@@ -37,6 +40,9 @@ class HostileServer:
                         head, data = data.split(b"\r\n\r\n", 1)
                         target = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
                         server.requests.append(target)
+                        auth = [line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")[1:]
+                                if line.lower().startswith(b"authorization:")]
+                        server.authorizations.append(auth[0] if auth else "")
                         if not server.answer(self.request, target):
                             return
                 except OSError:
@@ -89,5 +95,8 @@ class HostileServer:
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
                          + payload)
+            return True
+        if self.mode == "status":  # a fixed status with ``body`` (an error page full of whatever)
+            sock.sendall(b"HTTP/1.1 " + self.status + b"\r\nContent-Length: %d\r\n\r\n" % len(self.body) + self.body)
             return True
         raise AssertionError(self.mode)
