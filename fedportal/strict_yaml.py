@@ -79,7 +79,9 @@ def check_json(value, path: str = "") -> None:
         if value != value or value in (float("inf"), float("-inf")):
             raise StrictYAMLError(f"The number at {path or '/'} is not finite (JSON cannot hold it).")
     elif value is not None and not isinstance(value, (str, int, bool)):
-        raise StrictYAMLError(f"The value at {path or '/'} is a {type(value).__name__}, which JSON cannot hold; quote it.")
+        raise StrictYAMLError(
+            f"The value at {path or '/'} is a {type(value).__name__}, which JSON cannot hold; quote it."
+        )
 
 
 def check_size(text, max_bytes: int) -> str:

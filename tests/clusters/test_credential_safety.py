@@ -17,7 +17,8 @@ NEW_SERVER_NEEDS_CREDENTIALS = (
     "A new API server needs its credentials: enter the bearer token or client certificate and key for it "
     "(the stored ones are not sent to another host)."
 )
-PLAIN_HTTP = "Bearer tokens and client keys are sent only over https:// (plain http:// is allowed to loopback addresses only)."
+PLAIN_HTTP = ("Bearer tokens and client keys are sent only over https:// "
+              "(plain http:// is allowed to loopback addresses only).")
 CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
 KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"
 
@@ -46,7 +47,8 @@ def test_a_new_api_server_without_credentials_is_refused_and_nothing_is_sent_to_
     assert info.value.message_dict == {"api_server": [NEW_SERVER_NEEDS_CREDENTIALS]}
     assert hostile.requests == []
     cluster.refresh_from_db()
-    assert (cluster.api_server, cluster.get_credentials()) == ("https://old.example.test:6443", {"token": "stored-token"})
+    assert cluster.api_server == "https://old.example.test:6443"
+    assert cluster.get_credentials() == {"token": "stored-token"}
 
 
 @pytest.mark.django_db
