@@ -346,7 +346,7 @@ def _request(
             raise TimeoutError("no time left")
         with _Borrowed(conn) as client, http_budget.spending(budget):
             # kubernetes' rest client ignores a float timeout; a (connect, read) tuple is honoured
-            wait = min(float(timeout if timeout is not None else DEFAULT_TIMEOUT), budget.remaining())
+            wait = max(0.001, min(float(timeout if timeout is not None else DEFAULT_TIMEOUT), budget.remaining()))
             raw = client.call_api(
                 path,
                 method,
