@@ -156,12 +156,19 @@ class ClusterRegisterForm(CredentialsMixin, TLSMixin, forms.Form):
         }
 
 
-class ClusterEditForm(TLSMixin, forms.Form):
+class ClusterEditForm(CredentialsMixin, TLSMixin, forms.Form):
+    """Credentials are asked for only with a new API server (the stored ones never go to another host)."""
+
     api_server = ApiServerField(label="API server URL", max_length=2048, widget=forms.URLInput(attrs={"size": 60}))
     role = forms.ChoiceField(choices=ClusterRole.choices)
     labels = LabelsField()
+    auth_method = forms.ChoiceField(
+        choices=AuthMethod.choices, required=False, widget=forms.RadioSelect,
+        help_text="Only when the API server changes: the credentials for the new server.",
+    )
 
-    field_order = ["api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify"]
+    field_order = ["api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify",
+                   "auth_method", "token", "client_certificate", "client_key"]
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, data=None):
@@ -177,11 +184,21 @@ class ClusterEditForm(TLSMixin, forms.Form):
         )
 
     def clean(self):
-        return self.clean_tls(super().clean())
+        cleaned = self.clean_tls(super().clean())
+        typed = any(cleaned.get(name) for name in ("token", "client_certificate", "client_key"))
+        if "api_server" in cleaned and cleaned["api_server"] != self.initial.get("api_server") or typed:
+            if not cleaned.get("auth_method"):
+                token = cleaned.get("token") or not cleaned.get("client_certificate")
+                cleaned["auth_method"] = AuthMethod.TOKEN if token else AuthMethod.CLIENT_CERTIFICATE
+            self.clean_credentials(cleaned)
+        else:
+            cleaned["token"] = cleaned["client_certificate"] = cleaned["client_key"] = ""
+        return cleaned
 
     def changes(self) -> dict:
         data = self.cleaned_data
         return {
+            **self.credentials(),
             "api_server": data["api_server"],
             "role": data["role"],
             "labels": data["labels"],

@@ -2,8 +2,12 @@
 
 * One ``ApiClient`` per cluster, built from its own ``Configuration`` (never the global default),
   cached by ``ClusterConnection.cache_key`` (cluster id, credential version) in a thread-safe dict.
-* Every call has an explicit timeout (``_request_timeout``) and no urllib3 retries: a dead cluster
-  costs one timeout, and retrying is the caller's decision (thresholds, Celery retries).
+* Every call has an explicit timeout and no urllib3 retries: a dead cluster costs one timeout, and
+  retrying is the caller's decision (thresholds, Celery retries). The timeout is a deadline for the
+  whole request, not for each socket read, and ``deadline()`` puts one over several requests (a
+  connection test, a probe). Response bytes, list pages and list items are capped (settings
+  FEDPORTAL_KUBE_MAX_*): a hostile or broken API server cannot hold a thread or fill memory
+  (clusters/http_budget.py enforces the deadline and byte cap at the socket).
 * Plain dataclasses and dicts out, never ``V1*`` objects.
 * Our own errors out: ``KubeTransientError`` (timeout, refused, DNS, 5xx, 429: worth trying again)
   and ``KubePermanentError`` (401/403/400/404/409/422, TLS, bad kubeconfig: will not fix itself).
@@ -13,110 +17,53 @@
 from __future__ import annotations
 
 import atexit
-import base64
-import binascii
 import hashlib
 import json
 import os
 import re
 import shutil
-import socket
-import ssl
 import tempfile
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import urllib3
-import yaml
+from django.conf import settings
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
+from clusters import addresses, http_budget
 from clusters.versions import parse_version
+from clusters.kube_errors import (  # noqa: F401 - re-exported: callers use kube.KubeError, kube.KIND_*
+    DEFAULT_TIMEOUT,
+    KIND_BAD_KUBECONFIG,
+    KIND_BAD_REQUEST,
+    KIND_CONFLICT,
+    KIND_DNS,
+    KIND_FORBIDDEN,
+    KIND_INVALID,
+    KIND_LABELS,
+    KIND_NOT_ALLOWED,
+    KIND_NOT_FOUND,
+    KIND_REFUSED,
+    KIND_SERVER_ERROR,
+    KIND_THROTTLED,
+    KIND_TIMEOUT,
+    KIND_TLS,
+    KIND_TOO_LARGE,
+    KIND_UNAUTHORIZED,
+    KIND_UNREACHABLE,
+    KubeError,
+    KubePermanentError,
+    KubeTransientError,
+    UNREACHABLE_KINDS,
+    from_api_exception,
+    from_transport_error,
+)
 
-DEFAULT_TIMEOUT = 10.0
 FIELD_MANAGER = "fedportal"
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-
-
-class KubeError(Exception):
-    """A failed call. ``kind`` is one of KIND_*; ``status`` the HTTP status (0 when none)."""
-
-    transient = False
-
-    def __init__(self, message: str, *, kind: str, status: int = 0, reason: str = ""):
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.status = status
-        self.reason = reason
-
-    def __str__(self):
-        return self.message
-
-    def __repr__(self):
-        return f"{type(self).__name__}(kind={self.kind!r}, status={self.status}, message={self.message!r})"
-
-
-class KubeTransientError(KubeError):
-    """Timeouts, refused connections, DNS failures, 5xx, 429: may work next time."""
-
-    transient = True
-
-
-class KubePermanentError(KubeError):
-    """401/403/400/404/409/422, TLS failures, malformed kubeconfig: will not fix itself."""
-
-
-# Error kinds (stable strings; the UI and the services switch on them).
-KIND_DNS = "dns"
-KIND_REFUSED = "refused"
-KIND_UNREACHABLE = "unreachable"
-KIND_TLS = "tls"
-KIND_UNAUTHORIZED = "unauthorized"
-KIND_FORBIDDEN = "forbidden"
-KIND_TIMEOUT = "timeout"
-KIND_SERVER_ERROR = "server_error"
-KIND_THROTTLED = "throttled"
-KIND_BAD_REQUEST = "bad_request"
-KIND_NOT_FOUND = "not_found"
-KIND_CONFLICT = "conflict"
-KIND_INVALID = "invalid"
-KIND_BAD_KUBECONFIG = "bad_kubeconfig"
-
-# Kinds that mean "we never got an HTTP answer": these count towards Offline.
-UNREACHABLE_KINDS = frozenset({KIND_DNS, KIND_REFUSED, KIND_UNREACHABLE, KIND_TIMEOUT})
-
-KIND_LABELS = {
-    KIND_DNS: "DNS lookup failed",
-    KIND_REFUSED: "Connection refused",
-    KIND_UNREACHABLE: "Unreachable",
-    KIND_TLS: "TLS error",
-    KIND_UNAUTHORIZED: "401 Unauthorized",
-    KIND_FORBIDDEN: "403 Forbidden",
-    KIND_TIMEOUT: "Timed out",
-    KIND_SERVER_ERROR: "Server error",
-    KIND_THROTTLED: "429 Too Many Requests",
-    KIND_BAD_REQUEST: "400 Bad Request",
-    KIND_NOT_FOUND: "404 Not Found",
-    KIND_CONFLICT: "409 Conflict",
-    KIND_INVALID: "422 Invalid",
-    KIND_BAD_KUBECONFIG: "Bad kubeconfig",
-}
-
-_STATUS_KINDS = {
-    400: KIND_BAD_REQUEST,
-    401: KIND_UNAUTHORIZED,
-    403: KIND_FORBIDDEN,
-    404: KIND_NOT_FOUND,
-    409: KIND_CONFLICT,
-    422: KIND_INVALID,
-    429: KIND_THROTTLED,
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Data out
@@ -175,27 +122,6 @@ class ApplyResult:
     created: bool = False  # the apply created the object (201)
 
 
-@dataclass
-class KubeconfigContext:
-    name: str
-    cluster_name: str
-    server: str
-    token: str | None = None
-    client_certificate: str | None = None
-    client_key: str | None = None
-    ca_data: str | None = None
-    insecure_skip_tls_verify: bool = False
-    namespace: str = ""
-    problem: str = ""  # why this context cannot be registered (exec plugin, missing user...), or ""
-
-    @property
-    def usable(self) -> bool:
-        return not self.problem
-
-    def __repr__(self):
-        return f"KubeconfigContext(name={self.name!r}, server={self.server!r}, problem={self.problem!r})"
-
-
 # ---------------------------------------------------------------------------------------------
 # Clients
 
@@ -240,7 +166,23 @@ def _write_private(content: str, suffix: str) -> str:
     return path
 
 
+def _refuse_unsafe_target(conn: ClusterConnection) -> None:
+    """Credentials never go over plain http:// except to loopback; link-local and cloud-metadata
+    addresses are refused unless FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS is on."""
+    if (conn.token or conn.client_key) and addresses.plain_http_to_remote(conn.api_server):
+        raise KubePermanentError(
+            f"Refusing to send credentials to {conn.api_server} over plain http:// "
+            "(only loopback addresses may use http://).", kind=KIND_NOT_ALLOWED, reason="InsecureTransport")
+    if not settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
+        reason = addresses.blocked_reason(conn.api_server)
+        if reason:
+            raise KubePermanentError(f"Refusing to connect to {conn.api_server}: {reason} "
+                                     "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS).", kind=KIND_NOT_ALLOWED,
+                                     reason="BlockedAddress")
+
+
 def _build_client(conn: ClusterConnection) -> _CachedClient:
+    _refuse_unsafe_target(conn)
     config = Configuration()
     config.host = conn.api_server.rstrip("/")
     config.retries = False  # no hidden urllib3 retries: one attempt, one timeout
@@ -260,6 +202,7 @@ def _build_client(conn: ClusterConnection) -> _CachedClient:
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     client = ApiClient(configuration=config)
     client.user_agent = "fedportal"
+    http_budget.install(client.rest_client.pool_manager)
     return _CachedClient(client, files)
 
 
@@ -362,10 +305,26 @@ class _Response:
         return found
 
 
-def _timeout(timeout) -> tuple[float, float]:
-    # kubernetes' rest client ignores a float timeout; a (connect, read) tuple is always honoured.
-    value = float(timeout if timeout is not None else DEFAULT_TIMEOUT)
-    return (value, value)
+_deadline = threading.local()
+
+
+@contextmanager
+def deadline(seconds: float):
+    """Every request this thread makes inside the block ends by ``seconds`` from now, whatever its
+    own timeout (nested blocks: the earliest deadline wins)."""
+    previous = getattr(_deadline, "at", None)
+    end = time.monotonic() + seconds
+    _deadline.at = end if previous is None else min(end, previous)
+    try:
+        yield
+    finally:
+        _deadline.at = previous
+
+
+def _budget(timeout) -> http_budget.Budget:
+    end = time.monotonic() + float(timeout if timeout is not None else DEFAULT_TIMEOUT)
+    outer = getattr(_deadline, "at", None)
+    return http_budget.Budget(end if outer is None else min(end, outer), settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES)
 
 
 def _request(
@@ -381,8 +340,14 @@ def _request(
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
+    budget = _budget(timeout)
     try:
-        with _Borrowed(conn) as client:
+        if budget.remaining() <= 0:
+            budget.timed_out = True
+            raise TimeoutError("no time left")
+        with _Borrowed(conn) as client, http_budget.spending(budget):
+            # kubernetes' rest client ignores a float timeout; a (connect, read) tuple is honoured
+            wait = max(0.001, min(float(timeout if timeout is not None else DEFAULT_TIMEOUT), budget.remaining()))
             raw = client.call_api(
                 path,
                 method,
@@ -392,110 +357,25 @@ def _request(
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=_timeout(timeout),
+                _request_timeout=(wait, wait),
             )
             return _Response(raw.status, raw.data, raw.headers)
-    except ApiException as exc:
-        raise _from_api_exception(conn, exc, timeout) from None
     except KubeError:
         raise
-    except Exception as exc:  # urllib3 / ssl / socket / bad PEM files
-        raise _from_transport_error(conn, exc, timeout) from None
-
-
-def _scrub(conn: ClusterConnection, text: str) -> str:
-    text = str(text)
-    for secret in (conn.token, conn.client_key):
-        if secret and secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text[:2000]
-
-
-def _host(conn: ClusterConnection) -> str:
-    try:
-        return urlsplit(conn.api_server).hostname or conn.api_server
-    except ValueError:
-        return conn.api_server
-
-
-def _from_api_exception(conn: ClusterConnection, exc: ApiException, timeout) -> KubeError:
-    status = exc.status or 0
-    if status == 0:
-        # kubernetes' rest client wraps urllib3's SSLError as ApiException(status=0).
-        detail = (exc.reason or "").replace("SSLError\n", "").strip()
-        return KubePermanentError(
-            _scrub(conn, f"TLS handshake with {conn.api_server} failed: {_short(detail)}"),
-            kind=KIND_TLS,
-            reason="TLSError",
-        )
-    body = exc.body.decode("utf-8", "replace") if isinstance(exc.body, bytes) else (exc.body or "")
-    reason, message = exc.reason or "", body.strip()
-    try:
-        parsed = json.loads(body)
-        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-            reason = parsed.get("reason") or reason
-            message = parsed.get("message") or message
-    except ValueError:
-        pass
-    kind = _STATUS_KINDS.get(status) or (KIND_SERVER_ERROR if status >= 500 else KIND_BAD_REQUEST)
-    if status == 401:
-        message = message or "the token or client certificate was rejected"
-    text = f"{KIND_LABELS.get(kind, status)} from {conn.api_server}: {message or reason or status}"
-    if kind == KIND_SERVER_ERROR:
-        text = f"{status} {reason or 'Server error'} from {conn.api_server}: {message or reason}"
-    error_class = KubeTransientError if status >= 500 or status == 429 else KubePermanentError
-    return error_class(_scrub(conn, text), kind=kind, status=status, reason=reason)
-
-
-def _short(text: str) -> str:
-    text = re.sub(r"\s+", " ", str(text)).strip()
-    return text[:300]
-
-
-def _from_transport_error(conn: ClusterConnection, exc: Exception, timeout) -> KubeError:
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        exc = exc.reason
-    seconds = f"{float(timeout if timeout is not None else DEFAULT_TIMEOUT):g}"
-    host = _host(conn)
-    if isinstance(exc, urllib3.exceptions.NameResolutionError) or (
-        isinstance(exc, (urllib3.exceptions.NewConnectionError, socket.gaierror))
-        and re.search(r"resolv|Name or service|nodename|getaddrinfo", str(exc), re.I)
-    ):
-        return KubeTransientError(f"DNS lookup failed: cannot resolve host {host!r}.", kind=KIND_DNS)
-    if isinstance(exc, urllib3.exceptions.NewConnectionError):
-        # checked before timeouts: urllib3 makes NewConnectionError a ConnectTimeoutError subclass
-        if "refused" in str(exc).lower():
-            return KubeTransientError(f"Connection refused by {conn.api_server}.", kind=KIND_REFUSED)
-        return KubeTransientError(
-            _scrub(conn, f"Cannot connect to {conn.api_server}: {_short(exc)}"), kind=KIND_UNREACHABLE
-        )
-    if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError)) or isinstance(
-        exc, (TimeoutError, socket.timeout)
-    ):
-        return KubeTransientError(f"Timed out after {seconds}s waiting for {conn.api_server}.", kind=KIND_TIMEOUT)
-    if isinstance(exc, ConnectionRefusedError):
-        return KubeTransientError(f"Connection refused by {conn.api_server}.", kind=KIND_REFUSED)
-    if isinstance(exc, (urllib3.exceptions.SSLError, ssl.SSLError)):
-        return KubePermanentError(
-            _scrub(conn, f"TLS handshake with {conn.api_server} failed: {_short(exc)}"), kind=KIND_TLS
-        )
-    if isinstance(exc, (urllib3.exceptions.LocationParseError, urllib3.exceptions.LocationValueError)):
-        return KubePermanentError(f"{conn.api_server!r} is not a valid API server URL.", kind=KIND_INVALID)
-    if isinstance(exc, urllib3.exceptions.ProtocolError) and re.search(
-        r"RemoteDisconnected|Connection aborted|reset by peer", str(exc)
-    ):
-        return KubeTransientError(
-            f"{conn.api_server} closed the connection without answering.", kind=KIND_UNREACHABLE
-        )
-    if isinstance(exc, (urllib3.exceptions.ProtocolError, ConnectionError, OSError)):
-        return KubeTransientError(
-            _scrub(conn, f"Connection to {conn.api_server} failed: {_short(exc)}"), kind=KIND_UNREACHABLE
-        )
-    if isinstance(exc, urllib3.exceptions.HTTPError):
-        return KubeTransientError(
-            _scrub(conn, f"Connection to {conn.api_server} failed: {_short(exc)}"), kind=KIND_UNREACHABLE
-        )
-    return KubePermanentError(_scrub(conn, f"Request to {conn.api_server} failed: {_short(exc)}"), kind=KIND_BAD_REQUEST)
+    except Exception as exc:  # ApiException, urllib3 / ssl / socket / bad PEM files
+        if budget.too_large:
+            raise KubePermanentError(
+                f"{conn.api_server} sent more than {settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES} bytes; "
+                "FedPortal stopped reading (FEDPORTAL_KUBE_MAX_RESPONSE_BYTES).",
+                kind=KIND_TOO_LARGE, reason="TooLarge",
+            ) from None
+        if budget.timed_out:
+            raise KubeTransientError(
+                f"Timed out: {conn.api_server} had not answered in full by the request's deadline.", kind=KIND_TIMEOUT
+            ) from None
+        if isinstance(exc, ApiException):
+            raise from_api_exception(conn, exc, timeout) from None
+        raise from_transport_error(conn, exc, timeout) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,19 +453,34 @@ def list_nodes(conn: ClusterConnection, timeout: float | None = None) -> list[No
 
 
 def _list_all(conn, path, *, label_selector=None, timeout=None, page_size=500) -> list[dict]:
+    """Every item, page by page; at most FEDPORTAL_KUBE_MAX_LIST_PAGES pages and _ITEMS items."""
     items: list[dict] = []
     token = ""
-    while True:
+    for _page in range(settings.FEDPORTAL_KUBE_MAX_LIST_PAGES):
         query = [("limit", str(page_size))]
         if label_selector:
             query.append(("labelSelector", label_selector))
         if token:
             query.append(("continue", token))
         data = _request(conn, "GET", path, query=query, timeout=timeout).json()
-        items += data.get("items") or []
+        page = data.get("items") or []
+        if not isinstance(page, list):
+            raise KubePermanentError(f"{conn.api_server}{path}: items is not a list.", kind=KIND_BAD_REQUEST,
+                                     reason="NotAList")
+        items += page
+        if len(items) > settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS:
+            raise _too_large(conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items",
+                             "FEDPORTAL_KUBE_MAX_LIST_ITEMS")
         token = (data.get("metadata") or {}).get("continue") or ""
         if not token:
             return items
+    raise _too_large(conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages",
+                     "FEDPORTAL_KUBE_MAX_LIST_PAGES")
+
+
+def _too_large(conn, path: str, what: str, setting: str) -> KubePermanentError:
+    return KubePermanentError(f"Listing {path} on {conn.api_server} returned {what}; FedPortal stopped ({setting}).",
+                              kind=KIND_TOO_LARGE, reason="TooLarge")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -696,137 +591,6 @@ def get_discovery(conn: ClusterConnection, timeout=None) -> list[str]:
     for group in groups.get("groups") or []:
         found += [v.get("groupVersion") for v in group.get("versions") or [] if v.get("groupVersion")]
     return found
-
-
-# ---------------------------------------------------------------------------------------------
-# kubeconfig
-
-
-def _bad_kubeconfig(message: str) -> KubePermanentError:
-    return KubePermanentError(message, kind=KIND_BAD_KUBECONFIG, reason="BadKubeconfig")
-
-
-def _decode_data(value, what: str) -> str:
-    try:
-        return base64.b64decode(str(value).strip(), validate=False).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise _bad_kubeconfig(f"{what} is not valid base64-encoded PEM.") from None
-
-
-def _read_file(base_dir: Path | None, path, what: str) -> str:
-    if base_dir is None:
-        raise _bad_kubeconfig(
-            f"{what} refers to a file ({path}); uploaded kubeconfigs must embed it "
-            "(`kubectl config view --flatten --minify`)."
-        )
-    target = (base_dir / str(path)).expanduser()
-    try:
-        return target.read_text()
-    except OSError as exc:
-        raise _bad_kubeconfig(f"{what}: cannot read {target}: {exc.strerror}.") from None
-
-
-def _named(entries, section: str) -> dict[str, dict]:
-    if entries is None:
-        return {}
-    if not isinstance(entries, list):
-        raise _bad_kubeconfig(f"'{section}' must be a list.")
-    found = {}
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise _bad_kubeconfig(f"every entry of '{section}' needs a name.")
-        body = entry.get(section[:-1])
-        if body is not None and not isinstance(body, dict):
-            raise _bad_kubeconfig(f"{section[:-1]} {entry['name']!r} must be a mapping.")
-        found[entry["name"]] = body or {}
-    return found
-
-
-def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -> list[KubeconfigContext]:
-    """Parse a kubeconfig (yaml.safe_load) into its contexts, each with its own credentials.
-
-    Inline ``*-data`` fields are decoded. File references (``certificate-authority``,
-    ``client-certificate``, ``tokenFile``) are read only when ``base_dir`` is given (the command
-    line); an uploaded kubeconfig must embed them. Contexts whose user needs an exec plugin or an
-    auth provider are returned with ``problem`` set. Malformed input raises
-    ``KubePermanentError(kind="bad_kubeconfig")``.
-    """
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise _bad_kubeconfig("The kubeconfig is not UTF-8 text.") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise _bad_kubeconfig(f"The kubeconfig is not valid YAML{where}.") from None
-    if not isinstance(data, dict):
-        raise _bad_kubeconfig("The kubeconfig must be a YAML mapping with clusters, users and contexts.")
-    if data.get("kind") not in (None, "Config"):
-        raise _bad_kubeconfig(f"kind is {data.get('kind')!r}; a kubeconfig has kind: Config.")
-    base = Path(base_dir) if base_dir is not None else None
-    clusters = _named(data.get("clusters"), "clusters")
-    users = _named(data.get("users"), "users")
-    contexts = _named(data.get("contexts"), "contexts")
-    if not contexts:
-        raise _bad_kubeconfig("The kubeconfig has no contexts.")
-
-    result = []
-    for context_name, context in contexts.items():
-        cluster_name = str(context.get("cluster") or "")
-        user_name = str(context.get("user") or "")
-        cluster = clusters.get(cluster_name)
-        if cluster is None:
-            raise _bad_kubeconfig(f"context {context_name!r} refers to cluster {cluster_name!r}, which is not defined.")
-        server = cluster.get("server")
-        if not isinstance(server, str) or not server:
-            raise _bad_kubeconfig(f"cluster {cluster_name!r} has no server URL.")
-        entry = KubeconfigContext(
-            name=context_name,
-            cluster_name=cluster_name,
-            server=server,
-            insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
-            namespace=str(context.get("namespace") or ""),
-        )
-        if cluster.get("certificate-authority-data"):
-            entry.ca_data = _decode_data(cluster["certificate-authority-data"], f"cluster {cluster_name!r} CA")
-        elif cluster.get("certificate-authority"):
-            entry.ca_data = _read_file(base, cluster["certificate-authority"], f"cluster {cluster_name!r} CA")
-
-        user = users.get(user_name) if user_name else None
-        if user is None:
-            entry.problem = f"user {user_name!r} is not defined" if user_name else "the context has no user"
-        else:
-            _fill_user(entry, user, user_name, base)
-        result.append(entry)
-    return result
-
-
-def _fill_user(entry: KubeconfigContext, user: dict, user_name: str, base: Path | None) -> None:
-    if user.get("token"):
-        entry.token = str(user["token"]).strip()
-    elif user.get("tokenFile"):
-        entry.token = _read_file(base, user["tokenFile"], f"user {user_name!r} tokenFile").strip()
-    if user.get("client-certificate-data"):
-        entry.client_certificate = _decode_data(user["client-certificate-data"], f"user {user_name!r} certificate")
-    elif user.get("client-certificate"):
-        entry.client_certificate = _read_file(base, user["client-certificate"], f"user {user_name!r} certificate")
-    if user.get("client-key-data"):
-        entry.client_key = _decode_data(user["client-key-data"], f"user {user_name!r} key")
-    elif user.get("client-key"):
-        entry.client_key = _read_file(base, user["client-key"], f"user {user_name!r} key")
-    if bool(entry.client_certificate) != bool(entry.client_key):
-        entry.problem = f"user {user_name!r} has a client certificate without a key (or a key without a certificate)"
-    elif not entry.token and not entry.client_certificate:
-        if user.get("exec") or user.get("auth-provider"):
-            entry.problem = (
-                f"user {user_name!r} authenticates with an exec plugin or auth provider; "
-                "FedPortal needs a bearer token or a client certificate"
-            )
-        else:
-            entry.problem = f"user {user_name!r} has neither a token nor a client certificate"
 
 
 def fingerprint(text: str) -> str:

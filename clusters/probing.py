@@ -121,14 +121,15 @@ def _observe(cluster: Cluster) -> _Observation:
     seen = _Observation(cluster)
     try:
         conn = connection_for(cluster)
-        version = kube.get_version(conn, timeout=timeout)
-        seen.reachable = True
-        if inventory_due(cluster, version, timezone.now()):
-            health = kube.check_ready(conn, timeout=timeout)
-            if not health.ok:
-                seen.error = f"Not ready: {health.detail}"
-                return seen
-            seen.nodes = kube.list_nodes(conn, timeout=timeout)
+        with kube.deadline(probe_budget_seconds()):  # all of it, however many pages the nodes come in
+            version = kube.get_version(conn, timeout=timeout)
+            seen.reachable = True
+            if inventory_due(cluster, version, timezone.now()):
+                health = kube.check_ready(conn, timeout=timeout)
+                if not health.ok:
+                    seen.error = f"Not ready: {health.detail}"
+                    return seen
+                seen.nodes = kube.list_nodes(conn, timeout=timeout)
         seen.version = version
         seen.ready = True
     except kube.KubeError as exc:

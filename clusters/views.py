@@ -26,6 +26,7 @@ from clusters.forms import (
     RotateCredentialsForm,
     UnjoinForm,
 )
+from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, PollRequest
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
@@ -187,8 +188,8 @@ def cluster_import(request):
         if upload_form.is_valid():
             text = upload_form.cleaned_data["text"]
             try:
-                contexts = kube.parse_kubeconfig(text)
-            except kube.KubeError as exc:
+                contexts = parse_kubeconfig(text)
+            except KubeconfigError as exc:
                 upload_form = _empty_upload_form(exc.message)
                 status = 400
             else:
@@ -203,7 +204,7 @@ def cluster_import(request):
             expired = "The uploaded kubeconfig expired; upload it again."
             status = 400
         else:
-            contexts = kube.parse_kubeconfig(text)
+            contexts = parse_kubeconfig(text)
             choose_form = KubeconfigChooseForm(request.POST, contexts=contexts)
             if choose_form.is_valid():
                 data = choose_form.cleaned_data

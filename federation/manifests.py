@@ -1,119 +1,22 @@
 """Safe YAML parsing for templates and imported files. Pure: no ORM, no network.
 
-YAML is parsed with a SafeLoader subclass that refuses aliases outright (so "billion laughs" alias
-bombs cannot expand), caps the document size, the node count and the nesting depth, and rejects
-duplicate mapping keys instead of silently keeping the last one.
+YAML is parsed with fedportal.strict_yaml (no aliases, no tags, size/node/depth caps, no duplicate
+keys), the same loader kubeconfigs go through.
 """
 
 import yaml
 
+from fedportal.strict_yaml import StrictYAMLError, load_documents
+
 MAX_MANIFEST_BYTES = 256 * 1024
-MAX_NODES = 20_000
-MAX_DEPTH = 64
 
-
-class ManifestError(ValueError):
-    """Input that is not an acceptable manifest; the message is safe to show to the user."""
-
-
-class _StrictSafeLoader(yaml.SafeLoader):
-    """SafeLoader without aliases, with node/depth limits and no duplicate keys."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self._node_count = 0
-        self._depth = 0
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise ManifestError(f"YAML aliases (*{event.anchor}) are not allowed{_where(event)}.")
-        self._node_count += 1
-        if self._node_count > MAX_NODES:
-            raise ManifestError(f"The YAML has more than {MAX_NODES} nodes.")
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                raise ManifestError(f"The YAML is nested deeper than {MAX_DEPTH} levels.")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = key_node.value
-                if key in seen:
-                    raise ManifestError(f"Duplicate key {key!r}{_where(key_node)}.")
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-# Like kubectl (YAML -> JSON), timestamps stay strings: drop PyYAML's implicit timestamp resolver.
-_StrictSafeLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _check_json(value, path: str = "") -> None:
-    """Only what JSON (and so Kubernetes) can hold: no binary, sets, dates, non-finite floats."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, (str, int, float, bool)) or key is None:
-                raise ManifestError(f"Key {key!r} at {path or '/'} is not a string.")
-            _check_json(item, f"{path}/{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json(item, f"{path}/{index}")
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ManifestError(f"The number at {path or '/'} is not finite (JSON cannot hold it).")
-    elif value is not None and not isinstance(value, (str, int, bool)):
-        raise ManifestError(f"The value at {path or '/'} is a {type(value).__name__}, which JSON cannot hold; quote it.")
-
-
-def _where(mark_holder) -> str:
-    mark = getattr(mark_holder, "start_mark", None)
-    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-
-
-def _check_size(text) -> str:
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ManifestError("The file is not valid UTF-8.") from exc
-    if not isinstance(text, str):
-        raise ManifestError("Expected YAML text.")
-    if len(text.encode("utf-8")) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f"The YAML is larger than {MAX_MANIFEST_BYTES // 1024} KiB.")
-    return text
+# Manifest problems are the strict loader's errors: one exception type for "this input is refused".
+ManifestError = StrictYAMLError
 
 
 def load_yaml_documents(text) -> list:
     """Every non-empty document in ``text`` (``---`` separated), parsed safely."""
-    text = _check_size(text)
-    loader = _StrictSafeLoader(text)
-    documents = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None:
-                documents.append(loader.construct_document(node))
-    except ManifestError:
-        raise
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"Invalid YAML: {_short_yaml_error(exc)}") from exc
-    except RecursionError as exc:  # pragma: no cover - guarded by MAX_DEPTH
-        raise ManifestError("The YAML is nested too deeply.") from exc
-    finally:
-        loader.dispose()
-    documents = [doc for doc in documents if doc is not None]
-    for doc in documents:
-        _check_json(doc)
-    return documents
+    return load_documents(text, max_bytes=MAX_MANIFEST_BYTES)
 
 
 def load_yaml(text):
@@ -122,14 +25,6 @@ def load_yaml(text):
     if len(documents) > 1:
         raise ManifestError("Expected one YAML document, found several (remove the '---' separators).")
     return documents[0] if documents else None
-
-
-def _short_yaml_error(exc: yaml.YAMLError) -> str:
-    problem = getattr(exc, "problem", None)
-    mark = getattr(exc, "problem_mark", None)
-    if problem and mark:
-        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
-    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
 
 
 def dump_yaml(obj) -> str:

@@ -1,11 +1,27 @@
-"""Writing and verifying the audit log. Services call ``record_event`` explicitly."""
+"""Writing and verifying the audit log. Services call ``record_event`` explicitly.
+
+Each event's hash is an HMAC-SHA256, keyed with ``FEDPORTAL_AUDIT_KEY`` (which never lives in the
+database), over every column but the id and the hash itself, the previous event's hash included.
+Someone who can write to the database but does not hold the key can neither edit an event nor
+recompute the chain after removing one. Removing the newest events (and fixing up the head row) is
+caught by signed checkpoints appended outside the database (``write_checkpoint``): each records the
+chain's id, length and head hash at a moment, and ``verify_chain`` checks the newest one against
+what is stored. Events written before the key existed keep their plain SHA-256 hashes
+(``AuditChainHead.legacy_length``, migration 0003) and are verified the old way.
+"""
+
+from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import json
+import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
@@ -45,16 +61,30 @@ def compute_hash(event: AuditEvent) -> str:
     return _hash_values(vars(event))
 
 
-# What an event's hash covers (besides created_at, hashed as ISO 8601), by attname.
-_HASHED_FIELDS = ("prev_hash", "actor_id", "actor_name", "action", "object_type", "object_id", "object_repr",
-                  "cluster", "summary", "before", "after", "request_id", "source_ip")
+# What an event's hash covers (besides created_at, hashed as ISO 8601), by attname: every column
+# but the id and the hash itself (tests/fedportal/test_audit_chain.py holds this to the model).
+HASHED_FIELDS = ("prev_hash", "actor_id", "actor_name", "action", "object_type", "object_id", "object_repr",
+                 "cluster", "summary", "before", "after", "request_id", "source_ip")
 
 
-def _hash_values(values: Mapping) -> str:
-    """The hash of an event given as its field values by attname (an instance's ``vars``, or a row)."""
-    payload = {name: values[name] for name in _HASHED_FIELDS}
+def _payload(values: Mapping) -> bytes:
+    payload = {name: values[name] for name in HASHED_FIELDS}
     payload["created_at"] = values["created_at"].isoformat()
-    return hashlib.sha256(_canonical(payload).encode()).hexdigest()
+    return _canonical(payload).encode()
+
+
+def _key() -> bytes:
+    return settings.FEDPORTAL_AUDIT_KEY.encode()
+
+
+def _hash_values(values: Mapping, key: bytes | None = None) -> str:
+    """The keyed hash of an event given as its field values by attname (an instance's ``vars``, or a row)."""
+    return hmac.digest(key or _key(), _payload(values), "sha256").hex()
+
+
+def legacy_hash(values: Mapping) -> str:
+    """The unkeyed SHA-256 events had before the chain was keyed (verifying them only)."""
+    return hashlib.sha256(_payload(values)).hexdigest()
 
 
 def _normalise(value):
@@ -111,15 +141,18 @@ def _append(rows: list[dict], *, read_ids: bool) -> list[AuditEvent]:
     with transaction.atomic(savepoint=False):
         head, _ = AuditChainHead.objects.select_for_update().get_or_create(pk=1)
         prev_hash = head.last_hash
+        key = _key()
         for row in rows:
             row["prev_hash"] = prev_hash
-            row["hash"] = prev_hash = _hash_values(row)
+            row["hash"] = prev_hash = _hash_values(row, key)
         events = []
         if read_ids:
             events = AuditEvent.objects.bulk_create([AuditEvent(**row) for row in rows])
         else:
             bulk.insert_values(AuditEvent, rows)
-        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=head.length + len(rows))
+        AuditChainHead.objects.filter(pk=1).update(
+            last_hash=prev_hash, length=head.length + len(rows), chain_id=head.chain_id or secrets.token_hex(16)
+        )
     return events
 
 
@@ -155,15 +188,90 @@ class VerifyResult:
     checked: int
     broken_id: int | None = None
     reason: str = ""
+    legacy: int = 0  # of ``checked``, how many predate the key (plain SHA-256)
+    checkpoint: Checkpoint | None = None  # the newest checkpoint, checked against the chain
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    chain_id: str
+    length: int
+    head: str
+    at: str
+
+    def message(self) -> bytes:
+        return f"fedportal-audit-checkpoint\x00{self.chain_id}\x00{self.length}\x00{self.head}\x00{self.at}".encode()
+
+
+class CheckpointError(Exception):
+    """A checkpoint file that is not what FedPortal wrote (edited, truncated mid-line, foreign)."""
+
+
+def checkpoint_path(chain_id: str):
+    return settings.FEDPORTAL_AUDIT_CHECKPOINTS / f"{chain_id}.jsonl"
+
+
+def write_checkpoint() -> Checkpoint | None:
+    """Append a signed checkpoint of the chain as it is now (None when the chain has no events yet).
+
+    One JSON line per checkpoint, appended to ``FEDPORTAL_AUDIT_CHECKPOINTS/<chain id>.jsonl``;
+    the signature is an HMAC with the audit key, so the file can be kept anywhere (write-once
+    storage, another host) and checked later."""
+    head = AuditChainHead.objects.filter(pk=1).first()
+    if head is None or not head.chain_id or not head.length:
+        return None
+    point = Checkpoint(head.chain_id, head.length, head.last_hash, timezone.now().isoformat())
+    line = json.dumps({"chain": point.chain_id, "length": point.length, "head": point.head, "at": point.at,
+                       "mac": hmac.digest(_key(), point.message(), "sha256").hex()}, sort_keys=True) + "\n"
+    directory = settings.FEDPORTAL_AUDIT_CHECKPOINTS
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(checkpoint_path(point.chain_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return point
+
+
+def latest_checkpoint(chain_id: str) -> Checkpoint | None:
+    """The longest checkpoint recorded for ``chain_id``; CheckpointError if any line is not genuine."""
+    path = checkpoint_path(chain_id)
+    if not path.exists():
+        return None
+    latest = None
+    key = _key()
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                data = json.loads(line)
+                point = Checkpoint(str(data["chain"]), int(data["length"]), str(data["head"]), str(data["at"]))
+                genuine = hmac.compare_digest(hmac.digest(key, point.message(), "sha256").hex(), str(data["mac"]))
+            except (ValueError, KeyError, TypeError):
+                genuine = False
+            if not genuine or point.chain_id != chain_id:
+                raise CheckpointError(f"line {number} of {path} is not a genuine checkpoint of chain {chain_id}")
+            if latest is None or point.length >= latest.length:
+                latest = point
+    return latest
 
 
 def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
     """Walk the chain in id order; report the first event whose link or content does not match.
 
-    An edited row fails its own content hash; a removed row makes the next event's prev_hash
-    point at nothing; removing the newest rows (or all of them) leaves the chain head, which
-    ``record_event`` keeps in step, disagreeing with what is left.
+    An edited row fails its own keyed hash; a removed row makes the next event's prev_hash point
+    at nothing; removing the oldest rows leaves the first one not starting at the genesis hash.
+    Removing the newest rows (or all of them) leaves the head row disagreeing with what is left,
+    and if the head row was fixed up or deleted too, the newest checkpoint outside the database
+    says how many events there were and which hash the last of them had.
     """
+    head = AuditChainHead.objects.filter(pk=1).first()
+    legacy_length = head.legacy_length if head is not None else 0
+    try:
+        checkpoint = latest_checkpoint(head.chain_id) if head is not None and head.chain_id else None
+    except CheckpointError as exc:
+        return VerifyResult(False, 0, None, f"the checkpoint file was altered ({exc})")
+    key = _key()
     expected_prev = GENESIS_HASH
     previous_id = None
     checked = 0
@@ -177,14 +285,40 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
                 f"its prev_hash does not match the hash of {after} before it "
                 "(an event in between was removed, or the one before it was altered)",
             )
-        if compute_hash(event) != event.hash:
+        values = vars(event)
+        expected = legacy_hash(values) if checked < legacy_length else _hash_values(values, key)
+        if not hmac.compare_digest(expected, event.hash):
             return VerifyResult(False, checked, event.pk, "its content does not match its hash (the row was altered)")
         expected_prev = event.hash
         previous_id = event.pk
         checked += 1
-    head = AuditChainHead.objects.filter(pk=1).first()
-    if head is not None and (head.last_hash != expected_prev or head.length != checked):
-        newest = f"after event {previous_id}" if previous_id is not None else "(every event)"
+        if checkpoint is not None and checked == checkpoint.length and event.hash != checkpoint.head:
+            return VerifyResult(
+                False, checked, event.pk,
+                f"the checkpoint of {checkpoint.at} recorded a different hash for event number {checked} "
+                "(the chain was rewritten from there on)",
+            )
+    legacy = min(checked, legacy_length)
+    newest = f"after event {previous_id}" if previous_id is not None else "(every event)"
+    head = AuditChainHead.objects.filter(pk=1).first()  # again: events appended during the walk moved it
+    if head is None:
+        if checked:
+            return VerifyResult(False, checked, None, "the chain head row is missing (deleted from the database)")
+        known = sorted(path.stem for path in settings.FEDPORTAL_AUDIT_CHECKPOINTS.glob("*.jsonl"))
+        if known:
+            return VerifyResult(
+                False, 0, None,
+                f"the chain head row and every event are missing, but {settings.FEDPORTAL_AUDIT_CHECKPOINTS} holds "
+                f"checkpoints of chain {', '.join(known)} (a new database? move those files elsewhere)",
+            )
+        return VerifyResult(True, 0)
+    if checkpoint is not None and checked < checkpoint.length:
+        return VerifyResult(
+            False, checked, None,
+            f"the checkpoint of {checkpoint.at} recorded {checkpoint.length} events ending in "
+            f"{checkpoint.head[:12]}…, found {checked}: the newest events {newest} were removed",
+        )
+    if head.last_hash != expected_prev or head.length != checked:
         return VerifyResult(
             False,
             checked,
@@ -192,4 +326,4 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             f"the chain head expects {head.length} events ending in {head.last_hash[:12]}…, "
             f"found {checked}: the newest events {newest} were removed",
         )
-    return VerifyResult(True, checked)
+    return VerifyResult(True, checked, legacy=legacy, checkpoint=checkpoint)

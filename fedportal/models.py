@@ -59,3 +59,8 @@ class AuditChainHead(models.Model):
 
     last_hash = models.CharField(max_length=64, default="0" * 64)
     length = models.BigIntegerField(default=0)
+    # Random, created with the first event: names this chain's checkpoint file (a fresh database
+    # starts a fresh chain). See fedportal/audit.py.
+    chain_id = models.CharField(max_length=32, blank=True, default="")
+    # Events hashed with plain SHA-256 before FEDPORTAL_AUDIT_KEY existed (set once by migration 0003).
+    legacy_length = models.BigIntegerField(default=0)

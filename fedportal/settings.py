@@ -55,6 +55,14 @@ for _key in FEDPORTAL_ENCRYPTION_KEYS:
             "FEDPORTAL_ENCRYPTION_KEY must be 32 url-safe base64-encoded bytes (Fernet.generate_key())."
         ) from None
 
+# The audit chain's HMAC key (never in the database) and where signed checkpoints are appended
+# (a directory outside the database; one file per chain). See fedportal/audit.py.
+FEDPORTAL_AUDIT_KEY = _required_in_production("FEDPORTAL_AUDIT_KEY", "audit_key", lambda: secrets.token_urlsafe(48))
+if len(FEDPORTAL_AUDIT_KEY) < 32:
+    raise ImproperlyConfigured("FEDPORTAL_AUDIT_KEY must be at least 32 characters (e.g. `openssl rand -base64 48`).")
+FEDPORTAL_AUDIT_CHECKPOINTS = Path(env_str("FEDPORTAL_AUDIT_CHECKPOINTS", "") or VAR_DIR / "audit-checkpoints")
+FEDPORTAL_AUDIT_CHECKPOINT_SECONDS = env_int("FEDPORTAL_AUDIT_CHECKPOINT_SECONDS", 300, minimum=1)
+
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost", "testserver"])
 if PRODUCTION and not ALLOWED_HOSTS:
@@ -297,6 +305,14 @@ FEDPORTAL_HEALTH_FAILURE_THRESHOLD = env_int("FEDPORTAL_HEALTH_FAILURE_THRESHOLD
 FEDPORTAL_HEALTH_SUCCESS_THRESHOLD = env_int("FEDPORTAL_HEALTH_SUCCESS_THRESHOLD", 1, minimum=1)
 FEDPORTAL_HEALTH_TIMEOUT_SECONDS = env_float("FEDPORTAL_HEALTH_TIMEOUT_SECONDS", 3.0, minimum=0.1)
 FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.0, minimum=0.1)
+# What one API server may send (clusters/kube.py): bytes per response, pages and items per list.
+FEDPORTAL_KUBE_MAX_RESPONSE_BYTES = env_int("FEDPORTAL_KUBE_MAX_RESPONSE_BYTES", 64 * 1024 * 1024, minimum=1024)
+FEDPORTAL_KUBE_MAX_LIST_PAGES = env_int("FEDPORTAL_KUBE_MAX_LIST_PAGES", 200, minimum=1)
+FEDPORTAL_KUBE_MAX_LIST_ITEMS = env_int("FEDPORTAL_KUBE_MAX_LIST_ITEMS", 100_000, minimum=1)
+# Link-local (169.254.0.0/16, fe80::/10) and cloud-metadata API server addresses are refused unless this is on.
+FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = env_bool("FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS", False)
+# "Test connection" (and registration's check) answers within this many seconds, whatever the server does.
+FEDPORTAL_TEST_CONNECTION_SECONDS = env_float("FEDPORTAL_TEST_CONNECTION_SECONDS", 10.0, minimum=1)
 # Every poll reads /version (reachability, credentials, version); /readyz and the node list (kubelet
 # versions, zones) are read at least this often, and at once after an error, an upgrade or while a
 # cluster is not Ready. 0 reads them at every poll. See clusters/probing.py.

@@ -39,3 +39,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Pages show what the database holds right now: tests change rows directly and reload. The cache
 # itself is tested with the setting turned on (tests/drift/test_page_cache.py).
 FEDPORTAL_FRAGMENT_CACHE_SECONDS = 0
+
+# Audit checkpoints of test databases go to a directory of their own (tests that check them use tmp_path).
+FEDPORTAL_AUDIT_CHECKPOINTS = VAR_DIR / f"audit-checkpoints-test-{TEST_RUN_ID}"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from clusters import kube
+from clusters import addresses, kube
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
 
@@ -61,17 +61,29 @@ class ConnectionTest:
 
 
 def test_connection(conn: kube.ClusterConnection, *, timeout: float | None = None) -> ConnectionTest:
-    """GET /version, then list nodes (proves the credentials work). Never raises for kube errors."""
+    """GET /version, then list nodes (proves the credentials work). Never raises for kube errors;
+    answers within FEDPORTAL_TEST_CONNECTION_SECONDS whatever the server does."""
     timeout = timeout or settings.FEDPORTAL_HEALTH_TIMEOUT_SECONDS
     try:
-        version = kube.get_version(conn, timeout=timeout)
-        nodes = kube.list_nodes(conn, timeout=timeout)
+        with kube.deadline(settings.FEDPORTAL_TEST_CONNECTION_SECONDS):
+            version = kube.get_version(conn, timeout=timeout)
+            nodes = kube.list_nodes(conn, timeout=timeout)
     except kube.KubeError as exc:
-        return ConnectionTest(False, error_kind=exc.kind, message=exc.message)
+        return ConnectionTest(False, error_kind=exc.kind, message=status_and_reason(conn, exc))
     return ConnectionTest(True, version=version, node_count=len(nodes))
 
 
 test_connection.__test__ = False  # not a pytest test, despite the name
+
+
+def status_and_reason(conn: kube.ClusterConnection, error: kube.KubeError) -> str:
+    """What a connection test shows of an error: for an HTTP answer, its status and reason only
+    (never the target's body, which a hostile server fills with whatever it likes); else FedPortal's
+    own description (timeout, refused, DNS, TLS...)."""
+    if error.status >= 400:
+        reason = re.sub(r"[^A-Za-z0-9 .-]", "", error.reason or "")[:64].strip()
+        return f"{conn.api_server} answered HTTP {error.status}{' ' + reason if reason else ''}."
+    return error.message
 
 
 def credentials_for(token=None, client_certificate=None, client_key=None) -> tuple[str, dict]:
@@ -93,6 +105,13 @@ def credentials_for(token=None, client_certificate=None, client_key=None) -> tup
             raise ValidationError({"client_key": "Paste the PEM private key (-----BEGIN ... PRIVATE KEY-----)."})
         return AuthMethod.CLIENT_CERTIFICATE, {"client_certificate": client_certificate + "\n", "client_key": client_key + "\n"}
     raise ValidationError("Give a bearer token or a client certificate and key.", code="credentials")
+
+
+def check_transport(api_server: str, credentials: dict) -> None:
+    """Bearer tokens and client keys travel only over https:// (or http:// to a loopback address)."""
+    if (credentials.get("token") or credentials.get("client_key")) and addresses.plain_http_to_remote(api_server):
+        raise ValidationError({"api_server": "Bearer tokens and client keys are sent only over https:// "
+                                             "(plain http:// is allowed to loopback addresses only)."})
 
 
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:

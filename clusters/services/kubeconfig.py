@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import kube
+from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
 from clusters.choices import ClusterRole
 from clusters import enqueue
 from clusters.models import Cluster
@@ -19,6 +19,7 @@ from clusters.services.connections import (
     check_tls,
     credentials_for,
     validate_cluster,
+    check_transport,
     connection_for,
     snapshot,
     test_connection,
@@ -37,12 +38,12 @@ def cluster_name_for_context(context_name: str) -> str:
 
 @dataclass(frozen=True)
 class ImportPlan:
-    context: kube.KubeconfigContext
+    context: KubeconfigContext
     name: str
     role: str
 
 
-def default_contexts(contexts: list[kube.KubeconfigContext]) -> list[str]:
+def default_contexts(contexts: list[KubeconfigContext]) -> list[str]:
     """The first usable context of each API server (a kubeconfig often holds several users for
     one cluster, e.g. admin and read-only)."""
     chosen, servers = [], set()
@@ -59,8 +60,8 @@ def plan_kubeconfig_import(
 ) -> list[ImportPlan]:
     """Parse and select contexts; ValidationError for a malformed file or an unknown context."""
     try:
-        parsed = kube.parse_kubeconfig(text, base_dir=base_dir)
-    except kube.KubeError as exc:
+        parsed = parse_kubeconfig(text, base_dir=base_dir)
+    except KubeconfigError as exc:
         raise ValidationError(exc.message, code="bad_kubeconfig") from None
     by_name = {c.name: c for c in parsed}
     wanted = list(contexts) if contexts else default_contexts(parsed)
@@ -141,6 +142,7 @@ def import_kubeconfig_contexts(
             validate_cluster(cluster, exclude_pk=cluster.pk)
             check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = credentials_for(context.token, context.client_certificate, context.client_key)
+            check_transport(cluster.api_server, credentials)
             cluster.set_credentials(credentials)
         except ValidationError as exc:
             errors += [f"{context.name}: {m}" for m in exc.messages]

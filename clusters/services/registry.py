@@ -18,6 +18,7 @@ from clusters.services.connections import (
     credentials_for,
     validate_cluster,
     verify_connection,
+    check_transport,
     connection_for,
     snapshot,
 )
@@ -54,6 +55,7 @@ def register_cluster(
     validate_cluster(cluster)
     check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
     cluster.auth_method, credentials = credentials_for(token, client_certificate, client_key)
+    check_transport(api_server, credentials)
     cluster.set_credentials(credentials)
     if verify:
         result = verify_connection(connection_for(cluster))
@@ -85,11 +87,17 @@ def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
 
 EDITABLE_FIELDS = ("api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify")
 CONNECTION_FIELDS = ("api_server", "ca_bundle", "insecure_skip_tls_verify")
+HIDDEN_FROM_SUMMARY = {"credential_version", "auth_method", "credentials_encrypted", "credentials_rotated_at"}
 
 
-def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **changes) -> Cluster:
+def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, token: str | None = None,
+                   client_certificate: str | None = None, client_key: str | None = None, **changes) -> Cluster:
     """Edit api_server, role, labels, CA bundle, skip-TLS. Connection changes are tested first and
-    bump credential_version (so the cached ApiClient is replaced)."""
+    bump credential_version (so the cached ApiClient is replaced).
+
+    A new API server needs new credentials (``token``, or ``client_certificate`` and ``client_key``):
+    the stored ones are never sent to another host. Credentials given without a new server replace
+    the stored ones too."""
     require_actor_role(actor, Role.ADMIN)
     unknown = set(changes) - set(EDITABLE_FIELDS)
     if unknown:
@@ -102,13 +110,24 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **chang
     fresh = Cluster.objects.get(pk=cluster.pk)
     before = snapshot(fresh)
     changed = [f for f, v in changes.items() if getattr(fresh, f) != v]
-    if not changed:
+    new_credentials = bool(token or client_certificate or client_key)
+    if not changed and not new_credentials:
         return fresh
+    if "api_server" in changed and not new_credentials:
+        raise ValidationError({"api_server": "A new API server needs its credentials: enter the bearer token or "
+                                             "client certificate and key for it (the stored ones are not sent to "
+                                             "another host)."})
     for field_name in changed:
         setattr(fresh, field_name, changes[field_name])
     validate_cluster(fresh, exclude_pk=fresh.pk)
     check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
-    connection_changed = any(f in CONNECTION_FIELDS for f in changed)
+    if new_credentials:
+        fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
+        fresh.setcredentials_for(credentials)
+        fresh.credentials_rotated_at = timezone.now()
+        changed += ["auth_method", "credentials_encrypted", "credentials_rotated_at"]
+    check_transport(fresh.api_server, fresh.getcredentials_for())
+    connection_changed = new_credentials or any(f in CONNECTION_FIELDS for f in changed)
     if connection_changed:
         fresh.credential_version += 1
         changed.append("credential_version")
@@ -121,7 +140,8 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, **chang
             actor=actor,
             obj=fresh,
             cluster=fresh.name,
-            summary=f"Edited {fresh.name}: {', '.join(sorted(set(changed) - {'credential_version'}))}",
+            summary=f"Edited {fresh.name}: {', '.join(sorted(set(changed) - HIDDEN_FROM_SUMMARY))}"
+            + (" and credentials" if new_credentials else ""),
             before=before,
             after=snapshot(fresh),
         )
@@ -144,6 +164,7 @@ def rotate_credentials(
     fresh = Cluster.objects.get(pk=cluster.pk)
     before = snapshot(fresh)
     fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
+    check_transport(fresh.api_server, credentials)
     fresh.set_credentials(credentials)
     fresh.credential_version += 1
     fresh.credentials_rotated_at = timezone.now()

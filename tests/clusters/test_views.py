@@ -12,6 +12,7 @@ from django.utils import timezone
 from clusters.choices import ClusterRole, ClusterState
 from clusters.models import Cluster, PollRequest
 from clusters.views import IMPORT_SESSION_KEY
+from tests.clusters.test_kubeconfig import alias_bomb
 from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory, ClusterStateChangeFactory, VersionSampleFactory
 
@@ -395,6 +396,7 @@ def test_kubeconfig_upload_as_a_file(login, admin_user, fleet):
         ("clusters: [oops", "not valid YAML"),
         ("", "Upload a kubeconfig file or paste one"),
         ("kind: Config\ncontexts: []\n", "no contexts"),
+        (alias_bomb(), "YAML aliases (*a) are not allowed"),
     ],
 )
 def test_malformed_kubeconfig_is_a_form_error(login, admin_user, text, message):

@@ -98,8 +98,10 @@ def test_timestamps_stay_strings_like_kubectl():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a: !!binary aGVsbG8=\n", "bytes"),
-    ("a: !!set {x, y}\n", "set"),
+    ("a: !!binary aGVsbG8=\n", r"tags \(tag:yaml.org,2002:binary\) are not allowed at line 1"),
+    ("a: !!set {x, y}\n", r"tags \(tag:yaml.org,2002:set\)"),
+    ("a: !custom x\n", r"tags \(!custom\)"),
+    ("a: !!str 5\n", "tags"),
     ("a: .nan\n", "not finite"),
     ("a: .inf\n", "not finite"),
     ("? [1, 2]\n: x\n", "unhashable|not a string"),

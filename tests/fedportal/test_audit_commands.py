@@ -26,9 +26,10 @@ def run_sql(sql, params=()):
 
 
 def verify() -> str:
+    """verify_audit's first line (the verdict)."""
     out = io.StringIO()
-    call_command("verify_audit", stdout=out)
-    return out.getvalue()
+    call_command("verify_audit", "--no-checkpoint", stdout=out)
+    return out.getvalue().splitlines()[0]
 
 
 # --- verify_audit --------------------------------------------------------------------------------
@@ -96,16 +97,20 @@ def test_the_orm_refuses_to_change_or_delete_events(make_events):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif(settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3", reason="SQLite file DB")
-def test_verify_audit_exits_non_zero_from_the_command_line(make_events):
+def test_verify_audit_exits_non_zero_from_the_command_line(make_events, tmp_path):
     events = make_events(4)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "fedportal.settings",
         "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "FEDPORTAL_AUDIT_CHECKPOINTS": str(tmp_path),
     }
     command = [sys.executable, "manage.py", "verify_audit"]
     ok = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert ok.returncode == 0 and ok.stdout.strip() == "OK: 4 events verified"
+    chain_id = AuditChainHead.objects.get().chain_id
+    assert ok.returncode == 0 and ok.stdout.splitlines() == [
+        "OK: 4 events verified", f"Checkpoint written: chain {chain_id}, 4 events."]
+    assert len((tmp_path / f"{chain_id}.jsonl").read_text().splitlines()) == 1
     run_sql(f"UPDATE {TABLE} SET actor_name = 'mallory' WHERE id = %s", [events[1].pk])
     broken = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert broken.returncode != 0

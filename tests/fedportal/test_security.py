@@ -146,6 +146,7 @@ def production_env(**extra):
         "FEDPORTAL_PROFILE": "production",
         "SECRET_KEY": secrets.token_urlsafe(64),
         "FEDPORTAL_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "FEDPORTAL_AUDIT_KEY": secrets.token_urlsafe(48),
         "ALLOWED_HOSTS": "example.com",
         **extra,
     }
@@ -169,6 +170,7 @@ def test_production_profile_passes_check_deploy_with_no_warnings(tmp_path):
         ({"CELERY_BROKER_URL": "localhost:6379"}, "CELERY_BROKER_URL must start with one of"),
         ({"CELERY_BROKER_URL": "sqla+sqlite:///var/broker.db"}, "CELERY_BROKER_URL must start with one of"),
         ({"CACHE_URL": "memcached://x"}, "CACHE_URL='memcached://x': use redis://"),
+        ({"FEDPORTAL_AUDIT_KEY": "short"}, "FEDPORTAL_AUDIT_KEY must be at least 32 characters"),
     ],
 )
 def test_bad_environment_values_fail_with_a_clear_message(tmp_path, overrides, message):
@@ -177,12 +179,22 @@ def test_bad_environment_values_fail_with_a_clear_message(tmp_path, overrides, m
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
 
 
-def test_production_profile_without_secrets_refuses_to_start(tmp_path):
+@pytest.mark.parametrize("name", ["FEDPORTAL_ENCRYPTION_KEY", "FEDPORTAL_AUDIT_KEY"])
+def test_production_profile_without_secrets_refuses_to_start(tmp_path, name):
     env = production_env()
-    del env["FEDPORTAL_ENCRYPTION_KEY"]
+    del env[name]
     result = manage(["check"], env, tmp_path)
     assert result.returncode != 0
-    assert "FEDPORTAL_ENCRYPTION_KEY must be set when FEDPORTAL_PROFILE=production" in result.stderr
+    assert f"{name} must be set when FEDPORTAL_PROFILE=production" in result.stderr
+
+
+def test_development_generates_the_audit_key_once_into_var(tmp_path):
+    assert manage(["check"], {}, tmp_path).returncode == 0
+    key_file = tmp_path / "var" / "audit_key"
+    key = key_file.read_text()
+    assert len(key) >= 32 and oct(key_file.stat().st_mode)[-3:] == "600"
+    assert manage(["check"], {}, tmp_path).returncode == 0
+    assert key_file.read_text() == key
 
 
 @pytest.mark.django_db

@@ -1,17 +1,20 @@
-"""Walk the audit log's hash chain: exit 0 when it is intact, non-zero naming the first broken link."""
+"""Walk the audit log's keyed hash chain: exit 0 when it is intact, non-zero naming the first broken
+link. An intact chain gets a new signed checkpoint (see fedportal/audit.py)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fedportal.audit import verify_chain
+from fedportal.audit import verify_chain, write_checkpoint
 
 
 class Command(BaseCommand):
-    help = "Verify the audit log's hash chain and report the first broken event."
+    help = "Verify the audit log's hash chain against the newest checkpoint, report the first broken event, " \
+           "and append a new checkpoint when it is intact."
 
     def add_arguments(self, parser):
         parser.add_argument("--batch-size", type=int, default=5000, help="Rows read per database round trip.")
+        parser.add_argument("--no-checkpoint", action="store_true", help="Verify only; do not append a checkpoint.")
 
-    def handle(self, *args, batch_size, **options):
+    def handle(self, *args, batch_size, no_checkpoint, **options):
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
         result = verify_chain(batch_size=batch_size)
@@ -22,3 +25,14 @@ class Command(BaseCommand):
                 f"{result.checked} event{'s' if result.checked != 1 else ''} before it verified."
             )
         self.stdout.write(f"OK: {result.checked} events verified")
+        if result.legacy:
+            self.stdout.write(
+                f"Note: the first {result.legacy} events predate FEDPORTAL_AUDIT_KEY (plain SHA-256): they are "
+                "anchored by the keyed events after them, not by a key of their own."
+            )
+        if result.checkpoint is not None:
+            self.stdout.write(f"Matches the checkpoint of {result.checkpoint.at} ({result.checkpoint.length} events).")
+        if not no_checkpoint:
+            point = write_checkpoint()
+            if point is not None:
+                self.stdout.write(f"Checkpoint written: chain {point.chain_id}, {point.length} events.")

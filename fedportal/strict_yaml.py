@@ -1,0 +1,129 @@
+"""The one YAML loader for user-supplied text (manifests, kubeconfigs). Pure: no ORM, no network.
+
+A SafeLoader subclass that refuses aliases outright (so "billion laughs" alias bombs cannot
+expand) and explicit tags (``!!binary``, ``!!python/...``, ``!foo``), caps the document size, the
+node count and the nesting depth, and rejects duplicate mapping keys instead of silently keeping
+the last one. Timestamps stay strings, as kubectl (YAML -> JSON) leaves them.
+"""
+
+import yaml
+
+MAX_NODES = 20_000
+MAX_DEPTH = 64
+
+
+class StrictYAMLError(ValueError):
+    """Input the strict loader refuses; the message is safe to show to the user."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader without aliases or tags, with node/depth limits and no duplicate keys."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.node_count = 0
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise StrictYAMLError(f"YAML aliases (*{event.anchor}) are not allowed{where(event)}.")
+        event = self.peek_event()
+        if getattr(event, "tag", None) not in (None, "!"):
+            raise StrictYAMLError(f"YAML tags ({event.tag}) are not allowed{where(event)}.")
+        self.node_count += 1
+        if self.node_count > MAX_NODES:
+            raise StrictYAMLError(f"The YAML has more than {MAX_NODES} nodes.")
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise StrictYAMLError(f"The YAML is nested deeper than {MAX_DEPTH} levels.")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value
+                if key in seen:
+                    raise StrictYAMLError(f"Duplicate key {key!r}{where(key_node)}.")
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def where(mark_holder) -> str:
+    """' at line L, column C' for a node or event, or ''."""
+    mark = getattr(mark_holder, "start_mark", None)
+    return f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+
+
+def check_json(value, path: str = "") -> None:
+    """Only what JSON (and so Kubernetes) can hold: no binary, sets, dates, non-finite floats."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise StrictYAMLError(f"Key {key!r} at {path or '/'} is not a string.")
+            check_json(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_json(item, f"{path}/{index}")
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise StrictYAMLError(f"The number at {path or '/'} is not finite (JSON cannot hold it).")
+    elif value is not None and not isinstance(value, (str, int, bool)):
+        raise StrictYAMLError(
+            f"The value at {path or '/'} is a {type(value).__name__}, which JSON cannot hold; quote it."
+        )
+
+
+def check_size(text, max_bytes: int) -> str:
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StrictYAMLError("The file is not valid UTF-8.") from exc
+    if not isinstance(text, str):
+        raise StrictYAMLError("Expected YAML text.")
+    if len(text.encode("utf-8")) > max_bytes:
+        raise StrictYAMLError(f"The YAML is larger than {max_bytes // 1024} KiB.")
+    return text
+
+
+def load_documents(text, *, max_bytes: int) -> list:
+    """Every non-empty document in ``text`` (``---`` separated), parsed strictly; JSON values only."""
+    text = check_size(text, max_bytes)
+    loader = StrictLoader(text)
+    documents = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                documents.append(loader.construct_document(node))
+    except StrictYAMLError:
+        raise
+    except yaml.YAMLError as exc:
+        raise StrictYAMLError(f"Invalid YAML: {short_error(exc)}") from exc
+    except RecursionError as exc:  # pragma: no cover - guarded by MAX_DEPTH
+        raise StrictYAMLError("The YAML is nested too deeply.") from exc
+    finally:
+        loader.dispose()
+    documents = [doc for doc in documents if doc is not None]
+    for doc in documents:
+        check_json(doc)
+    return documents
+
+
+def short_error(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__

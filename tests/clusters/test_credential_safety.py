@@ -1,0 +1,214 @@
+"""Where credentials may go (issue 16, findings 6 and 13): a new API server needs new credentials,
+tokens and client keys only over https:// (or http:// to loopback), "Test connection" shows status
+and reason only and refuses link-local and cloud-metadata addresses."""
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+
+from clusters import addresses, kube, services
+from clusters.forms import ClusterEditForm
+from clusters.models import Cluster
+from fedportal.models import AuditEvent
+from tests.clusters.factories import ClusterFactory
+from tests.clusters.hostile_server import HostileServer
+
+NEW_SERVER_NEEDS_CREDENTIALS = (
+    "A new API server needs its credentials: enter the bearer token or client certificate and key for it "
+    "(the stored ones are not sent to another host)."
+)
+PLAIN_HTTP = ("Bearer tokens and client keys are sent only over https:// "
+              "(plain http:// is allowed to loopback addresses only).")
+CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"
+
+
+@pytest.fixture
+def hostile():
+    server = HostileServer()
+    yield server
+    server.close()
+
+
+def register(fleet, name, **kwargs):
+    params = {"name": name, "api_server": fleet.url(name), "token": fleet.token(name), "labels": {"env": "prod"}}
+    return services.register_cluster(**{**params, **kwargs})
+
+
+# --- a new API server needs new credentials (finding 6) ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_new_api_server_without_credentials_is_refused_and_nothing_is_sent_to_it(hostile):
+    cluster = ClusterFactory(api_server="https://old.example.test:6443", token="stored-token")
+    hostile.mode = "endless_list"
+    with pytest.raises(ValidationError) as info:
+        services.update_cluster(cluster, api_server=hostile.url)
+    assert info.value.message_dict == {"api_server": [NEW_SERVER_NEEDS_CREDENTIALS]}
+    assert hostile.requests == []
+    cluster.refresh_from_db()
+    assert cluster.api_server == "https://old.example.test:6443"
+    assert cluster.get_credentials() == {"token": "stored-token"}
+
+
+@pytest.mark.django_db
+def test_a_new_api_server_is_tested_with_the_new_credentials_only(hostile, settings):
+    settings.FEDPORTAL_KUBE_MAX_LIST_PAGES = 2  # the hostile server never finishes its node list
+    cluster = ClusterFactory(api_server="https://old.example.test:6443", token="stored-token")
+    hostile.mode = "endless_list"
+    with pytest.raises(ValidationError):
+        services.update_cluster(cluster, api_server=hostile.url, token="new-token")
+    assert hostile.authorizations and set(hostile.authorizations) == {"Bearer new-token"}
+    cluster.refresh_from_db()
+    assert cluster.get_credentials() == {"token": "stored-token"}
+
+
+@pytest.mark.django_db
+def test_moving_to_a_new_api_server_with_its_credentials_saves_both_and_audits(fleet, admin_user):
+    cluster = register(fleet, "m127")
+    services.update_cluster(cluster, api_server=fleet.url("m128"), token=fleet.token("m128"), actor=admin_user)
+    cluster.refresh_from_db()
+    assert (cluster.api_server, cluster.get_credentials()) == (fleet.url("m128"), {"token": fleet.token("m128")})
+    assert cluster.credential_version == 2 and cluster.credentials_rotated_at is not None
+    event = AuditEvent.objects.get(action="cluster.edit")
+    assert event.summary == "Edited m127: api_server and credentials"
+    assert event.after["api_server"] == fleet.url("m128") and fleet.token("m128") not in str(event.after)
+
+
+def test_the_edit_form_asks_for_credentials_only_when_the_server_changes():
+    cluster = ClusterFactory.build(api_server="https://old.example.test:6443")
+    base = {"role": "member", "labels": "env=prod"}
+    same = ClusterEditForm.for_cluster(cluster, {**base, "api_server": cluster.api_server})
+    assert same.is_valid(), same.errors
+    assert same.changes()["token"] is None
+    moved = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443"})
+    assert not moved.is_valid() and moved.errors == {"token": ["Enter the bearer token."]}
+    with_token = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443",
+                                                       "token": "new-token"})
+    assert with_token.is_valid() and with_token.changes()["token"] == "new-token"
+    with_cert = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443",
+                                                      "auth_method": "client_certificate",
+                                                      "client_certificate": CERT})
+    assert not with_cert.is_valid() and with_cert.errors == {"client_key": ["Paste the client key."]}
+
+
+@pytest.mark.django_db
+def test_the_edit_page_refuses_a_new_server_without_credentials(client, admin_user, hostile):
+    cluster = ClusterFactory(api_server="https://old.example.test:6443", token="stored-token")
+    client.force_login(admin_user)
+    response = client.post(reverse("clusters:cluster_edit", args=[cluster.pk]),
+                            {"api_server": hostile.url, "role": "member", "labels": "env=prod"})
+    assert response.status_code == 400 and "Enter the bearer token." in response.content.decode()
+    assert hostile.requests == []
+    assert Cluster.objects.get(pk=cluster.pk).api_server == "https://old.example.test:6443"
+
+
+# --- credentials only over https:// or to loopback (finding 6) ----------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url, credentials", [
+    ("http://10.0.0.5:6443", {"token": "t"}),
+    ("http://cluster.example.test", {"token": "t"}),
+    ("http://10.0.0.5:6443", {"client_certificate": CERT, "client_key": KEY}),
+])
+def test_credentials_over_plain_http_to_a_remote_host_are_refused(url, credentials):
+    with pytest.raises(ValidationError) as info:
+        services.register_cluster(name="plain", api_server=url, verify=False, **credentials)
+    assert info.value.message_dict == {"api_server": [PLAIN_HTTP]}
+    assert not Cluster.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8001", "http://localhost:8001", "http://[::1]:8001",
+                                 "https://10.0.0.5:6443"])
+def test_loopback_http_and_any_https_are_allowed(url):
+    cluster = services.register_cluster(name="ok", api_server=url, token="t", verify=False, probe=False)
+    assert cluster.api_server == url
+
+
+@pytest.mark.django_db
+def test_rotating_or_editing_onto_plain_http_is_refused():
+    cluster = ClusterFactory(api_server="http://10.0.0.5:6443", token="old")  # as stored before this rule
+    with pytest.raises(ValidationError) as info:
+        services.rotate_credentials(cluster, token="new", verify=False)
+    assert info.value.message_dict == {"api_server": [PLAIN_HTTP]}
+    https = ClusterFactory(api_server="https://10.0.0.6:6443", token="old")
+    with pytest.raises(ValidationError) as info:
+        services.update_cluster(https, api_server="http://10.0.0.6:6443", token="new", verify=False)
+    assert info.value.message_dict == {"api_server": [PLAIN_HTTP]}
+
+
+@pytest.mark.django_db
+def test_a_kubeconfig_with_a_plain_http_server_is_refused():
+    text = """
+kind: Config
+clusters: [{name: c, cluster: {server: "http://10.0.0.5:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: a, context: {cluster: c, user: u}}]
+"""
+    with pytest.raises(ValidationError) as info:
+        services.import_kubeconfig_contexts(text, verify=False)
+    assert info.value.messages == [f"a: {PLAIN_HTTP}"]
+
+
+def test_the_kubernetes_client_itself_never_sends_a_token_over_plain_http():
+    conn = kube.ClusterConnection(name="x", api_server="http://192.0.2.1:6443", token="t")
+    with pytest.raises(kube.KubePermanentError) as info:
+        kube.get_version(conn, timeout=30)
+    assert info.value.kind == kube.KIND_NOT_ALLOWED
+    assert info.value.message == ("Refusing to send credentials to http://192.0.2.1:6443 over plain http:// "
+                                  "(only loopback addresses may use http://).")
+
+
+# --- "Test connection": status and reason only, no link-local or metadata (finding 13) --------------------------
+
+
+def test_the_connection_test_shows_status_and_reason_never_the_body(hostile):
+    hostile.mode, hostile.body = "status", b'{"kind":"Status","reason":"Unauthorized","message":"SENTINEL-BODY"}'
+    result = services.test_connection(kube.ClusterConnection(name="x", api_server=hostile.url, token="t"))
+    assert (result.ok, result.error_kind) == (False, kube.KIND_UNAUTHORIZED)
+    assert result.message == f"{hostile.url} answered HTTP 401 Unauthorized."
+    hostile.status, hostile.body = b"500 Internal Server Error", b"<html>SENTINEL-BODY " + b"x" * 5000 + b"</html>"
+    result = services.test_connection(kube.ClusterConnection(name="x", api_server=hostile.url, token="t"))
+    assert result.message == f"{hostile.url} answered HTTP 500 Internal Server Error."
+
+
+@pytest.mark.django_db
+def test_the_test_connection_page_never_shows_the_targets_body(client, admin_user, hostile):
+    hostile.mode, hostile.body = "status", b"SENTINEL-BODY"
+    hostile.status = b"403 Forbidden"
+    client.force_login(admin_user)
+    response = client.post(reverse("clusters:cluster_test_connection"),
+                           {"name": "x", "api_server": hostile.url, "auth_method": "token", "token": "t"},
+                           HTTP_HX_REQUEST="true")
+    page = response.content.decode()
+    assert "answered HTTP 403 Forbidden." in page and "SENTINEL-BODY" not in page
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("https://169.254.169.254", "169.254.169.254 is a link-local address (169.254.169.254)"),
+    ("https://169.254.10.1:6443", "169.254.10.1 is a link-local address (169.254.10.1)"),
+    ("https://[fe80::1]:6443", "fe80::1 is a link-local address (fe80::1)"),
+    ("https://[::ffff:169.254.169.254]", "::ffff:169.254.169.254 is a link-local address (169.254.169.254)"),
+    ("https://[fd00:ec2::254]", "fd00:ec2::254 is a cloud metadata address (fd00:ec2::254)"),
+    ("http://metadata.google.internal", "metadata.google.internal is a cloud metadata service"),
+    ("http://METADATA.google.internal.", "metadata.google.internal is a cloud metadata service"),
+    ("https://instance-data", "instance-data is a cloud metadata service"),
+])
+def test_link_local_and_metadata_addresses_are_refused(url, reason):
+    assert addresses.blocked_reason(url) == reason
+    result = services.test_connection(kube.ClusterConnection(name="x", api_server=url), timeout=30)
+    assert (result.ok, result.error_kind) == (False, kube.KIND_NOT_ALLOWED)
+    assert result.message == f"Refusing to connect to {url}: {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)."
+
+
+@pytest.mark.parametrize("url", ["https://10.0.0.1", "https://127.0.0.1:6443", "https://[::1]", "https://example.test"])
+def test_ordinary_addresses_are_not_blocked(url):
+    assert addresses.blocked_reason(url, resolve=False) == ""
+
+
+def test_a_setting_allows_link_local_api_servers(settings):
+    settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
+    result = services.test_connection(kube.ClusterConnection(name="x", api_server="https://169.254.0.1:9"), timeout=0.5)
+    assert not result.ok and result.error_kind != kube.KIND_NOT_ALLOWED
