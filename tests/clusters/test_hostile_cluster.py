@@ -8,7 +8,7 @@ import pytest
 from clusters import kube, services
 from clusters.models import Cluster
 from clusters.probing import probe_clusters
-from clusters.services import probe_budget_seconds
+from clusters.probing import probe_budget_seconds
 from tests.clusters.factories import ClusterFactory
 from tests.clusters.hostile_server import HostileServer
 
