@@ -160,3 +160,22 @@ def decide_for(resource, revision=None) -> Decision:
     schedulable = {name for name, _, state, isolated in rows if state == ClusterState.READY and not isolated}
     existing = {pv.cluster.name: pv for pv in resource.propagated_versions.select_related("cluster")}
     return decide(resource, revision, refs, schedulable, existing)
+
+
+def decision_as_dict(resource, revision, decision: Decision) -> dict:
+    """What ``fedctl plan -o json`` prints and the Scheduling panel shows."""
+    return {
+        "kind": resource.type.kind, "namespace": resource.namespace, "name": resource.name,
+        "revision": revision.number if revision else None,
+        "scheduling": revision.scheduling if revision else None,
+        "targets": decision.targets,
+        "notPlaced": decision.not_placed,
+        "note": decision.note,
+        "excluded": decision.excluded,
+        "clusters": [
+            {"cluster": row.cluster, "weight": row.weight, "minReplicas": row.min_replicas,
+             "maxReplicas": row.max_replicas, "current": row.current, "capacity": row.capacity,
+             "planned": row.planned, "overflow": row.overflow, "replicas": row.replicas, "reason": row.reason}
+            for row in decision.schedule
+        ],
+    }

@@ -204,3 +204,32 @@ def test_submit_approve_and_list_requests_through_fedctl(clusters, make_user, ap
         fedctl("reject", request_id, "--as", approver.username)  # a rejection needs a comment
     listed = json.loads(fedctl("requests", "-o", "json"))
     assert [row["id"] for row in listed] == [int(request_id)] and listed[0]["state"] == "Submitted"
+
+
+def test_plan_explains_every_cluster(clusters):
+    from tests.clusters.factories import ClusterFactory as Cluster
+
+    Cluster(name="lab")
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment-rsp.yaml"), "--cluster-map", MAP)
+    data = json.loads(fedctl("plan", "test-namespace/test-deployment", "-o", "json"))
+    assert data["targets"] == ["east", "west"]
+    assert data["excluded"] == {"lab": "Namespace test-namespace is not placed on lab"}
+    rows = {row["cluster"]: row for row in data["clusters"]}
+    assert {n: (r["weight"], r["planned"], r["replicas"]) for n, r in rows.items()} == {
+        "east": (2, 4, 4), "west": (3, 6, 6), "lab": (None, 0, 0)}
+    assert rows["east"]["reason"] == "weight 2 of 5"
+    assert rows["lab"]["reason"].startswith("no preference for lab and no '*': 0 replicas")
+    table = fedctl("plan", "test-namespace/test-deployment")
+    assert table.splitlines()[0] == "Deployment test-namespace/test-deployment, revision 2: placed on east, west"
+    assert "CLUSTER  WEIGHT  MIN  MAX  CURRENT  CAPACITY  PLANNED  OVERFLOW  REPLICAS  REASON" in table
+    with pytest.raises(CommandError, match="No federated resource"):
+        fedctl("plan", "nope/nothing")
+
+
+def test_plan_of_a_resource_whose_namespace_is_not_federated_says_why(clusters):
+    fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", MAP)
+    out = fedctl("plan", "test-namespace/test-configmap")
+    assert "placed on no cluster" in out and "NamespaceNotFederated" in out
+    assert "No replica scheduling preference" in out
