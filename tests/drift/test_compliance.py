@@ -154,8 +154,10 @@ def test_snapshot_records_the_report_and_feeds_the_trend(viewer_client, governed
 
 def test_admin_isolates_and_restores_with_audit_and_propagation_skips_it(admin_user, governed_fleet):
     from federation.propagation import plan_targets
+    from tests.federation.factories import namespace_everywhere
 
     host, members, resource = governed_fleet
+    namespace_everywhere("default")  # KubeFed places a namespaced resource only where its namespace is federated
     cluster = members["m25"]
     services.isolate_cluster(cluster, actor=admin_user, reason="P0 skew, upgrading")
     cluster.refresh_from_db()
