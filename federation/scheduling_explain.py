@@ -68,8 +68,8 @@ def explain(
         if minimum and planned >= min(minimum, capacity.get(name, minimum)):
             reasons.append(f"minReplicas {minimum} first")
         running = current.get(name) or 0
-        if not data["rebalance"] and running and planned >= min(running, planned) > 0:
-            kept = min(running, planned)
+        kept = min(running, planned)
+        if not data["rebalance"] and kept > 0:
             reasons.append(f"kept {kept} running (rebalance off)" if kept == running
                            else f"kept {kept} of {running} running (rebalance off)")
         elif data["rebalance"] and running and running > planned:
