@@ -169,14 +169,14 @@ def test_minimums_come_first(spec, available, current, capacity):
 def test_rebalance_false_never_moves_a_running_replica_unless_forced(spec, available, current, capacity):
     spec = {**spec, "rebalance": False}
     replicas, _ = plan(spec, available, key="ns/x", current=current, capacity=capacity)
-    running = {n: c for n, c in current.items() if n in available and pref_of(spec, n) is not None}
-    keepable = {}
-    for name, count in running.items():
+    preferred = [n for n in available if pref_of(spec, n) is not None]
+    keepable, needed = {}, 0
+    for name in preferred:
         p = pref_of(spec, name)
-        keepable[name] = min(count, p.get("maxReplicas", count), capacity.get(name, count))
-    if sum(keepable.values()) <= spec["totalReplicas"] and sum(
-            min(pref_of(spec, n).get("minReplicas", 0), capacity.get(n, 10**9)) for n in available if pref_of(spec, n)
-    ) == 0:
+        running = current.get(name, 0)
+        keepable[name] = min(running, p.get("maxReplicas", running), capacity.get(name, running))
+        needed += max(min(p.get("minReplicas", 0), capacity.get(name, 10**9)), keepable[name])
+    if needed <= spec["totalReplicas"]:  # neither maxReplicas, capacity nor the total forces a move
         for name, count in keepable.items():
             assert replicas[name] >= count, f"{name} keeps its {count} running replicas"
 
