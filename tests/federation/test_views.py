@@ -280,7 +280,7 @@ def test_resource_page_has_a_scheduling_panel_that_explains_the_plan(client, vie
     client.force_login(viewer)
     page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
     assert 'id="scheduling"' in page and "<h2>Scheduling</h2>" in page
-    assert f'<tr data-cluster="{clusters[0].name}"><td>{clusters[0].name}</td><td>1</td><td>0</td><td>3</td>' in page
+    assert f'<tr data-plan-cluster="{clusters[0].name}"><td>{clusters[0].name}</td><td>1</td><td>0</td><td>3</td>' in page
     assert "capped at maxReplicas 3" in page
 
 
