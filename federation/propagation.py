@@ -51,7 +51,7 @@ from federation.diffs import SERVER_POPULATED, diff_desired_live, strip_server_f
 from federation.manifests import dump_yaml
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.overrides import OverrideError
-from federation.placement import ClusterRef, select_clusters
+from federation.placement import ClusterRef
 from federation.rendering import (
     MANAGED_LABEL,
     RETAINED_PATHS,

@@ -7,7 +7,13 @@ without capacity) and returns one ``ClusterSchedule`` per available cluster.
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from federation.scheduling import effective_clusters, normalize_preference, plan, preference_for, scheduled_replicas
+from federation.scheduling import (
+    effective_clusters,
+    normalize_preference,
+    plan,
+    preference_for,
+    scheduled_replicas,
+)
 
 
 @dataclass

@@ -48,6 +48,8 @@ def test_apply_plain_objects_like_kubefedctl_federate(clusters):
     assert "deployment/default/nginx created" in out
 
 
+INGRESS_REFUSAL = (r"spec.rules\[0\].http.paths\[0\].backend uses serviceName/servicePort, the extensions/v1beta1 "
+                   r"Ingress .* removed it in 1.22 .* backend.service.name")
 # Every file of the KubeFed examples, in the order KubeFed's docs apply them, and what FedPortal makes of it:
 # (file, outcome printed, or the reason it is refused).
 EXAMPLE_OUTCOMES = [
@@ -62,8 +64,7 @@ EXAMPLE_OUTCOMES = [
     ("federateddeployment-rsp", CommandError("no FederatedDeployment test-namespace/test-deployment in this file or already")),
     ("federateddeployment", "deployment/test-namespace/test-deployment created (revision 1)"),
     ("federateddeployment-rsp", "deployment/test-namespace/test-deployment configured (revision 2)"),
-    ("federatedingress", CommandError(r"spec.rules\[0\].http.paths\[0\].backend uses serviceName/servicePort, the "
-                                      r"extensions/v1beta1 Ingress .* removed it in 1.22 .* backend.service.name")),
+    ("federatedingress", CommandError(INGRESS_REFUSAL)),
     ("federatedjob", "job/test-namespace/test-job created (revision 1)"),
     ("federatedsecret", "secret/test-namespace/test-secret created (revision 1)"),
     ("federatedservice", "service/test-namespace/test-service created (revision 1)"),
@@ -207,9 +208,7 @@ def test_submit_approve_and_list_requests_through_fedctl(clusters, make_user, ap
 
 
 def test_plan_explains_every_cluster(clusters):
-    from tests.clusters.factories import ClusterFactory as Cluster
-
-    Cluster(name="lab")
+    ClusterFactory(name="lab")
     fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
     fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
     fedctl("apply", "-f", str(EXAMPLES / "federateddeployment-rsp.yaml"), "--cluster-map", MAP)
