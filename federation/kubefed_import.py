@@ -141,6 +141,25 @@ def parse_plain(obj: Mapping, *, where="document") -> ImportedResource:
     return ImportedResource(kind, api_version, namespace, name, template, {}, [], source="plain")
 
 
+def legacy_ingress_backends(template: Mapping) -> list[str]:
+    """Paths of Ingress backends written in the extensions/v1beta1 shape (serviceName/servicePort),
+    the Ingress KubeFed's chart federates and Kubernetes stopped serving in 1.22."""
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return []
+    found = []
+    backends = [("spec.backend", spec.get("backend")), ("spec.defaultBackend", spec.get("defaultBackend"))]
+    for r, rule in enumerate(spec.get("rules") or []):
+        paths = ((rule or {}).get("http") or {}).get("paths") if isinstance(rule, Mapping) else None
+        for p, path in enumerate(paths or []):
+            if isinstance(path, Mapping):
+                backends.append((f"spec.rules[{r}].http.paths[{p}].backend", path.get("backend")))
+    for where, backend in backends:
+        if isinstance(backend, Mapping) and ("serviceName" in backend or "servicePort" in backend):
+            found.append(where)
+    return found
+
+
 def parse_documents(text, *, cluster_map=None, known_clusters=None) -> ImportResult:
     """Every document in ``text``; the first bad one raises and nothing is returned."""
     try:

@@ -145,12 +145,18 @@ def is_propagated(placement: Mapping) -> bool:
     return placement.get("clusters") is not None or placement.get("clusterSelector") is not None
 
 
-def select_clusters(placement: Mapping, clusters: Iterable[ClusterRef]) -> list[str]:
+def select_clusters(placement: Mapping, clusters: Iterable[ClusterRef], *, selector_only: bool = False) -> list[str]:
     """Names of the clusters a (normalised) placement selects, sorted.
 
     An explicit list names clusters directly, whether or not they are registered; callers decide
-    what an unknown name means (a form error, or a status row).
+    what an unknown name means (a form error, or a status row). ``selector_only`` is KubeFed's
+    ``selectorOnly`` (how intersectWithClusterSelector reads a placement): the list is ignored,
+    and a placement without ``clusterSelector`` selects nothing.
     """
+    if selector_only:
+        if placement.get("clusterSelector") is None:
+            return []
+        return sorted(c.name for c in clusters if selector_matches(placement["clusterSelector"], c.labels or {}))
     if placement.get("clusters") is not None:
         return sorted(placement["clusters"])
     if placement.get("clusterSelector") is not None:

@@ -5,12 +5,9 @@ Stored shape (KubeFed's RSP spec, minus targetKind)::
     {"totalReplicas": 10, "rebalance": true, "intersectWithClusterSelector": false,
      "clusters": {"c1": {"weight": 2}, "*": {"weight": 1, "minReplicas": 0, "maxReplicas": 5}}}
 
-The algorithm follows kubefed/pkg/controller/util/planner: only clusters that have a preference
-(their own entry or the ``*`` wildcard) take part; clusters are ordered by weight (descending)
-then by a stable FNV-1 hash of the cluster and the resource key; each gets its minReplicas first;
-the rest is handed out in rounds proportional to weight, rounding up, capped by maxReplicas and
-by estimated capacity; without ``rebalance`` replicas already running stay where they are as far
-as the plan allows.
+``plan`` is kubefed/pkg/controller/util/planner's Planner.Plan, step for step (see its
+docstring); federation/scheduling_explain.py says in words why each cluster got what; federation/schedule.py
+feeds both from the database (current replicas, capacity, the FederatedNamespace).
 """
 
 from collections.abc import Iterable, Mapping
@@ -22,21 +19,6 @@ MAX_TOTAL_REPLICAS = 1_000_000
 
 class SchedulingError(ValueError):
     """A preference that cannot be understood; the message names the bad part."""
-
-
-@dataclass(frozen=True)
-class ClusterPreference:
-    weight: int = 0
-    min_replicas: int = 0
-    max_replicas: int | None = None
-
-
-@dataclass(frozen=True)
-class Preference:
-    total_replicas: int
-    clusters: Mapping[str, ClusterPreference]
-    rebalance: bool = False
-    intersect_with_cluster_selector: bool = False
 
 
 def _int(value, where: str, *, minimum: int = 0, maximum: int = MAX_TOTAL_REPLICAS) -> int:
@@ -90,19 +72,7 @@ def normalize_preference(raw) -> dict | None:
     }
 
 
-def to_preference(data: Mapping) -> Preference:
-    return Preference(
-        total_replicas=data["totalReplicas"],
-        rebalance=data.get("rebalance", False),
-        intersect_with_cluster_selector=data.get("intersectWithClusterSelector", False),
-        clusters={
-            name: ClusterPreference(p.get("weight", 0), p.get("minReplicas", 0), p.get("maxReplicas"))
-            for name, p in (data.get("clusters") or {}).items()
-        },
-    )
-
-
-def _fnv32(text: str) -> int:
+def fnv32(text: str) -> int:
     """FNV-1 32-bit, as Go's hash/fnv New32 (what KubeFed uses to break weight ties)."""
     value = 0x811C9DC5
     for byte in text.encode():
@@ -111,114 +81,133 @@ def _fnv32(text: str) -> int:
     return value
 
 
-def preference_for(preference: Preference, cluster: str) -> ClusterPreference | None:
-    if cluster in preference.clusters:
-        return preference.clusters[cluster]
-    return preference.clusters.get(WILDCARD)
+def effective_clusters(spec: Mapping) -> dict:
+    """The per-cluster preferences KubeFed schedules with: an RSP without ``clusters`` means
+    ``{"*": {"weight": 1}}`` (KubeFed's ReplicaScheduler.GetSchedulingResult defaulting)."""
+    return dict(spec.get("clusters") or {WILDCARD: {"weight": 1}})
 
 
-def participating_clusters(preference: Preference, available: Iterable[str]) -> list[str]:
-    return sorted(name for name in set(available) if preference_for(preference, name) is not None)
+def preference_for(clusters: Mapping, cluster: str) -> Mapping | None:
+    """The cluster's own preference, else the ``*`` one, else None (no preference: 0 replicas)."""
+    if cluster in clusters:
+        return clusters[cluster]
+    return clusters.get(WILDCARD)
 
 
-def plan_replicas(
-    preference: Preference,
-    available_clusters: Iterable[str],
+@dataclass
+class _Entry:
+    name: str
+    weight: int
+    min_replicas: int
+    max_replicas: int | None
+    order: tuple
+
+
+def plan(
+    spec: Mapping,
+    clusters: Iterable[str],
     *,
-    key: str = "",
+    key: str,
     current: Mapping[str, int] | None = None,
     capacity: Mapping[str, int] | None = None,
-) -> dict[str, int]:
-    """Replicas per cluster. ``available_clusters`` must already be the Ready, non-isolated ones.
+) -> tuple[dict[str, int], dict[str, int]]:
+    """KubeFed's replica planner (pkg/controller/util/planner) as a plain function.
 
-    Every participating cluster appears in the result (possibly with 0). The sum equals
-    ``totalReplicas`` unless maxReplicas/capacity make that impossible (then it is the most
-    that fits). Same inputs, same answer.
+    ``spec`` is the RSP spec as written (``totalReplicas``, ``rebalance``, ``clusters`` with
+    weight/minReplicas/maxReplicas per name or ``*``); ``clusters`` the available cluster names;
+    ``key`` the resource's ``namespace/name``; ``current`` the replicas running per cluster;
+    ``capacity`` the estimated capacity per cluster. Returns ``(replicas, overflow)``: replicas
+    per available cluster (0 for clusters without a preference) and, per cluster whose capacity
+    was exceeded, how many more it would have been given (with rebalance off, trimmed to what
+    could not be placed anywhere else).
+
+    The steps are KubeFed's: order by weight (descending), then by FNV-32 of cluster name
+    followed by key; hand each its minReplicas (capped by capacity); with rebalance off, reserve
+    the replicas already running (capped by maxReplicas and capacity); then rounds proportional
+    to weight, rounding up, capped by maxReplicas and capacity, until nothing changes.
     """
-    capacity = capacity or {}
+    data = normalize_preference(spec)
+    if data is None:
+        raise SchedulingError("A replica scheduling preference needs totalReplicas.")
+    prefs = effective_clusters(data)
     current = current or {}
-    prefs = []
-    for name in sorted(set(available_clusters)):
-        pref = preference_for(preference, name)
-        if pref is not None:
-            prefs.append((name, pref))
-    prefs.sort(key=lambda item: (-item[1].weight, _fnv32(key + item[0]), item[0]))
-    ordered = list(prefs)
+    capacity = capacity or {}
+    rebalance = data["rebalance"]
 
-    remaining = preference.total_replicas
-    plan: dict[str, int] = {}
-    for name, pref in prefs:
-        minimum = min(pref.min_replicas, remaining)
-        if pref.max_replicas is not None:
-            minimum = min(minimum, pref.max_replicas)
-        if name in capacity:
-            minimum = min(minimum, capacity[name])
-        remaining -= minimum
-        plan[name] = minimum
+    replicas: dict[str, int] = {}
+    overflow: dict[str, int] = {}
+    entries: list[_Entry] = []
+    for name in dict.fromkeys(clusters):  # the given order, duplicates dropped
+        pref = preference_for(prefs, name)
+        if pref is None:
+            replicas[name] = 0
+            continue
+        entries.append(_Entry(name, pref.get("weight", 0), pref.get("minReplicas", 0), pref.get("maxReplicas"),
+                              (-pref.get("weight", 0), fnv32(name + key))))
+    entries.sort(key=lambda entry: entry.order)
 
-    active = list(prefs)
+    remaining = data["totalReplicas"]
+    for entry in entries:  # minimums first
+        share = min(entry.min_replicas, remaining)
+        if entry.name in capacity:
+            share = min(share, capacity[entry.name])
+        remaining -= share
+        replicas[entry.name] = share
+
+    preallocated: dict[str, int] = {}
+    if not rebalance:  # what already runs is reserved before the rounds
+        for entry in entries:
+            planned = replicas[entry.name]
+            count = current.get(entry.name)
+            if count is not None and count > planned:
+                target = count
+                if entry.max_replicas is not None:
+                    target = min(entry.max_replicas, target)
+                if entry.name in capacity:
+                    target = min(capacity[entry.name], target)
+                extra = max(min(target - planned, remaining), 0)
+                remaining -= extra
+                preallocated[entry.name] = extra
+                replicas[entry.name] = planned + extra
+
+    active = entries
     modified = True
     while modified and remaining > 0:
         modified = False
-        weight_sum = sum(pref.weight for _, pref in active)
+        weight_sum = sum(entry.weight for entry in active)
         if weight_sum <= 0:
             break
-        next_active = []
+        still_open = []
         distribute = remaining
-        for name, pref in active:
-            start = plan[name]
-            extra = min((distribute * pref.weight + weight_sum - 1) // weight_sum, remaining)
-            total = start + extra
-            if pref.max_replicas is not None and total > pref.max_replicas:
-                total = pref.max_replicas
-            if name in capacity and total > capacity[name]:
-                total = capacity[name]
-            if total > start:
-                plan[name] = total
-                remaining -= total - start
+        for entry in active:
+            start = replicas[entry.name]
+            extra = min((distribute * entry.weight + weight_sum - 1) // weight_sum, remaining)
+            used = min(extra, preallocated.get(entry.name, 0))  # the reserved replicas count first
+            preallocated[entry.name] = preallocated.get(entry.name, 0) - used
+            extra -= used
+            if used > 0:
                 modified = True
-            limit = pref.max_replicas if pref.max_replicas is not None else None
-            if name in capacity:
-                limit = capacity[name] if limit is None else min(limit, capacity[name])
-            if pref.weight > 0 and (limit is None or plan[name] < limit):
-                next_active.append((name, pref))
-        active = next_active
+            total = start + extra
+            full = False
+            if entry.max_replicas is not None and total > entry.max_replicas:
+                total, full = entry.max_replicas, True
+            if entry.name in capacity and total > capacity[entry.name]:
+                overflow[entry.name] = total - capacity[entry.name]
+                total, full = capacity[entry.name], True
+            if not full:
+                still_open.append(entry)
+            remaining -= total - start
+            replicas[entry.name] = total
+            if total > start:
+                modified = True
+        active = still_open
 
-    if preference.rebalance or not current:
-        return plan
-
-    # No rebalance: keep replicas where they already run as far as bounds and the total allow,
-    # then top clusters up towards the plan.
-    kept: dict[str, int] = {}
-    for name, pref in ordered:
-        replicas = max(int(current.get(name, 0)), 0)
-        if pref.max_replicas is not None:
-            replicas = min(replicas, pref.max_replicas)
-        if name in capacity:
-            replicas = min(replicas, capacity[name])
-        kept[name] = replicas
-    if sum(kept.values()) > preference.total_replicas:
-        return plan
-    remaining = preference.total_replicas - sum(kept.values())
-    for name, _ in ordered:
-        extra = min(max(plan[name] - kept[name], 0), remaining)
-        kept[name] += extra
-        remaining -= extra
-    return kept
+    if not rebalance:  # only what could not be placed anywhere stays overflow
+        overflow = {name: min(value, remaining) for name, value in overflow.items() if min(value, remaining) > 0}
+    return replicas, overflow
 
 
-def max_schedulable(preference: Preference, available_clusters: Iterable[str], capacity: Mapping[str, int] | None = None) -> int | None:
-    """The most replicas the bounds allow, or None when unbounded."""
-    capacity = capacity or {}
-    total = 0
-    for name in participating_clusters(preference, available_clusters):
-        pref = preference_for(preference, name)
-        limit = pref.max_replicas
-        if name in capacity:
-            limit = capacity[name] if limit is None else min(limit, capacity[name])
-        if pref.weight == 0:
-            limit = pref.min_replicas if limit is None else min(pref.min_replicas, limit)
-        elif limit is None:
-            return None
-        total += limit
-    return total
+def scheduled_replicas(replicas: Mapping[str, int], overflow: Mapping[str, int]) -> dict[str, int]:
+    """What KubeFed writes as each cluster's spec.replicas override: planned plus overflow
+    (ReplicaScheduler.schedule), so a cluster that frees capacity picks the overflow up."""
+    return {name: count + overflow.get(name, 0) for name, count in replicas.items()}

@@ -30,7 +30,7 @@ from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
-from federation.kubefed_import import KubeFedImportError, parse_documents
+from federation.kubefed_import import KubeFedImportError, legacy_ingress_backends, parse_documents
 from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
 from federation.apiserver_limits import override_value_problems, spec_value_problems
 from federation.content_hooks import settings_changed
@@ -380,6 +380,31 @@ class ApplyOutcome:
         return f"{self.kind.lower()}/{target} {self.action}{suffix}"
 
 
+def current_revision_of(ftype: FederatedType, namespace: str, name: str) -> Revision | None:
+    existing = (FederatedResource.objects.filter(type=ftype, namespace=namespace, name=name)
+                .select_related("current_revision").first())
+    return existing.current_revision if existing is not None else None
+
+
+def retained_scheduling(ftype: FederatedType, namespace: str, name: str) -> dict | None:
+    """A Federated<Kind> carries no ReplicaSchedulingPreference (in KubeFed it is its own object):
+    applying one keeps the scheduling the resource has, unless the same file holds an RSP for it."""
+    revision = current_revision_of(ftype, namespace, name)
+    return revision.scheduling if revision is not None else None
+
+
+def plain_object_spec(ftype: FederatedType, namespace: str, name: str) -> dict:
+    """Placement, overrides and scheduling for a plain object applied by ``fedctl apply``.
+
+    Like ``kubefedctl federate``: a new resource is placed with an empty clusterSelector (every
+    cluster). An existing federated resource keeps its placement, overrides and scheduling: a plain
+    object carries none of them, so applying one never moves or removes anything."""
+    revision = current_revision_of(ftype, namespace, name)
+    if revision is None:
+        return {"placement": {"clusterSelector": {}}, "overrides": [], "scheduling": None}
+    return {"placement": revision.placement, "overrides": revision.overrides, "scheduling": revision.scheduling}
+
+
 def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | None = None, dry_run: bool = False,
                        default_namespace: str = "default") -> list[ApplyOutcome]:
     """Import KubeFed (or plain) objects. All or nothing: the first problem raises and nothing is saved."""
@@ -403,6 +428,13 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 raise FederationError(
                     f"{item.kind} {item.name}: apiVersion {item.api_version} does not match the enabled type ({ftype.api_version})."
                 )
+            legacy = legacy_ingress_backends(item.template) if ftype.kind == "Ingress" else []
+            if legacy:
+                raise FederationError(
+                    f"Ingress {item.name}: {legacy[0]} uses serviceName/servicePort, the extensions/v1beta1 Ingress that "
+                    f"KubeFed's chart federates; Kubernetes removed it in 1.22 and FedPortal federates {ftype.api_version} "
+                    "Ingress: write backend.service.name and backend.service.port.number (or .name) instead."
+                )
             namespace = (item.namespace or default_namespace) if ftype.namespaced else ""
             key = (ftype.pk, namespace, item.name)
             template = dict(item.template)
@@ -413,8 +445,11 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 template["metadata"] = metadata
             else:
                 template.pop("metadata", None)
-            pending[key] = {"ftype": ftype, "namespace": namespace, "name": item.name, "template": template,
-                            "placement": item.placement, "overrides": item.overrides, "scheduling": None, "kind": item.kind}
+            entry = {"ftype": ftype, "namespace": namespace, "name": item.name, "template": template,
+                     "placement": item.placement, "overrides": item.overrides, "scheduling": None, "kind": item.kind}
+            entry.update(plain_object_spec(ftype, namespace, item.name) if item.source == "plain"
+                         else {"scheduling": retained_scheduling(ftype, namespace, item.name)})
+            pending[key] = entry
         for rsp in parsed.scheduling:
             ftype = find_type(rsp.target_kind)
             if ftype is None:

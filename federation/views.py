@@ -17,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from clusters.models import Cluster
-from federation import propagation, selectors, services
+from federation import propagation, schedule, selectors, services
 from federation.choices import Toggle
 from federation.forms import (
     OVERRIDE_PREFIX,
@@ -94,6 +94,8 @@ def _detail_context(request, resource):
 def resource_detail(request, pk):
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"), pk=pk)
     context = _detail_context(request, resource)
+    if resource.current_revision and not request.headers.get("HX-Request"):  # the polled status needs no plan
+        context["plan"] = schedule.decision_as_dict(resource, resource.current_revision, schedule.decide_for(resource))
     return _render(request, "federation/resource_detail.html", context, "status")
 
 

@@ -362,3 +362,6 @@ FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threa
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
 FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
+# KubeFed's capacity estimate: replicas a member has not made ready for longer than this count as
+# unschedulable there, and the replica scheduler moves them elsewhere (KubeFed's podanalyzer: 60 s).
+FEDERATION_UNSCHEDULABLE_SECONDS = env_float("FEDERATION_UNSCHEDULABLE_SECONDS", 60.0, minimum=0)

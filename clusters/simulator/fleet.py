@@ -49,6 +49,7 @@ class ClusterSpec:
     nodes: list[NodeSpec] = field(default_factory=list)
     faults: Faults = field(default_factory=Faults)
     rollout_seconds: float = 1.0
+    capacity: int | None = None  # schedulable pods; None: no limit
 
 
 @dataclass
@@ -130,7 +131,17 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         readonly_token=str(raw.get("readonlyToken") or secrets.token_hex(16)),
         nodes=nodes, faults=parse_faults(raw.get("faults")),
         rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
+        capacity=parse_capacity(raw.get("capacity", defaults.get("capacity")), name),
     )
+
+
+def parse_capacity(value, name: str = "") -> int | None:
+    """Schedulable pods of a cluster: a whole number >= 0, or null for no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FleetSpecError(f"{name + ': ' if name else ''}capacity must be a whole number >= 0 or null, not {value!r}")
+    return value
 
 
 def parse_fleet(data) -> FleetSpec:

@@ -48,15 +48,25 @@ def start(obj: dict, old: dict | None, now: str) -> None:
     ]
 
 
-def finish(obj: dict, now: str) -> None:
-    """Converged status: every replica updated, ready and available."""
+def finish(obj: dict, now: str, *, ready: int | None = None) -> None:
+    """Converged status: every replica updated, ready and available, or, when only ``ready`` of
+    them fit on the cluster (its schedulable capacity), the rest pending: unready and unavailable,
+    the roll-out still progressing, as a Deployment whose pods cannot be scheduled reports."""
     desired = _desired(obj)
     rs = f"{obj['metadata']['name']}-{_template_hash(obj)}"
+    ready = desired if ready is None else min(ready, desired)
     obj["status"] = _compact({
         "observedGeneration": obj["metadata"].get("generation", 1),
-        "replicas": desired, "updatedReplicas": desired, "readyReplicas": desired,
-        "availableReplicas": desired,
+        "replicas": desired, "updatedReplicas": desired, "readyReplicas": ready,
+        "availableReplicas": ready, "unavailableReplicas": desired - ready,
     })
+    if ready < desired:
+        obj["status"]["conditions"] = [
+            _condition("Available", "False", "MinimumReplicasUnavailable",
+                       "Deployment does not have minimum availability.", now),
+            _condition("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs}" is progressing.', now),
+        ]
+        return
     obj["status"]["conditions"] = [
         _condition("Available", "True", "MinimumReplicasAvailable",
                    "Deployment has minimum availability.", now),

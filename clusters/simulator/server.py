@@ -21,7 +21,7 @@ from clusters import schemas
 
 from . import discovery, objects, openapi, scale, tables
 from .errors import ApiError, conflict, not_found
-from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
+from .fleet import FleetSpec, FleetSpecError, parse_capacity, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
 
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's request size limit
@@ -484,7 +484,7 @@ class AdminHandler:
         return {"name": c.name, "role": c.spec.role, "version": c.git_version, "schemaMinor": c.minor,
                 "requests": dict(c.requests),
                 "labels": c.spec.labels, "faults": c.faults.as_dict(), "rolloutSeconds": c.rollout_seconds,
-                "objects": c.object_count()}
+                "capacity": c.capacity, "objects": c.object_count()}
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -530,6 +530,9 @@ class AdminHandler:
                 return _json({**self.describe(cluster), "upgradedNodes": changed})
             if action == "rollout":
                 cluster.rollout_seconds = float(body.get("seconds", cluster.rollout_seconds))
+                return _json(self.describe(cluster))
+            if action == "capacity":
+                cluster.capacity = parse_capacity(body.get("pods"), cluster.name)
                 return _json(self.describe(cluster))
             if action == "edit":
                 return self.external_edit(cluster, body)

@@ -45,6 +45,7 @@ class ClusterState:
         self.faults: Faults = spec.faults
         self.requests: dict[str, int] = {}  # HTTP method -> requests served (the admin endpoint shows them)
         self.rollout_seconds = spec.rollout_seconds
+        self.capacity = spec.capacity  # schedulable pods; a roll-out beyond it leaves replicas unready
         self.rv = 0
         self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         self.rollouts: dict[tuple[str, str], float] = {}
@@ -238,10 +239,20 @@ class ClusterState:
         if due is None or time.monotonic() < due:
             return obj
         del self.rollouts[key]
-        rollout.finish(obj, now_text())
+        rollout.finish(obj, now_text(), ready=self.schedulable_for(res, obj))
         obj["metadata"]["resourceVersion"] = self.next_rv()
         self.save(res, obj)
         return obj
+
+    def schedulable_for(self, res, obj: dict) -> int | None:
+        """How many of a Deployment's replicas fit: the capacity left by the other Deployments'
+        ready replicas (None: no capacity limit)."""
+        if self.capacity is None:
+            return None
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        used = sum((other.get("status") or {}).get("readyReplicas", 0) or 0 for other in self.items(res, None)
+                   if (other["metadata"].get("namespace", ""), other["metadata"]["name"]) != key)
+        return max(self.capacity - used, 0)
 
     # -- seed ------------------------------------------------------------------------------
     def _seed(self) -> None:

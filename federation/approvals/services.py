@@ -48,6 +48,7 @@ from federation.approvals.choices import ChangeKind, ChangeState, Decision, Seve
 from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
 from federation.approvals.models import Approval, ChangeRequest, Comment
 from federation.approvals.preflight import run_preflight
+from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
 from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
@@ -116,12 +117,13 @@ def _setting(name: str, default: int) -> int:
 
 # --- targets and required approvals ------------------------------------------------------------
 
-def required_approvals_for(clusters) -> int:
+def required_approvals_for(clusters, *, severe: bool = False) -> int:
     """Max over the target clusters: env=prod needs FEDPORTAL_APPROVALS_PROD, others
-    FEDPORTAL_APPROVALS_DEFAULT; a request with no target needs the default."""
+    FEDPORTAL_APPROVALS_DEFAULT; a request with no target needs the default. A severe request
+    (it deletes a Namespace from a member) needs the production count whatever the environment."""
     default = max(1, _setting("FEDPORTAL_APPROVALS_DEFAULT", 1))
     prod = max(1, _setting("FEDPORTAL_APPROVALS_PROD", 2))
-    needed = default
+    needed = prod if severe else default
     for cluster in clusters:
         labels = cluster.labels or {}
         if labels.get(PROD_LABEL[0]) == PROD_LABEL[1]:
@@ -177,7 +179,7 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     for preview in propagation.preview_revision(resource, cr.proposed_revision):
         rows.append({"cluster": preview.cluster.name, "resource": str(resource), "action": preview.action,
                      "diff": preview.diff, "replicas": preview.replicas, "message": preview.message,
-                     "warnings": list(preview.warnings)})
+                     "warnings": list(preview.warnings), "replicas_before": preview.live_replicas})
     return rows
 
 
@@ -215,12 +217,13 @@ def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = T
         return cr
     cr, _changed = _recheck_content(cr, actor=actor)
     targets = _targets(cr)
+    deletions = namespace_deletions(cr)
     fields = {
         "target_clusters": sorted({c.name for c in targets}),
-        "required_approvals": required_approvals_for(targets),
+        "required_approvals": required_approvals_for(targets, severe=bool(deletions)),
     }
     if diffs:
-        fields.update(diffs=_diffs(cr), diffs_at=timezone.now())
+        fields.update(diffs=flag_namespace_deletions(_diffs(cr), deletions), diffs_at=timezone.now())
     if preflight:
         fields["preflight"] = [p.as_dict() for p in run_preflight(cr)]
         if cr.proposed_revision is not None and is_secret_kind(cr.proposed_revision.resource.type.kind):

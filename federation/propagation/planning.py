@@ -12,8 +12,8 @@ from federation.choices import (
     TargetAction,
 )
 from federation.models import FederatedResource, Revision
-from federation.placement import ClusterRef, select_clusters
-from federation.scheduling import participating_clusters, plan_replicas, to_preference
+from federation import schedule
+from federation.placement import ClusterRef
 
 # --- planning ---------------------------------------------------------------------------------
 
@@ -33,24 +33,26 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
     """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
     if clusters is not None:
         clusters = list(clusters)
-        labels = {c.name: c.labels for c in clusters}
-    else:  # the placement is decided on names and labels; full rows only for the clusters it names
-        labels = dict(Cluster.objects.values_list("name", "labels"))
-    refs = [ClusterRef(name, value or {}) for name, value in labels.items()]
-    selected = [n for n in select_clusters(revision.placement or {}, refs) if n in labels]
-    preference = to_preference(revision.scheduling) if revision.scheduling else None
-    candidates = selected
-    if preference is not None:
-        pool = selected if preference.intersect_with_cluster_selector else list(labels)
-        candidates = participating_clusters(preference, pool)
+        rows = {c.name: (c.pk, c.labels, c.state, c.isolated) for c in clusters}
+    else:  # the placement is decided on names, labels and readiness; full rows only for the clusters it names
+        rows = {name: (pk, labels, state, isolated) for pk, name, labels, state, isolated
+                in Cluster.objects.values_list("pk", "name", "labels", "state", "isolated")}
+    refs = [ClusterRef(name, value[1] or {}) for name, value in rows.items()]
+    schedulable = {name for name, (_, _, state, isolated) in rows.items() if state == ClusterState.READY and not isolated}
     loaded_here = existing is None
     if loaded_here:
-        # what planning reads of each PropagatedVersion (the applied manifest only for replicas)
-        fields = ["id", "resource_id", "cluster_id", "status"] + (["applied_manifest"] if revision.scheduling else [])
+        # what planning reads of each PropagatedVersion (the applied manifest and status only for replicas)
+        fields = ["id", "resource_id", "cluster_id", "status"] + (
+            ["applied_manifest", "remote_status"] if revision.scheduling else [])
         existing = list(resource.propagated_versions.only(*fields))
+    names = {value[0]: name for name, value in rows.items()}
+    decision = schedule.decide(resource, revision, refs, schedulable,
+                               {names[pv.cluster_id]: pv for pv in existing if pv.cluster_id in names}
+                               if revision.scheduling else {})
+    candidates = decision.targets
     if clusters is None:
         held = {pv.cluster_id for pv in existing} if loaded_here else set()
-        clusters = _clusters_named(set(candidates), held, total=len(labels))
+        clusters = _clusters_named(set(candidates), held, total=len(rows))
     if loaded_here:
         by_id = {c.pk: c for c in clusters}
         missing = {pv.cluster_id for pv in existing if pv.cluster_id not in by_id}  # clusters the caller left out
@@ -60,15 +62,7 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
             pv.cluster = by_id[pv.cluster_id]
     by_name = {c.name: c for c in clusters}
     candidates = [n for n in candidates if n in by_name]  # a cluster unjoined since the names were read
-    replicas: dict[str, int] = {}
-    if preference is not None:
-        schedulable = [n for n in candidates if by_name[n].state == ClusterState.READY and not by_name[n].isolated]
-        current = {}
-        for pv in existing:
-            spec = (pv.applied_manifest or {}).get("spec") or {}
-            if pv.is_present and isinstance(spec.get("replicas"), int):
-                current[pv.cluster.name] = spec["replicas"]
-        replicas = plan_replicas(preference, schedulable, key=f"{resource.namespace}/{resource.name}", current=current)
+    replicas = decision.replicas or {}
     plans = []
     for name in sorted(candidates):
         cluster = by_name[name]
@@ -79,7 +73,7 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
             plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_NOT_READY,
                                      message=f"{name} is {cluster.state}; propagation resumes when it is Ready again."))
         else:
-            plans.append(ClusterPlan(cluster, TargetAction.APPLY, replicas=replicas.get(name) if revision.scheduling else None))
+            plans.append(ClusterPlan(cluster, TargetAction.APPLY, replicas=replicas.get(name) if decision.replicas is not None else None))
     targeted = set(candidates)
     removal = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
     for pv in existing:

@@ -38,6 +38,7 @@ class ClusterPreview:
     replicas: int | None = None
     message: str = ""
     warnings: list[str] = field(default_factory=list)
+    live_replicas: int | None = None  # spec.replicas of the live object, to show replica moves
 
 
 def preview_revision(resource: FederatedResource, revision: Revision | None = None) -> list[ClusterPreview]:
@@ -66,6 +67,13 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
                                    namespace=resource.namespace or None, name=resource.name, timeout=min(kube_timeout(), 5.0))
         except (kube.KubeError, ValueError) as exc:
             return ClusterPreview(cluster, "error", message=f"Cannot read the live object: {exc}")
+        preview = one_preview(plan, live)
+        live_replicas = ((live or {}).get("spec") or {}).get("replicas")
+        preview.live_replicas = live_replicas if isinstance(live_replicas, int) else None
+        return preview
+
+    def one_preview(plan: ClusterPlan, live) -> ClusterPreview:
+        cluster = plan.cluster
         if plan.action in (TargetAction.DELETE, TargetAction.ORPHAN):
             verb = "delete" if plan.action == TargetAction.DELETE else "orphan"
             text = "will be deleted" if verb == "delete" else "will be left in place (retention Orphan)"

@@ -7,7 +7,7 @@ from clusters import kube
 from clusters.choices import ClusterState
 from fedportal.roles import Role
 from tests.clusters.factories import ClusterFactory
-from tests.federation.factories import WEB_TEMPLATE, ftype
+from tests.federation.factories import WEB_TEMPLATE, ftype, namespace_everywhere
 
 
 @pytest.fixture(autouse=True)
@@ -37,6 +37,7 @@ def make_resource(db, operator):
     from federation import services
 
     def make(name="web", clusters=("dev-a",), **kw):
+        namespace_everywhere("shop")
         return services.create_resource(ftype("Deployment"), namespace="shop", name=name, template=WEB_TEMPLATE,
                                         placement={"clusters": list(clusters)}, actor=operator, **kw)
 

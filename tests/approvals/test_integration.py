@@ -96,13 +96,18 @@ def test_delete_request_removes_objects_then_the_resource(fleet, ready_fleet, op
     assert not FederatedResource.objects.filter(pk=resource.pk).exists()
 
 
-def test_unjoin_request_removes_propagated_objects_then_unjoins(fleet, ready_fleet, operator, approver, admin_user):
+def test_unjoin_request_removes_propagated_objects_then_unjoins(fleet, ready_fleet, operator, approver, second_approver,
+                                                               admin_user):
     resource = web_deployment(name="leaving", placement={"clusters": ["m131"]}, actor=operator)
     cr = services.approve(services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver)
     assert wait_for(lambda: settled(cr), timeout=90).state == ChangeState.APPLIED
     unjoin = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=Cluster.objects.get(name="m131"), actor=admin_user)
     assert {d["resource"] for d in unjoin.diffs} >= {str(resource)}
+    # it deletes Namespace shop from m131: the most severe change, the production approval count on a dev cluster
+    assert unjoin.required_approvals == 2
+    assert [d["severity"] for d in unjoin.diffs if d["resource"] == "Namespace shop"] == ["critical"]
     unjoin = services.approve(services.submit(unjoin, actor=admin_user), actor=approver)
+    unjoin = services.approve(unjoin, actor=second_approver)
     unjoin = wait_for(lambda: settled(unjoin), timeout=90, message="unjoin settled")
     assert unjoin.state == ChangeState.APPLIED
     assert deployment(fleet, "m131", "leaving") is None

@@ -154,11 +154,13 @@ def test_snapshot_records_the_report_and_feeds_the_trend(viewer_client, governed
 
 def test_admin_isolates_and_restores_with_audit_and_propagation_skips_it(admin_user, governed_fleet):
     from federation.propagation import plan_targets
+    from tests.federation.factories import namespace_everywhere
 
     from clusters.choices import ClusterState
     from clusters.selectors import ready_members
 
     host, members, resource = governed_fleet
+    namespace_everywhere("default")  # KubeFed places a namespaced resource only where its namespace is federated
     cluster = members["m25"]
     Cluster.objects.filter(pk=cluster.pk).update(state=ClusterState.READY)
     assert cluster in ready_members()

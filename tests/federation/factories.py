@@ -42,8 +42,8 @@ def ensure_seeded_types() -> None:
     """Transactional tests flush the rows the seed migration made; put them back."""
     from django.apps import apps
 
-    seed = importlib.import_module("federation.migrations.0002_seed_types").seed
-    seed(apps, None)
+    for migration in ("0002_seed_types", "0005_sched_kubefed_default_types"):
+        importlib.import_module(f"federation.migrations.{migration}").seed(apps, None)
 
 
 def ftype(kind: str) -> FederatedType:
@@ -57,6 +57,16 @@ def ftype(kind: str) -> FederatedType:
 def federate_namespace(name: str, clusters, *, actor=None):
     return services.create_resource(ftype("Namespace"), namespace="", name=name, template={},
                                      placement={"clusters": list(clusters)}, actor=actor)
+
+
+def namespace_everywhere(name: str):
+    """A FederatedNamespace placed on every cluster (an empty clusterSelector), unless one exists:
+    KubeFed places a namespaced resource only where its namespace is federated."""
+    from federation.models import FederatedResource
+
+    found = FederatedResource.objects.filter(type=ftype("Namespace"), name=name).first()
+    return found or services.create_resource(ftype("Namespace"), namespace="", name=name, template={},
+                                             placement={"clusterSelector": {}})
 
 
 def web_deployment(*, namespace="shop", name="web", placement=None, overrides=None, scheduling=None, template=None, **kw):

@@ -48,19 +48,87 @@ def test_apply_plain_objects_like_kubefedctl_federate(clusters):
     assert "deployment/default/nginx created" in out
 
 
-@pytest.mark.parametrize("name", ["federatedjob", "federatedingress", "federatedclusterrole", "federatedclusterrolebinding"])
-def test_types_not_enabled_are_refused_with_a_hint(clusters, name):
-    with pytest.raises(CommandError, match="not enabled.*fedctl enable"):
-        fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP)
-    assert not FederatedResource.objects.exists()
+INGRESS_REFUSAL = (r"spec.rules\[0\].http.paths\[0\].backend uses serviceName/servicePort, the extensions/v1beta1 "
+                   r"Ingress .* removed it in 1.22 .* backend.service.name")
+# Every file of the KubeFed examples, in the order KubeFed's docs apply them, and what FedPortal makes of it:
+# (file, outcome printed, or the reason it is refused).
+EXAMPLE_OUTCOMES = [
+    ("namespace", "namespace/test-namespace created (revision 1)"),
+    ("federatednamespace", "namespace/test-namespace configured (revision 2)"),
+    ("configmap", "configmap/default/web-file created (revision 1)"),
+    ("deployment", "deployment/default/nginx created (revision 1)"),
+    ("service", "service/default/nginx created (revision 1)"),
+    ("federatedclusterrole", "clusterrole/test-clusterrole created (revision 1)"),
+    ("federatedclusterrolebinding", CommandError("ClusterRoleBinding is not enabled.*fedctl enable ClusterRoleBinding")),
+    ("federatedconfigmap", "configmap/test-namespace/test-configmap created (revision 1)"),
+    ("federateddeployment-rsp", CommandError("no FederatedDeployment test-namespace/test-deployment in this file or already")),
+    ("federateddeployment", "deployment/test-namespace/test-deployment created (revision 1)"),
+    ("federateddeployment-rsp", "deployment/test-namespace/test-deployment configured (revision 2)"),
+    ("federatedingress", CommandError(INGRESS_REFUSAL)),
+    ("federatedjob", "job/test-namespace/test-job created (revision 1)"),
+    ("federatedsecret", "secret/test-namespace/test-secret created (revision 1)"),
+    ("federatedservice", "service/test-namespace/test-service created (revision 1)"),
+    ("federatedserviceaccount", "serviceaccount/test-namespace/test-serviceaccount created (revision 1)"),
+]
+
+
+def test_every_kubefed_example_file_is_applied_or_refused_with_a_reason(clusters):
+    assert {name for name, _ in EXAMPLE_OUTCOMES} == {p.stem for p in EXAMPLES.glob("*.yaml")}
+    for name, expected in EXAMPLE_OUTCOMES:
+        if isinstance(expected, CommandError):
+            before = Revision.objects.count()
+            with pytest.raises(CommandError, match=str(expected)):
+                fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP)
+            assert Revision.objects.count() == before, f"{name}: a refused file changes nothing"
+        else:
+            assert fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP).strip() == expected
+    deployment = FederatedResource.objects.get(name="test-deployment").current_revision
+    assert deployment.scheduling["totalReplicas"] == 10 and deployment.placement == {"clusters": ["east", "west"]}
+    # kubefedctl federate places a plain object with an empty clusterSelector (every cluster)
+    assert FederatedResource.objects.get(name="nginx", type__kind="Deployment").current_revision.placement == {
+        "clusterSelector": {}}
+
+
+def test_plain_namespace_over_a_federated_namespace_changes_nothing(clusters):
+    # KubeFed's example namespace.yaml (a plain Namespace) over federatednamespace.yaml: placement, overrides and
+    # scheduling of the existing federated resource are never touched.
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
+    namespace = FederatedResource.objects.get(name="test-namespace")
+    assert namespace.current_revision.placement == {"clusters": ["east", "west"]}
+    assert fedctl("apply", "-f", str(EXAMPLES / "namespace.yaml")).strip() == "namespace/test-namespace unchanged (revision 1)"
+    namespace.refresh_from_db()
+    assert namespace.current_revision.number == 1 and namespace.current_revision.placement == {"clusters": ["east", "west"]}
+
+
+def test_plain_deployment_over_a_scheduled_one_keeps_placement_overrides_and_scheduling(clusters, tmp_path):
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment-rsp.yaml"), "--cluster-map", MAP)
+    before = FederatedResource.objects.get(name="test-deployment").current_revision
+    plain = yaml.safe_load((EXAMPLES / "deployment.yaml").read_text())
+    plain["metadata"] = {"name": "test-deployment", "namespace": "test-namespace"}
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(plain))
+    assert "configured (revision 3)" in fedctl("apply", "-f", str(path))
+    after = FederatedResource.objects.get(name="test-deployment").current_revision
+    assert after.template["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
+    assert (after.placement, after.overrides, after.scheduling) == (before.placement, before.overrides, before.scheduling)
+    # and a Federated<Kind> without an RSP keeps the scheduling too (in KubeFed the RSP is its own object)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
+    assert FederatedResource.objects.get(name="test-deployment").current_revision.scheduling == before.scheduling
 
 
 def test_enable_then_apply(clusters):
+    from federation.models import FederatedType
+
+    FederatedType.objects.filter(kind__in=["Job", "ClusterRoleBinding"]).delete()
+    with pytest.raises(CommandError, match="not enabled.*fedctl enable"):
+        fedctl("apply", "-f", str(EXAMPLES / "federatedjob.yaml"), "--cluster-map", MAP)
     assert "jobs.batch" in fedctl("enable", "Job", "--group", "batch", "--version", "v1")
     assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedjob.yaml"), "--cluster-map", MAP)
-    assert "clusterroles.rbac.authorization.k8s.io" in fedctl("enable", "ClusterRole", "--group", "rbac.authorization.k8s.io",
-                                                              "--version", "v1", "--cluster-scoped")
-    assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedclusterrole.yaml"), "--cluster-map", MAP)
+    assert "clusterrolebindings.rbac.authorization.k8s.io" in fedctl(
+        "enable", "ClusterRoleBinding", "--group", "rbac.authorization.k8s.io", "--version", "v1", "--cluster-scoped")
+    assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedclusterrolebinding.yaml"), "--cluster-map", MAP)
 
 
 @pytest.mark.parametrize("content, message", [
@@ -137,3 +205,30 @@ def test_submit_approve_and_list_requests_through_fedctl(clusters, make_user, ap
         fedctl("reject", request_id, "--as", approver.username)  # a rejection needs a comment
     listed = json.loads(fedctl("requests", "-o", "json"))
     assert [row["id"] for row in listed] == [int(request_id)] and listed[0]["state"] == "Submitted"
+
+
+def test_plan_explains_every_cluster(clusters):
+    ClusterFactory(name="lab")
+    fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
+    fedctl("apply", "-f", str(EXAMPLES / "federateddeployment-rsp.yaml"), "--cluster-map", MAP)
+    data = json.loads(fedctl("plan", "test-namespace/test-deployment", "-o", "json"))
+    assert data["targets"] == ["east", "west"]
+    assert data["excluded"] == {"lab": "Namespace test-namespace is not placed on lab"}
+    rows = {row["cluster"]: row for row in data["clusters"]}
+    assert {n: (r["weight"], r["planned"], r["replicas"]) for n, r in rows.items()} == {
+        "east": (2, 4, 4), "west": (3, 6, 6), "lab": (None, 0, 0)}
+    assert rows["east"]["reason"] == "weight 2 of 5"
+    assert rows["lab"]["reason"].startswith("no preference for lab and no '*': 0 replicas")
+    table = fedctl("plan", "test-namespace/test-deployment")
+    assert table.splitlines()[0] == "Deployment test-namespace/test-deployment, revision 2: placed on east, west"
+    assert "CLUSTER  WEIGHT  MIN  MAX  CURRENT  CAPACITY  PLANNED  OVERFLOW  REPLICAS  REASON" in table
+    with pytest.raises(CommandError, match="No federated resource"):
+        fedctl("plan", "nope/nothing")
+
+
+def test_plan_of_a_resource_whose_namespace_is_not_federated_says_why(clusters):
+    fedctl("apply", "-f", str(EXAMPLES / "federatedconfigmap.yaml"), "--cluster-map", MAP)
+    out = fedctl("plan", "test-namespace/test-configmap")
+    assert "placed on no cluster" in out and "NamespaceNotFederated" in out
+    assert "No replica scheduling preference" in out

@@ -109,11 +109,34 @@ def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_cluste
     assert propagation.aggregate_condition(resource.propagated_versions.all()) == Condition.DEGRADED
 
 
-def test_missing_namespace_that_is_not_federated_is_reported(fleet):
+def test_without_a_federated_namespace_nothing_is_placed_and_the_resource_says_why(fleet):
+    # KubeFed ComputeNamespacedPlacement (cluster-scoped control plane): no FederatedNamespace -> no clusters,
+    # and the sync controller reports NamespaceNotFederated.
+    from federation import schedule
+
     register_fleet(fleet, ["m128"])
     resource = web_deployment(namespace="nowhere", placement={"clusters": ["m128"]})
+    assert propagation.plan_targets(resource, resource.current_revision) == []
     drain(propagation.propagate_revision(resource))
-    assert pv(resource, "m128").status == PropagationReason.NAMESPACE_NOT_FEDERATED
+    assert not PropagatedVersion.objects.filter(resource=resource).exists()
+    assert fleet.get_object("m128", "apps/v1", "Deployment", "nowhere", "web") is None
+    decision = schedule.decide_for(resource)
+    assert decision.targets == [] and "NamespaceNotFederated" in decision.not_placed
+    assert decision.excluded == {"m128": "NamespaceNotFederated: no FederatedNamespace nowhere"}
+
+
+def test_a_namespaced_resource_is_placed_only_where_its_namespace_is(fleet):
+    # KubeFed ComputeNamespacedPlacement: the resource's placement intersected with its FederatedNamespace's.
+    from federation import schedule
+
+    register_fleet(fleet, ["m128", "m130"])
+    federate_namespace("half", ["m128"])
+    resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130"]})
+    assert [p.cluster.name for p in propagation.plan_targets(resource, resource.current_revision)] == ["m128"]
+    assert schedule.decide_for(resource).excluded == {"m130": "Namespace half is not placed on m130"}
+    drain(propagation.propagate_revision(resource))
+    assert fleet.get_object("m128", "apps/v1", "Deployment", "half", "web") is not None
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "half", "web") is None
 
 
 def test_federated_namespace_is_created_first(fleet):
@@ -529,7 +552,8 @@ def test_planning_reads_a_fixed_number_of_rows_whatever_was_propagated(fleet, fl
     drain(propagation.propagate_revision(resource))
     resource.refresh_from_db()
     revision = resource.current_revision
-    with django_assert_max_num_queries(3):  # names and labels, the PropagatedVersions, the clusters: none per row
+    # names and labels, the PropagatedVersions, the clusters, the resource's type, its FederatedNamespace: none per row
+    with django_assert_max_num_queries(5):
         plans = propagation.plan_targets(resource, revision)
     assert sorted(p.cluster.name for p in plans) == MEMBERS
 

@@ -2,73 +2,60 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from federation.scheduling import (
-    SchedulingError,
-    max_schedulable,
-    normalize_preference,
-    plan_replicas,
-    to_preference,
+from federation.scheduling import SchedulingError, fnv32, normalize_preference, plan, scheduled_replicas
+from tests.federation.kubefed_planner_cases import CASES
+
+
+@pytest.mark.parametrize(
+    "test, rebalance, clusters, total, available, current, capacity, replicas, overflow",
+    CASES,
+    ids=[f"{case[0]}-{i}" for i, case in enumerate(CASES)],
 )
+def test_kubefed_planner_table(test, rebalance, clusters, total, available, current, capacity, replicas, overflow):
+    spec = {"totalReplicas": total, "rebalance": rebalance, "clusters": clusters}
+    assert plan(spec, available, key="", current=current, capacity=capacity) == (replicas, overflow)
 
 
-def pref(raw):
-    return to_preference(normalize_preference(raw))
+def test_the_table_has_every_kubefed_case():
+    assert len(CASES) == 40
 
 
-def test_weights_2_1_1_1_split_ten_replicas_4_2_2_2():
-    preference = pref({"totalReplicas": 10, "clusters": {"c1": {"weight": 2}, "*": {"weight": 1}}})
-    assert plan_replicas(preference, ["c1", "c2", "c3", "c4"], key="ns/web") == {"c1": 4, "c2": 2, "c3": 2, "c4": 2}
+def test_fnv32_is_go_hash_fnv_new32():
+    # FNV-1 (multiply, then xor) reference values: offset basis for "", and Go's fnv.New32 of "a".
+    assert fnv32("") == 0x811C9DC5
+    assert fnv32("a") == 0x050C5D7E
 
 
-def test_kubefed_example_2_3():
-    preference = pref({"totalReplicas": 10, "rebalance": True, "clusters": {"cluster1": {"weight": 2}, "cluster2": {"weight": 3}}})
-    assert plan_replicas(preference, ["cluster1", "cluster2", "cluster3"]) == {"cluster1": 4, "cluster2": 6}
+def test_tie_break_hashes_cluster_name_then_key():
+    # With one replica and equal weights the cluster with the smallest FNV-32(name + key) gets it.
+    key = "shop/web"
+    names = ["eu-1", "eu-2", "us-1", "us-2"]
+    replicas, _ = plan({"totalReplicas": 1, "clusters": {"*": {"weight": 1}}}, names, key=key)
+    assert replicas[min(names, key=lambda n: fnv32(n + key))] == 1
+    assert min(names, key=lambda n: fnv32(n + key)) != min(names, key=lambda n: fnv32(key + n))  # the order matters here
 
 
-def test_clusters_without_preference_and_no_wildcard_get_nothing():
-    preference = pref({"totalReplicas": 5, "clusters": {"a": {"weight": 1}}})
-    assert plan_replicas(preference, ["a", "b"]) == {"a": 5}
+def test_issue_examples_rebalance_false_reserves_running_replicas():
+    spec = {"totalReplicas": 50, "clusters": {"*": {"weight": 1}}}
+    assert plan(spec, ["A", "B", "C"], key="", current={"C": 30})[0] == {"A": 10, "B": 10, "C": 30}
+    spec = {"totalReplicas": 1, "clusters": {"*": {"weight": 1}}}
+    assert plan(spec, ["A", "B", "C"], key="", current={"A": 30})[0] == {"A": 1, "B": 0, "C": 0}
 
 
-def test_unavailable_clusters_do_not_count_and_replicas_move():
-    preference = pref({"totalReplicas": 9, "clusters": {"*": {"weight": 1}}})
-    assert plan_replicas(preference, ["a", "b"]) == {"a": 5, "b": 4} or plan_replicas(preference, ["a", "b"]) == {"a": 4, "b": 5}
-    assert sum(plan_replicas(preference, ["a", "b"]).values()) == 9
+def test_rsp_without_clusters_defaults_to_every_cluster_weight_1():
+    # KubeFed ReplicaScheduler.GetSchedulingResult: no clusters -> {"*": {weight: 1}}.
+    assert plan({"totalReplicas": 4}, ["a", "b"], key="ns/x") == ({"a": 2, "b": 2}, {})
 
 
-def test_min_replicas_first_then_weights():
-    preference = pref({"totalReplicas": 10, "clusters": {"a": {"weight": 1, "minReplicas": 6}, "b": {"weight": 1}}})
-    plan = plan_replicas(preference, ["a", "b"])
-    assert plan["a"] >= 6 and sum(plan.values()) == 10
+def test_clusters_without_preference_get_zero_replicas():
+    # KubeFed Planner.Plan: an available cluster without its own or a "*" preference is planned with 0.
+    assert plan({"totalReplicas": 5, "clusters": {"a": {"weight": 1}}}, ["a", "b"], key="") == ({"a": 5, "b": 0}, {})
 
 
-def test_max_replicas_caps_and_the_rest_goes_elsewhere():
-    preference = pref({"totalReplicas": 10, "clusters": {"a": {"weight": 9, "maxReplicas": 2}, "b": {"weight": 1}}})
-    assert plan_replicas(preference, ["a", "b"]) == {"a": 2, "b": 8}
-
-
-def test_when_bounds_forbid_the_total_the_most_that_fits_is_planned():
-    preference = pref({"totalReplicas": 10, "clusters": {"*": {"weight": 1, "maxReplicas": 3}}})
-    assert plan_replicas(preference, ["a", "b"]) == {"a": 3, "b": 3}
-    assert max_schedulable(preference, ["a", "b"]) == 6
-
-
-def test_zero_weight_without_min_gets_zero():
-    preference = pref({"totalReplicas": 4, "clusters": {"a": {"weight": 0}, "b": {"weight": 1}}})
-    assert plan_replicas(preference, ["a", "b"]) == {"a": 0, "b": 4}
-
-
-def test_without_rebalance_existing_replicas_stay():
-    preference = pref({"totalReplicas": 6, "rebalance": False, "clusters": {"*": {"weight": 1}}})
-    assert plan_replicas(preference, ["a", "b", "c"], current={"a": 6}) == {"a": 6, "b": 0, "c": 0}
-    rebalanced = pref({"totalReplicas": 6, "rebalance": True, "clusters": {"*": {"weight": 1}}})
-    assert plan_replicas(rebalanced, ["a", "b", "c"], current={"a": 6}) == {"a": 2, "b": 2, "c": 2}
-
-
-def test_without_rebalance_new_replicas_follow_the_plan():
-    preference = pref({"totalReplicas": 8, "clusters": {"*": {"weight": 1}}})
-    plan = plan_replicas(preference, ["a", "b"], current={"a": 2})
-    assert plan["a"] >= 2 and sum(plan.values()) == 8
+def test_scheduled_replicas_add_overflow_as_kubefed_does():
+    replicas, overflow = plan({"totalReplicas": 50, "rebalance": True, "clusters": {"*": {"weight": 1}}},
+                              ["A", "B", "C"], key="", capacity={"C": 10})
+    assert scheduled_replicas(replicas, overflow) == {"A": 20, "B": 20, "C": 17}
 
 
 @pytest.mark.parametrize(
@@ -87,66 +74,120 @@ def test_without_rebalance_new_replicas_follow_the_plan():
 def test_invalid_preferences_are_named(raw, message):
     with pytest.raises(SchedulingError, match=message):
         normalize_preference(raw)
+    with pytest.raises(SchedulingError, match=message):
+        plan(raw, ["a"], key="")
 
 
 def test_empty_means_no_scheduling():
     assert normalize_preference(None) is None and normalize_preference({}) is None
+    with pytest.raises(SchedulingError, match="needs totalReplicas"):
+        plan({}, ["a"], key="")
 
 
-names = st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), min_size=1, max_size=6, unique=True)
+# --- properties -----------------------------------------------------------------------------------
+
+NAMES = ["a", "b", "c", "d", "e", "f"]
 cluster_pref = st.fixed_dictionaries(
     {"weight": st.integers(0, 10), "minReplicas": st.integers(0, 5)},
-    optional={"maxReplicas": st.integers(5, 40)},
-)
-preferences = st.builds(
+    optional={"maxReplicas": st.integers(0, 40)},
+).filter(lambda p: p.get("maxReplicas") is None or p["maxReplicas"] >= p.get("minReplicas", 0))
+specs = st.builds(
     lambda total, clusters, wildcard, rebalance: {
         "totalReplicas": total,
         "rebalance": rebalance,
         "clusters": {**clusters, **({"*": wildcard} if wildcard else {})},
     },
-    st.integers(0, 200),
-    st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), cluster_pref, max_size=4),
+    st.one_of(st.just(0), st.integers(0, 200)),
+    st.dictionaries(st.sampled_from(NAMES[:4]), cluster_pref, max_size=4),
     st.one_of(st.none(), cluster_pref),
     st.booleans(),
 )
-currents = st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e", "f"]), st.integers(0, 50), max_size=6)
+available_names = st.lists(st.sampled_from(NAMES), min_size=0, max_size=6, unique=True)
+counts = st.dictionaries(st.sampled_from(NAMES), st.integers(0, 60), max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
-@given(preferences, names, currents)
-def test_plan_properties(raw, available, current):
-    preference = pref(raw)
-    plan = plan_replicas(preference, available, key="ns/x", current=current)
-    again = plan_replicas(preference, list(reversed(available)), key="ns/x", current=dict(current))
-    assert plan == again, "deterministic regardless of input order"
-    total = sum(plan.values())
-    assert total <= raw["totalReplicas"]
-    for name, replicas in plan.items():
-        p = preference.clusters.get(name) or preference.clusters["*"]
-        assert replicas >= 0
-        if p.max_replicas is not None:
-            assert replicas <= p.max_replicas, "maxReplicas respected"
-    # When the bounds allow the total and somebody can take replicas, all of them are placed.
-    capacity = max_schedulable(preference, available)
-    has_weight = any((preference.clusters.get(n) or preference.clusters.get("*")).weight > 0 for n in plan)
-    if plan and has_weight and (capacity is None or capacity >= raw["totalReplicas"]):
-        assert total == raw["totalReplicas"]
-    # Minimums are met first whenever the total covers them.
-    mins = sum(min(preference.clusters.get(n, preference.clusters.get("*")).min_replicas,
-                   preference.clusters.get(n, preference.clusters.get("*")).max_replicas or 10**9) for n in plan)
-    if raw["rebalance"] and mins <= raw["totalReplicas"]:
-        for name, replicas in plan.items():
-            p = preference.clusters.get(name) or preference.clusters["*"]
-            assert replicas >= min(p.min_replicas, p.max_replicas or 10**9)
+def pref_of(spec, name):
+    clusters = spec["clusters"] or {"*": {"weight": 1}}
+    return clusters.get(name, clusters.get("*"))
+
+
+def room(spec, available, capacity):
+    """The most replicas bounds and capacity let the rounds place (None: unbounded)."""
+    total, unbounded = 0, False
+    for name in available:
+        p = pref_of(spec, name)
+        if p is None:
+            continue
+        limit = p.get("maxReplicas")
+        if name in capacity:
+            limit = capacity[name] if limit is None else min(limit, capacity[name])
+        if p.get("weight", 0) == 0:
+            limit = p.get("minReplicas", 0) if limit is None else min(p.get("minReplicas", 0), limit)
+        if limit is None:
+            unbounded = True
+        else:
+            total += limit
+    return None if unbounded else total
+
+
+@settings(max_examples=400, deadline=None)
+@given(specs, available_names, counts, counts)
+def test_plan_properties(spec, available, current, capacity):
+    replicas, overflow = plan(spec, available, key="ns/x", current=current, capacity=capacity)
+    assert (replicas, overflow) == plan(spec, list(reversed(available)), key="ns/x", current=dict(current),
+                                        capacity=dict(capacity)), "deterministic, whatever the clusters' order"
+    assert set(replicas) == set(available), "every available cluster is in the plan, 0 without a preference"
+    assert sum(replicas.values()) <= spec["totalReplicas"]
+    for name, count in replicas.items():
+        p = pref_of(spec, name)
+        assert count >= 0
+        if p is None:
+            assert count == 0
+            continue
+        if name in capacity:
+            assert count <= capacity[name], "capacity respected"
+        if p.get("maxReplicas") is not None:
+            assert count <= max(p["maxReplicas"], p.get("minReplicas", 0)), "maxReplicas respected"
+    assert all(value > 0 for value in overflow.values()) and set(overflow) <= set(capacity)
+    limit = room(spec, available, capacity)
+    weighted = any((pref_of(spec, n) or {}).get("weight", 0) > 0 for n in available)
+    if weighted and (limit is None or limit >= spec["totalReplicas"]):
+        assert sum(replicas.values()) == spec["totalReplicas"], "everything placed when capacity allows"
+
+
+@settings(max_examples=400, deadline=None)
+@given(specs, available_names, counts, counts)
+def test_minimums_come_first(spec, available, current, capacity):
+    replicas, _ = plan(spec, available, key="ns/x", current=current, capacity=capacity)
+    wanted = {n: min(pref_of(spec, n).get("minReplicas", 0), capacity.get(n, 10**9)) for n in available if pref_of(spec, n)}
+    if sum(wanted.values()) <= spec["totalReplicas"]:
+        for name, minimum in wanted.items():
+            assert replicas[name] >= minimum, "minReplicas respected when the total covers them"
+
+
+@settings(max_examples=400, deadline=None)
+@given(specs, available_names, counts, counts)
+def test_rebalance_false_never_moves_a_running_replica_unless_forced(spec, available, current, capacity):
+    spec = {**spec, "rebalance": False}
+    replicas, _ = plan(spec, available, key="ns/x", current=current, capacity=capacity)
+    preferred = [n for n in available if pref_of(spec, n) is not None]
+    keepable, needed = {}, 0
+    for name in preferred:
+        p = pref_of(spec, name)
+        running = current.get(name, 0)
+        keepable[name] = min(running, p.get("maxReplicas", running), capacity.get(name, running))
+        needed += max(min(p.get("minReplicas", 0), capacity.get(name, 10**9)), keepable[name])
+    if needed <= spec["totalReplicas"]:  # neither maxReplicas, capacity nor the total forces a move
+        for name, count in keepable.items():
+            assert replicas[name] >= count, f"{name} keeps its {count} running replicas"
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 500), st.lists(st.integers(1, 10), min_size=1, max_size=6))
 def test_unbounded_weighted_plans_place_everything_roughly_by_weight(total, weights):
     clusters = {f"c{i}": {"weight": w} for i, w in enumerate(weights)}
-    plan = plan_replicas(pref({"totalReplicas": total, "rebalance": True, "clusters": clusters}), list(clusters))
-    assert sum(plan.values()) == total
+    replicas, overflow = plan({"totalReplicas": total, "rebalance": True, "clusters": clusters}, list(clusters), key="k")
+    assert sum(replicas.values()) == total and overflow == {}
     weight_sum = sum(weights)
     for i, w in enumerate(weights):
-        # rounding up in one round can move at most one replica per cluster off the exact share
-        assert abs(plan[f"c{i}"] - total * w / weight_sum) <= len(weights)
+        assert abs(replicas[f"c{i}"] - total * w / weight_sum) <= len(weights)

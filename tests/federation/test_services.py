@@ -158,9 +158,17 @@ def test_reapplying_the_same_file_changes_nothing(clusters):
     assert outcomes[0].action == "unchanged" and Revision.objects.count() == 1
 
 
-@pytest.mark.parametrize("filename, kind", [("federatedjob.yaml", "Job"), ("federatedingress.yaml", "Ingress"),
-                                            ("federatedclusterrole.yaml", "ClusterRole"),
-                                            ("federatedclusterrolebinding.yaml", "ClusterRoleBinding")])
+def test_kubefeds_ten_default_types_are_enabled():
+    # KubeFed's Helm chart (charts/kubefed/templates/federatedtypeconfig.yaml) enables ten types; its Ingress is
+    # extensions/v1beta1, gone since Kubernetes 1.22, so FedPortal's is networking.k8s.io/v1.
+    enabled = {(t.group, t.kind) for t in FederatedType.objects.all() if t.propagation_enabled}
+    assert {("", "Namespace"), ("apps", "Deployment"), ("", "Service"), ("", "ConfigMap"), ("", "Secret"),
+            ("", "ServiceAccount"), ("rbac.authorization.k8s.io", "ClusterRole"), ("networking.k8s.io", "Ingress"),
+            ("batch", "Job"), ("apps", "ReplicaSet")} <= enabled
+    assert FederatedType.objects.get(kind="ClusterRole").namespaced is False
+
+
+@pytest.mark.parametrize("filename, kind", [("federatedclusterrolebinding.yaml", "ClusterRoleBinding")])
 def test_types_not_enabled_are_refused_with_a_hint(clusters, filename, kind):
     with pytest.raises(services.FederationError, match=rf"Federated type {kind} is not enabled.*fedctl enable"):
         services.apply_kubefed_file((EXAMPLES / filename).read_text(), cluster_map=CLUSTER_MAP)
@@ -168,6 +176,7 @@ def test_types_not_enabled_are_refused_with_a_hint(clusters, filename, kind):
 
 
 def test_enabling_a_type_lets_its_example_import(clusters, admin_user):
+    FederatedType.objects.filter(kind="Job").delete()
     services.enable_type(kind="Job", group="batch", version="v1", actor=admin_user)
     services.apply_kubefed_file((EXAMPLES / "federatedjob.yaml").read_text(), cluster_map=CLUSTER_MAP)
     assert FederatedResource.objects.get().type.plural == "jobs"

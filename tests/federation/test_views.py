@@ -218,6 +218,7 @@ def test_rollback_and_revision_diff(client, operator, resource):
 
 def test_type_admin_can_enable_a_type_and_bad_input_is_an_error(client, admin_user):
     client.force_login(admin_user)
+    FederatedType.objects.filter(kind="Job").delete()  # enabled by default since 0005_sched_kubefed_default_types
     ok = client.post(reverse("federation:type_create"), {"group": "batch", "version": "v1", "kind": "Job", "plural": "jobs",
                                                         "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
     assert ok.status_code == 302 and FederatedType.objects.filter(kind="Job").exists()
@@ -270,3 +271,22 @@ def test_resync_of_a_never_propagated_resource_is_refused(client, operator, reso
     response = client.post(reverse("federation:resource_resync", args=[resource.pk, clusters[0].pk]), follow=True)
     assert "never propagated" in response.content.decode()
     assert not resource.runs.exists()
+
+
+def test_resource_page_has_a_scheduling_panel_that_explains_the_plan(client, viewer, clusters):
+    federate_namespace("shop", [c.name for c in clusters])
+    resource = web_deployment(scheduling={"totalReplicas": 10, "rebalance": True,
+                                          "clusters": {clusters[0].name: {"weight": 1, "maxReplicas": 3}, "*": {"weight": 1}}})
+    client.force_login(viewer)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert 'id="scheduling"' in page and "<h2>Scheduling</h2>" in page
+    assert f'<tr data-plan-cluster="{clusters[0].name}"><td>{clusters[0].name}</td><td>1</td><td>0</td><td>3</td>' in page
+    assert "capped at maxReplicas 3" in page
+
+
+def test_resource_page_says_why_nothing_is_placed(client, viewer, clusters):
+    resource = web_deployment(namespace="lonely", placement={"clusters": [clusters[0].name]})
+    client.force_login(viewer)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert "Namespace lonely is not federated (no FederatedNamespace lonely)" in page
+    assert "Placed on: no cluster" in page

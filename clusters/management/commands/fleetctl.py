@@ -5,6 +5,7 @@ fleet simulator through its admin endpoint.
   fleetctl down CLUSTER [--mode refused|503]      fleetctl up CLUSTER
   fleetctl latency CLUSTER MS                      fleetctl errors CLUSTER SHARE
   fleetctl version CLUSTER v1.30.2                 fleetctl rollout CLUSTER SECONDS
+  fleetctl capacity CLUSTER PODS|none             # schedulable pods; Deployments beyond it stay unready
   fleetctl kubelets CLUSTER v1.30.2 [--node NAME ...]   # a node upgrade (default: every node)
   fleetctl edit CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME --patch '{"spec":{"replicas":5}}'
   fleetctl get CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME
@@ -17,6 +18,7 @@ The state file defaults to $FLEET_STATE, else the first existing of var/demo/kub
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import ssl
@@ -28,6 +30,18 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from clusters.simulator.kubeconfig import state_path_for
+
+
+def pods_or_none(text: str) -> int | None:
+    if text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of pods or 'none'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("capacity cannot be negative")
+    return value
 
 
 def admin_call(admin_url: str, token: str, method: str, path: str, body: dict | None = None,
@@ -81,6 +95,9 @@ class Command(BaseCommand):
         rollout = sub.add_parser("rollout")
         rollout.add_argument("cluster")
         rollout.add_argument("seconds", type=float)
+        capacity = sub.add_parser("capacity", help="Schedulable pods of a cluster (none: no limit).")
+        capacity.add_argument("cluster")
+        capacity.add_argument("pods", type=pods_or_none)
         for name in ("edit", "get", "delete"):
             p = sub.add_parser(name)
             p.add_argument("cluster")
@@ -142,6 +159,8 @@ class Command(BaseCommand):
             result = call("POST", f"/clusters/{cluster}/kubelets", body)
         elif action == "rollout":
             result = call("POST", f"/clusters/{cluster}/rollout", {"seconds": opts["seconds"]})
+        elif action == "capacity":
+            result = call("POST", f"/clusters/{cluster}/capacity", {"pods": opts["pods"]})
         elif action == "edit":
             try:
                 patch = json.loads(opts["patch"])

@@ -1,6 +1,7 @@
 """fedctl: KubeFed-style command line for federated resources.
 
     fedctl apply -f FILE [--cluster-map cluster1=east,cluster2=west] [--dry-run]
+    fedctl plan NS/NAME [--kind KIND] [-o json]     where it goes, with how many replicas, and why
     fedctl get [-o table|json|yaml]
     fedctl propagate NS/NAME --as ADMIN [--reason TEXT] [--kind KIND] [--wait] [--timeout SECONDS]
         the audited emergency path: propagates without approval, flagged in the change-request list
@@ -60,6 +61,11 @@ class Command(BaseCommand):
         status.add_argument("target")
         status.add_argument("--kind", default="")
         status.add_argument("-o", "--output", choices=["json", "yaml"], default="yaml")
+        plan = sub.add_parser("plan", help="Where the resource goes and why: per cluster weight, min, max, current, "
+                                           "capacity, planned replicas, overflow and the reason.")
+        plan.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
+        plan.add_argument("--kind", default="")
+        plan.add_argument("-o", "--output", choices=["table", "json"], default="table")
         # Change requests: the same verbs as `manage.py changes`, which does the work.
         submit = sub.add_parser("submit", help="Draft and submit a change request for the current revision.")
         submit.add_argument("target")
@@ -191,6 +197,36 @@ class Command(BaseCommand):
             ],
         }
         self.stdout.write(json.dumps(data, indent=2) if output == "json" else yaml.safe_dump(data, sort_keys=False))
+
+    def do_plan(self, *, target, kind, output, **_):
+        from federation import schedule
+
+        resource = self._resource(target, kind)
+        revision = resource.current_revision
+        if revision is None:
+            raise CommandError(f"{target} has no revision to plan.")
+        data = schedule.decision_as_dict(resource, revision, schedule.decide_for(resource, revision))
+        if output == "json":
+            self.stdout.write(json.dumps(data, indent=2))
+            return
+        self.stdout.write(f"{resource.type.kind} {resource.qualified_name}, revision {revision.number}: "
+                          + (f"placed on {', '.join(data['targets'])}" if data["targets"] else "placed on no cluster"))
+        for line in (data["notPlaced"], data["note"]):
+            if line:
+                self.stdout.write(line)
+        for name, why in sorted(data["excluded"].items()):
+            self.stdout.write(f"  not placed on {name}: {why}")
+        if not data["clusters"]:
+            if not revision.scheduling:
+                self.stdout.write("No replica scheduling preference: every cluster gets the template's replicas.")
+            return
+        header = ("CLUSTER", "WEIGHT", "MIN", "MAX", "CURRENT", "CAPACITY", "PLANNED", "OVERFLOW", "REPLICAS", "REASON")
+        keys = ("cluster", "weight", "minReplicas", "maxReplicas", "current", "capacity", "planned", "overflow",
+                "replicas", "reason")
+        table = [header] + [tuple("-" if row[k] is None else str(row[k]) for k in keys) for row in data["clusters"]]
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
     def do_enable(self, *, kind, group, type_version, plural, cluster_scoped, **_):
         from django.core.exceptions import ValidationError
