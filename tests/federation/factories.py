@@ -42,7 +42,7 @@ def ensure_seeded_types() -> None:
     """Transactional tests flush the rows the seed migration made; put them back."""
     from django.apps import apps
 
-    for migration in ("0002_seed_types", "0005_sched_kubefed_default_types"):
+    for migration in ("0002_seed_types", "0006_sched_kubefed_default_types"):
         importlib.import_module(f"federation.migrations.{migration}").seed(apps, None)
 
 

@@ -218,7 +218,7 @@ def test_rollback_and_revision_diff(client, operator, resource):
 
 def test_type_admin_can_enable_a_type_and_bad_input_is_an_error(client, admin_user):
     client.force_login(admin_user)
-    FederatedType.objects.filter(kind="Job").delete()  # enabled by default since 0005_sched_kubefed_default_types
+    FederatedType.objects.filter(kind="Job").delete()  # enabled by default since 0006_sched_kubefed_default_types
     ok = client.post(reverse("federation:type_create"), {"group": "batch", "version": "v1", "kind": "Job", "plural": "jobs",
                                                         "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
     assert ok.status_code == 302 and FederatedType.objects.filter(kind="Job").exists()
