@@ -81,6 +81,7 @@ def _probe(cluster: Cluster) -> ProbeOutcome:
     reachable, ready, error = False, False, ""
     version: kube.VersionInfo | None = None
     nodes: list[kube.NodeInfo] | None = None
+    served: list[str] = []
     started = time.monotonic()
     try:
         conn = connection_for(cluster)
@@ -91,6 +92,7 @@ def _probe(cluster: Cluster) -> ProbeOutcome:
         else:
             version = kube.get_version(conn, timeout=timeout)
             nodes = kube.list_nodes(conn, timeout=timeout)
+            served = sorted(set(kube.get_discovery(conn, timeout=timeout)))
             ready = True
     except kube.KubeError as exc:
         error = exc.message
@@ -102,7 +104,8 @@ def _probe(cluster: Cluster) -> ProbeOutcome:
         error = f"Probe failed: {type(exc).__name__}"
         reachable = False
     logger.info("probe %s reachable=%s ready=%s in %.2fs", cluster.name, reachable, ready, time.monotonic() - started)
-    return _record_probe(cluster.pk, reachable=reachable, ready=ready, error=error, version=version, nodes=nodes)
+    return _record_probe(cluster.pk, reachable=reachable, ready=ready, error=error, version=version, nodes=nodes,
+                         served=served)
 
 
 def _next_state(current: str, *, reachable: bool, ready: bool, failures: int, successes: int) -> str:
@@ -115,7 +118,7 @@ def _next_state(current: str, *, reachable: bool, ready: bool, failures: int, su
     return ClusterState.NOT_READY
 
 
-def _record_probe(cluster_id, *, reachable, ready, error, version, nodes) -> ProbeOutcome:
+def _record_probe(cluster_id, *, reachable, ready, error, version, nodes, served=()) -> ProbeOutcome:
     now = timezone.now()
     with transaction.atomic():
         cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
@@ -151,6 +154,7 @@ def _record_probe(cluster_id, *, reachable, ready, error, version, nodes) -> Pro
                 node_count=len(nodes),
                 region=regions.most_common(1)[0][0] if regions else "",
                 zones=sorted({node.zone for node in nodes if node.zone}),
+                served_apis=list(served),
                 inventory_at=now,
             )
             if (version.git_version, version.platform, kubelets) != (

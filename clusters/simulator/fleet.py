@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from clusters.served_apis import parse_runtime_config
+
 _VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:[-+][0-9A-Za-z.-]+)?$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DOWN_MODES = ("refused", "503")
@@ -48,6 +50,7 @@ class ClusterSpec:
     nodes: list[NodeSpec] = field(default_factory=list)
     faults: Faults = field(default_factory=Faults)
     rollout_seconds: float = 1.0
+    runtime_config: dict = field(default_factory=dict)  # kube-apiserver --runtime-config: {key: enabled}
 
 
 @dataclass
@@ -123,12 +126,17 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         raise FleetSpecError(f"{name}: labels must be a mapping")
     labels = {str(k): str(v) for k, v in labels.items()}
     nodes = _parse_nodes(name, version, raw.get("nodes", defaults.get("nodes")), labels)
+    try:
+        runtime_config = parse_runtime_config(raw.get("runtimeConfig", defaults.get("runtimeConfig")))
+    except ValueError as exc:
+        raise FleetSpecError(f"{name}: {exc}") from exc
     return ClusterSpec(
         name=name, version=version, role=role, labels=labels,
         token=str(raw.get("token") or secrets.token_hex(16)),
         readonly_token=str(raw.get("readonlyToken") or secrets.token_hex(16)),
         nodes=nodes, faults=parse_faults(raw.get("faults")),
         rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
+        runtime_config=runtime_config,
     )
 
 

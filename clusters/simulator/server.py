@@ -160,7 +160,8 @@ class ClusterHandler:
         if head == "version" and len(parts) == 1:
             return _json(version_info(cluster.git_version))
         if head == "openapi" and parts[1:2] == ["v3"]:
-            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources())
+            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources(),
+                                   cluster.api_config)
             if doc is None:
                 raise ApiError(404, "the server could not find the requested resource")
             if request.method != "GET":
@@ -168,7 +169,8 @@ class ClusterHandler:
             return _json(doc)
         if head not in ("api", "apis"):
             raise ApiError(404, "the server could not find the requested resource")
-        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources())
+        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources(),
+                                                  cluster.api_config)
                if len(parts) <= (2 if head == "api" else 3) else None)
         if doc is not None:
             if request.method != "GET":

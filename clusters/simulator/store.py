@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from datetime import datetime, timezone
 
-from clusters import schemas
+from clusters import schemas, served_apis
 
 from . import custom, rollout
 from .errors import ApiError
@@ -45,6 +45,7 @@ class ClusterState:
         self.faults: Faults = spec.faults
         self.requests: dict[str, int] = {}  # HTTP method -> requests served (the admin endpoint shows them)
         self.rollout_seconds = spec.rollout_seconds
+        self.api_config = served_apis.config_key(spec.runtime_config)  # what --runtime-config switches on/off
         self.rv = 0
         self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         self.rollouts: dict[tuple[str, str], float] = {}
@@ -86,6 +87,8 @@ class ClusterState:
     # -- resources ------------------------------------------------------------------------
     def find_resource(self, api_version: str, kind_or_plural: str) -> schemas.ApiResource | None:
         res = schemas.find_resource(self.minor, api_version, kind_or_plural)
+        if res is not None and not served_apis.is_served(res, self.minor, self.api_config):
+            res = None  # in the schemas, but not served by this apiserver (alpha, a newer beta)
         if res is None and self.custom:
             group, version = schemas.split_api_version(api_version)
             res = self.custom.get((group, version, kind_or_plural))

@@ -1,0 +1,133 @@
+"""The simulator where FedPortal's verdicts and clients depend on kube-apiserver's exact behaviour
+(issue 18). Each test names the apiserver code or convention it reproduces (Kubernetes, Apache-2.0)."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.fleet_fixtures import start_fleet
+
+PARITY_FLEET = {
+    "defaults": {"rolloutSeconds": 0.3},
+    "clusters": [
+        {"name": "plain", "role": "host", "version": "v1.32.2", "token": "plain-rw", "readonlyToken": "plain-ro"},
+        {"name": "beta", "version": "v1.32.2", "token": "beta-rw", "readonlyToken": "beta-ro",
+         "runtimeConfig": {"storage.k8s.io/v1beta1": True}},
+        {"name": "old", "version": "v1.29.4", "token": "old-rw"},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def pfleet(tmp_path_factory):
+    running = start_fleet(PARITY_FLEET, workdir=tmp_path_factory.mktemp("parity-fleet"))
+    yield running
+    running.stop()
+
+
+def call(fleet, cluster: str, method: str, path: str, body=None, *, token: str | None = None,
+         ctype: str = "application/json", query: str = "") -> tuple[int, bytes, dict]:
+    """(status, raw body, headers) of one request; no client library in between."""
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    url = fleet.url(cluster) + path + (f"?{query}" if query else "")
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {token or fleet.token(cluster)}")
+    if data is not None:
+        req.add_header("Content-Type", ctype)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers)
+
+
+def get_json(fleet, cluster: str, path: str, **kw) -> dict:
+    status, raw, _ = call(fleet, cluster, "GET", path, **kw)
+    assert status == 200, raw
+    return json.loads(raw)
+
+
+# --- 1. discovery serves what a default apiserver serves -----------------------------------------
+
+def served_group_versions(fleet, cluster: str) -> set[str]:
+    core = get_json(fleet, cluster, "/api")["versions"]
+    groups = get_json(fleet, cluster, "/apis")["groups"]
+    return set(core) | {v["groupVersion"] for g in groups for v in g["versions"]}
+
+
+def test_discovery_serves_only_what_a_default_apiserver_serves(pfleet):
+    """kube-apiserver's DefaultAPIResourceConfigSource (pkg/controlplane/instance.go): GA
+    group-versions on, alpha off, betas off since KEP-3136 unless listed in
+    legacyBetaEnabledByDefaultResources (empty from 1.32; flowcontrol v1beta3 in 1.29-1.31)."""
+    served = served_group_versions(pfleet, "plain")
+    assert len(served) == 21
+    assert not [gv for gv in served if "alpha" in gv or "beta" in gv]
+    assert "storage.k8s.io/v1beta1" not in served and "resource.k8s.io/v1beta1" not in served
+    status, _, _ = call(pfleet, "plain", "GET", "/apis/storage.k8s.io/v1beta1/volumeattributesclasses")
+    assert status == 404
+    index = get_json(pfleet, "plain", "/openapi/v3")["paths"]
+    assert "apis/storage.k8s.io/v1beta1" not in index and "apis/storage.k8s.io/v1" in index
+    old = served_group_versions(pfleet, "old")
+    assert "flowcontrol.apiserver.k8s.io/v1beta3" in old  # a legacy beta, still on in 1.29
+    assert "admissionregistration.k8s.io/v1beta1" not in old  # a post-KEP-3136 beta: off
+
+
+def test_runtime_config_switches_an_api_on_for_one_cluster(pfleet):
+    """--runtime-config=storage.k8s.io/v1beta1=true serves that group-version (discovery, OpenAPI,
+    the REST paths) on that cluster only."""
+    assert served_group_versions(pfleet, "beta") == served_group_versions(pfleet, "plain") | {"storage.k8s.io/v1beta1"}
+    assert "apis/storage.k8s.io/v1beta1" in get_json(pfleet, "beta", "/openapi/v3")["paths"]
+    vac = {"apiVersion": "storage.k8s.io/v1beta1", "kind": "VolumeAttributesClass",
+           "metadata": {"name": "fast"}, "driverName": "csi.example.com"}
+    status, raw, _ = call(pfleet, "beta", "POST", "/apis/storage.k8s.io/v1beta1/volumeattributesclasses", vac)
+    assert status == 201, raw
+    status, _, _ = call(pfleet, "plain", "POST", "/apis/storage.k8s.io/v1beta1/volumeattributesclasses", vac)
+    assert status == 404
+
+
+def test_runtime_config_in_the_fleet_file_is_checked():
+    from clusters.simulator.fleet import FleetSpecError, parse_fleet
+
+    spec = parse_fleet({"clusters": [{"name": "a", "version": "v1.30.0",
+                                      "runtimeConfig": "api/alpha=true,batch/v1=false"}]})
+    assert spec.clusters[0].runtime_config == {"api/alpha": True, "batch/v1": False}
+    for bad in ({"not a key!": True}, {"api/beta": "maybe"}, ["api/beta"]):
+        with pytest.raises(FleetSpecError):
+            parse_fleet({"clusters": [{"name": "a", "version": "v1.30.0", "runtimeConfig": bad}]})
+
+
+@pytest.mark.django_db
+def test_switching_an_api_on_for_one_cluster_changes_its_compat_verdict(pfleet):
+    """FedPortal reads each cluster's discovery with its inventory; the compatibility matrix and the
+    preflight accept an apiVersion only where the cluster serves it."""
+    from clusters.services import probe_cluster, register_cluster
+    from drift import selectors
+    from drift.preflight import compat_preview_check
+    from federation.models import FederatedType
+    from federation.services import create_resource
+
+    clusters = {}
+    for name in ("plain", "beta"):
+        clusters[name] = register_cluster(name=name, api_server=pfleet.url(name), role="host" if name == "plain" else "member",
+                                          labels={}, token=pfleet.token(name), insecure_skip_tls_verify=True, probe=False)
+        probe_cluster(clusters[name])
+        clusters[name].refresh_from_db()
+    assert "storage.k8s.io/v1beta1" in clusters["beta"].served_apis
+    assert "storage.k8s.io/v1beta1" not in clusters["plain"].served_apis
+    ftype, _ = FederatedType.objects.get_or_create(group="storage.k8s.io", kind="VolumeAttributesClass",
+                                                   defaults={"version": "v1beta1", "plural": "volumeattributesclasses",
+                                                             "scope": "Cluster"})
+    resource = create_resource(ftype, namespace="", name="fast", template={"driverName": "csi.example.com"},
+                               placement={"clusterSelector": {}})
+    cells = selectors.compat_row(resource, selectors.fleet_rows())
+    assert cells["beta"].status == "compatible"
+    assert cells["plain"].status == "incompatible"
+    assert cells["plain"].result.problems[0].code == "api_not_served"
+    manifest = cells["beta"].manifest
+    assert compat_preview_check(manifest, clusters["beta"]) == []
+    [warning] = compat_preview_check(manifest, clusters["plain"])
+    assert warning.startswith("Incompatible with plain (v1.32.2): storage.k8s.io/v1beta1 VolumeAttributesClass "
+                              "exists in v1.32 but is not enabled on this cluster")
