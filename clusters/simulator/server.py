@@ -72,7 +72,8 @@ def _json(body, status: int = 200, warnings: list[str] | None = None) -> web.Res
 
 
 def _error(err: ApiError) -> web.Response:
-    return _json(err.status(), err.code)
+    # the apiserver's JSON serializer ends an encoded object with a newline (encoding/json Encoder)
+    return _json(json.dumps(err.status(), separators=(",", ":")).encode() + b"\n", err.code)
 
 
 async def _read_body(request: web.Request):

@@ -131,3 +131,29 @@ def test_switching_an_api_on_for_one_cluster_changes_its_compat_verdict(pfleet):
     [warning] = compat_preview_check(manifest, clusters["plain"])
     assert warning.startswith("Incompatible with plain (v1.32.2): storage.k8s.io/v1beta1 VolumeAttributesClass "
                               "exists in v1.32 but is not enabled on this cluster")
+
+
+# --- 8. Status error bodies, byte for byte ---------------------------------------------------------
+
+def test_status_errors_have_the_apiservers_field_order_and_shape(pfleet):
+    """k8s.io/apimachinery metav1.Status: fields kind, apiVersion, metadata, status, message, reason,
+    details, code in that order; StatusDetails' group is omitempty (absent for the core group); the
+    apiserver's JSON serializer (encoding/json Encoder) ends the body with a newline."""
+    status, raw, _ = call(pfleet, "plain", "GET", "/api/v1/namespaces/default/configmaps/nope")
+    assert status == 404
+    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                   b'"message":"configmaps \\"nope\\" not found","reason":"NotFound",'
+                   b'"details":{"name":"nope","kind":"configmaps"},"code":404}\n')
+    status, raw, _ = call(pfleet, "plain", "GET", "/apis/apps/v1/namespaces/default/deployments/nope")
+    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                   b'"message":"deployments.apps \\"nope\\" not found","reason":"NotFound",'
+                   b'"details":{"name":"nope","group":"apps","kind":"deployments"},"code":404}\n')
+    status, raw, _ = call(pfleet, "plain", "GET", "/api/v1/namespaces", token="wrong")
+    assert (status, raw) == (401, b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                                  b'"message":"Unauthorized","reason":"Unauthorized","code":401}\n')
+    bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+    status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces/default/configmaps", bad)
+    assert status == 422
+    assert raw.endswith(b'"details":{"kind":"ConfigMap","causes":[{"reason":"FieldValueRequired",'
+                        b'"message":"Required value: name or generateName is required","field":"metadata.name"}]},'
+                        b'"code":422}\n')
