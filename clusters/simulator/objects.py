@@ -295,7 +295,9 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         if previous.get("acceptedNames") != (obj.get("spec") or {}).get("names"):
             previous = custom.crd_status(obj, now_text())
         obj["status"] = previous
-    if ctx.res.kind == "Deployment" and (old is None or meta.get("generation") != old["metadata"].get("generation")):
+    if ctx.res.kind == "Deployment" and not ctx.dry_run \
+            and (old is None or meta.get("generation") != old["metadata"].get("generation")):
+        # the deployment controller acts on what was stored; a dry run keeps the stored status
         rollout.start(obj, old, now_text())
         start_rollout = True
     else:

@@ -157,3 +157,49 @@ def test_status_errors_have_the_apiservers_field_order_and_shape(pfleet):
     assert raw.endswith(b'"details":{"kind":"ConfigMap","causes":[{"reason":"FieldValueRequired",'
                         b'"message":"Required value: name or generateName is required","field":"metadata.name"}]},'
                         b'"code":422}\n')
+
+
+# --- 3. dry run ----------------------------------------------------------------------------------
+
+def web_deployment(name: str, image: str = "nginx:1.25", replicas: int = 2) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "web", "image": image}]}}}}
+
+
+def wait_converged(fleet, cluster: str, name: str) -> dict:
+    from tests.utils import wait_for
+
+    path = f"/apis/apps/v1/namespaces/default/deployments/{name}"
+    wait_for(lambda: get_json(fleet, cluster, path).get("status", {}).get("updatedReplicas")
+             == get_json(fleet, cluster, path)["spec"]["replicas"], timeout=10, message="roll-out")
+    return get_json(fleet, cluster, path)
+
+
+def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
+    """dryRun=All (what `kubectl diff` sends): the registry runs its strategy (the generation is
+    bumped, the status is reset to the stored one: PrepareForUpdate) but nothing is stored and no
+    controller sees it, so observedGeneration, replicas and the ReplicaSet named in the conditions
+    stay as stored (apiserver/pkg/registry/rest/dryrun, pkg/registry/apps/deployment/strategy.go)."""
+    path = "/apis/apps/v1/namespaces/default/deployments/dry"
+    status, raw, _ = call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
+                          web_deployment("dry"))
+    assert status == 201, raw
+    stored = wait_converged(pfleet, "plain", "dry")
+    changed = web_deployment("dry", image="nginx:1.27", replicas=3)
+    status, raw, _ = call(pfleet, "plain", "PATCH", path, changed, ctype="application/apply-patch+yaml",
+                          query="dryRun=All&fieldManager=kubectl&force=true")
+    assert status == 200, raw
+    answer = json.loads(raw)
+    assert answer["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert answer["spec"]["replicas"] == 3
+    assert answer["metadata"]["generation"] == stored["metadata"]["generation"] + 1
+    assert answer["status"] == stored["status"]
+    assert answer["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    assert get_json(pfleet, "plain", path) == stored  # nothing persisted
+    status, raw, _ = call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
+                          web_deployment("dry-new"), query="dryRun=All")
+    assert status == 201
+    assert json.loads(raw).get("status", {}) == {}
+    assert call(pfleet, "plain", "GET", "/apis/apps/v1/namespaces/default/deployments/dry-new")[0] == 404
