@@ -51,13 +51,18 @@ class ClusterState:
         self.rollouts: dict[tuple[str, str], float] = {}
         self.custom: dict[tuple[str, str, str], schemas.ApiResource] = {}  # from stored CRDs
         self.custom_status: set[tuple[str, str, str]] = set()  # custom kinds with a status subresource
-        # the change feed, kept from a cluster's first watch on (a fleet nobody watches pays nothing):
-        # recent events (rv, (group, plural), type, object bytes) and each watch's queue
-        self.history: deque | None = None
-        self.history_start = 0  # a watch from an older resourceVersion gets 410 Gone
+        # the change feed, as an apiserver's watch cache keeps it from its start: the last WATCH_HISTORY
+        # events (rv, (group, plural), type, object bytes, previous bytes; the bytes are shared with
+        # the stored objects) and each watch's queue. A list followed by a watch from the list's
+        # resourceVersion resumes within this window; only an older one is 410 Expired.
+        self.history: deque | None = deque(maxlen=WATCH_HISTORY)
+        self.history_start = 0
         self.watchers: dict[tuple[str, str], set[asyncio.Queue]] = {}
         self.set_version(spec.version)
         self._seed()
+        # the watch cache starts after the cluster's bootstrap objects, as a real one starts from a list
+        self.history.clear()
+        self.history_start = self.rv
 
     # -- version ---------------------------------------------------------------------------
     def set_version(self, git_version: str) -> None:

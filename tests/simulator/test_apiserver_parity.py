@@ -203,3 +203,27 @@ def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
     assert status == 201
     assert json.loads(raw).get("status", {}) == {}
     assert call(pfleet, "plain", "GET", "/apis/apps/v1/namespaces/default/deployments/dry-new")[0] == 404
+
+
+# --- 5. list, then watch from the list's resourceVersion -----------------------------------------
+
+def watch_events(fleet, cluster: str, path: str, rv: str) -> list[dict]:
+    status, raw, _ = call(fleet, cluster, "GET", path, query=f"watch=1&resourceVersion={rv}&timeoutSeconds=1")
+    assert status == 200, raw
+    return [json.loads(line) for line in raw.splitlines() if line.strip()]
+
+
+def test_a_watch_from_a_lists_resource_version_resumes_on_a_fresh_cluster(pfleet):
+    """The apiserver's watch cache serves any resourceVersion inside its window (it starts with the
+    apiserver), and answers 410 Expired only for an older one (apiserver/pkg/storage/cacher
+    watch_cache.go, "too old resource version")."""
+    path = "/api/v1/namespaces/default/configmaps"
+    listed = get_json(pfleet, "old", path)["metadata"]["resourceVersion"]
+    assert call(pfleet, "old", "POST", path, {"metadata": {"name": "after-list"}})[0] == 201
+    events = watch_events(pfleet, "old", path, listed)  # the cluster's first watch
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "after-list")]
+    for i in range(505):  # more than the window holds
+        assert call(pfleet, "old", "POST", path, {"metadata": {"name": f"fill-{i}"}})[0] == 201
+    [expired] = watch_events(pfleet, "old", path, listed)
+    assert expired["type"] == "ERROR"
+    assert (expired["object"]["reason"], expired["object"]["code"]) == ("Expired", 410)

@@ -7,7 +7,7 @@ import time
 from kubernetes import client
 
 from clusters.simulator.fleet import parse_fleet
-from clusters.simulator.store import ClusterState
+from clusters.simulator.store import WATCH_HISTORY, ClusterState
 from tests.simulator.conftest import deployment
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -93,12 +93,17 @@ def test_deleting_a_namespace_announces_its_objects_deleted(api):
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "inside"), ("DELETED", "inside")]
 
 
-def test_a_cluster_nobody_watches_keeps_no_history():
+def test_a_cluster_keeps_a_bounded_history():
+    """Kept from the start, as a watch cache (a list then a watch must resume), but bounded: the
+    1,000-cluster fleet's memory does not grow with writes."""
     spec = parse_fleet({"clusters": [{"name": "quiet", "version": "v1.29.2"}]}).clusters[0]
     cluster = ClusterState(spec)
     res = cluster.find_resource("v1", "ConfigMap")
-    cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}})
-    assert cluster.history is None  # the 1,000-cluster fleet's memory does not grow with writes
+    for i in range(WATCH_HISTORY + 20):
+        cluster.rv += 1
+        cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"x{i}", "namespace": "default"}})
+    assert len(cluster.history) == WATCH_HISTORY
+    assert cluster.events_since(res, 3) is None and cluster.events_since(res, cluster.rv - 5) is not None
 
 
 def test_a_cascade_gives_each_deletion_its_own_version_so_a_resumed_watch_misses_none(api):
