@@ -298,7 +298,10 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     if ctx.res.kind == "Deployment" and not ctx.dry_run \
             and (old is None or meta.get("generation") != old["metadata"].get("generation")):
         # the deployment controller acts on what was stored; a dry run keeps the stored status
-        rollout.start(obj, old, now_text())
+        if rollout.same_template(obj, old):
+            rollout.rescale(obj, old, now_text())
+        else:
+            rollout.start(obj, old, now_text())
         start_rollout = True
     else:
         start_rollout = False

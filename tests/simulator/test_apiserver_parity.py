@@ -172,8 +172,12 @@ def wait_converged(fleet, cluster: str, name: str) -> dict:
     from tests.utils import wait_for
 
     path = f"/apis/apps/v1/namespaces/default/deployments/{name}"
-    wait_for(lambda: get_json(fleet, cluster, path).get("status", {}).get("updatedReplicas")
-             == get_json(fleet, cluster, path)["spec"]["replicas"], timeout=10, message="roll-out")
+    def done() -> bool:
+        obj = get_json(fleet, cluster, path)
+        status = obj.get("status", {})
+        return status.get("updatedReplicas") == status.get("readyReplicas") == obj["spec"]["replicas"]
+
+    wait_for(done, timeout=10, message="roll-out")
     return get_json(fleet, cluster, path)
 
 
@@ -227,3 +231,27 @@ def test_a_watch_from_a_lists_resource_version_resumes_on_a_fresh_cluster(pfleet
     [expired] = watch_events(pfleet, "old", path, listed)
     assert expired["type"] == "ERROR"
     assert (expired["object"]["reason"], expired["object"]["code"]) == ("Expired", 410)
+
+
+# --- 6. the scale subresource resizes the current ReplicaSet -------------------------------------
+
+def test_scaling_does_not_roll_out_a_new_replica_set(pfleet):
+    """pkg/controller/deployment: a change of replicas alone is a scaling event (sync.go
+    isScalingEvent): the current ReplicaSet is resized, so UP-TO-DATE is the new count at once and
+    the Progressing condition still names the same ReplicaSet."""
+    path = "/apis/apps/v1/namespaces/default/deployments/scaled"
+    assert call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
+                web_deployment("scaled"))[0] == 201
+    before = wait_converged(pfleet, "plain", "scaled")
+    status, raw, _ = call(pfleet, "plain", "PATCH", path + "/scale", {"spec": {"replicas": 4}},
+                          ctype="application/merge-patch+json")
+    assert status == 200, raw
+    now = get_json(pfleet, "plain", path)
+    assert now["status"]["observedGeneration"] == before["metadata"]["generation"] + 1
+    assert now["status"]["updatedReplicas"] == 4 and now["status"]["replicas"] == 4
+    assert now["status"]["readyReplicas"] == 2
+    progressing = [c for c in now["status"]["conditions"] if c["type"] == "Progressing"]
+    assert progressing == [c for c in before["status"]["conditions"] if c["type"] == "Progressing"]
+    assert progressing[0]["reason"] == "NewReplicaSetAvailable"
+    after = wait_converged(pfleet, "plain", "scaled")
+    assert after["status"]["readyReplicas"] == 4 and after["status"]["availableReplicas"] == 4
