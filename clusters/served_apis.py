@@ -65,7 +65,7 @@ def parse_runtime_config(raw) -> dict[str, bool]:
     elif isinstance(raw, dict):
         pairs = list(raw.items())
     else:
-        raise ValueError("runtimeConfig must be a mapping such as {api/beta: true, batch/v1: false}")
+        raise ValueError("runtimeConfig must be a mapping such as {api/beta: true, batch/v1: false}")  # noqa: TRY004
     out: dict[str, bool] = {}
     for key, value in pairs:
         key = str(key).strip()
@@ -75,7 +75,7 @@ def parse_runtime_config(raw) -> dict[str, bool]:
         if isinstance(value, str) and value.lower() in ("true", "false"):
             value = value.lower() == "true"
         if not isinstance(value, bool):
-            raise ValueError(f"runtimeConfig: {key} must be true or false, not {value!r}")
+            raise ValueError(f"runtimeConfig: {key} must be true or false, not {value!r}")  # noqa: TRY004
         out["v1" if key == "api/v1" else key] = value
     return out
 

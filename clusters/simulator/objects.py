@@ -3,7 +3,6 @@ defaults), metadata (uid, resourceVersion, generation), managedFields, roll-out 
 from __future__ import annotations
 
 import copy
-import hashlib
 import uuid
 from dataclasses import dataclass, field
 
@@ -11,7 +10,7 @@ import jsonpatch
 
 from clusters import schemas
 
-from . import custom, merge, rollout
+from . import custom, defaults, merge, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
 from .store import ClusterState, now_text
 
@@ -162,16 +161,15 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
             _default_pod_spec(template["spec"])
     elif kind == "Pod" and isinstance(spec, dict):
         _default_pod_spec(spec)
+    elif kind == "Job" and isinstance(spec, dict):
+        defaults.default_job(spec)
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+            _default_pod_spec(template["spec"])
     elif kind == "Service" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
-        if spec["type"] != "ExternalName":
-            digest = hashlib.sha256(f"{ctx.cluster.name}/{obj['metadata'].get('namespace')}/{obj['metadata']['name']}".encode()).digest()
-            spec.setdefault("clusterIP", f"10.96.{digest[0]}.{digest[1] or 1}")
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-            spec.setdefault("ipFamilies", ["IPv4"])
-            spec.setdefault("ipFamilyPolicy", "SingleStack")
-            spec.setdefault("internalTrafficPolicy", "Cluster")
         for port in spec.get("ports") or []:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
@@ -190,13 +188,6 @@ def _has_status(ctx: Ctx) -> bool:
         return (ctx.res.group, ctx.res.version, ctx.res.plural) in ctx.cluster.custom_status
     node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
     return "status" in (node.get("properties") or {})
-
-
-def _has_spec(ctx: Ctx) -> bool:
-    if ctx.custom:
-        return True
-    node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
-    return "spec" in (node.get("properties") or {})
 
 
 def _body_without_meta(obj: dict) -> dict:
@@ -264,12 +255,17 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     if old is None:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_text()
-        if _has_spec(ctx):
+        if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
         if _has_status(ctx) and ctx.res.kind != "Namespace":
             obj.pop("status", None)
+            status = defaults.initial_status(ctx.res.kind, obj)
+            if status is not None:
+                obj["status"] = status
+        if ctx.res.kind == "Job" and ctx.res.group == "batch":
+            defaults.job_selector(obj, ctx.minor)
     else:
         old_meta = old["metadata"]
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):  # a patch or an apply naming another object
@@ -279,17 +275,23 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         for key in ("uid", "creationTimestamp"):
             if key in old_meta:
                 meta[key] = old_meta[key]
-        if _has_spec(ctx):
+        if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             generation = old_meta.get("generation", 1)
             if _body_without_meta(obj) != _body_without_meta(old):
                 generation += 1
             meta["generation"] = generation
+        else:
+            meta.pop("generation", None)
         if _has_status(ctx) and ctx.res.kind != "Namespace":
             if "status" in old:
                 obj["status"] = old["status"]
             else:
                 obj.pop("status", None)
     meta.pop("selfLink", None)
+    if ctx.res.kind == "Service" and not ctx.res.group:
+        others = [o for o in ctx.cluster.items(ctx.res, None)
+                  if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) != (ctx.namespace, meta["name"])]
+        defaults.allocate_service(obj, old, others)
     if ctx.res.kind == "CustomResourceDefinition" and ctx.res.group == custom.CRD_GROUP:
         previous = (old or {}).get("status") or {}
         if previous.get("acceptedNames") != (obj.get("spec") or {}).get("names"):
@@ -316,6 +318,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         ctx.cluster.schedule_rollout(obj, ctx.res)
     if ctx.res.kind == "CustomResourceDefinition":
         ctx.cluster.refresh_custom()
+    if ctx.res.kind == "Namespace" and old is None:
+        ctx.cluster.add_namespace_companions(meta["name"])
     return obj
 
 

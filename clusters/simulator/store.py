@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from clusters import schemas, served_apis
 
-from . import custom, rollout
+from . import custom, defaults, rollout
 from .errors import ApiError
 from .fleet import ClusterSpec, Faults, FleetSpecError, parse_version
 
@@ -252,6 +252,14 @@ class ClusterState:
         return obj
 
     # -- seed ------------------------------------------------------------------------------
+    def add_namespace_companions(self, namespace: str) -> None:
+        """What controllers put in every new namespace: the `default` ServiceAccount and the
+        `kube-root-ca.crt` ConfigMap (see defaults.namespace_companions)."""
+        for kind, obj in defaults.namespace_companions(namespace, now_text()):
+            res = schemas.find_resource(self.minor, "v1", kind)
+            obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self.next_rv())
+            self.save(res, obj)
+
     def _seed(self) -> None:
         ns_res = schemas.find_resource(self.minor, "v1", "Namespace")
         node_res = schemas.find_resource(self.minor, "v1", "Node")
@@ -264,6 +272,7 @@ class ClusterState:
                              "labels": {"kubernetes.io/metadata.name": ns}},
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
             })
+            self.add_namespace_companions(ns)
         for node in self.spec.nodes:
             self.save(node_res, {
                 "apiVersion": "v1", "kind": "Node",

@@ -255,3 +255,127 @@ def test_scaling_does_not_roll_out_a_new_replica_set(pfleet):
     assert progressing[0]["reason"] == "NewReplicaSetAvailable"
     after = wait_converged(pfleet, "plain", "scaled")
     assert after["status"]["readyReplicas"] == 4 and after["status"]["availableReplicas"] == 4
+
+
+# --- 4. defaults on create -----------------------------------------------------------------------
+
+def create(fleet, cluster: str, path: str, body: dict, **kw) -> tuple[int, dict]:
+    status, raw, _ = call(fleet, cluster, "POST", path, body, **kw)
+    return status, json.loads(raw)
+
+
+def test_a_pod_is_created_pending_with_its_qos_class(pfleet):
+    """pkg/registry/core/pod/strategy.go PrepareForCreate: status = {phase: Pending, qosClass};
+    no generation before 1.33 (the pod strategy sets none)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"containers": [{"name": "c", "image": "busybox"}]}, "status": {"phase": "Running"}}
+    status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/pods", pod)
+    assert status == 201
+    assert obj["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+    assert "generation" not in obj["metadata"]  # 1.32: pods carry none
+
+
+def test_service_defaults_and_allocations(pfleet):
+    """SetDefaults_Service and the allocators: clusterIP from the service range, nodePorts in
+    30000-32767 for NodePort/LoadBalancer, externalTrafficPolicy Cluster for those, internal
+    policy, IP families, allocateLoadBalancerNodePorts, status.loadBalancer {}; no generation."""
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+           "spec": {"type": "LoadBalancer", "selector": {"app": "x"},
+                    "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}}
+    status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/services", svc)
+    assert status == 201, obj
+    spec = obj["spec"]
+    import ipaddress
+    assert ipaddress.ip_address(spec["clusterIP"]) in ipaddress.ip_network("10.96.0.0/12")
+    assert spec["clusterIPs"] == [spec["clusterIP"]]
+    ports = [p["nodePort"] for p in spec["ports"]]
+    assert all(30000 <= p <= 32767 for p in ports) and len(set(ports)) == 2
+    assert (spec["externalTrafficPolicy"], spec["internalTrafficPolicy"]) == ("Cluster", "Cluster")
+    assert (spec["ipFamilies"], spec["ipFamilyPolicy"]) == (["IPv4"], "SingleStack")
+    assert spec["allocateLoadBalancerNodePorts"] is True and spec["sessionAffinity"] == "None"
+    assert obj["status"] == {"loadBalancer": {}}
+    assert "generation" not in obj["metadata"]
+    plain = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain"}, "spec": {"ports": [{"port": 80}]}}
+    status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/services", plain)
+    assert "externalTrafficPolicy" not in obj["spec"] and "nodePort" not in obj["spec"]["ports"][0]
+    # a node port another Service holds: the apiserver's 422
+    taken = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "taken"},
+             "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": ports[0]}]}}
+    status, err = create(pfleet, "plain", "/api/v1/namespaces/default/services", taken)
+    assert status == 422
+    assert err["message"] == (f'Service "taken" is invalid: spec.ports[0].nodePort: Invalid value: {ports[0]}: '
+                              "provided port is already allocated")
+    outside = {**taken, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 8080}]}}
+    status, err = create(pfleet, "plain", "/api/v1/namespaces/default/services", outside)
+    assert status == 422 and err["message"].endswith(
+        "Invalid value: 8080: provided port is not in the valid range. The range of valid ports is 30000-32767")
+    # an update leaving the allocated values out keeps them (patchAllocatedValues)
+    path = "/api/v1/namespaces/default/services/lb"
+    current = get_json(pfleet, "plain", path)
+    current["spec"].pop("clusterIP"), current["spec"].pop("clusterIPs")
+    for port in current["spec"]["ports"]:
+        port.pop("nodePort")
+    status, raw, _ = call(pfleet, "plain", "PUT", path, current)
+    assert status == 200, raw
+    kept = json.loads(raw)["spec"]
+    assert kept["clusterIP"] == spec["clusterIP"] and [p["nodePort"] for p in kept["ports"]] == ports
+
+
+def test_job_defaults_and_selector(pfleet):
+    """SetDefaults_Job (backoffLimit 6, completions and parallelism 1, completionMode NonIndexed,
+    suspend false) and the Job strategy's generated selector on the Job's uid."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    status, obj = create(pfleet, "plain", "/apis/batch/v1/namespaces/default/jobs", job)
+    assert status == 201, obj
+    spec, uid = obj["spec"], obj["metadata"]["uid"]
+    assert (spec["backoffLimit"], spec["completions"], spec["parallelism"]) == (6, 1, 1)
+    assert (spec["completionMode"], spec["suspend"]) == ("NonIndexed", False)
+    assert spec["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert spec["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "j"
+    assert obj["metadata"]["generation"] == 1
+
+
+def test_every_namespace_has_a_default_service_account_and_the_root_ca(pfleet):
+    """The service account controller and the root CA publisher (kube-controller-manager) put a
+    `default` ServiceAccount and a `kube-root-ca.crt` ConfigMap in every namespace; ConfigMaps and
+    Namespaces carry no generation."""
+    for ns in ("default", "kube-system"):
+        assert get_json(pfleet, "plain", f"/api/v1/namespaces/{ns}/serviceaccounts/default")["metadata"]["name"] == "default"
+    status, made = create(pfleet, "plain", "/api/v1/namespaces", {"metadata": {"name": "fresh"}})
+    assert status == 201 and "generation" not in made["metadata"]
+    names = [i["metadata"]["name"] for i in get_json(pfleet, "plain", "/api/v1/namespaces/fresh/configmaps")["items"]]
+    assert names == ["kube-root-ca.crt"]
+    root = get_json(pfleet, "plain", "/api/v1/namespaces/fresh/configmaps/kube-root-ca.crt")
+    assert "ca.crt" in root["data"] and "generation" not in root["metadata"]
+    assert get_json(pfleet, "plain", "/api/v1/namespaces/fresh/serviceaccounts/default")["metadata"]["uid"]
+
+
+@pytest.mark.django_db
+def test_fedportal_retains_the_allocated_cluster_ip_and_node_ports(pfleet):
+    """KubeFed's retained fields (pkg/controller/sync/dispatch/retain.go): a Service's clusterIP and
+    nodePorts are the cluster's; a later propagation keeps the values the cluster allocated instead
+    of asking for new ones (a different node port would be refused, a changed clusterIP too)."""
+    from federation import propagation, services
+    from federation.models import PropagatedVersion
+    from tests.federation.factories import drain, federate_namespace, ftype, register_fleet
+
+    register_fleet(pfleet, ["beta"])
+    drain(propagation.propagate_revision(federate_namespace("retain", ["beta"])))
+    template = {"spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"name": "http", "port": 80}]}}
+    resource = services.create_resource(ftype("Service"), namespace="retain", name="web", template=template,
+                                        placement={"clusters": ["beta"]})
+    drain(propagation.propagate_revision(resource))
+    first = pfleet.get_object("beta", "v1", "Service", "retain", "web")
+    allocated_ip, allocated_port = first["spec"]["clusterIP"], first["spec"]["ports"][0]["nodePort"]
+    assert allocated_ip.startswith("10.") and 30000 <= allocated_port <= 32767
+    changed = {"spec": {**template["spec"], "ports": [{"name": "http", "port": 80}, {"name": "metrics", "port": 9090}]}}
+    services.update_resource(resource, template=changed, placement={"clusters": ["beta"]})
+    resource.refresh_from_db()
+    drain(propagation.propagate_revision(resource))
+    row = PropagatedVersion.objects.get(resource=resource, cluster__name="beta")
+    assert row.status == "OK", row.status
+    after = pfleet.get_object("beta", "v1", "Service", "retain", "web")
+    assert after["spec"]["clusterIP"] == allocated_ip
+    ports = {p["name"]: p["nodePort"] for p in after["spec"]["ports"]}
+    assert ports["http"] == allocated_port and 30000 <= ports["metrics"] <= 32767 and ports["metrics"] != allocated_port

@@ -90,7 +90,9 @@ def test_deleting_a_namespace_announces_its_objects_deleted(api):
     core.create_namespaced_config_map("doomed", {"metadata": {"name": "inside"}})
     later(0.3, lambda: core.delete_namespace("doomed"))
     events = stream(c, "/api/v1/namespaces/doomed/configmaps", timeoutSeconds="1")
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "inside"), ("DELETED", "inside")]
+    # the namespace's root CA ConfigMap (a real cluster's too) comes and goes with it
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "inside"), ("ADDED", "kube-root-ca.crt"), ("DELETED", "kube-root-ca.crt"), ("DELETED", "inside")]
 
 
 def test_a_cluster_keeps_a_bounded_history():
@@ -118,7 +120,7 @@ def test_a_cascade_gives_each_deletion_its_own_version_so_a_resumed_watch_misses
     core.delete_namespace("cascade")
     deleted = stream(c, path, resourceVersion=listed, timeoutSeconds="0")
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in deleted]
-    assert [e["type"] for e in deleted] == ["DELETED"] * 3 and len(set(versions)) == 3
+    assert [e["type"] for e in deleted] == ["DELETED"] * 4 and len(set(versions)) == 4  # a, b, c, kube-root-ca.crt
     rest = stream(c, path, resourceVersion=str(versions[0]), timeoutSeconds="0")
     assert [e["object"]["metadata"]["name"] for e in rest] == [e["object"]["metadata"]["name"] for e in deleted[1:]]
 
