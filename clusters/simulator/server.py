@@ -207,15 +207,30 @@ class ClusterHandler:
                                 f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
                                 f'"{res.plural}" in API group "{res.group}"{where}',
                            details={"name": name or "", "group": res.group, "kind": res.plural})
-        if sub == "status" and request.method != "GET":
-            raise ApiError(405, "the fleet simulator does not write status subresources")
         ctx = objects.Ctx(cluster, res, namespace, name)
         deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
         if deprecated:
             ctx.warnings.append(deprecated)
         if sub == "scale":
             return await self.serve_scale(request, ctx)
+        if sub == "status" and request.method != "GET":
+            return await self.serve_status(request, ctx)
         return await self.serve(request, ctx)
+
+    async def serve_status(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        """PUT or PATCH .../<name>/status: the status alone, under its own managedFields entry."""
+        if request.method not in ("PUT", "PATCH"):
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        patch_type = None
+        if request.method == "PATCH":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type in (None, "apply"):
+                raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
+                                    f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
+        body = await _read_body(request)
+        ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        ctx.dry_run = request.query.get("dryRun") == "All"
+        return _json(objects.write_status(ctx, patch_type, body), 200, ctx.warnings)
 
     async def serve_scale(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         """GET, PUT or PATCH .../<name>/scale: the parent's replicas as an autoscaling/v1 Scale."""
@@ -242,6 +257,7 @@ class ClusterHandler:
             raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
         ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
         ctx.dry_run = request.query.get("dryRun") == "All"
+        ctx.subresource = "scale"  # its own managedFields entry, as the apiserver records it
         updated = objects.patch(ctx, "merge", {"spec": {"replicas": replicas}})
         return _json(scale.scale_of(ctx.res.kind, updated), 200, ctx.warnings)
 

@@ -379,3 +379,107 @@ def test_fedportal_retains_the_allocated_cluster_ip_and_node_ports(pfleet):
     assert after["spec"]["clusterIP"] == allocated_ip
     ports = {p["name"]: p["nodePort"] for p in after["spec"]["ports"]}
     assert ports["http"] == allocated_port and 30000 <= ports["metrics"] <= 32767 and ports["metrics"] != allocated_port
+
+
+# --- 2. server-side apply field ownership ---------------------------------------------------------
+
+CM = "/api/v1/namespaces/default/configmaps"
+
+
+def apply(fleet, cluster: str, path: str, body: dict, manager: str, force: bool = False):
+    query = f"fieldManager={manager}" + ("&force=true" if force else "")
+    status, raw, _ = call(fleet, cluster, "PATCH", path, body, ctype="application/apply-patch+yaml", query=query)
+    return status, json.loads(raw)
+
+
+def entries(obj: dict) -> list[tuple]:
+    return sorted((e["manager"], e["operation"], e.get("subresource", ""), json.dumps(e["fieldsV1"], sort_keys=True))
+                  for e in obj["metadata"].get("managedFields") or [])
+
+
+def test_an_apply_conflicts_with_the_same_managers_update(pfleet):
+    """structured-merge-diff managers are identified by (manager, operation, subresource)
+    (apiserver fieldmanager BuildManagerIdentifier): a field "mgr" set with an Update conflicts
+    with an Apply by "mgr" that changes it; printManager names it `"mgr" using v1`."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned", "namespace": "default"},
+          "data": {"a": "1"}}
+    assert apply(pfleet, "plain", f"{CM}/owned", cm, "mgr")[0] == 201
+    status, raw, _ = call(pfleet, "plain", "PATCH", f"{CM}/owned", {"data": {"x": "1"}},
+                          ctype="application/merge-patch+json", query="fieldManager=mgr")
+    assert status == 200, raw
+    assert entries(json.loads(raw)) == [("mgr", "Apply", "", '{"f:data": {"f:a": {}}}'),
+                                        ("mgr", "Update", "", '{"f:data": {"f:x": {}}}')]
+    status, err = apply(pfleet, "plain", f"{CM}/owned", {**cm, "data": {"a": "1", "x": "2"}}, "mgr")
+    assert status == 409
+    assert err["message"] == 'Apply failed with 1 conflict: conflict with "mgr" using v1: .data.x'
+    # leaving the Update's field out of the apply keeps it: the Apply never owned it
+    status, obj = apply(pfleet, "plain", f"{CM}/owned", cm, "mgr")
+    assert status == 200 and obj["data"] == {"a": "1", "x": "1"}
+
+
+def test_scale_then_server_side_apply_conflicts_on_replicas(pfleet):
+    """A scale subresource write is recorded under its own entry (subresource "scale",
+    apiVersion of the parent), so an apply that would revert replicas conflicts instead of
+    silently undoing `kubectl scale`."""
+    path = "/apis/apps/v1/namespaces/default/deployments/ssa-scaled"
+    status, _ = apply(pfleet, "plain", path, web_deployment("ssa-scaled"), "deployer")
+    assert status == 201
+    status, raw, _ = call(pfleet, "plain", "PATCH", path + "/scale", {"spec": {"replicas": 5}},
+                          ctype="application/merge-patch+json", query="fieldManager=kubectl-scale")
+    assert status == 200, raw
+    live = get_json(pfleet, "plain", path)
+    scale_entry = [e for e in live["metadata"]["managedFields"] if e["manager"] == "kubectl-scale"]
+    assert [(e["operation"], e["subresource"], e["apiVersion"], e["fieldsV1"]) for e in scale_entry] == [
+        ("Update", "scale", "apps/v1", {"f:spec": {"f:replicas": {}}})]
+    status, err = apply(pfleet, "plain", path, web_deployment("ssa-scaled"), "deployer")
+    assert status == 409
+    assert err["message"] == ('Apply failed with 1 conflict: conflict with "kubectl-scale" with subresource '
+                              '"scale" using apps/v1: .spec.replicas')
+    assert get_json(pfleet, "plain", path)["spec"]["replicas"] == 5
+
+
+def test_a_status_write_gets_its_own_entry(pfleet):
+    """PUT/PATCH .../status changes the status alone and is recorded with subresource "status"."""
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "st"}, "spec": {"ports": [{"port": 80}]}}
+    assert create(pfleet, "plain", "/api/v1/namespaces/default/services", svc)[0] == 201
+    path = "/api/v1/namespaces/default/services/st/status"
+    body = {"spec": {"ports": [{"port": 81}]}, "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}}
+    status, raw, _ = call(pfleet, "plain", "PATCH", path, body, ctype="application/merge-patch+json",
+                          query="fieldManager=lb-controller")
+    assert status == 200, raw
+    obj = json.loads(raw)
+    assert obj["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.7"}]
+    assert obj["spec"]["ports"][0]["port"] == 80  # the status strategy keeps the spec
+    [entry] = [e for e in obj["metadata"]["managedFields"] if e["manager"] == "lb-controller"]
+    assert (entry["operation"], entry["subresource"]) == ("Update", "status")
+    assert entry["fieldsV1"] == {"f:status": {"f:loadBalancer": {"f:ingress": {}}}}
+
+
+def test_client_written_managed_fields(pfleet):
+    """The fieldmanager uses managedFields a client sends when they differ from the stored ones
+    (kubectl's csaupgrade moves kubectl-client-side-apply's fields to its Apply entry this way);
+    [] is ignored and [{}] strips them all; an apply may not carry any."""
+    path = f"{CM}/migrated"
+    status, raw, _ = call(pfleet, "plain", "POST", CM, {"metadata": {"name": "migrated"}, "data": {"a": "1", "b": "2"}},
+                          query="fieldManager=kubectl-client-side-apply")
+    assert status == 201, raw
+    migrated = [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}}}}]
+    status, raw, _ = call(pfleet, "plain", "PATCH", path, [{"op": "replace", "path": "/metadata/managedFields",
+                                                            "value": migrated}],
+                          ctype="application/json-patch+json", query="fieldManager=kubectl")
+    assert status == 200, raw
+    assert entries(json.loads(raw)) == [("kubectl", "Apply", "", '{"f:data": {"f:a": {}, "f:b": {}}}')]
+    # kubectl now owns both as an applier: applying without b removes b
+    status, obj = apply(pfleet, "plain", path, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                 "metadata": {"name": "migrated"}, "data": {"a": "1"}}, "kubectl")
+    assert status == 200 and obj["data"] == {"a": "1"}
+    status, raw, _ = call(pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": []}},
+                          ctype="application/merge-patch+json")
+    assert entries(json.loads(raw)) == entries(obj)
+    status, raw, _ = call(pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": [{}]}},
+                          ctype="application/merge-patch+json")
+    assert status == 200 and "managedFields" not in json.loads(raw)["metadata"]
+    status, err = apply(pfleet, "plain", path, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                 "metadata": {"name": "migrated", "managedFields": migrated}}, "kubectl")
+    assert (status, err["message"]) == (400, "metadata.managedFields must be nil")
