@@ -11,7 +11,7 @@ import jsonpatch
 
 from clusters import schemas
 
-from . import custom, defaults, merge, rollout
+from . import custom, defaults, merge, reviews, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
 from .store import ClusterState, now_text
 
@@ -31,6 +31,7 @@ class Ctx:
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
     subresource: str = ""  # "status" or "scale" for a subresource write
+    can_write: bool = True  # the read-write token (False: the read-only one)
     operation: str = "Update"
 
     @property
@@ -408,9 +409,14 @@ def _prepare(ctx: Ctx, body, *, owned: bool = False) -> dict:
 
 def create(ctx: Ctx, body) -> dict:
     _guard_writable(ctx)
+    if ctx.res.verbs == ("create",):  # review kinds: answered, never stored, no name needed
+        if not isinstance(body, dict):
+            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                                f'{ctx.res.kind}: the body must be a JSON object')
+        obj = copy.deepcopy(body)
+        _check_type_meta(ctx, obj)
+        return reviews.answer(ctx.res.kind, obj, ctx.can_write)
     obj = _prepare(ctx, body)
-    if "create" in ctx.res.verbs and ctx.res.verbs == ("create",):
-        return obj  # review kinds: answered, never stored
     obj = _schema_step(ctx, obj)
     name = obj["metadata"]["name"]
     if ctx.cluster.load(ctx.res, ctx.namespace, name) is not None:

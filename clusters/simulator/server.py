@@ -19,7 +19,7 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects, openapi, scale, tables
+from . import discovery, objects, openapi, protobuf, reviews, scale, tables
 from .errors import ApiError, conflict, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
@@ -85,6 +85,8 @@ async def _read_body(request: web.Request):
     if not raw.strip():
         raise ApiError(400, "the body of the request was empty")
     ctype = request.content_type
+    if ctype == protobuf.CONTENT_TYPE:
+        return protobuf.decode_body(raw)
     try:
         if "yaml" in ctype:
             if raw.lstrip().startswith(b"{"):  # what clients send as an apply patch: JSON, parsed fast
@@ -198,7 +200,7 @@ class ClusterHandler:
             raise ApiError(404, "the server could not find the requested resource")
         if sub is not None and sub != "status" and not (sub == "scale" and res.kind in scale.SCALED_KINDS):
             raise ApiError(404, "the server could not find the requested resource")
-        if request.method in WRITE_METHODS and not can_write:
+        if request.method in WRITE_METHODS and not can_write and res.kind not in reviews.SELF_REVIEWS:
             verb = WRITE_METHODS[request.method]
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
             target = f'{res.plural}.{res.group}' if res.group else res.plural
@@ -207,7 +209,7 @@ class ClusterHandler:
                                 f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
                                 f'"{res.plural}" in API group "{res.group}"{where}',
                            details={"name": name or "", "group": res.group, "kind": res.plural})
-        ctx = objects.Ctx(cluster, res, namespace, name)
+        ctx = objects.Ctx(cluster, res, namespace, name, can_write=can_write)
         deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
         if deprecated:
             ctx.warnings.append(deprecated)

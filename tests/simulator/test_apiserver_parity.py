@@ -483,3 +483,45 @@ def test_client_written_managed_fields(pfleet):
     status, err = apply(pfleet, "plain", path, {"apiVersion": "v1", "kind": "ConfigMap",
                                                  "metadata": {"name": "migrated", "managedFields": migrated}}, "kubectl")
     assert (status, err["message"]) == (400, "metadata.managedFields must be nil")
+
+
+# --- 7. protobuf bodies, self reviews ----------------------------------------------------------
+
+def pb_field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (wire type 2); lengths here stay under 128."""
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def pb_envelope(api_version: str, kind: str, raw: bytes) -> bytes:
+    """runtime.Unknown behind the k8s\\x00 magic (apimachinery runtime/serializer/protobuf)."""
+    type_meta = pb_field(1, api_version.encode()) + pb_field(2, kind.encode())
+    return b"k8s\x00" + pb_field(1, type_meta) + pb_field(2, raw)
+
+
+def test_protobuf_bodies_are_decoded(pfleet):
+    """k8s.io/api core/v1 generated.proto: Namespace{metadata=1}, ObjectMeta{name=1, labels=11
+    (map entries key=1, value=2)}; authorization/v1 SelfSubjectAccessReview{spec=2
+    {resourceAttributes=1 {namespace=1, verb=2, resource=5}}}."""
+    meta = pb_field(1, b"raw-pb") + pb_field(11, pb_field(1, b"team") + pb_field(2, b"blue"))
+    body = pb_envelope("v1", "Namespace", pb_field(1, meta))
+    status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces", body,
+                          ctype="application/vnd.kubernetes.protobuf")
+    assert status == 201, raw
+    made = json.loads(raw)
+    assert made["metadata"]["name"] == "raw-pb" and made["metadata"]["labels"]["team"] == "blue"
+    attributes = pb_field(1, b"default") + pb_field(2, b"delete") + pb_field(5, b"pods")
+    review = pb_envelope("authorization.k8s.io/v1", "SelfSubjectAccessReview", pb_field(2, pb_field(1, attributes)))
+    answers = {}
+    for token in ("plain-rw", "plain-ro"):
+        status, raw, _ = call(pfleet, "plain", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                              review, ctype="application/vnd.kubernetes.protobuf", token=token)
+        assert status == 201, raw
+        answers[token] = json.loads(raw)
+    assert answers["plain-rw"]["status"]["allowed"] is True
+    assert answers["plain-ro"]["status"] == {"allowed": False}
+    assert answers["plain-ro"]["spec"]["resourceAttributes"] == {"namespace": "default", "verb": "delete",
+                                                                 "resource": "pods"}
+    status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces", b"not protobuf",
+                          ctype="application/vnd.kubernetes.protobuf")
+    assert status == 400
