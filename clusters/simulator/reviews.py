@@ -39,6 +39,10 @@ def answer(kind: str, obj: dict, can_write: bool) -> dict:
     if kind == "SelfSubjectAccessReview":
         obj.setdefault("spec", {})
         obj["status"] = access(obj["spec"], can_write)
+    elif kind == "SelfSubjectRulesReview":
+        verbs = ["*"] if can_write else list(READ_VERBS)
+        obj["status"] = {"resourceRules": [{"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]}],
+                         "nonResourceRules": [{"verbs": verbs, "nonResourceURLs": ["*"]}], "incomplete": False}
     elif kind == "SelfSubjectReview":
         obj["status"] = {"userInfo": user_info(can_write)}
     return obj
