@@ -149,8 +149,9 @@ def test_status_errors_have_the_apiservers_field_order_and_shape(pfleet):
                    b'"message":"deployments.apps \\"nope\\" not found","reason":"NotFound",'
                    b'"details":{"name":"nope","group":"apps","kind":"deployments"},"code":404}\n')
     status, raw, _ = call(pfleet, "plain", "GET", "/api/v1/namespaces", token="wrong")
-    assert (status, raw) == (401, b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                                  b'"message":"Unauthorized","reason":"Unauthorized","code":401}\n')
+    assert status == 401
+    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+                   b'"message":"Unauthorized","reason":"Unauthorized","code":401}\n')
     bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
     status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces/default/configmaps", bad)
     assert status == 422
@@ -358,7 +359,12 @@ def test_fedportal_retains_the_allocated_cluster_ip_and_node_ports(pfleet):
     of asking for new ones (a different node port would be refused, a changed clusterIP too)."""
     from federation import propagation, services
     from federation.models import PropagatedVersion
-    from tests.federation.factories import drain, federate_namespace, ftype, register_fleet
+    from tests.federation.factories import (
+        drain,
+        federate_namespace,
+        ftype,
+        register_fleet,
+    )
 
     register_fleet(pfleet, ["beta"])
     drain(propagation.propagate_revision(federate_namespace("retain", ["beta"])))
@@ -525,3 +531,12 @@ def test_protobuf_bodies_are_decoded(pfleet):
     status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces", b"not protobuf",
                           ctype="application/vnd.kubernetes.protobuf")
     assert status == 400
+
+
+def test_self_subject_rules_review_per_token(pfleet):
+    path = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+    body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}}
+    status, raw, _ = call(pfleet, "plain", "POST", path, body, token="plain-ro")
+    assert status == 201, raw
+    assert json.loads(raw)["status"]["resourceRules"] == [{"verbs": ["get", "list", "watch"], "apiGroups": ["*"],
+                                                          "resources": ["*"]}]

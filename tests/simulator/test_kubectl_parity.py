@@ -36,7 +36,7 @@ def kfleet(tmp_path_factory):
 
 
 def kubectl(fleet, *args, context="kc", check=True, timeout=60) -> subprocess.CompletedProcess:
-    proc = subprocess.run([KUBECTL, "--kubeconfig", str(fleet.kubeconfig_path), "--context", context, *args],
+    proc = subprocess.run([KUBECTL, "--kubeconfig", str(fleet.kubeconfig_path), "--context", context, *args], check=False,
                           capture_output=True, text=True, timeout=timeout)
     if check:
         assert proc.returncode == 0, proc.stderr
