@@ -73,6 +73,9 @@ class Cluster(models.Model):
     version_minor = models.PositiveSmallIntegerField(null=True, blank=True)
     platform = models.CharField(max_length=64, blank=True)
     kubelet_versions = models.JSONField(default=dict, blank=True, help_text="{node name: kubelet version}")
+    served_apis = models.JSONField(
+        default=list, blank=True,
+        help_text="Group-versions the cluster's discovery serves (read with the inventory; empty: not read yet).")
     node_count = models.PositiveIntegerField(default=0)
     inventory_at = models.DateTimeField(
         null=True, blank=True, editable=False,

@@ -101,6 +101,7 @@ class _Observation:
     error: str = ""
     version: kube.VersionInfo | None = None
     nodes: list | None = None
+    served: list | None = None  # group-versions from discovery, read with the nodes
 
 
 def inventory_due(cluster: Cluster, version: kube.VersionInfo, now: datetime) -> bool:
@@ -130,6 +131,7 @@ def _observe(cluster: Cluster) -> _Observation:
                     seen.error = f"Not ready: {health.detail}"
                     return seen
                 seen.nodes = kube.list_nodes(conn, timeout=timeout)
+                seen.served = sorted(set(kube.get_discovery(conn, timeout=timeout)))
         seen.version = version
         seen.ready = True
     except kube.KubeError as exc:
@@ -165,7 +167,7 @@ def _lease(ids: list[int], threads: int) -> set[int]:
 RECORDED_FIELDS = [
     "consecutive_successes", "consecutive_failures", "last_probe_at", "last_error", "state", "last_success_at",
     "state_changed_at", "server_version", "version_major", "version_minor", "platform", "kubelet_versions",
-    "node_count", "region", "zones", "inventory_at", "probe_lease_until",
+    "node_count", "region", "zones", "inventory_at", "probe_lease_until", "served_apis",
 ]
 
 
@@ -257,6 +259,7 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 cluster.kubelet_versions, cluster.node_count = kubelets, len(nodes)
                 cluster.region = regions.most_common(1)[0][0] if regions else ""
                 cluster.zones = sorted({node.zone for node in nodes if node.zone})
+                cluster.served_apis = seen.served or []
                 cluster.inventory_at = now
             changed = new_state != old_state
             if seen.ready and not changed and not sampled and not seen.error and cluster.consecutive_failures == 0 \
@@ -304,6 +307,7 @@ def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
         and cluster.kubelet_versions == {node.name: node.kubelet_version for node in nodes}
         and cluster.node_count == len(nodes) and cluster.zones == sorted({node.zone for node in nodes if node.zone})
         and cluster.region == (regions.most_common(1)[0][0] if regions else "")
+        and cluster.served_apis == (seen.served or [])
     )
 
 

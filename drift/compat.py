@@ -10,6 +10,10 @@ needs to act on a result:
 * **unsupported fields by path**: each field the target's schema does not declare, with the
   minimum newer version that accepts it, and an override that removes it for that cluster
   (``{"op": "remove", "path": <JSON pointer>}``, the form FederatedResource overrides take).
+* **served APIs**: an apiVersion is accepted only when the cluster serves it: the group-versions its
+  discovery advertised (``served``), or, before discovery was read, what a default apiserver of
+  that minor serves (``clusters.served_apis``: no alpha APIs, no betas that are off by default).
+  A kind in the schemas but not served is ``api_not_served``.
 * **unverifiable**: versions outside the schemas' range, unreadable versions, and kinds no
   schema knows (CRDs) are "unverifiable", never a crash.
 
@@ -28,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from threading import Lock
 
-from clusters import schemas
+from clusters import schemas, served_apis
 from drift.choices import CompatProblemCode, CompatStatus
 from clusters.versions import minor_of
 
@@ -115,7 +119,7 @@ def content_hash(manifest) -> str:
 
 # --- the cache ----------------------------------------------------------------------------------
 
-_cache: OrderedDict[tuple[str, int], CompatResult] = OrderedDict()
+_cache: OrderedDict[tuple, CompatResult] = OrderedDict()
 _cache_lock = Lock()
 cache_stats = {"hits": 0, "misses": 0}
 
@@ -126,15 +130,15 @@ def clear_cache() -> None:
         cache_stats.update(hits=0, misses=0)
 
 
-def _cached(digest: str, minor: int, manifest) -> CompatResult:
-    key = (digest, minor)
+def _cached(digest: str, minor: int, manifest, served: frozenset | None = None) -> CompatResult:
+    key = (digest, minor, served)
     with _cache_lock:
         result = _cache.get(key)
         if result is not None:
             _cache.move_to_end(key)
             cache_stats["hits"] += 1
             return result
-    result = _check_minor(manifest, minor)
+    result = _check_minor(manifest, minor, served)
     with _cache_lock:
         cache_stats["misses"] += 1
         _cache[key] = result
@@ -146,8 +150,18 @@ def _cached(digest: str, minor: int, manifest) -> CompatResult:
 # --- checks -------------------------------------------------------------------------------------
 
 
-def check_manifest(manifest, version, *, digest: str | None = None) -> CompatResult:
-    """Is ``manifest`` accepted by a cluster at ``version`` (gitVersion string or int minor)?"""
+def served_key(minor: int, served) -> frozenset | None:
+    """``served`` (group-versions from a cluster's discovery) as a cache key; None when it is unknown
+    (empty) or what a default apiserver of ``minor`` serves anyway."""
+    if not served:
+        return None
+    wanted = frozenset(str(gv) for gv in served)
+    return None if wanted == served_apis.served_group_versions(minor) else wanted
+
+
+def check_manifest(manifest, version, *, digest: str | None = None, served=None) -> CompatResult:
+    """Is ``manifest`` accepted by a cluster at ``version`` (gitVersion string or int minor) serving
+    the group-versions ``served`` (its discovery; None or empty: a default apiserver's)?"""
     minor = minor_of(version)
     if minor is None:
         return CompatResult(
@@ -167,12 +181,13 @@ def check_manifest(manifest, version, *, digest: str | None = None) -> CompatRes
                 ),
             ),
         )
+    key = served_key(minor, served)
     if digest is None:
         try:
             digest = content_hash(manifest)
         except (TypeError, ValueError):
-            return _check_minor(manifest, minor)
-    return _cached(digest, minor, manifest)
+            return _check_minor(manifest, minor, key)
+    return _cached(digest, minor, manifest, key)
 
 
 def _builtin_groups() -> frozenset[str]:
@@ -188,8 +203,13 @@ def _builtin_groups() -> frozenset[str]:
 _BUILTIN_GROUPS: frozenset[str] | None = None
 
 
-def _replacement(minor: int, group: str, kind: str) -> str | None:
-    candidates = [r for r in schemas.api_resources(minor) if r.kind == kind]
+def _served(minor: int, served: frozenset | None) -> frozenset:
+    return served if served is not None else served_apis.served_group_versions(minor)
+
+
+def _replacement(minor: int, group: str, kind: str, served: frozenset | None = None) -> str | None:
+    enabled = _served(minor, served)
+    candidates = [r for r in schemas.api_resources(minor) if r.kind == kind and r.group_version in enabled]
     if not candidates:
         return None
     candidates.sort(key=lambda r: (r.group != group, [-x for x in _version_priority(r.version)], r.group))
@@ -208,16 +228,22 @@ def _version_priority(version: str) -> tuple[int, int, int]:
     return (stability, int(match.group(1)), int(match.group(3) or 0))
 
 
-def _api_problem(manifest: dict, minor: int) -> CompatProblem | None | str:
+def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) -> CompatProblem | None | str:
     """A problem when the apiVersion/kind is not served at ``minor``; "unknown" for CRD-like kinds."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
         return None  # validate_manifest reports the missing field
-    if schemas.find_resource(minor, api_version, kind) is not None:
-        return None
     group, _ = schemas.split_api_version(api_version)
+    replacement = _replacement(minor, group, kind, served)
+    if schemas.find_resource(minor, api_version, kind) is not None:
+        if api_version in _served(minor, served):
+            return None
+        message = (f"{api_version} {kind} exists in {label(minor)} but is not enabled on this cluster "
+                   f"(alpha and most beta APIs are off unless the apiserver's --runtime-config turns them on).")
+        if replacement:
+            message += f" Use {replacement}."
+        return CompatProblem(CompatProblemCode.API_NOT_SERVED, "/apiVersion", message, replacement=replacement)
     present = [m for m in schemas.SUPPORTED_MINORS if schemas.find_resource(m, api_version, kind) is not None]
-    replacement = _replacement(minor, group, kind)
     older = [m for m in present if m < minor]
     newer = [m for m in present if m > minor]
     if older:
@@ -267,12 +293,12 @@ def _accepted_from(manifest: dict, minor: int, pointer: str, code: str) -> int |
     return None
 
 
-def _check_minor(manifest, minor: int) -> CompatResult:
+def _check_minor(manifest, minor: int, served: frozenset | None = None) -> CompatResult:
     if not isinstance(manifest, dict):
         return CompatResult(
             CompatStatus.INCOMPATIBLE, minor, (CompatProblem(CompatProblemCode.INVALID, "", "The manifest is not an object."),)
         )
-    api = _api_problem(manifest, minor)
+    api = _api_problem(manifest, minor, served)
     if api == "unknown":
         return CompatResult(
             CompatStatus.UNVERIFIABLE,

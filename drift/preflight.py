@@ -66,7 +66,7 @@ def compat_preview_check(manifest: dict, cluster) -> list[str] | None:
     """The preview's warnings for ``manifest`` on ``cluster``: what the compatibility matrix says of it
     (no database access: the preview runs this on its thread pool)."""
     version = cluster.server_version or ""
-    result = compat.check_manifest(manifest, version)
+    result = compat.check_manifest(manifest, version, served=getattr(cluster, "served_apis", None))
     if result.status == CompatStatus.INCOMPATIBLE:
         return [f"Incompatible with {cluster.name} ({version}): {_describe(result)}"]
     if result.status == CompatStatus.UNVERIFIABLE:

@@ -50,7 +50,7 @@ CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = "drift-1"
 GRID_MAX_CLUSTERS = 40  # the clickable HTML grid (works without JavaScript) up to this size
 
-_ROW_FIELDS = ("pk", "name", "role", "server_version", "kubelet_versions", "labels", "state", "isolated")
+_ROW_FIELDS = ("pk", "name", "role", "server_version", "kubelet_versions", "labels", "state", "isolated", "served_apis")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,7 @@ class ClusterRow:
     labels: dict
     state: str
     isolated: bool
+    served_apis: list = field(default_factory=list)  # group-versions from discovery ([]: not read yet)
 
     @property
     def is_host(self) -> bool:
@@ -96,7 +97,7 @@ def fleet_rows(*, labels=()) -> list[ClusterRow]:
 def inputs_hash(rows: list[ClusterRow], policy: SkewPolicy, *extra) -> str:
     payload = {
         "v": CACHE_VERSION,
-        "clusters": [[r.name, r.role, r.server_version, r.kubelet_versions] for r in rows],
+        "clusters": [[r.name, r.role, r.server_version, r.kubelet_versions, r.served_apis] for r in rows],
         "policy": policy.as_dict(),
         "extra": list(extra),
     }
@@ -382,7 +383,8 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
     ``revision`` defaults to the resource's current revision (a change request passes its proposal).
     The manifest is rendered as propagation renders it (template, identity, the cluster's
     overrides; replicas from scheduling do not change validity and are left out), then checked
-    against each target's version through drift.compat's (content hash, minor) cache.
+    against each target's version and served APIs through drift.compat's (content hash, minor,
+    served) cache.
     """
     revision = revision or resource.current_revision
     cells: dict[str, CompatCell] = {}
@@ -419,7 +421,7 @@ def compat_row(resource, rows: list[ClusterRow], *, revision=None) -> dict[str, 
             )
             cells[row.name] = CompatCell(resource.pk, row.name, True, result, None, True)
             continue
-        result = compat.check_manifest(manifest, row.server_version, digest=digest)
+        result = compat.check_manifest(manifest, row.server_version, digest=digest, served=row.served_apis)
         cells[row.name] = CompatCell(resource.pk, row.name, True, result, manifest, bool(ops))
     return cells
 

@@ -1,7 +1,8 @@
 """Discovery documents (/api, /api/v1, /apis, /apis/<g>, /apis/<g>/<v>) per Kubernetes minor.
 
-Built from clusters.schemas.api_resources(minor) and cached per minor, so 1,000 clusters on
-nine versions share nine copies, serialised once.
+Built from the resources a default apiserver of that minor serves (clusters.served_apis: GA and
+the legacy betas; alpha and newer betas only when a cluster's ``runtimeConfig`` switches them on)
+and cached per (minor, runtimeConfig), so 1,000 clusters on nine versions share nine copies.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import functools
 import json
 import re
 
-from clusters import schemas
+from clusters import schemas, served_apis
 
 from .scale import SCALED_KINDS
 
@@ -37,18 +38,18 @@ def version_priority(version: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def by_group_version(minor: int) -> dict[str, list[schemas.ApiResource]]:
-    """The built-in kinds served at ``minor``, by group-version."""
+def by_group_version(minor: int, config: tuple = ()) -> dict[str, list[schemas.ApiResource]]:
+    """The built-in kinds served at ``minor`` with runtime config ``config``, by group-version."""
     out: dict[str, list[schemas.ApiResource]] = {}
-    for res in schemas.api_resources(minor):
+    for res in served_apis.served_resources(minor, config):
         out.setdefault(res.group_version, []).append(res)
     return out
 
 
 @functools.lru_cache(maxsize=None)
-def _groups(minor: int) -> dict[str, list[str]]:
+def _groups(minor: int, config: tuple = ()) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
-    for gv in by_group_version(minor):
+    for gv in by_group_version(minor, config):
         group, version = schemas.split_api_version(gv)
         if group:
             groups.setdefault(group, []).append(version)
@@ -78,19 +79,19 @@ def _resource_doc(res: schemas.ApiResource) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=None)
-def document(minor: int, path: str) -> bytes | None:
+def document(minor: int, path: str, config: tuple = ()) -> bytes | None:
     """Serialised discovery document for a path like 'api', 'api/v1', 'apis/apps/v1'; None = 404."""
     if path == "api":
         return _dump({"kind": "APIVersions", "versions": ["v1"],
                       "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]})
     if path == "apis":
         return _dump({"kind": "APIGroupList", "apiVersion": "v1",
-                      "groups": [_group_doc(g, vs) for g, vs in _groups(minor).items()]})
+                      "groups": [_group_doc(g, vs) for g, vs in _groups(minor, config).items()]})
     parts = path.split("/")
     if parts[0] == "api" and len(parts) == 2:
         gv = parts[1]
     elif parts[0] == "apis" and len(parts) == 2:
-        versions = _groups(minor).get(parts[1])
+        versions = _groups(minor, config).get(parts[1])
         if not versions:
             return None
         return _dump({"kind": "APIGroup", "apiVersion": "v1", **_group_doc(parts[1], versions)})
@@ -98,22 +99,23 @@ def document(minor: int, path: str) -> bytes | None:
         gv = f"{parts[1]}/{parts[2]}"
     else:
         return None
-    resources = by_group_version(minor).get(gv)
+    resources = by_group_version(minor, config).get(gv)
     if not resources:
         return None
     return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
                   "resources": [d for res in resources for d in _resource_doc(res)]})
 
 
-def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]) -> bytes | None:
+def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource],
+                         config: tuple = ()) -> bytes | None:
     """Like document(), adding custom resources served from CRDs (not cached)."""
     if not extra:
-        return document(minor, path)
+        return document(minor, path, config)
     by_gv: dict[str, list[schemas.ApiResource]] = {}
     for res in extra:
         by_gv.setdefault(res.group_version, []).append(res)
     if path == "apis":
-        groups = {g: list(vs) for g, vs in _groups(minor).items()}
+        groups = {g: list(vs) for g, vs in _groups(minor, config).items()}
         for gv in by_gv:
             group, version = schemas.split_api_version(gv)
             groups.setdefault(group, [])
@@ -124,7 +126,7 @@ def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]
                                  for g, vs in sorted(groups.items())]})
     parts = path.split("/")
     if parts[0] == "apis" and len(parts) == 2:
-        versions = list(_groups(minor).get(parts[1], []))
+        versions = list(_groups(minor, config).get(parts[1], []))
         versions += [schemas.split_api_version(gv)[1] for gv in by_gv
                      if schemas.split_api_version(gv)[0] == parts[1] and schemas.split_api_version(gv)[1] not in versions]
         if not versions:
@@ -133,12 +135,12 @@ def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]
                       **_group_doc(parts[1], sorted(versions, key=version_priority, reverse=True))})
     if parts[0] == "apis" and len(parts) == 3:
         gv = f"{parts[1]}/{parts[2]}"
-        resources = list(by_group_version(minor).get(gv, [])) + by_gv.get(gv, [])
+        resources = list(by_group_version(minor, config).get(gv, [])) + by_gv.get(gv, [])
         if not resources:
             return None
         return _dump({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
                       "resources": [d for res in resources for d in _resource_doc(res)]})
-    return document(minor, path)
+    return document(minor, path, config)
 
 
 def _dump(doc: dict) -> bytes:

@@ -20,13 +20,33 @@ class ApiError(Exception):
         self.details = details
 
     def status(self) -> dict:
-        body = {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason, "code": self.code,
-        }
-        if self.details:
-            body["details"] = self.details
+        """The Status as the apiserver encodes it: metav1.Status's field order (kind, apiVersion,
+        metadata, status, message, reason, details, code), empty optional fields left out."""
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason}
+        details = shaped_details(self.details)
+        if details:
+            body["details"] = details
+        body["code"] = self.code
         return body
+
+
+_DETAIL_ORDER = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_ORDER = ("reason", "message", "field")
+
+
+def shaped_details(details: dict | None) -> dict:
+    """StatusDetails in its Go field order, every field omitempty (so no "group": "" for the core
+    group), each cause as a StatusCause (reason, message, field)."""
+    out = {}
+    for key in _DETAIL_ORDER:
+        value = (details or {}).get(key)
+        if not value:
+            continue
+        if key == "causes":
+            value = [{k: c[k] for k in _CAUSE_ORDER if c.get(k)} for c in value]
+        out[key] = value
+    return out
 
 
 def resource_ref(plural: str, group: str) -> str:
@@ -58,8 +78,6 @@ def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
 
 
 def success(plural: str, group: str, name: str, uid: str | None) -> dict:
-    details = {"name": name, "group": group, "kind": plural}
-    if uid:
-        details["uid"] = uid
+    details = shaped_details({"name": name, "group": group, "kind": plural, "uid": uid})
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": details}

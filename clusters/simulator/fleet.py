@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from clusters.served_apis import parse_runtime_config
 from clusters.versions import parse_version as parse_kube_version
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -50,6 +51,7 @@ class ClusterSpec:
     faults: Faults = field(default_factory=Faults)
     rollout_seconds: float = 1.0
     capacity: int | None = None  # schedulable pods; None: no limit
+    runtime_config: dict = field(default_factory=dict)  # kube-apiserver --runtime-config: {key: enabled}
 
 
 @dataclass
@@ -125,6 +127,10 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         raise FleetSpecError(f"{name}: labels must be a mapping")
     labels = {str(k): str(v) for k, v in labels.items()}
     nodes = _parse_nodes(name, version, raw.get("nodes", defaults.get("nodes")), labels)
+    try:
+        runtime_config = parse_runtime_config(raw.get("runtimeConfig", defaults.get("runtimeConfig")))
+    except ValueError as exc:
+        raise FleetSpecError(f"{name}: {exc}") from exc
     return ClusterSpec(
         name=name, version=version, role=role, labels=labels,
         token=str(raw.get("token") or secrets.token_hex(16)),
@@ -132,6 +138,7 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         nodes=nodes, faults=parse_faults(raw.get("faults")),
         rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
         capacity=parse_capacity(raw.get("capacity", defaults.get("capacity")), name),
+        runtime_config=runtime_config,
     )
 
 

@@ -160,6 +160,14 @@ def field_paths(minor: int, node: dict, obj: dict) -> dict[tuple, object]:
     return out
 
 
+def status_paths(minor: int, node: dict, obj: dict | None) -> dict[tuple, object]:
+    """Leaf path -> value of an object's status: the fields a status subresource write manages."""
+    out: dict[tuple, object] = {}
+    if isinstance(obj, dict) and obj.get("status") is not None:
+        _walk(minor, _child(minor, node, "status"), obj["status"], ("status",), out)
+    return out
+
+
 def _walk(minor: int, node: dict, value, path: tuple, out: dict) -> None:
     if isinstance(value, dict) and value:
         for key, sub in value.items():

@@ -3,7 +3,7 @@ defaults), metadata (uid, resourceVersion, generation), managedFields, roll-out 
 from __future__ import annotations
 
 import copy
-import hashlib
+import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -11,7 +11,7 @@ import jsonpatch
 
 from clusters import schemas
 
-from . import custom, merge, rollout
+from . import custom, defaults, merge, reviews, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
 from .store import ClusterState, now_text
 
@@ -30,6 +30,14 @@ class Ctx:
     field_manager: str = ""
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
+    subresource: str = ""  # "status" or "scale" for a subresource write
+    can_write: bool = True  # the read-write token (False: the read-only one)
+    operation: str = "Update"
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """Who writes, as managedFields names it: (manager, operation, subresource)."""
+        return self.field_manager, self.operation, self.subresource
 
     @property
     def minor(self) -> int:
@@ -162,16 +170,15 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
             _default_pod_spec(template["spec"])
     elif kind == "Pod" and isinstance(spec, dict):
         _default_pod_spec(spec)
+    elif kind == "Job" and isinstance(spec, dict):
+        defaults.default_job(spec)
+        template = spec.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
+            _default_pod_spec(template["spec"])
     elif kind == "Service" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
-        if spec["type"] != "ExternalName":
-            digest = hashlib.sha256(f"{ctx.cluster.name}/{obj['metadata'].get('namespace')}/{obj['metadata']['name']}".encode()).digest()
-            spec.setdefault("clusterIP", f"10.96.{digest[0]}.{digest[1] or 1}")
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-            spec.setdefault("ipFamilies", ["IPv4"])
-            spec.setdefault("ipFamilyPolicy", "SingleStack")
-            spec.setdefault("internalTrafficPolicy", "Cluster")
         for port in spec.get("ports") or []:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
@@ -190,13 +197,6 @@ def _has_status(ctx: Ctx) -> bool:
         return (ctx.res.group, ctx.res.version, ctx.res.plural) in ctx.cluster.custom_status
     node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
     return "status" in (node.get("properties") or {})
-
-
-def _has_spec(ctx: Ctx) -> bool:
-    if ctx.custom:
-        return True
-    node = schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
-    return "spec" in (node.get("properties") or {})
 
 
 def _body_without_meta(obj: dict) -> dict:
@@ -218,40 +218,85 @@ def _kind_node(ctx: Ctx) -> dict:
     return schemas.kind_schema(ctx.minor, ctx.res.api_version, ctx.res.kind) or {}
 
 
-def _write_entries(ctx: Ctx, obj: dict, owned: dict[tuple[str, str], set]) -> None:
+def _identity(entry: dict) -> tuple[str, str, str]:
+    """A manager's identity, as the apiserver's fieldmanager builds it: (manager, operation,
+    subresource); an Update by "mgr" and an Apply by "mgr" are two managers."""
+    return entry.get("manager", ""), entry.get("operation", "Update"), entry.get("subresource", "")
+
+
+def _write_entries(ctx: Ctx, obj: dict, owned: dict[tuple[str, str, str], set]) -> None:
     stamp = now_text()
-    old = {(e.get("manager"), e.get("operation")): e for e in _entries(obj)}
+    old = {_identity(e): e for e in _entries(obj)}
     out = []
-    for (manager, operation), paths in owned.items():
+    for key, paths in owned.items():
         if not paths:
             continue
-        prev = old.get((manager, operation))
-        out.append({
-            "manager": manager, "operation": operation, "apiVersion": ctx.res.api_version,
+        manager, operation, subresource = key
+        prev = old.get(key)
+        entry = {
+            "manager": manager, "operation": operation,
+            "apiVersion": prev.get("apiVersion", ctx.res.api_version) if prev and key != ctx.identity else ctx.res.api_version,
             "time": stamp if prev is None or _entry_paths(prev) != paths else prev.get("time", stamp),
             "fieldsType": "FieldsV1", "fieldsV1": merge.fields_v1(paths),
-        })
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        out.append(entry)
     if out:
         obj["metadata"]["managedFields"] = out
     else:
         obj["metadata"].pop("managedFields", None)
 
 
-def _owned(obj: dict | None) -> dict[tuple[str, str], set]:
-    return {(e.get("manager", ""), e.get("operation", "Update")): _entry_paths(e) for e in _entries(obj)}
+def _owned(obj: dict | None) -> dict[tuple[str, str, str], set]:
+    return {_identity(e): _entry_paths(e) for e in _entries(obj)}
+
+
+def _requested_entries(new: dict, old: dict | None) -> list[dict] | None:
+    """managedFields a client wrote (kubectl's client-side to server-side apply migration, the
+    `[{}]` reset), as the fieldmanager reads them: [] or absent leaves the stored ones (clients
+    unaware of the field never strip it), [{}] strips them all, anything else different from the
+    stored entries replaces them. None: the stored entries stand."""
+    requested = new["metadata"].get("managedFields")
+    if not requested or requested == _entries(old):
+        return None
+    if not isinstance(requested, list) or not all(isinstance(e, dict) for e in requested):
+        raise ApiError(400, "metadata.managedFields: must be a list of ManagedFieldsEntry objects")
+    if requested == [{}]:
+        return []
+    for entry in requested:
+        if entry.get("operation") not in ("Apply", "Update") or entry.get("fieldsType", "FieldsV1") != "FieldsV1":
+            raise ApiError(400, f'metadata.managedFields: invalid entry {_json_text(entry)}: operation must be '
+                                '"Apply" or "Update" and fieldsType "FieldsV1"')
+    return requested
+
+
+def _json_text(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[dict]) -> None:
+    """An Update (create, PUT, PATCH, or a subresource write) by ctx.identity: it takes the fields it
+    changed from every other manager."""
+    requested = _requested_entries(new, old) if old is not None else None
+    if requested == []:  # the [{}] reset: no managedFields at all afterwards
+        new["metadata"].pop("managedFields", None)
+        return
+    if requested is not None:
+        prior_entries = requested
     node = _kind_node(ctx)
-    old_f = merge.field_paths(ctx.minor, node, old) if old else {}
-    new_f = merge.field_paths(ctx.minor, node, new)
+    if ctx.subresource == "status":
+        old_f = merge.status_paths(ctx.minor, node, old) if old else {}
+        new_f = merge.status_paths(ctx.minor, node, new)
+    else:
+        old_f = merge.field_paths(ctx.minor, node, old) if old else {}
+        new_f = merge.field_paths(ctx.minor, node, new)
     changed = {p for p, v in new_f.items() if p not in old_f or old_f[p] != v}
     removed = set(old_f) - set(new_f)
-    owned = {(e.get("manager", ""), e.get("operation", "Update")): _entry_paths(e) for e in prior_entries}
+    owned = {_identity(e): _entry_paths(e) for e in prior_entries}
     for key in owned:
         owned[key] = owned[key] - changed - removed
-    key = (ctx.field_manager, "Update")
-    owned[key] = owned.get(key, set()) | changed
+    owned[ctx.identity] = owned.get(ctx.identity, set()) | changed
     new["metadata"]["managedFields"] = prior_entries
     _write_entries(ctx, new, owned)
 
@@ -264,12 +309,17 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     if old is None:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_text()
-        if _has_spec(ctx):
+        if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
         if _has_status(ctx) and ctx.res.kind != "Namespace":
             obj.pop("status", None)
+            status = defaults.initial_status(ctx.res.kind, obj)
+            if status is not None:
+                obj["status"] = status
+        if ctx.res.kind == "Job" and ctx.res.group == "batch":
+            defaults.job_selector(obj, ctx.minor)
     else:
         old_meta = old["metadata"]
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):  # a patch or an apply naming another object
@@ -279,24 +329,35 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         for key in ("uid", "creationTimestamp"):
             if key in old_meta:
                 meta[key] = old_meta[key]
-        if _has_spec(ctx):
+        if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             generation = old_meta.get("generation", 1)
             if _body_without_meta(obj) != _body_without_meta(old):
                 generation += 1
             meta["generation"] = generation
-        if _has_status(ctx) and ctx.res.kind != "Namespace":
+        else:
+            meta.pop("generation", None)
+        if _has_status(ctx) and ctx.res.kind != "Namespace" and ctx.subresource != "status":
             if "status" in old:
                 obj["status"] = old["status"]
             else:
                 obj.pop("status", None)
     meta.pop("selfLink", None)
+    if ctx.res.kind == "Service" and not ctx.res.group and ctx.subresource != "status":
+        others = [o for o in ctx.cluster.items(ctx.res, None)
+                  if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) != (ctx.namespace, meta["name"])]
+        defaults.allocate_service(obj, old, others)
     if ctx.res.kind == "CustomResourceDefinition" and ctx.res.group == custom.CRD_GROUP:
         previous = (old or {}).get("status") or {}
         if previous.get("acceptedNames") != (obj.get("spec") or {}).get("names"):
             previous = custom.crd_status(obj, now_text())
         obj["status"] = previous
-    if ctx.res.kind == "Deployment" and (old is None or meta.get("generation") != old["metadata"].get("generation")):
-        rollout.start(obj, old, now_text())
+    if ctx.res.kind == "Deployment" and not ctx.dry_run \
+            and (old is None or meta.get("generation") != old["metadata"].get("generation")):
+        # the deployment controller acts on what was stored; a dry run keeps the stored status
+        if rollout.same_template(obj, old):
+            rollout.rescale(obj, old, now_text())
+        else:
+            rollout.start(obj, old, now_text())
         start_rollout = True
     else:
         start_rollout = False
@@ -311,6 +372,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         ctx.cluster.schedule_rollout(obj, ctx.res)
     if ctx.res.kind == "CustomResourceDefinition":
         ctx.cluster.refresh_custom()
+    if ctx.res.kind == "Namespace" and old is None:
+        ctx.cluster.add_namespace_companions(meta["name"])
     return obj
 
 
@@ -346,9 +409,14 @@ def _prepare(ctx: Ctx, body, *, owned: bool = False) -> dict:
 
 def create(ctx: Ctx, body) -> dict:
     _guard_writable(ctx)
+    if ctx.res.verbs == ("create",):  # review kinds: answered, never stored, no name needed
+        if not isinstance(body, dict):
+            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                                f'{ctx.res.kind}: the body must be a JSON object')
+        obj = copy.deepcopy(body)
+        _check_type_meta(ctx, obj)
+        return reviews.answer(ctx.res.kind, obj, ctx.can_write)
     obj = _prepare(ctx, body)
-    if "create" in ctx.res.verbs and ctx.res.verbs == ("create",):
-        return obj  # review kinds: answered, never stored
     obj = _schema_step(ctx, obj)
     name = obj["metadata"]["name"]
     if ctx.cluster.load(ctx.res, ctx.namespace, name) is not None:
@@ -423,6 +491,40 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
     return _finish(ctx, new, old)
 
 
+def write_status(ctx: Ctx, patch_type: str | None, body) -> dict:
+    """PUT (``patch_type`` None) or PATCH (merge, strategic, json) of ``.../status``: only the status
+    changes (the status strategies keep spec and metadata), recorded as an Update of the writer with
+    subresource "status"."""
+    _guard_writable(ctx)
+    old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    if old is None:
+        raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    if patch_type is None:
+        sent = _prepare(ctx, body)
+        rv = sent["metadata"].get("resourceVersion")
+        if rv not in (None, "") and rv != old["metadata"].get("resourceVersion"):
+            raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
+    elif patch_type == "json":
+        sent = apply_json_patch(copy.deepcopy(old), body)
+    elif not isinstance(body, dict):
+        raise ApiError(400, "the patch body must be a JSON object")
+    elif patch_type == "merge" or ctx.custom:
+        sent = merge.json_merge_patch(old, body)
+    else:
+        sent = merge.strategic_merge(ctx.minor, _kind_node(ctx), old, body)
+    if not isinstance(sent, dict):
+        raise ApiError(422, "the patch produced a non-object", reason="Invalid")
+    new = copy.deepcopy(old)
+    if sent.get("status") is None:
+        new.pop("status", None)
+    else:
+        new["status"] = sent["status"]
+    ctx.subresource = "status"
+    new = _schema_step(ctx, new)
+    _record_update(ctx, old, new, _entries(old))
+    return _finish(ctx, new, old)
+
+
 def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     """Server-side apply. Returns (object, created)."""
     _guard_writable(ctx)
@@ -433,12 +535,14 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
         raise ApiError(400, "apply patches must include apiVersion and kind")
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
     applied = _schema_step(ctx, applied, check_required=old is None)
-    applied["metadata"].pop("managedFields", None)
+    if applied["metadata"].get("managedFields") is not None:
+        raise ApiError(400, "metadata.managedFields must be nil")
     applied["metadata"].pop("resourceVersion", None)
     applied.pop("status", None)
     node = _kind_node(ctx)
     applied_f = merge.field_paths(ctx.minor, node, applied)
-    me = (ctx.field_manager, "Apply")
+    ctx.operation = "Apply"
+    me = ctx.identity
     if old is None:
         obj = applied
         owned = {me: set(applied_f)}
@@ -448,28 +552,27 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
         return _finish(ctx, obj, None), True
     owned = _owned(old)
     live_f = merge.field_paths(ctx.minor, node, old)
-    conflicts: list[tuple[str, tuple]] = []
+    conflicts: list[tuple[tuple, tuple]] = []
     for key, paths in owned.items():
-        if key == me or key[0] == ctx.field_manager:
+        if key == me:
             continue
         for path in sorted(paths & set(applied_f), key=str):
             if path[-1] == ".":
                 continue
             if live_f.get(path, object()) != applied_f[path]:
-                conflicts.append((key[0], path))
+                conflicts.append((key, path))
     if conflicts and not force:
+        versions = {_identity(e): e.get("apiVersion", ctx.res.api_version) for e in _entries(old)}
         managers = sorted({m for m, _ in conflicts})
-        causes = [{"reason": "FieldManagerConflict", "message": f'conflict with "{m}"',
+        causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {_manager_text(m, versions)}",
                    "field": merge.path_text(p)} for m, p in conflicts]
         message = (f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: "
-                   + "; ".join(f'conflict with "{m}" using {ctx.res.api_version}: '
+                   + "; ".join(f"conflict with {_manager_text(m, versions)}: "
                                + ", ".join(merge.path_text(p) for mm, p in conflicts if mm == m) for m in managers))
         raise ApiError(409, message, details={"name": ctx.name, "group": ctx.res.group,
                                               "kind": ctx.res.plural, "causes": causes})
     for manager, path in conflicts:  # force: take the fields over
-        for key in owned:
-            if key[0] == manager:
-                owned[key].discard(path)
+        owned[manager].discard(path)
     others = set().union(*(p for k, p in owned.items() if k != me))
     base = copy.deepcopy(old)
     stale = owned.get(me, set()) - set(applied_f) - others
@@ -485,6 +588,18 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     owned[me] = set(applied_f)
     _write_entries(ctx, obj, owned)
     return _finish(ctx, obj, old), False
+
+
+def _manager_text(key: tuple[str, str, str], versions: dict) -> str:
+    """How a conflict names a manager (the fieldmanager's printManager): "mgr", with ` with
+    subresource "scale"` for a subresource's, and ` using <apiVersion>` for an Update."""
+    manager, operation, subresource = key
+    text = f'"{manager}"'
+    if subresource:
+        text += f' with subresource "{subresource}"'
+    if operation == "Update":
+        text += f" using {versions.get(key, '')}"
+    return text
 
 
 def delete(ctx: Ctx) -> dict:

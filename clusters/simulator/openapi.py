@@ -78,8 +78,9 @@ def discovery_prefix(group_version: str) -> str:
     return f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
 
 
-def _by_group_version(minor: int, extra: tuple[schemas.ApiResource, ...]) -> dict[str, list[schemas.ApiResource]]:
-    out = {gv: list(resources) for gv, resources in discovery.by_group_version(minor).items()}
+def _by_group_version(minor: int, extra: tuple[schemas.ApiResource, ...],
+                      config: tuple = ()) -> dict[str, list[schemas.ApiResource]]:
+    out = {gv: list(resources) for gv, resources in discovery.by_group_version(minor, config).items()}
     for res in extra:
         out.setdefault(res.group_version, []).append(res)
     return out
@@ -163,8 +164,9 @@ def _component_schemas(minor: int, group_version: str) -> dict:
 
 # --- documents -----------------------------------------------------------------------------------
 
-def _group_versions(minor: int, extra: tuple[schemas.ApiResource, ...]) -> dict[str, tuple[schemas.ApiResource, ...]]:
-    return {gv: tuple(resources) for gv, resources in sorted(_by_group_version(minor, extra).items())}
+def _group_versions(minor: int, extra: tuple[schemas.ApiResource, ...],
+                    config: tuple = ()) -> dict[str, tuple[schemas.ApiResource, ...]]:
+    return {gv: tuple(resources) for gv, resources in sorted(_by_group_version(minor, extra, config).items())}
 
 
 @functools.lru_cache(maxsize=128)
@@ -177,21 +179,22 @@ def _group_version_document(minor: int, group_version: str, resources: tuple[sch
 
 
 @functools.lru_cache(maxsize=256)
-def _index(minor: int, extra: tuple[schemas.ApiResource, ...]) -> bytes:
+def _index(minor: int, extra: tuple[schemas.ApiResource, ...], config: tuple = ()) -> bytes:
     index = {}
-    for gv, resources in _group_versions(minor, extra).items():
+    for gv, resources in _group_versions(minor, extra, config).items():
         made_of = repr((minor, gv, resources)).encode()  # what the document is built from
         key = discovery_prefix(gv).lstrip("/")
         index[key] = {"serverRelativeURL": f"/openapi/v3/{key}?hash={hashlib.sha512(made_of).hexdigest()[:32].upper()}"}
     return _dump({"paths": index})
 
 
-def document(minor: int, path: str, extra: list[schemas.ApiResource] = ()) -> bytes | None:
-    """The index ('') or a group-version document ('apis/apps/v1', 'api/v1'); None = 404."""
+def document(minor: int, path: str, extra: list[schemas.ApiResource] = (), config: tuple = ()) -> bytes | None:
+    """The index ('') or a group-version document ('apis/apps/v1', 'api/v1') of what a cluster with
+    runtime config ``config`` serves; None = 404."""
     extra, path = tuple(extra), path.strip("/")
     if not path:
-        return _index(minor, extra)
-    for gv, resources in _group_versions(minor, extra).items():
+        return _index(minor, extra, config)
+    for gv, resources in _group_versions(minor, extra, config).items():
         if discovery_prefix(gv).lstrip("/") == path:
             return _group_version_document(minor, gv, resources)
     return None

@@ -73,3 +73,33 @@ def finish(obj: dict, now: str, *, ready: int | None = None) -> None:
         _condition("Progressing", "True", "NewReplicaSetAvailable",
                    f'ReplicaSet "{rs}" has successfully progressed.', now),
     ]
+
+
+def rescale(obj: dict, old: dict, now: str) -> None:
+    """A change of spec.replicas alone (the scale subresource, `kubectl scale`): the deployment
+    controller's scaling path (pkg/controller/deployment/sync.go, isScalingEvent -> sync) resizes the
+    current ReplicaSet, so no new ReplicaSet rolls out: every replica stays up to date, ready and
+    available ones follow as pods start, and the Progressing condition is left as it was."""
+    desired = _desired(obj)
+    prev = old.get("status") or {}
+    available = min(prev.get("availableReplicas", 0) or 0, desired)
+    status = _compact({
+        "observedGeneration": obj["metadata"].get("generation", 1),
+        "replicas": desired, "updatedReplicas": desired,
+        "readyReplicas": min(prev.get("readyReplicas", 0) or 0, desired),
+        "availableReplicas": available, "unavailableReplicas": max(desired - available, 0),
+    })
+    conditions = [c for c in prev.get("conditions") or [] if c.get("type") != "Available"]
+    ok = available >= desired - desired // 4  # the default maxUnavailable, 25% rounded down
+    was = next((c for c in prev.get("conditions") or [] if c.get("type") == "Available"), None)
+    if was is None or was.get("status") != ("True" if ok else "False"):
+        was = _condition(
+            "Available", "True" if ok else "False",
+            "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
+            "Deployment has minimum availability." if ok else "Deployment does not have minimum availability.", now)
+    status["conditions"] = [was, *conditions]
+    obj["status"] = status
+
+
+def same_template(obj: dict, old: dict | None) -> bool:
+    return old is not None and _template_hash(obj) == _template_hash(old)

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects, openapi, scale, tables
+from . import discovery, objects, openapi, protobuf, reviews, scale, tables
 from .errors import ApiError, conflict, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_capacity, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
@@ -72,7 +72,8 @@ def _json(body, status: int = 200, warnings: list[str] | None = None) -> web.Res
 
 
 def _error(err: ApiError) -> web.Response:
-    return _json(err.status(), err.code)
+    # the apiserver's JSON serializer ends an encoded object with a newline (encoding/json Encoder)
+    return _json(json.dumps(err.status(), separators=(",", ":")).encode() + b"\n", err.code)
 
 
 async def _read_body(request: web.Request):
@@ -84,6 +85,8 @@ async def _read_body(request: web.Request):
     if not raw.strip():
         raise ApiError(400, "the body of the request was empty")
     ctype = request.content_type
+    if ctype == protobuf.CONTENT_TYPE:
+        return protobuf.decode_body(raw)
     try:
         if "yaml" in ctype:
             if raw.lstrip().startswith(b"{"):  # what clients send as an apply patch: JSON, parsed fast
@@ -160,7 +163,8 @@ class ClusterHandler:
         if head == "version" and len(parts) == 1:
             return _json(version_info(cluster.git_version))
         if head == "openapi" and parts[1:2] == ["v3"]:
-            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources())
+            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources(),
+                                   cluster.api_config)
             if doc is None:
                 raise ApiError(404, "the server could not find the requested resource")
             if request.method != "GET":
@@ -168,7 +172,8 @@ class ClusterHandler:
             return _json(doc)
         if head not in ("api", "apis"):
             raise ApiError(404, "the server could not find the requested resource")
-        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources())
+        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources(),
+                                                  cluster.api_config)
                if len(parts) <= (2 if head == "api" else 3) else None)
         if doc is not None:
             if request.method != "GET":
@@ -195,7 +200,7 @@ class ClusterHandler:
             raise ApiError(404, "the server could not find the requested resource")
         if sub is not None and sub != "status" and not (sub == "scale" and res.kind in scale.SCALED_KINDS):
             raise ApiError(404, "the server could not find the requested resource")
-        if request.method in WRITE_METHODS and not can_write:
+        if request.method in WRITE_METHODS and not can_write and res.kind not in reviews.SELF_REVIEWS:
             verb = WRITE_METHODS[request.method]
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
             target = f'{res.plural}.{res.group}' if res.group else res.plural
@@ -204,15 +209,30 @@ class ClusterHandler:
                                 f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
                                 f'"{res.plural}" in API group "{res.group}"{where}',
                            details={"name": name or "", "group": res.group, "kind": res.plural})
-        if sub == "status" and request.method != "GET":
-            raise ApiError(405, "the fleet simulator does not write status subresources")
-        ctx = objects.Ctx(cluster, res, namespace, name)
+        ctx = objects.Ctx(cluster, res, namespace, name, can_write=can_write)
         deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
         if deprecated:
             ctx.warnings.append(deprecated)
         if sub == "scale":
             return await self.serve_scale(request, ctx)
+        if sub == "status" and request.method != "GET":
+            return await self.serve_status(request, ctx)
         return await self.serve(request, ctx)
+
+    async def serve_status(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        """PUT or PATCH .../<name>/status: the status alone, under its own managedFields entry."""
+        if request.method not in ("PUT", "PATCH"):
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        patch_type = None
+        if request.method == "PATCH":
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type in (None, "apply"):
+                raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
+                                    f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
+        body = await _read_body(request)
+        ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        ctx.dry_run = request.query.get("dryRun") == "All"
+        return _json(objects.write_status(ctx, patch_type, body), 200, ctx.warnings)
 
     async def serve_scale(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
         """GET, PUT or PATCH .../<name>/scale: the parent's replicas as an autoscaling/v1 Scale."""
@@ -239,6 +259,7 @@ class ClusterHandler:
             raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
         ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
         ctx.dry_run = request.query.get("dryRun") == "All"
+        ctx.subresource = "scale"  # its own managedFields entry, as the apiserver records it
         updated = objects.patch(ctx, "merge", {"spec": {"replicas": replicas}})
         return _json(scale.scale_of(ctx.res.kind, updated), 200, ctx.warnings)
 

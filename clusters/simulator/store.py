@@ -14,9 +14,9 @@ import uuid
 from collections import deque
 from datetime import datetime, timezone
 
-from clusters import labels, schemas
+from clusters import labels, schemas, served_apis
 
-from . import custom, rollout
+from . import custom, defaults, rollout
 from .errors import ApiError
 from .fleet import ClusterSpec, Faults, FleetSpecError, parse_version
 
@@ -46,18 +46,24 @@ class ClusterState:
         self.requests: dict[str, int] = {}  # HTTP method -> requests served (the admin endpoint shows them)
         self.rollout_seconds = spec.rollout_seconds
         self.capacity = spec.capacity  # schedulable pods; a roll-out beyond it leaves replicas unready
+        self.api_config = served_apis.config_key(spec.runtime_config)  # what --runtime-config switches on/off
         self.rv = 0
         self.data: dict[tuple[str, str], dict[tuple[str, str], bytes]] = {}
         self.rollouts: dict[tuple[str, str], float] = {}
         self.custom: dict[tuple[str, str, str], schemas.ApiResource] = {}  # from stored CRDs
         self.custom_status: set[tuple[str, str, str]] = set()  # custom kinds with a status subresource
-        # the change feed, kept from a cluster's first watch on (a fleet nobody watches pays nothing):
-        # recent events (rv, (group, plural), type, object bytes) and each watch's queue
-        self.history: deque | None = None
-        self.history_start = 0  # a watch from an older resourceVersion gets 410 Gone
+        # the change feed, as an apiserver's watch cache keeps it from its start: the last WATCH_HISTORY
+        # events (rv, (group, plural), type, object bytes, previous bytes; the bytes are shared with
+        # the stored objects) and each watch's queue. A list followed by a watch from the list's
+        # resourceVersion resumes within this window; only an older one is 410 Expired.
+        self.history: deque | None = deque(maxlen=WATCH_HISTORY)
+        self.history_start = 0
         self.watchers: dict[tuple[str, str], set[asyncio.Queue]] = {}
         self.set_version(spec.version)
         self._seed()
+        # the watch cache starts after the cluster's bootstrap objects, as a real one starts from a list
+        self.history.clear()
+        self.history_start = self.rv
 
     # -- version ---------------------------------------------------------------------------
     def set_version(self, git_version: str) -> None:
@@ -87,6 +93,8 @@ class ClusterState:
     # -- resources ------------------------------------------------------------------------
     def find_resource(self, api_version: str, kind_or_plural: str) -> schemas.ApiResource | None:
         res = schemas.find_resource(self.minor, api_version, kind_or_plural)
+        if res is not None and not served_apis.is_served(res, self.minor, self.api_config):
+            res = None  # in the schemas, but not served by this apiserver (alpha, a newer beta)
         if res is None and self.custom:
             group, version = schemas.split_api_version(api_version)
             res = self.custom.get((group, version, kind_or_plural))
@@ -255,6 +263,14 @@ class ClusterState:
         return max(self.capacity - used, 0)
 
     # -- seed ------------------------------------------------------------------------------
+    def add_namespace_companions(self, namespace: str) -> None:
+        """What controllers put in every new namespace: the `default` ServiceAccount and the
+        `kube-root-ca.crt` ConfigMap (see defaults.namespace_companions)."""
+        for kind, obj in defaults.namespace_companions(namespace, now_text()):
+            res = schemas.find_resource(self.minor, "v1", kind)
+            obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self.next_rv())
+            self.save(res, obj)
+
     def _seed(self) -> None:
         ns_res = schemas.find_resource(self.minor, "v1", "Namespace")
         node_res = schemas.find_resource(self.minor, "v1", "Node")
@@ -267,6 +283,7 @@ class ClusterState:
                              "labels": {"kubernetes.io/metadata.name": ns}},
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
             })
+            self.add_namespace_companions(ns)
         for node in self.spec.nodes:
             self.save(node_res, {
                 "apiVersion": "v1", "kind": "Node",

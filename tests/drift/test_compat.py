@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clusters import served_apis
 from drift import compat
 from drift.choices import CompatProblemCode, CompatStatus
 from drift.compat import check_fleet, check_manifest
@@ -114,7 +115,26 @@ def test_api_not_yet_present_says_first_version():
     [problem] = result.problems
     assert problem.code == CompatProblemCode.API_NOT_YET
     assert problem.available_from == "v1.30"
+    # a default 1.29 apiserver does not serve the v1beta1 either (a beta added after KEP-3136)
+    assert problem.replacement is None
+    served = set(served_apis.served_group_versions(29)) | {"admissionregistration.k8s.io/v1beta1"}
+    [problem] = check_manifest(vap, 29, served=served).problems
     assert problem.replacement == "admissionregistration.k8s.io/v1beta1"
+
+
+def test_an_api_in_the_schemas_but_off_by_default_is_not_served():
+    """kube-apiserver's DefaultAPIResourceConfigSource (pkg/controlplane/instance.go): alpha and
+    post-KEP-3136 betas are off; a cluster whose discovery lists the group-version accepts it."""
+    vac = {"apiVersion": "storage.k8s.io/v1beta1", "kind": "VolumeAttributesClass",
+           "metadata": {"name": "fast"}, "driverName": "csi.example.com"}
+    default = check_manifest(vac, "v1.32.0")
+    assert default.status == CompatStatus.INCOMPATIBLE
+    [problem] = default.problems
+    assert problem.code == CompatProblemCode.API_NOT_SERVED
+    assert problem.path == "/apiVersion"
+    enabled = set(served_apis.served_group_versions(32)) | {"storage.k8s.io/v1beta1"}
+    assert check_manifest(vac, "v1.32.0", served=enabled).status == CompatStatus.COMPATIBLE
+    assert check_manifest(vac, "v1.32.0").status == CompatStatus.INCOMPATIBLE  # the cache keeps them apart
 
 
 @pytest.mark.parametrize("version", ["v1.24.9", "v1.99.0", "garbage", "", None, 3.5])

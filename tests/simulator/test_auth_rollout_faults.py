@@ -55,7 +55,9 @@ def test_deployment_rolls_out_after_the_configured_delay(api):
     assert conditions["Progressing"].reason == "NewReplicaSetAvailable"
     assert int(done.metadata.resource_version) > int(d.metadata.resource_version)
     scaled = apps.patch_namespaced_deployment("roll", "default", {"spec": {"replicas": 5}})
-    assert scaled.status.observed_generation == 2 and scaled.status.updated_replicas in (None, 0)
+    # a scaling event resizes the current ReplicaSet: every replica is up to date at once
+    assert scaled.status.observed_generation == 2 and scaled.status.updated_replicas == 5
+    assert scaled.status.available_replicas == 3
     time.sleep(0.7)
     assert apps.read_namespaced_deployment("roll", "default").status.available_replicas == 5
 

@@ -31,7 +31,8 @@ def test_create_get_list_delete_configmap(api, ns):
     core.create_namespaced_config_map(ns, {"metadata": {"name": "other", "labels": {"tier": "b"}}})
     assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier=a").items] == ["cfg"]
     assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier in (a,b)").items] == ["cfg", "other"]
-    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier!=a").items] == ["other"]
+    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier!=a").items] == [
+        "kube-root-ca.crt", "other"]  # != also selects objects without the label, as the root CA ConfigMap
     status = core.delete_namespaced_config_map("cfg", ns)
     assert status.status == "Success"
     with pytest.raises(ApiException) as exc:
@@ -162,11 +163,11 @@ def test_list_all_namespaces(api, ns):
 def test_list_pages_with_limit_and_continue(api, ns):
     core = client.CoreV1Api(api("host"))
     for i in range(5):
-        core.create_namespaced_config_map(ns, {"metadata": {"name": f"page-{i}"}})
-    first = core.list_namespaced_config_map(ns, limit=2)
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"page-{i}", "labels": {"paged": "yes"}}})
+    first = core.list_namespaced_config_map(ns, limit=2, label_selector="paged")
     assert [i.metadata.name for i in first.items] == ["page-0", "page-1"]
     assert first.metadata._continue and first.metadata.remaining_item_count == 3
-    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue)
+    rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue, label_selector="paged")
     assert [i.metadata.name for i in rest.items] == ["page-2", "page-3", "page-4"]
     assert not rest.metadata._continue
 
@@ -176,7 +177,7 @@ def test_delete_collection_by_label(api, ns):
     for i, tier in enumerate(["a", "a", "b"]):
         core.create_namespaced_config_map(ns, {"metadata": {"name": f"dc-{i}", "labels": {"tier": tier}}})
     core.delete_collection_namespaced_config_map(ns, label_selector="tier=a")
-    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["dc-2"]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(ns).items] == ["dc-2", "kube-root-ca.crt"]
 
 
 def test_generate_name(api, ns):

@@ -7,7 +7,7 @@ import time
 from kubernetes import client
 
 from clusters.simulator.fleet import parse_fleet
-from clusters.simulator.store import ClusterState
+from clusters.simulator.store import WATCH_HISTORY, ClusterState
 from tests.simulator.conftest import deployment
 
 CM = "/api/v1/namespaces/default/configmaps"
@@ -90,15 +90,22 @@ def test_deleting_a_namespace_announces_its_objects_deleted(api):
     core.create_namespaced_config_map("doomed", {"metadata": {"name": "inside"}})
     later(0.3, lambda: core.delete_namespace("doomed"))
     events = stream(c, "/api/v1/namespaces/doomed/configmaps", timeoutSeconds="1")
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "inside"), ("DELETED", "inside")]
+    # the namespace's root CA ConfigMap (a real cluster's too) comes and goes with it
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("ADDED", "inside"), ("ADDED", "kube-root-ca.crt"), ("DELETED", "kube-root-ca.crt"), ("DELETED", "inside")]
 
 
-def test_a_cluster_nobody_watches_keeps_no_history():
+def test_a_cluster_keeps_a_bounded_history():
+    """Kept from the start, as a watch cache (a list then a watch must resume), but bounded: the
+    1,000-cluster fleet's memory does not grow with writes."""
     spec = parse_fleet({"clusters": [{"name": "quiet", "version": "v1.29.2"}]}).clusters[0]
     cluster = ClusterState(spec)
     res = cluster.find_resource("v1", "ConfigMap")
-    cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}})
-    assert cluster.history is None  # the 1,000-cluster fleet's memory does not grow with writes
+    for i in range(WATCH_HISTORY + 20):
+        cluster.rv += 1
+        cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"x{i}", "namespace": "default"}})
+    assert len(cluster.history) == WATCH_HISTORY
+    assert cluster.events_since(res, 3) is None and cluster.events_since(res, cluster.rv - 5) is not None
 
 
 def test_a_cascade_gives_each_deletion_its_own_version_so_a_resumed_watch_misses_none(api):
@@ -113,7 +120,7 @@ def test_a_cascade_gives_each_deletion_its_own_version_so_a_resumed_watch_misses
     core.delete_namespace("cascade")
     deleted = stream(c, path, resourceVersion=listed, timeoutSeconds="0")
     versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in deleted]
-    assert [e["type"] for e in deleted] == ["DELETED"] * 3 and len(set(versions)) == 3
+    assert [e["type"] for e in deleted] == ["DELETED"] * 4 and len(set(versions)) == 4  # a, b, c, kube-root-ca.crt
     rest = stream(c, path, resourceVersion=str(versions[0]), timeoutSeconds="0")
     assert [e["object"]["metadata"]["name"] for e in rest] == [e["object"]["metadata"]["name"] for e in deleted[1:]]
 
