@@ -15,6 +15,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from federation import propagation, services
+from federation.approvals import services as approvals
+from federation.models import FederatedResource
 from fedportal.masking import (
     MaskedValueError,
     mask_secrets,
@@ -23,9 +26,6 @@ from fedportal.masking import (
     secret_values,
 )
 from fedportal.models import AuditEvent
-from federation import propagation, services
-from federation.approvals import services as approvals
-from federation.models import FederatedResource
 from tests.federation.factories import drain, federate_namespace, register_fleet
 from tests.fedportal.test_role_matrix import ALL_PATTERNS
 from tests.role_matrix import URL_KWARGS
@@ -269,7 +269,11 @@ def test_an_operator_edits_a_secret_without_seeing_its_values(client, secret_wor
 
 @pytest.mark.django_db
 def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
-    from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
+    from federation.approvals.preflight import (
+        PreflightProblem,
+        register_preflight,
+        unregister_preflight,
+    )
 
     def quoting_check(change_request):
         value = change_request.proposed_revision.template["data"]["password"]
