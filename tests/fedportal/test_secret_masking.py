@@ -288,3 +288,20 @@ def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
         unregister_preflight(quoting_check)
     messages = [p["message"] for p in cr.preflight if p["message"].startswith("data.password")]
     assert messages == [f"data.password: invalid value '{mask_token(b64(SENTINEL_TEMPLATE))}'"]
+
+
+@pytest.mark.django_db
+def test_an_api_server_message_quoting_a_value_is_masked_on_the_page_and_in_fedctl(client, secret_world, viewer):
+    from federation.models import PropagatedVersion
+
+    resource = secret_world["resource"]
+    quoted = f'Secret "db" is invalid: data[password]: Invalid value: "{SENTINEL_TEMPLATE}"'
+    PropagatedVersion.objects.filter(resource=resource).update(message=quoted)
+    client.force_login(viewer)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        page = body(client.get(reverse("federation:resource_detail", args=[resource.pk]), **headers))
+        assert not leaks(page) and "Invalid value: &quot;&lt;secret hmac:" in page
+    for output in ("json", "yaml"):
+        out = io.StringIO()
+        call_command("fedctl", "status", "shop/db", "--kind", "Secret", "-o", output, stdout=out)
+        assert not leaks(out.getvalue()) and "<secret hmac:" in out.getvalue()
