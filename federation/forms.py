@@ -5,12 +5,12 @@ from __future__ import annotations
 from django import forms
 
 from clusters.models import Cluster
-from fedportal.masking import MaskedValueError, is_secret_kind, mask_secrets, restore_masked
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.manifests import ManifestError, dump_yaml, load_yaml
 from federation.models import FederatedType
 from federation.overrides import DEFAULT_OP, OPS
 from federation.scheduling import WILDCARD
+from fedportal.masking import is_secret_kind, mask_secrets, restore_masked
 
 PLACEMENT_NONE, PLACEMENT_CLUSTERS, PLACEMENT_SELECTOR = "none", "clusters", "selector"
 YAML_WIDGET = {"rows": 18, "spellcheck": "false", "class": "mono", "autocomplete": "off"}

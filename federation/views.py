@@ -36,7 +36,12 @@ from federation.forms import (
     rsp_initial,
 )
 from federation.models import FederatedResource, FederatedType, Revision
-from fedportal.masking import MaskedValueError, is_secret_kind
+from fedportal.masking import (
+    MaskedValueError,
+    is_secret_kind,
+    mask_secrets,
+    secret_values,
+)
 from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 50
@@ -77,6 +82,13 @@ def _detail_context(request, resource):
     targets = selectors.run_targets(run)
     for row in rows:
         row.target = targets.get(row.cluster_id)
+    if is_secret_kind(resource.type.kind):  # an API server's error message may quote a value
+        known = secret_values([resource.current_revision.snapshot if resource.current_revision else None,
+                               *[row.applied_manifest for row in rows]], secret=True)
+        for row in rows:
+            row.message = mask_secrets(row.message, known=known)
+            if row.target is not None:
+                row.target.message = mask_secrets(row.target.message, known=known)
     progress = propagation.run_progress(run) if run else None
     return {
         "resource": resource,

@@ -421,7 +421,7 @@ def test_refused_kubeconfig_is_not_echoed_back(login, admin_user, text, message,
     content = response.content.decode()
     assert response.status_code == 400 and message in content
     assert "sentinel-token-0123456789" not in content
-    textarea = re.search(r'<textarea name="kubeconfig_text"[^>]*>(.*?)</textarea>', content, re.S)
+    textarea = re.search(r'<textarea name="kubeconfig_text"[^>]*>(.*?)</textarea>', content, re.DOTALL)
     assert textarea is not None and textarea.group(1).strip() == ""
 
 

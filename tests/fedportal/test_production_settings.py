@@ -12,8 +12,8 @@ from tests.fedportal.test_security import manage, production_env
 from tests.role_matrix import EXPECTED, URL_KWARGS
 
 GET_PAGES = sorted(name for name, methods in EXPECTED.items() if "GET" in methods and not name.startswith("admin:"))
-INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.I)
-INLINE_HANDLER = re.compile(r"\s(on[a-z]+|hx-on[:-][a-z:-]+)\s*=", re.I)
+INLINE_SCRIPT = re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*type=\"application/json\")[^>]*>", re.IGNORECASE)
+INLINE_HANDLER = re.compile(r"\s(on[a-z]+|hx-on[:-][a-z:-]+)\s*=", re.IGNORECASE)
 
 
 def directives(header: str) -> dict[str, list[str]]:

@@ -15,6 +15,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from federation import propagation, services
+from federation.approvals import services as approvals
+from federation.models import FederatedResource
 from fedportal.masking import (
     MaskedValueError,
     mask_secrets,
@@ -23,9 +26,6 @@ from fedportal.masking import (
     secret_values,
 )
 from fedportal.models import AuditEvent
-from federation import propagation, services
-from federation.approvals import services as approvals
-from federation.models import FederatedResource
 from tests.federation.factories import drain, federate_namespace, register_fleet
 from tests.fedportal.test_role_matrix import ALL_PATTERNS
 from tests.role_matrix import URL_KWARGS
@@ -269,7 +269,11 @@ def test_an_operator_edits_a_secret_without_seeing_its_values(client, secret_wor
 
 @pytest.mark.django_db
 def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
-    from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
+    from federation.approvals.preflight import (
+        PreflightProblem,
+        register_preflight,
+        unregister_preflight,
+    )
 
     def quoting_check(change_request):
         value = change_request.proposed_revision.template["data"]["password"]
@@ -284,3 +288,20 @@ def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
         unregister_preflight(quoting_check)
     messages = [p["message"] for p in cr.preflight if p["message"].startswith("data.password")]
     assert messages == [f"data.password: invalid value '{mask_token(b64(SENTINEL_TEMPLATE))}'"]
+
+
+@pytest.mark.django_db
+def test_an_api_server_message_quoting_a_value_is_masked_on_the_page_and_in_fedctl(client, secret_world, viewer):
+    from federation.models import PropagatedVersion
+
+    resource = secret_world["resource"]
+    quoted = f'Secret "db" is invalid: data[password]: Invalid value: "{SENTINEL_TEMPLATE}"'
+    PropagatedVersion.objects.filter(resource=resource).update(message=quoted)
+    client.force_login(viewer)
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        page = body(client.get(reverse("federation:resource_detail", args=[resource.pk]), **headers))
+        assert not leaks(page) and "Invalid value: &quot;&lt;secret hmac:" in page
+    for output in ("json", "yaml"):
+        out = io.StringIO()
+        call_command("fedctl", "status", "shop/db", "--kind", "Secret", "-o", output, stdout=out)
+        assert not leaks(out.getvalue()) and "<secret hmac:" in out.getvalue()

@@ -27,6 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services
 from federation.approvals import services as approvals
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 
 def _cluster_map(text: str) -> dict[str, str]:
@@ -196,6 +197,10 @@ class Command(BaseCommand):
                 for row in rows
             ],
         }
+        if is_secret_kind(resource.type.kind):  # messages and drift never carry a Secret's values
+            known = secret_values([resource.current_revision.snapshot if resource.current_revision else None,
+                                   *[row.applied_manifest for row in rows]], secret=True)
+            data = mask_secrets(data, secret=True, known=known)
         self.stdout.write(json.dumps(data, indent=2) if output == "json" else yaml.safe_dump(data, sort_keys=False))
 
     def do_plan(self, *, target, kind, output, **_):
