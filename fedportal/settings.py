@@ -78,6 +78,8 @@ INSTALLED_APPS = [
     "federation",
     "federation.approvals",
     "drift",
+    "ninja",  # django-ninja's templates and static files: the API docs page without a CDN
+    "api",
 ]
 
 MIDDLEWARE = [

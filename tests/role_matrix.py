@@ -293,3 +293,22 @@ URL_KWARGS.update(
         "federation:revision_rollback": _sample_federated_resource_revision,
     }
 )
+
+
+# --- api (the profile page; the API itself has its own matrix: tests/api/test_role_matrix.py) -----
+def _sample_token_pk() -> dict:
+    from api.tokens import create_token
+    from django.contrib.auth import get_user_model
+
+    owner = get_user_model().objects.create_user(username=f"rm-token-owner-{get_user_model().objects.count()}")
+    return {"pk": create_token(owner, actor=None).token.pk}
+
+
+EXPECTED.update(
+    {
+        "profile": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
+        # someone else's token: 404 for everyone (never revoked), so the row checks only the login gate
+        "token_revoke": {"POST": AUTHENTICATED},
+    }
+)
+URL_KWARGS.update({"token_revoke": _sample_token_pk})
