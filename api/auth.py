@@ -52,6 +52,13 @@ class BrowserSession(SessionAuth):
 
     openapi_description = "The browser's session cookie (CSRF token required on writes)."
 
+    def __call__(self, request):
+        # a request that sends a bearer is judged by it alone (a bad token is 401, never a CSRF 403),
+        # and without a logged-in session there is nothing to check a CSRF token for
+        if "Authorization" in request.headers or not request.user.is_authenticated:
+            return None
+        return super().__call__(request)
+
     def authenticate(self, request, key):
         user = super().authenticate(request, key)
         if user is not None:
