@@ -4,6 +4,7 @@ Two profiles: ``development`` (default; SQLite and a filesystem broker under ``v
 ``production`` (``FEDPORTAL_PROFILE=production``; secrets required, secure cookies, HSTS).
 """
 
+import ipaddress
 import secrets
 from pathlib import Path
 
@@ -312,3 +313,17 @@ FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threa
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
 FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
+
+# /metrics (api/metrics.py): Prometheus scrapes it with this bearer token, or from these networks
+# (comma-separated CIDRs) without one. With neither set it answers 403 to everyone.
+FEDPORTAL_METRICS_TOKEN = env_str("FEDPORTAL_METRICS_TOKEN", "") or ""
+FEDPORTAL_METRICS_ALLOWED_NETWORKS = env_list("FEDPORTAL_METRICS_ALLOWED_NETWORKS", [])
+for _network in FEDPORTAL_METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"FEDPORTAL_METRICS_ALLOWED_NETWORKS: {_network!r} is not a network (like 10.0.0.0/8 or 127.0.0.1/32)."
+        ) from None
+# prometheus-client's multiprocess mode for the few in-process histograms (fedportal/metrics.py).
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "") or ""

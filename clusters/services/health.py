@@ -17,6 +17,7 @@ from clusters import kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, PollRequest, VersionSample
 from clusters.services.connections import connection_for
+from fedportal import metrics
 from fedportal.audit import record_event
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ def _probe(cluster: Cluster) -> ProbeOutcome:
         error = f"Probe failed: {type(exc).__name__}"
         reachable = False
     logger.info("probe %s reachable=%s ready=%s in %.2fs", cluster.name, reachable, ready, time.monotonic() - started)
+    metrics.observe_probe(time.monotonic() - started, reachable=reachable)
     return _record_probe(cluster.pk, reachable=reachable, ready=ready, error=error, version=version, nodes=nodes)
 
 
