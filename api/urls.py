@@ -10,13 +10,14 @@ from django.urls import include, path
 from api import metrics, views
 from api.api import api
 from api.errors import error_body
+from api.access_log import logged
 from api.idempotency import idempotent
 
 
 def _api_patterns():
     patterns, app_name, namespace = api.urls
     for pattern in patterns:
-        pattern.callback = login_not_required(idempotent(pattern.callback))
+        pattern.callback = login_not_required(logged(idempotent(pattern.callback)))
     return patterns, app_name
 
 

@@ -272,11 +272,19 @@ FEDPORTAL_KUBE_TIMEOUT_SECONDS = env_float("FEDPORTAL_KUBE_TIMEOUT_SECONDS", 10.
 # cluster is not Ready. 0 reads them at every poll. See clusters/probing.py.
 FEDPORTAL_INVENTORY_REFRESH_SECONDS = env_int("FEDPORTAL_INVENTORY_REFRESH_SECONDS", 60, minimum=0)
 
+# LOG_FORMAT=json: one JSON object per line with request id, user, cluster, change request
+# (fedportal/logs.py), in web and worker processes alike.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain") or "plain"
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'plain' or 'json'.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "fedportal.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "kubernetes": {"level": "WARNING"},
