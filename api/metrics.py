@@ -23,17 +23,21 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster
-from fedportal import metrics as process_metrics
-from fedportal.models import AuditChainHead, AuditEvent
 from federation.approvals.choices import ChangeState
 from federation.approvals.models import ChangeRequest
 from federation.choices import TargetState
 from federation.models import PropagatedVersion, PropagationTarget
+from fedportal import metrics as process_metrics
+from fedportal.models import AuditChainHead, AuditEvent
 
 logger = logging.getLogger(__name__)
 

@@ -9,14 +9,14 @@ from django.urls import include, path
 from django.views.decorators.csrf import csrf_exempt
 
 from api import metrics, views
+from api.access_log import logged
 from api.api import api
 from api.errors import error_body
-from api.access_log import logged
 from api.idempotency import idempotent
 
 
 def _api_patterns():
-    patterns, app_name, namespace = api.urls
+    patterns, app_name, _namespace = api.urls
     for pattern in patterns:
         pattern.callback = login_not_required(logged(idempotent(pattern.callback)))
     return patterns, app_name

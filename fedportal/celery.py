@@ -4,7 +4,14 @@ import gc
 import os
 
 from celery import Celery
-from celery.signals import after_setup_logger, after_setup_task_logger, task_postrun, task_prerun, worker_process_init, worker_ready
+from celery.signals import (
+    after_setup_logger,
+    after_setup_task_logger,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_ready,
+)
 from kombu.transport import TRANSPORT_ALIASES
 
 # The embedded broker writes its message files atomically (see fedportal/broker.py).

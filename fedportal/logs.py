@@ -15,16 +15,16 @@ from datetime import UTC, datetime
 from fedportal import request_context
 
 FIELDS = ("cluster", "change_request")
-_bound: contextvars.ContextVar[dict] = contextvars.ContextVar("fedportal_log_fields", default={})
+_bound: contextvars.ContextVar[dict | None] = contextvars.ContextVar("fedportal_log_fields", default=None)
 
 
 def bound() -> dict:
-    return _bound.get()
+    return _bound.get() or {}
 
 
 def bind_fields(**fields):
     """Add fields to every log line of this context until ``unbind(token)``; returns the token."""
-    return _bound.set({**_bound.get(), **{k: v for k, v in fields.items() if v not in (None, "")}})
+    return _bound.set({**bound(), **{k: v for k, v in fields.items() if v not in (None, "")}})
 
 
 def unbind(token) -> None:

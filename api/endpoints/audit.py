@@ -7,21 +7,32 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router
 
-from api.common import CSV_RESPONSE, READ_ERRORS, PageParams, require_viewer, wants_csv
+from api.common import (
+    CSV_RESPONSE,
+    READ_ERRORS,
+    Out,
+    PageParams,
+    require_viewer,
+    wants_csv,
+)
 from api.pagination import page
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
 from fedportal.forms import AuditEventFilterForm
-from fedportal.selectors import audit_events_for_export, describe_filters, filter_audit_events
+from fedportal.selectors import (
+    audit_events_for_export,
+    describe_filters,
+    filter_audit_events,
+)
 from fedportal.tables import AuditEventTable
 
 router = Router(tags=["audit"])
 EXPORT_CHUNK_SIZE = 2000
 
 
-class AuditEventOut(Schema):
+class AuditEventOut(Out):
     id: int
     created_at: datetime
     actor: str
@@ -38,7 +49,7 @@ class AuditEventOut(Schema):
     hash: str
 
 
-class AuditPage(Schema):
+class AuditPage(Out):
     items: list[AuditEventOut]
     next_cursor: str | None
 

@@ -5,9 +5,9 @@ from typing import Literal
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from ninja import Status, Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
-from api.common import READ_ERRORS, WRITE_ERRORS, PageParams, require_viewer
+from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
 from api.pagination import page
 from clusters import selectors, services
 from clusters.choices import ClusterRole
@@ -19,7 +19,7 @@ from fedportal.roles import Role, require_role
 router = Router(tags=["clusters"])
 
 
-class ClusterOut(Schema):
+class ClusterOut(Out):
     id: int
     name: str
     api_server: str
@@ -37,14 +37,14 @@ class ClusterOut(Schema):
     isolated: bool
 
 
-class VersionSampleOut(Schema):
+class VersionSampleOut(Out):
     sampled_at: datetime
     git_version: str
     platform: str
     kubelet_versions: dict[str, str]
 
 
-class InventoryOut(Schema):
+class InventoryOut(Out):
     node_count: int
     kubelet_versions: dict[str, str]
     region: str
@@ -60,7 +60,7 @@ class ClusterDetailOut(ClusterOut):
     versions: list[VersionSampleOut]
 
 
-class ClusterPage(Schema):
+class ClusterPage(Out):
     items: list[ClusterOut]
     next_cursor: str | None
 

@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
-from api.common import CSV_RESPONSE, READ_ERRORS, require_viewer, wants_csv
+from api.common import CSV_RESPONSE, READ_ERRORS, Out, require_viewer, wants_csv
 from drift import selectors
 from drift.forms import CompatFilterForm, ComplianceFilterForm, SkewFilterForm
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
@@ -18,17 +18,17 @@ from fedportal.csv_export import stream_csv
 router = Router(tags=["drift"])
 
 
-class SkewOut(Schema):
+class SkewOut(Out):
     hosts: list[str]
     counts: dict[str, int]
     rows: list[dict[str, Any]]
 
 
-class CompatOut(Schema):
+class CompatOut(Out):
     rows: list[dict[str, Any]]
 
 
-class ComplianceOut(Schema):
+class ComplianceOut(Out):
     score: int
     compliant: int
     total: int

@@ -7,14 +7,14 @@ from typing import Any
 
 from django.db import transaction
 from django.shortcuts import get_object_or_404
-from ninja import Status, Field, Query, Router, Schema
+from ninja import Field, Query, Router, Status
 
-from api.common import READ_ERRORS, WRITE_ERRORS, PageParams, require_viewer
+from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
 from api.errors import ApiError
 from api.pagination import page
-from fedportal.roles import Role, require_role
 from federation import propagation, selectors, services
 from federation.models import FederatedResource
+from fedportal.roles import Role, require_role
 
 router = Router(tags=["resources"])
 MAX_BODY = 1024 * 1024
@@ -34,7 +34,7 @@ MANIFEST_BODY = {
 }
 
 
-class ResourceOut(Schema):
+class ResourceOut(Out):
     id: int
     kind: str
     api_version: str
@@ -47,7 +47,7 @@ class ResourceOut(Schema):
     condition: str
 
 
-class ClusterStatusOut(Schema):
+class ClusterStatusOut(Out):
     cluster_id: int
     cluster: str
     status: str
@@ -67,7 +67,7 @@ class ResourceDetailOut(ResourceOut):
     clusters: list[ClusterStatusOut]
 
 
-class ResourcePage(Schema):
+class ResourcePage(Out):
     items: list[ResourceOut]
     next_cursor: str | None
 
@@ -76,7 +76,7 @@ class ResourceFilters(PageParams):
     q: str = Field("", max_length=200, description="name, namespace or kind contains")
 
 
-class ApplyResultOut(Schema):
+class ApplyResultOut(Out):
     id: int | None
     kind: str
     namespace: str
@@ -85,12 +85,12 @@ class ApplyResultOut(Schema):
     revision: int | None
 
 
-class ApplyOut(Schema):
+class ApplyOut(Out):
     dry_run: bool
     results: list[ApplyResultOut]
 
 
-class PreviewOut(Schema):
+class PreviewOut(Out):
     cluster_id: int
     cluster: str
     action: str
@@ -101,7 +101,7 @@ class PreviewOut(Schema):
     warnings: list[str]
 
 
-class PreviewPage(Schema):
+class PreviewPage(Out):
     id: int
     revision: int
     clusters: list[PreviewOut]

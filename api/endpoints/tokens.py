@@ -4,17 +4,17 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from ninja import Status, Field, Router, Schema
+from ninja import Field, Router, Schema, Status
 
 from api import tokens
-from api.common import READ_ERRORS, WRITE_ERRORS
+from api.common import READ_ERRORS, WRITE_ERRORS, Out
 from api.models import ApiToken
 from fedportal.roles import Role, require_role
 
 router = Router(tags=["tokens"])
 
 
-class TokenOut(Schema):
+class TokenOut(Out):
     id: int
     name: str
     prefix: str

@@ -37,7 +37,7 @@ def test_cluster_list_filters_by_label_selector_state_and_version(viewer_api):
     ClusterFactory(name="a", labels={"env": "prod", "tier": "web"}, server_version="v1.27.3", version_minor=27)
     ClusterFactory(name="b", labels={"env": "prod"}, server_version="v1.28.1", version_minor=28)
     ClusterFactory(name="c", labels={"env": "dev", "tier": "web"}, state=ClusterState.OFFLINE)
-    names = lambda **q: [c["name"] for c in viewer_api.get("/api/v1/clusters", q).json()["items"]]  # noqa: E731
+    names = lambda **q: [c["name"] for c in viewer_api.get("/api/v1/clusters", q).json()["items"]]
     assert names() == ["a", "b", "c"]
     assert names(label_selector="env=prod") == ["a", "b"]
     assert names(label_selector="env=prod,tier") == ["a"]

@@ -1,5 +1,7 @@
 """/metrics: access control, and after a real propagation (worker + simulator) the exact values."""
 
+import io
+
 import pytest
 from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,7 +14,11 @@ from federation.approvals.choices import ChangeState
 from federation.approvals.models import ChangeRequest
 from federation.models import PropagationRun
 from fedportal.models import AuditChainHead
-from tests.federation.factories import federate_namespace, register_fleet, web_deployment
+from tests.federation.factories import (
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
 from tests.utils import wait_for
 
 TOKEN = "metrics-s3cret"
@@ -81,7 +87,7 @@ def test_metrics_after_a_propagation_show_the_exact_values(client, fleet, celery
     fleet.set_down("m131", mode="refused")
     before = scrape(client)
     probe_cluster(Cluster.objects.get(name="m128"))
-    call_command("verify_audit", stdout=open("/dev/null", "w"))
+    call_command("verify_audit", stdout=io.StringIO())
     values = scrape(client)
 
     # clusters (register_fleet makes them Ready; m128 was just probed and stays Ready)

@@ -58,5 +58,5 @@ def role_tokens(make_user):
 def test_api_conforms_to_its_schema_for_every_role(case, role_tokens):
     if case.path.startswith("/api/v1/clusters") and case.method in ("POST", "PATCH") and isinstance(case.body, dict):
         case.body["verify"] = False
-    for role, token in role_tokens.items():
+    for token in role_tokens.values():
         case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)
