@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench.bench_pages import make_clusters, start_gunicorn
 from tests.bench.harness import BenchEnv
-from tests.federation.factories import ftype
 
 LISTS = {"clusters": "/api/v1/clusters", "change_requests": "/api/v1/change-requests"}
 GOAL_P95_MS = 100
@@ -42,6 +41,7 @@ def make_change_requests(count: int) -> int:
     from federation import services
     from federation.approvals.choices import ChangeState, Decision
     from federation.approvals.models import Approval, ChangeRequest
+    from tests.federation.factories import ftype
 
     resources = [services.create_resource(ftype("ConfigMap"), namespace="bench", name=f"cm-{i:02d}",
                                           template={"data": {"i": str(i)}}, placement={"clusters": ["c-0001"]})
