@@ -122,3 +122,25 @@ def test_metrics_after_a_propagation_show_the_exact_values(client, fleet, celery
     report, _ = fleet_compliance()
     expected = {c.name: c.score for c in report.clusters}
     assert {dict(labels)["cluster"]: v for (name, labels), v in values.items() if name == "fedportal_compliance_score"} == expected
+
+
+@pytest.mark.django_db
+def test_probe_latency_from_other_processes_is_merged_in_multiprocess_mode(client, tmp_path):
+    """A worker process observes probes into PROMETHEUS_MULTIPROC_DIR; the web process's /metrics
+    merges those files (prometheus-client multiprocess mode)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from fedportal.metrics import observe_probe; "
+            "observe_probe(0.2, reachable=True); observe_probe(0.03, reachable=True); observe_probe(4.0, reachable=False)")
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path.parent), env={**env, "PYTHONPATH": os.getcwd()},
+                   check=True, timeout=60)
+    with override_settings(FEDPORTAL_METRICS_TOKEN=TOKEN, PROMETHEUS_MULTIPROC_DIR=str(tmp_path)):
+        values = scrape(client)
+    assert values[("fedportal_probe_latency_seconds_count", (("reachable", "true"),))] == 2
+    assert values[("fedportal_probe_latency_seconds_bucket", (("le", "0.05"), ("reachable", "true")))] == 1
+    assert values[("fedportal_probe_latency_seconds_count", (("reachable", "false"),))] == 1
+    assert abs(values[("fedportal_probe_latency_seconds_sum", (("reachable", "true"),))] - 0.23) < 1e-9
+    assert ("fedportal_fleet_compliance_score", ()) in values  # the database's series are there too
