@@ -14,13 +14,15 @@ from api.pagination import page
 from clusters.models import Cluster
 from federation import propagation
 from federation.approvals import selectors, services
-from federation.approvals.choices import ChangeKind, Decision
+from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import FederatedResource
 
 router = Router(tags=["change requests"])
 
-StateName = Literal["", "Draft", "Submitted", "Approved", "Rejected", "Applying", "Applied", "PartiallyFailed", "Failed", "Cancelled"]
+# values spelled once, in federation.approvals.choices ("" = any state)
+StateName = Literal[("", *ChangeState.values)]
+KindName = Literal[tuple(ChangeKind.values)]
 
 
 class ChangeRequestOut(Out):
@@ -88,7 +90,7 @@ class ChangeFilters(PageParams):
 
 
 class ChangeRequestIn(Schema):
-    kind: Literal["create", "edit", "rollback", "delete", "unjoin"] | None = None
+    kind: KindName | None = None
     resource_id: int | None = None
     revision: int | None = Field(None, ge=1, description="revision number to propose (default: the current one)")
     cluster_id: int | None = Field(None, description="the cluster to unjoin (kind=unjoin)")

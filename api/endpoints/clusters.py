@@ -10,7 +10,7 @@ from ninja import Field, Query, Router, Schema, Status
 from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
 from api.pagination import page
 from clusters import selectors, services
-from clusters.choices import ClusterRole
+from clusters.choices import ClusterRole, ClusterState
 from clusters.forms import ClusterFilterForm
 from clusters.models import Cluster
 from drift.forms import parse_label_selector
@@ -67,9 +67,9 @@ class ClusterPage(Out):
 
 class ClusterFilters(PageParams):
     label_selector: str = Field("", max_length=500, description="env=prod,tier: every term must match")
-    state: Literal["", "Ready", "NotReady", "Offline", "Unknown"] = ""
+    state: Literal[("", *ClusterState.values)] = ""
     version: str = Field("", max_length=64, description="1.27, v1.27.3 or unknown")
-    role: Literal["", "host", "member"] = ""
+    role: Literal[("", *ClusterRole.values)] = ""
     q: str = Field("", max_length=200, description="name or API server contains")
 
 
@@ -125,7 +125,7 @@ class Credentials(Schema):
 class ClusterIn(Credentials):
     name: str = Field(..., max_length=63)
     api_server: str = Field(..., max_length=2048)
-    role: Literal["host", "member"] = ClusterRole.MEMBER
+    role: Literal[tuple(ClusterRole.values)] = ClusterRole.MEMBER
     labels: dict[str, str] = {}
     ca_bundle: str = Field("", max_length=100000)
     insecure_skip_tls_verify: bool = False
@@ -134,7 +134,7 @@ class ClusterIn(Credentials):
 
 class ClusterPatch(Schema):
     labels: dict[str, str] | None = None
-    role: Literal["host", "member"] | None = None
+    role: Literal[tuple(ClusterRole.values)] | None = None
     api_server: str | None = Field(None, max_length=2048)
     ca_bundle: str | None = Field(None, max_length=100000)
     insecure_skip_tls_verify: bool | None = None

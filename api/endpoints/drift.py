@@ -10,6 +10,7 @@ from ninja import Field, Query, Router, Schema
 
 from api.common import CSV_RESPONSE, READ_ERRORS, Out, require_viewer, wants_csv
 from drift import selectors
+from drift.choices import Severity
 from drift.forms import CompatFilterForm, ComplianceFilterForm, SkewFilterForm
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from fedportal.audit import record_event
@@ -40,7 +41,7 @@ class LabelFilter(Schema):
 
 
 class SkewFilters(LabelFilter):
-    severity: Literal["", "P0", "P1", "P2", "P3", "ok"] = ""
+    severity: Literal[("", *Severity.values, "ok")] = ""  # as SkewFilterForm: "ok" = no finding
 
 
 class CompatFilters(LabelFilter):
