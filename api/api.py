@@ -23,6 +23,7 @@ api = NinjaAPI(
 )
 errors.install(api)
 api.add_router("/clusters", clusters.router)
+api.add_router("/types", resources.types_router)
 api.add_router("/resources", resources.router)
 api.add_router("/change-requests", changes.router)
 api.add_router("/drift", drift.router)

@@ -13,10 +13,11 @@ from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewe
 from api.errors import ApiError
 from api.pagination import page
 from federation import propagation, selectors, services
-from federation.models import FederatedResource
+from federation.models import FederatedResource, FederatedType
 from fedportal.roles import Role, require_role
 
 router = Router(tags=["resources"])
+types_router = Router(tags=["resources"])
 MAX_BODY = 1024 * 1024
 
 MANIFEST_BODY = {
@@ -239,3 +240,24 @@ def preview_resource(request, resource_id: int, revision: int | None = Query(Non
         "cluster_id": p.cluster.pk, "cluster": p.cluster.name, "action": p.action, "rendered_yaml": p.rendered_yaml,
         "diff": p.diff, "replicas": p.replicas, "message": p.message, "warnings": list(p.warnings),
     } for p in previews]}
+
+
+class TypeOut(Out):
+    id: int
+    group: str
+    version: str
+    kind: str
+    plural: str
+    api_version: str
+    scope: str
+    propagation: str
+    status_collection: str
+
+
+@types_router.get("", response={200: list[TypeOut], **READ_ERRORS}, summary="Federated types (what may be federated)")
+def list_types(request):
+    require_viewer(request)
+    return [{"id": t.pk, "group": t.group, "version": t.version, "kind": t.kind, "plural": t.plural,
+             "api_version": t.api_version, "scope": t.scope, "propagation": t.propagation,
+             "status_collection": t.status_collection}
+            for t in FederatedType.objects.order_by("group", "kind")]

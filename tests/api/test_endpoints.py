@@ -123,6 +123,15 @@ def test_create_resource_from_yaml_and_from_json_manifest(operator_api):
                                             "name": "settings", "action": "configured", "revision": 2}
 
 
+def test_types_list_what_may_be_federated(viewer_api):
+    from tests.federation.factories import ftype
+
+    ftype("Deployment")
+    types = {t["kind"]: t for t in viewer_api.get("/api/v1/types").json()}
+    assert types["Deployment"]["api_version"] == "apps/v1" and types["Deployment"]["plural"] == "deployments"
+    assert types["Deployment"]["id"] > 0
+
+
 def test_put_of_another_resources_manifest_is_400_and_changes_nothing(operator_api):
     operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
     resource = FederatedResource.objects.get()

@@ -61,6 +61,7 @@ EXPECTED = {
     ("GET", "/api/v1/clusters/{cluster_id}"): (READ, _cluster, None),
     ("PATCH", "/api/v1/clusters/{cluster_id}"): (Role.ADMIN, _cluster, {"labels": {"env": "dev"}, "verify": False}),
     ("POST", "/api/v1/clusters/{cluster_id}/rotate-credentials"): (Role.ADMIN, _cluster, {"token": "n3w", "verify": False}),
+    ("GET", "/api/v1/types"): (READ, None, None),
     ("GET", "/api/v1/resources"): (READ, None, None),
     ("POST", "/api/v1/resources"): (Role.OPERATOR, None, {"manifest": CONFIGMAP}),
     ("GET", "/api/v1/resources/{resource_id}"): (READ, _resource, None),
