@@ -42,6 +42,7 @@ from clusters import enqueue, kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
 from clusters.services.connections import connection_for
+from fedportal import metrics
 from fedportal.audit import record_event
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,13 @@ def _observe(cluster: Cluster) -> _Observation:
     return seen
 
 
+def _timed_observe(cluster: Cluster) -> _Observation:
+    started = time.monotonic()
+    seen = _observe(cluster)
+    metrics.observe_probe(time.monotonic() - started, reachable=seen.reachable)
+    return seen
+
+
 def chunk_budget_seconds(clusters: int, threads: int | None = None) -> float:
     """Upper bound of probing a chunk: its rounds of probes (``threads`` at a time), each bounded."""
     rounds = -(-max(1, clusters) // max(1, threads or thread_count()))
@@ -192,7 +200,7 @@ def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads
         with ThreadPoolExecutor(min(threads, len(todo))) as pool:
             # Record what has finished every FLUSH_SECONDS: a healthy chunk is still one transaction,
             # but a slow or dead cluster only delays its own row, never its chunk-mates'.
-            pending = {pool.submit(_observe, cluster) for cluster in todo}
+            pending = {pool.submit(_timed_observe, cluster) for cluster in todo}
             while pending:
                 done, pending = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
                 if done:

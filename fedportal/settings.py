@@ -4,6 +4,7 @@ Two profiles: ``development`` (default; SQLite and a filesystem broker under ``v
 ``production`` (``FEDPORTAL_PROFILE=production``; secrets required, secure cookies, HSTS).
 """
 
+import ipaddress
 import secrets
 from pathlib import Path
 
@@ -87,6 +88,8 @@ INSTALLED_APPS = [
     "federation",
     "federation.approvals",
     "drift",
+    "ninja",  # django-ninja's templates and static files: the API docs page without a CDN
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -318,11 +321,19 @@ FEDPORTAL_TEST_CONNECTION_SECONDS = env_float("FEDPORTAL_TEST_CONNECTION_SECONDS
 # cluster is not Ready. 0 reads them at every poll. See clusters/probing.py.
 FEDPORTAL_INVENTORY_REFRESH_SECONDS = env_int("FEDPORTAL_INVENTORY_REFRESH_SECONDS", 60, minimum=0)
 
+# LOG_FORMAT=json: one JSON object per line with request id, user, cluster, change request
+# (fedportal/logs.py), in web and worker processes alike.
+LOG_FORMAT = env_str("LOG_FORMAT", "plain") or "plain"
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r}: use 'plain' or 'json'.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "fedportal.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "kubernetes": {"level": "WARNING"},
@@ -365,3 +376,17 @@ FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
 # KubeFed's capacity estimate: replicas a member has not made ready for longer than this count as
 # unschedulable there, and the replica scheduler moves them elsewhere (KubeFed's podanalyzer: 60 s).
 FEDERATION_UNSCHEDULABLE_SECONDS = env_float("FEDERATION_UNSCHEDULABLE_SECONDS", 60.0, minimum=0)
+
+# /metrics (api/metrics.py): Prometheus scrapes it with this bearer token, or from these networks
+# (comma-separated CIDRs) without one. With neither set it answers 403 to everyone.
+FEDPORTAL_METRICS_TOKEN = env_str("FEDPORTAL_METRICS_TOKEN", "") or ""
+FEDPORTAL_METRICS_ALLOWED_NETWORKS = env_list("FEDPORTAL_METRICS_ALLOWED_NETWORKS", [])
+for _network in FEDPORTAL_METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"FEDPORTAL_METRICS_ALLOWED_NETWORKS: {_network!r} is not a network (like 10.0.0.0/8 or 127.0.0.1/32)."
+        ) from None
+# prometheus-client's multiprocess mode for the few in-process histograms (fedportal/metrics.py).
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "") or ""

@@ -15,4 +15,5 @@ urlpatterns = [
     path("changes/", include("federation.approvals.urls")),
     path("drift/", include("drift.urls")),
     path("admin/", admin.site.urls),
+    path("", include("api.urls")),
 ]

@@ -339,3 +339,23 @@ def success_status(name: str, method: str, who: str) -> int:
     if who == "anonymous" and (name, method) in ANONYMOUS_SUCCESS_STATUS:
         return ANONYMOUS_SUCCESS_STATUS[(name, method)]
     return SUCCESS_STATUS.get((name, method), 200)
+
+
+# --- api (the profile page; the API itself has its own matrix: tests/api/test_role_matrix.py) -----
+def _sample_token_pk() -> dict:
+    from api.tokens import create_token
+    from django.contrib.auth import get_user_model
+
+    owner = get_user_model().objects.create_user(username=f"rm-token-owner-{get_user_model().objects.count()}")
+    return {"pk": create_token(owner, actor=None).token.pk}
+
+
+EXPECTED.update(
+    {
+        "profile": {"GET": AUTHENTICATED, "POST": AUTHENTICATED},
+        # someone else's token: 404 for everyone (never revoked), so the row checks only the login gate
+        "token_revoke": {"POST": AUTHENTICATED},
+    }
+)
+URL_KWARGS.update({"token_revoke": _sample_token_pk})
+SUCCESS_STATUS[("token_revoke", "POST")] = 404  # someone else's token: never revoked, never disclosed

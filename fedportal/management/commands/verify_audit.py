@@ -3,7 +3,7 @@ link. An intact chain gets a new signed checkpoint (see fedportal/audit.py)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fedportal.audit import verify_chain, write_checkpoint
+from fedportal.audit import record_event, verify_chain, write_checkpoint
 
 
 class Command(BaseCommand):
@@ -18,6 +18,10 @@ class Command(BaseCommand):
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
         result = verify_chain(batch_size=batch_size)
+        # the outcome is itself recorded (after the walk): /metrics reports the last verification from it
+        record_event("audit.verify", object_type="fedportal.auditevent",
+                     summary=f"Verified the audit chain: {'intact' if result.ok else 'BROKEN'} ({result.checked} events)",
+                     after={"ok": result.ok, "checked": result.checked, "broken_id": result.broken_id, "reason": result.reason})
         if not result.ok:
             where = f"event {result.broken_id}" if result.broken_id is not None else "the end of the chain"
             raise CommandError(

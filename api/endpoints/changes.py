@@ -1,0 +1,221 @@
+"""/api/v1/change-requests: the approval workflow over federation.approvals.services — the same
+role checks, four-eyes rules and audit events as the pages."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from django.db.models import Count, F
+from django.shortcuts import get_object_or_404
+from ninja import Field, Query, Router, Schema, Status
+
+from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
+from api.errors import ApiError
+from api.pagination import page
+from clusters.models import Cluster
+from federation import propagation
+from federation.approvals import selectors, services
+from federation.approvals.choices import ChangeKind, ChangeState, Decision
+from federation.approvals.models import Approval, ChangeRequest
+from federation.models import FederatedResource
+
+router = Router(tags=["change requests"])
+
+# values spelled once, in federation.approvals.choices ("" = any state)
+StateName = Literal[("", *ChangeState.values)]
+KindName = Literal[tuple(ChangeKind.values)]
+
+
+class ChangeRequestOut(Out):
+    id: int
+    state: str
+    kind: str
+    title: str
+    subject: str
+    author: str
+    emergency: bool
+    resource_id: int | None
+    cluster_id: int | None
+    proposed_revision: int | None
+    target_clusters: list[str]
+    required_approvals: int
+    approvals: int
+    created_at: datetime
+    updated_at: datetime
+    submitted_at: datetime | None
+    decided_at: datetime | None
+    finished_at: datetime | None
+
+
+class ApprovalOut(Out):
+    id: int
+    approver: str
+    decision: str
+    comment: str
+    valid: bool
+    created_at: datetime
+
+
+class ProgressOut(Out):
+    run_id: int
+    state: str
+    total: int
+    done: int
+    failed: int
+    pending: int
+
+
+class ChangeRequestDetailOut(ChangeRequestOut):
+    description: str
+    approval_list: list[ApprovalOut]
+    blocking_preflight: bool
+    preflight: list[dict[str, Any]]
+    diffs: list[dict[str, Any]]
+    outcome: list[dict[str, Any]]
+    rollout: list[ProgressOut]
+    apply_error: str
+
+
+class ChangeRequestPage(Out):
+    items: list[ChangeRequestOut]
+    next_cursor: str | None
+
+
+class ChangeFilters(PageParams):
+    state: StateName = ""
+    author: str = Field("", max_length=150)
+    resource: str = Field("", max_length=320, description="resource name contains")
+    cluster: str = Field("", max_length=63, description="targets this cluster")
+    emergency: bool | None = None
+    q: str = Field("", max_length=200, description="title or resource contains")
+
+
+class ChangeRequestIn(Schema):
+    kind: KindName | None = None
+    resource_id: int | None = None
+    revision: int | None = Field(None, ge=1, description="revision number to propose (default: the current one)")
+    cluster_id: int | None = Field(None, description="the cluster to unjoin (kind=unjoin)")
+    title: str = Field("", max_length=200)
+    description: str = Field("", max_length=20000)
+
+
+class DecisionIn(Schema):
+    comment: str = Field("", max_length=5000)
+
+
+class CancelIn(Schema):
+    reason: str = Field("", max_length=5000)
+
+
+# what change_out reads: a list page leaves the diffs, preflight and outcome JSON in the database
+LIST_FIELDS = ("id", "state", "kind", "title", "cluster_name", "resource_repr", "author_name", "emergency", "resource_id",
+               "cluster_id", "proposed_revision_id", "proposed_revision__number", "target_clusters", "required_approvals",
+               "created_at", "updated_at", "submitted_at", "decided_at", "finished_at")
+
+
+def _number(revision) -> int | None:
+    return revision.number if revision is not None else None
+
+
+def change_out(cr: ChangeRequest, approval_count: int | None = None) -> dict:
+    count = getattr(cr, "approval_count", None) if approval_count is None else approval_count
+    return {
+        "id": cr.pk, "state": cr.state, "kind": cr.kind, "title": cr.title, "subject": cr.subject,
+        "author": cr.author_name, "emergency": cr.emergency, "resource_id": cr.resource_id, "cluster_id": cr.cluster_id,
+        "proposed_revision": _number(cr.proposed_revision) if cr.proposed_revision_id else None,
+        "target_clusters": list(cr.target_clusters or []), "required_approvals": cr.required_approvals,
+        "approvals": count or 0, "created_at": cr.created_at, "updated_at": cr.updated_at,
+        "submitted_at": cr.submitted_at, "decided_at": cr.decided_at, "finished_at": cr.finished_at,
+    }
+
+
+def change_detail_out(cr: ChangeRequest) -> dict:
+    cr = selectors.base_queryset().get(pk=cr.pk)
+    approvals = list(cr.approvals.all())
+    summary = services.approval_summary(cr, approvals)
+    rollout = []
+    for run in cr.runs.all().order_by("id"):
+        progress = propagation.run_progress(run)
+        rollout.append({"run_id": run.pk, "state": run.state, "total": progress.total, "done": progress.done,
+                        "failed": progress.failed, "pending": progress.pending})
+    return {
+        **change_out(cr, summary.valid),
+        "description": cr.description,
+        "approval_list": [{"id": a.pk, "approver": a.approver_name, "decision": a.decision, "comment": a.comment,
+                           "valid": a.is_valid_for(cr), "created_at": a.created_at} for a in approvals],
+        "blocking_preflight": summary.blocked,
+        "preflight": list(cr.preflight or []),
+        "diffs": list(cr.diffs or []),
+        "outcome": list(cr.outcome or []),
+        "rollout": rollout,
+        "apply_error": cr.apply_error,
+    }
+
+
+def _get(change_id: int) -> ChangeRequest:
+    return get_object_or_404(ChangeRequest, pk=change_id)
+
+
+@router.get("", response={200: ChangeRequestPage, **READ_ERRORS}, summary="List change requests (newest first)")
+def list_changes(request, filters: Query[ChangeFilters]):
+    require_viewer(request)
+    qs = selectors.filter_change_requests(state=filters.state, author=filters.author, resource=filters.resource,
+                                          cluster=filters.cluster, emergency=filters.emergency, q=filters.q,
+                                          approval_counts=False)
+    qs = qs.select_related(None).select_related("proposed_revision").only(*LIST_FIELDS)
+    rows, next_cursor = page(qs, key="id", cursor=filters.cursor, limit=filters.limit, descending=True)
+    counts = valid_approval_counts([cr.pk for cr in rows])
+    return {"items": [change_out(cr, counts.get(cr.pk, 0)) for cr in rows], "next_cursor": next_cursor}
+
+
+def valid_approval_counts(ids: list[int]) -> dict[int, int]:
+    """{change request id: approvals given for the content it proposes now} for one page (one query)."""
+    return dict(Approval.objects.filter(change_request_id__in=ids, decision=Decision.APPROVE,
+                                        content_hash=F("change_request__proposed_hash"))
+                .values_list("change_request_id").annotate(n=Count("pk")).order_by())
+
+
+@router.get("/{int:change_id}", response={200: ChangeRequestDetailOut, **READ_ERRORS},
+            summary="One change request: state, approvals, per-cluster diff, rollout progress")
+def get_change(request, change_id: int):
+    require_viewer(request)
+    return change_detail_out(_get(change_id))
+
+
+@router.post("", response={201: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Open a change request (Draft)")
+def create_change(request, body: ChangeRequestIn):
+    kwargs = {"actor": request.user, "title": body.title, "description": body.description}
+    if body.kind == ChangeKind.UNJOIN:
+        if body.cluster_id is None:
+            raise ApiError(400, "invalid", "An unjoin request needs cluster_id.", {"cluster_id": ["Required for kind=unjoin."]})
+        cr = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=get_object_or_404(Cluster, pk=body.cluster_id), **kwargs)
+    else:
+        if body.resource_id is None:
+            raise ApiError(400, "invalid", "A change request needs resource_id.", {"resource_id": ["Required."]})
+        resource = get_object_or_404(FederatedResource, pk=body.resource_id)
+        revision = get_object_or_404(resource.revisions, number=body.revision) if body.revision else None
+        cr = services.create_change_request(resource, kind=body.kind, revision=revision, **kwargs)
+    return Status(201, change_detail_out(cr))
+
+
+@router.post("/{int:change_id}/submit", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Draft -> Submitted")
+def submit_change(request, change_id: int):
+    return change_detail_out(services.submit(_get(change_id), actor=request.user))
+
+
+@router.post("/{int:change_id}/approve", response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
+             summary="Approve (an approver who is not the author); applied once enough approvals")
+def approve_change(request, change_id: int, body: DecisionIn):
+    return change_detail_out(services.approve(_get(change_id), actor=request.user, comment=body.comment))
+
+
+@router.post("/{int:change_id}/reject", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Reject (comment required)")
+def reject_change(request, change_id: int, body: DecisionIn):
+    return change_detail_out(services.reject(_get(change_id), actor=request.user, comment=body.comment))
+
+
+@router.post("/{int:change_id}/cancel", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Withdraw an open request")
+def cancel_change(request, change_id: int, body: CancelIn):
+    return change_detail_out(services.cancel(_get(change_id), actor=request.user, reason=body.reason))
+
+
+

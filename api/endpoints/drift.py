@@ -1,0 +1,134 @@
+"""/api/v1/drift: the skew matrix, the compatibility matrix and the compliance report as JSON, or
+as the pages' CSV exports with ``Accept: text/csv``. Rows are the pages' export tables
+(drift.tables), keyed by column, so the API, the CSV and the page can never disagree."""
+
+from typing import Any, Literal
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+
+from api.common import CSV_RESPONSE, READ_ERRORS, Out, require_viewer, wants_csv
+from drift import selectors
+from drift.choices import Severity
+from drift.forms import CompatFilterForm, ComplianceFilterForm, SkewFilterForm
+from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
+from fedportal.audit import record_event
+from fedportal.csv_export import stream_csv
+
+router = Router(tags=["drift"])
+
+
+class SkewOut(Out):
+    hosts: list[str]
+    counts: dict[str, int]
+    rows: list[dict[str, Any]]
+
+
+class CompatOut(Out):
+    rows: list[dict[str, Any]]
+
+
+class ComplianceOut(Out):
+    score: int
+    compliant: int
+    total: int
+    rows: list[dict[str, Any]]
+
+
+class LabelFilter(Schema):
+    labels: str = Field("", max_length=500, description="members with these labels: env=prod,tier")
+
+
+class SkewFilters(LabelFilter):
+    severity: Literal[("", *Severity.values, "ok")] = ""  # as SkewFilterForm: "ok" = no finding
+
+
+class CompatFilters(LabelFilter):
+    kind: str = Field("", max_length=63)
+    namespace: str = Field("", max_length=63)
+
+
+class ComplianceFilters(LabelFilter):
+    only: Literal["", "noncompliant"] = ""
+
+
+def _clean(form_class, filters: Schema) -> dict:
+    form = form_class(filters.model_dump())
+    if not form.is_valid():
+        raise ValidationError({key: list(errs) for key, errs in form.errors.items()})
+    return form.cleaned_data
+
+
+def _as_dicts(table, rows) -> list[dict]:
+    fields = [column.field for column in table.csv_columns()]
+    return [dict(zip(fields, values, strict=True)) for values in table.csv_rows(rows)]
+
+
+def _export(request, action: str, kind: str, table, rows, filters: Schema, summary: str):
+    record_event(action, object_type=f"drift.{kind}", summary=f"{summary} (API)",
+                 after={**filters.model_dump(), "format": "csv"})
+    filename = f"{kind}-{timezone.now():%Y%m%dT%H%M%SZ}.csv"
+    return stream_csv(filename, table.csv_columns(), table.csv_rows(rows))
+
+
+@router.get("/skew", response={200: SkewOut, **READ_ERRORS}, openapi_extra=CSV_RESPONSE, summary="Version-skew matrix")
+def skew(request, filters: Query[SkewFilters]):
+    require_viewer(request)
+    cleaned = _clean(SkewFilterForm, filters)
+    overview = selectors.skew_overview(labels=cleaned["labels"])
+    members = selectors.filter_member_rows(overview.member_rows, cleaned["severity"])
+    if wants_csv(request):
+        return _export(request, "drift.skew.export", "skew", SkewMemberTable, members, filters,
+                       f"exported the drift matrix as CSV ({len(members)} clusters)")
+    counts = {str(key): int(value) for key, value in overview.report.counts.items()}
+    return {"hosts": [h.name for h in overview.hosts], "counts": counts, "rows": _as_dicts(SkewMemberTable, members)}
+
+
+def _compat_rows(resources, rows):
+    from types import SimpleNamespace
+
+    for resource in resources:
+        cells = selectors.compat_row(resource, rows)
+        for row in rows:
+            cell = cells[row.name]
+            if not cell.targeted:
+                continue
+            result = cell.result
+            yield SimpleNamespace(
+                resource=resource.qualified_name, kind=resource.type.kind, cluster=row.name, version=row.server_version,
+                status=cell.status,
+                fields="; ".join(p.field_path for p in result.problems if p.code == "unknown_field") if result else "",
+                problems=" | ".join(p.message for p in result.problems) if result else "",
+                min_version=result.min_version if result else None,
+                fix=(result.suggested_overrides or None) if result else None,
+            )
+
+
+@router.get("/compatibility", response={200: CompatOut, **READ_ERRORS}, openapi_extra=CSV_RESPONSE,
+            summary="API-compatibility matrix (one row per resource and target cluster)")
+def compatibility(request, filters: Query[CompatFilters]):
+    require_viewer(request)
+    cleaned = _clean(CompatFilterForm, filters)
+    rows = selectors.fleet_rows(labels=cleaned["labels"])
+    resources = selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"])
+    cells = _compat_rows(resources.iterator(chunk_size=200), rows)
+    if wants_csv(request):
+        return _export(request, "drift.compat.export", "compat", CompatCellTable, cells, filters,
+                       "exported the compatibility matrix as CSV")
+    return {"rows": _as_dicts(CompatCellTable, cells)}
+
+
+@router.get("/compliance", response={200: ComplianceOut, **READ_ERRORS}, openapi_extra=CSV_RESPONSE,
+            summary="Compliance report per cluster, with the fleet score")
+def compliance(request, filters: Query[ComplianceFilters]):
+    require_viewer(request)
+    cleaned = _clean(ComplianceFilterForm, filters)
+    report, _ = selectors.fleet_compliance(labels=cleaned["labels"])
+    clusters = report.clusters
+    if cleaned["only"] == "noncompliant":
+        clusters = [c for c in clusters if not c.compliant]
+    if wants_csv(request):
+        return _export(request, "drift.compliance.export", "compliance", ComplianceTable, clusters, filters,
+                       f"exported the compliance report as CSV ({len(clusters)} clusters, score {report.score})")
+    return {"score": report.score, "compliant": report.compliant, "total": report.total, "rows": _as_dicts(ComplianceTable, clusters)}

@@ -1,0 +1,63 @@
+"""/api/v1/tokens: the caller's own API tokens (list, create — the secret is in the reply once — revoke)."""
+
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404
+from ninja import Field, Router, Schema, Status
+
+from api import tokens
+from api.common import READ_ERRORS, WRITE_ERRORS, Out
+from api.models import ApiToken
+from fedportal.roles import Role, require_role
+
+router = Router(tags=["tokens"])
+
+
+class TokenOut(Out):
+    id: int
+    name: str
+    prefix: str
+    read_only: bool
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class NewTokenOut(TokenOut):
+    token: str = Field(..., description="The secret: shown only in this reply")
+
+
+class TokenIn(Schema):
+    name: str = Field("api", min_length=1, max_length=100)
+    expires: str = Field("", max_length=8, description="lifetime like 30d, 12h, 2w; empty: never")
+    read_only: bool = False
+
+
+def token_out(t: ApiToken) -> dict:
+    return {name: getattr(t, name) for name in TokenOut.model_fields}
+
+
+@router.get("", response={200: list[TokenOut], **READ_ERRORS}, summary="Your API tokens")
+def list_tokens(request):
+    require_role(request.user, Role.VIEWER)
+    return [token_out(t) for t in tokens.tokens_of(request.user)[:200]]
+
+
+@router.post("", response={201: NewTokenOut, **WRITE_ERRORS}, summary="Create a token for yourself")
+def create_token(request, body: TokenIn):
+    require_role(request.user, Role.VIEWER)
+    try:
+        expires_in = tokens.parse_duration(body.expires) if body.expires else None
+    except ValidationError as exc:
+        raise ValidationError({"expires": exc.messages}) from None
+    new = tokens.create_token(request.user, actor=request.user, name=body.name, expires_in=expires_in, read_only=body.read_only)
+    return Status(201, {**token_out(new.token), "token": new.secret})
+
+
+@router.delete("/{int:token_id}", response={200: TokenOut, **WRITE_ERRORS}, summary="Revoke one of your tokens")
+def revoke_token(request, token_id: int):
+    require_role(request.user, Role.VIEWER)
+    token = get_object_or_404(ApiToken, pk=token_id, user=request.user)
+    return token_out(tokens.revoke_token(token, actor=request.user))

@@ -1,0 +1,94 @@
+"""Every API error is JSON ``{"error": code, "message": text, "fields": {field: [messages]}}``."""
+
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
+from django.http import Http404
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+
+from federation.approvals.services import TransitionError
+from federation.services import FederationError, SpecError
+
+
+class ApiError(Exception):
+    """Raised by endpoints: ``ApiError(409, "conflict", "…", fields={...})``."""
+
+    def __init__(self, status: int, error: str, message: str, fields: dict | None = None):
+        super().__init__(message)
+        self.status, self.error, self.message, self.fields = status, error, message, fields or {}
+
+
+def error_body(error: str, message: str, fields: dict | None = None) -> dict:
+    return {"error": error, "message": message, "fields": fields or {}}
+
+
+def _validation_fields(exc: ValidationError) -> tuple[str, dict]:
+    if hasattr(exc, "error_dict"):
+        fields = {("non_field_errors" if key == "__all__" else key): [str(m) for m in ValidationError(msgs).messages]
+                  for key, msgs in exc.error_dict.items()}
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()), fields
+    return " ".join(exc.messages), {}
+
+
+def _ninja_fields(exc: NinjaValidationError) -> dict:
+    fields: dict[str, list[str]] = {}
+    for item in exc.errors:
+        loc = [str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path", "payload", "filters")]
+        fields.setdefault(".".join(loc) or "non_field_errors", []).append(item.get("msg", "invalid"))
+    return fields
+
+
+def install(api) -> None:
+    """Register the handlers on a NinjaAPI."""
+
+    def reply(request, status, error, message, fields=None):
+        return api.create_response(request, error_body(error, message, fields), status=status)
+
+    @api.exception_handler(ApiError)
+    def api_error(request, exc):
+        return reply(request, exc.status, exc.error, exc.message, exc.fields)
+
+    @api.exception_handler(AuthenticationError)
+    def unauthenticated(request, exc):
+        response = reply(request, 401, "unauthenticated",
+                         "Send a valid, unexpired, unrevoked API token as 'Authorization: Bearer <token>'.")
+        response["WWW-Authenticate"] = 'Bearer realm="fedportal"'
+        return response
+
+    @api.exception_handler(PermissionDenied)
+    def forbidden(request, exc):
+        return reply(request, 403, "forbidden", str(exc) or "You may not do this.")
+
+    @api.exception_handler(Http404)
+    def not_found(request, exc):
+        return reply(request, 404, "not_found", str(exc) or "Not found.")
+
+    @api.exception_handler(ObjectDoesNotExist)
+    def missing(request, exc):
+        return reply(request, 404, "not_found", str(exc) or "Not found.")
+
+    @api.exception_handler(NinjaValidationError)
+    def invalid_request(request, exc):
+        fields = _ninja_fields(exc)
+        return reply(request, 422, "invalid_request", "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()), fields)
+
+    @api.exception_handler(ValidationError)
+    def invalid(request, exc):
+        message, fields = _validation_fields(exc)
+        return reply(request, 400, "invalid", message, fields)
+
+    @api.exception_handler(SpecError)
+    def bad_spec(request, exc):
+        fields = {("non_field_errors" if k == "__all__" else k): v for k, v in exc.errors.items()}
+        return reply(request, 400, "invalid", str(exc), fields)
+
+    @api.exception_handler(FederationError)
+    def federation_error(request, exc):
+        return reply(request, 400, "invalid", str(exc))
+
+    @api.exception_handler(TransitionError)
+    def transition(request, exc):
+        return reply(request, 409, "conflict", str(exc))
+
+    @api.exception_handler(HttpError)
+    def http_error(request, exc):
+        return reply(request, exc.status_code, "error", str(exc))

@@ -1,0 +1,38 @@
+"""Cursor (keyset) pagination: a page is ``limit`` rows after the cursor, in a fixed order on a
+unique key, so pages never skip or repeat rows while others write, and a page costs the same
+whatever its depth. The cursor is opaque to clients (base64 of the last row's key)."""
+
+import base64
+import binascii
+import json
+
+from api.errors import ApiError
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+
+
+def encode_cursor(value) -> str:
+    return base64.urlsafe_b64encode(json.dumps([value]).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kind: type):
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())[0]
+    except (ValueError, binascii.Error, IndexError, KeyError, TypeError, UnicodeDecodeError):
+        value = None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ApiError(400, "invalid_cursor", "The cursor is not one this API returned; start again without it.",
+                       {"cursor": ["Not a valid cursor."]})
+    return value
+
+
+def page(queryset, *, key: str, cursor: str | None, limit: int, descending: bool = False, kind: type = int):
+    """(rows, next_cursor) of the queryset ordered on ``key`` (a unique field)."""
+    if cursor:
+        value = decode_cursor(cursor, kind)
+        queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": value})
+    rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
+    next_cursor = encode_cursor(getattr(rows[limit - 1], key)) if len(rows) > limit else None
+    return rows[:limit], next_cursor

@@ -1,0 +1,259 @@
+"""The API's endpoints without the network: filters, cursors, errors, Idempotency-Key, CSV, docs."""
+
+import csv
+import io
+
+import pytest
+
+from api.models import IdempotencyRecord
+from clusters.choices import ClusterState
+from federation.approvals.models import ChangeRequest
+from federation.models import FederatedResource
+from fedportal.audit import record_event
+from fedportal.models import AuditEvent
+from tests.clusters.factories import ClusterFactory
+
+pytestmark = pytest.mark.django_db
+
+CONFIGMAP_YAML = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: default}
+data: {colour: blue}
+"""
+
+
+@pytest.fixture
+def viewer_api(api_as, viewer):
+    return api_as(viewer)
+
+
+@pytest.fixture
+def operator_api(api_as, operator):
+    return api_as(operator)
+
+
+def test_cluster_list_filters_by_label_selector_state_and_version(viewer_api):
+    ClusterFactory(name="a", labels={"env": "prod", "tier": "web"}, server_version="v1.27.3", version_minor=27)
+    ClusterFactory(name="b", labels={"env": "prod"}, server_version="v1.28.1", version_minor=28)
+    ClusterFactory(name="c", labels={"env": "dev", "tier": "web"}, state=ClusterState.OFFLINE)
+    names = lambda **q: [c["name"] for c in viewer_api.get("/api/v1/clusters", q).json()["items"]]
+    assert names() == ["a", "b", "c"]
+    assert names(label_selector="env=prod") == ["a", "b"]
+    assert names(label_selector="env=prod,tier") == ["a"]
+    assert names(state="Offline") == ["c"]
+    assert names(version="1.28") == ["b"]
+    assert names(version="v1.27.3") == ["a"]
+
+
+@pytest.mark.parametrize("query,field", [({"state": "Sleeping"}, "state"), ({"version": "latest"}, "version"),
+                                         ({"label_selector": "bad key!"}, "label_selector"), ({"limit": 0}, "limit"),
+                                         ({"limit": 501}, "limit")])
+def test_cluster_list_bad_filter_is_a_4xx_naming_the_field(viewer_api, query, field):
+    response = viewer_api.get("/api/v1/clusters", query)
+    assert response.status_code in (400, 422)
+    body = response.json()
+    assert set(body) == {"error", "message", "fields"} and field in body["fields"], body
+
+
+def test_cluster_list_cursor_pages_through_every_cluster_once(viewer_api):
+    for i in range(7):
+        ClusterFactory(name=f"c{i}")
+    seen, cursor = [], None
+    while True:
+        body = viewer_api.get("/api/v1/clusters", {"limit": 3, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [c["name"] for c in body["items"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [f"c{i}" for i in range(7)]
+
+
+def test_a_forged_cursor_is_400(viewer_api):
+    response = viewer_api.get("/api/v1/clusters", {"cursor": "bm9wZQ"})
+    assert response.status_code == 400 and response.json()["error"] == "invalid_cursor"
+
+
+def test_cluster_detail_has_versions_and_inventory_and_never_credentials(viewer_api):
+    cluster = ClusterFactory(name="east", token="very-secret-token")
+    from clusters.models import VersionSample
+
+    VersionSample.objects.create(cluster=cluster, git_version="v1.29.4", kubelet_versions={"n1": "v1.29.4"})
+    response = viewer_api.get(f"/api/v1/clusters/{cluster.pk}")
+    body = response.json()
+    assert body["id"] == cluster.pk and body["versions"][0]["git_version"] == "v1.29.4"
+    assert body["inventory"]["kubelet_versions"] == {"east-node-1": "v1.29.4"}
+    assert "very-secret-token" not in response.content.decode() and "credentials_encrypted" not in body
+
+
+def test_register_cluster_with_bad_input_is_400_with_fields_and_writes_nothing(api_as, admin_user):
+    response = api_as(admin_user).post("/api/v1/clusters", {"name": "Bad_Name", "api_server": "ftp://x", "verify": False})
+    assert response.status_code == 400
+    assert "name" in response.json()["fields"] or "api_server" in response.json()["fields"], response.json()
+    assert not AuditEvent.objects.filter(action="cluster.register").exists()
+
+
+def test_admin_registers_updates_labels_and_rotates_credentials(api_as, admin_user):
+    client = api_as(admin_user)
+    created = client.post("/api/v1/clusters", {"name": "west", "api_server": "https://west.example:6443",
+                                                "labels": {"env": "dev"}, "token": "first", "verify": False})
+    assert created.status_code == 201, created.content
+    cluster_id = created.json()["id"]
+    assert "first" not in created.content.decode()
+    patched = client.patch(f"/api/v1/clusters/{cluster_id}", {"labels": {"env": "prod"}, "verify": False})
+    assert patched.json()["labels"] == {"env": "prod"}
+    rotated = client.post(f"/api/v1/clusters/{cluster_id}/rotate-credentials", {"token": "second", "verify": False})
+    assert rotated.status_code == 200 and "second" not in rotated.content.decode()
+    assert list(AuditEvent.objects.filter(cluster="west").order_by("id").values_list("action", flat=True)) == [
+        "cluster.register", "cluster.edit", "cluster.rotate_credentials"]
+
+
+def test_create_resource_from_yaml_and_from_json_manifest(operator_api):
+    created = operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
+    assert created.status_code == 201, created.content
+    [result] = created.json()["results"]
+    resource = FederatedResource.objects.get(pk=result["id"])
+    assert (resource.name, resource.namespace, result["action"]) == ("settings", "default", "created")
+    same = operator_api.post("/api/v1/resources", {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "settings", "namespace": "default"}, "data": {"colour": "blue"}}})
+    assert same.status_code == 200 and same.json()["results"][0]["action"] == "unchanged"
+    changed = operator_api.request("PUT", f"/api/v1/resources/{resource.pk}", data=CONFIGMAP_YAML.replace("blue", "red"),
+                                   content_type="application/yaml")
+    assert changed.json()["results"][0] == {"id": resource.pk, "kind": "ConfigMap", "namespace": "default",
+                                            "name": "settings", "action": "configured", "revision": 2}
+
+
+def test_types_list_what_may_be_federated(viewer_api):
+    from tests.federation.factories import ftype
+
+    ftype("Deployment")
+    types = {t["kind"]: t for t in viewer_api.get("/api/v1/types").json()}
+    assert types["Deployment"]["api_version"] == "apps/v1" and types["Deployment"]["plural"] == "deployments"
+    assert types["Deployment"]["id"] > 0
+
+
+def test_put_of_another_resources_manifest_is_400_and_changes_nothing(operator_api):
+    operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
+    resource = FederatedResource.objects.get()
+    other = CONFIGMAP_YAML.replace("settings", "other")
+    response = operator_api.request("PUT", f"/api/v1/resources/{resource.pk}", data=other, content_type="application/yaml")
+    assert response.status_code == 400
+    assert FederatedResource.objects.count() == 1
+
+
+def test_dry_run_saves_nothing(operator_api):
+    response = operator_api.request("POST", "/api/v1/resources?dry_run=true", data=CONFIGMAP_YAML, content_type="application/yaml")
+    assert response.status_code == 200 and response.json()["results"][0]["id"] is None
+    assert not FederatedResource.objects.exists()
+
+
+@pytest.mark.parametrize("body,content_type,status", [
+    ("kind: [", "application/yaml", 400),
+    ("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "application/yaml", 400),
+    ('{"manifest": 5}', "application/json", 400),
+    ("{not json", "application/json", 400),
+    ("<xml/>", "application/xml", 415),
+])
+def test_bad_manifests_are_4xx_json(operator_api, body, content_type, status):
+    response = operator_api.request("POST", "/api/v1/resources", data=body, content_type=content_type)
+    assert response.status_code == status, response.content
+    assert response.json()["error"] and response.json()["message"]
+    assert not FederatedResource.objects.exists()
+
+
+@pytest.fixture
+def configmap(operator_api):
+    operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
+    return FederatedResource.objects.get()
+
+
+def test_idempotency_key_replays_the_first_reply_and_refuses_a_different_body(operator_api, configmap):
+    key = {"Idempotency-Key": "abc-1"}
+    first = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
+    second = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
+    assert first.status_code == second.status_code == 201
+    assert first.json() == second.json() and second["Idempotent-Replayed"] == "true"
+    assert ChangeRequest.objects.count() == 1
+    other = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk, "title": "x"}, **key)
+    assert other.status_code == 422 and other.json()["error"] == "idempotency_key_reused"
+    fresh = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **{"Idempotency-Key": "abc-2"})
+    assert fresh.status_code == 201 and fresh.json()["id"] != first.json()["id"]
+
+
+def test_idempotency_keys_are_per_user(api_as, operator, make_user, configmap):
+    from fedportal.roles import Role
+
+    other = make_user("olga-operator", Role.OPERATOR)
+    a = api_as(operator).post("/api/v1/change-requests", {"resource_id": configmap.pk}, **{"Idempotency-Key": "k"})
+    b = api_as(other).post("/api/v1/change-requests", {"resource_id": configmap.pk}, **{"Idempotency-Key": "k"})
+    assert a.json()["id"] != b.json()["id"] and IdempotencyRecord.objects.count() == 2
+
+
+def test_change_request_actions_and_errors(operator_api, api_as, approver, configmap):
+    cr = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}).json()
+    assert cr["state"] == "Draft" and cr["resource_id"] == configmap.pk
+    assert operator_api.post(f"/api/v1/change-requests/{cr['id']}/approve").status_code == 403
+    submitted = operator_api.post(f"/api/v1/change-requests/{cr['id']}/submit")
+    assert submitted.json()["state"] == "Submitted"
+    again = operator_api.post(f"/api/v1/change-requests/{cr['id']}/submit")
+    assert again.status_code == 409 and again.json()["error"] == "conflict"
+    reject = api_as(approver).post(f"/api/v1/change-requests/{cr['id']}/reject", {"comment": ""})
+    assert reject.status_code == 409 and "comment is required" in reject.json()["message"]
+    rejected = api_as(approver).post(f"/api/v1/change-requests/{cr['id']}/reject", {"comment": "not now"})
+    assert rejected.json()["state"] == "Rejected"
+    assert [a["decision"] for a in rejected.json()["approval_list"]] == ["reject"]
+    listed = operator_api.get("/api/v1/change-requests", {"state": "Rejected"}).json()["items"]
+    assert [c["id"] for c in listed] == [cr["id"]]
+    assert operator_api.get("/api/v1/change-requests", {"state": "Draft"}).json()["items"] == []
+
+
+def test_missing_objects_are_404_json(viewer_api):
+    for path in ("/api/v1/clusters/999", "/api/v1/resources/999", "/api/v1/change-requests/999", "/api/v1/nothing-here"):
+        response = viewer_api.get(path)
+        assert response.status_code == 404 and response.json()["error"] == "not_found", path
+
+
+def test_audit_list_filters_and_cursor(viewer_api):
+    for i in range(5):
+        record_event("test.api", summary=f"event {i}", cluster="east" if i % 2 else "")
+    body = viewer_api.get("/api/v1/audit/events", {"action": "test.*", "limit": 2}).json()
+    assert [e["summary"] for e in body["items"]] == ["event 4", "event 3"]
+    rest = viewer_api.get("/api/v1/audit/events", {"action": "test.*", "limit": 10, "cursor": body["next_cursor"]}).json()
+    assert [e["summary"] for e in rest["items"]] == ["event 2", "event 1", "event 0"] and rest["next_cursor"] is None
+    assert [e["summary"] for e in viewer_api.get("/api/v1/audit/events", {"cluster": "east"}).json()["items"]] == [
+        "event 3", "event 1"]
+    bad = viewer_api.get("/api/v1/audit/events", {"action": "a*b*"})
+    assert bad.status_code == 400 and "action" in bad.json()["fields"]
+
+
+def test_audit_csv_is_streamed_and_audited(viewer_api, viewer):
+    record_event("test.api", summary="=cmd|' /C calc'!A0")
+    response = viewer_api.get("/api/v1/audit/events", {"action": "test.api"}, Accept="text/csv")
+    assert response.streaming and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
+    assert rows[0][:3] == ["ID", "Time (UTC)", "Actor"] and len(rows) == 2
+    assert rows[1][8].startswith("'=")  # neutralised like the page's export
+    assert AuditEvent.objects.filter(action="audit.export", actor_name=viewer.username).exists()
+
+
+def test_drift_reports_as_json_and_csv(viewer_api):
+    ClusterFactory(host=True, server_version="v1.29.0", version_minor=29)
+    ClusterFactory(name="old", server_version="v1.26.0", version_minor=26)
+    skew = viewer_api.get("/api/v1/drift/skew").json()
+    assert skew["hosts"] == ["host"] and [r["name"] for r in skew["rows"]] == ["old"]
+    assert skew["rows"][0]["severity"] in ("P0", "P1", "P2", "P3")
+    compliance = viewer_api.get("/api/v1/drift/compliance").json()
+    assert compliance["total"] == 2 and {r["name"] for r in compliance["rows"]} == {"host", "old"}
+    assert viewer_api.get("/api/v1/drift/compatibility").json() == {"rows": []}
+    exported = viewer_api.get("/api/v1/drift/compliance", Accept="text/csv")
+    text = b"".join(exported.streaming_content).decode("utf-8-sig")
+    assert text.splitlines()[0].startswith("Cluster,Role,Version,Score") and len(text.splitlines()) == 3
+    bad = viewer_api.get("/api/v1/drift/skew", {"severity": "P9"})
+    assert bad.status_code == 422 and "severity" in bad.json()["fields"]
+
+
+def test_schema_and_docs_are_served_without_a_cdn(client):
+    schema = client.get("/api/v1/openapi.json").json()
+    assert schema["openapi"].startswith("3.") and "/api/v1/change-requests/{change_id}/approve" in schema["paths"]
+    docs = client.get("/api/v1/docs").content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
