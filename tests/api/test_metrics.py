@@ -7,7 +7,7 @@ from django.test import override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusters.models import Cluster
-from clusters.services import probe_cluster
+from clusters.probing import probe_cluster
 from federation import propagation
 from federation.approvals import services
 from federation.approvals.choices import ChangeState
