@@ -57,7 +57,7 @@ class Cluster(models.Model):
     ca_bundle = models.TextField("CA bundle (PEM)", blank=True)
     insecure_skip_tls_verify = models.BooleanField("skip TLS verification", default=False)
 
-    # Health (KubeFed semantics; see clusters.services.probe_cluster).
+    # Health (KubeFed semantics; see clusters.probing.next_state).
     state = models.CharField(max_length=16, choices=ClusterState.choices, default=ClusterState.UNKNOWN, db_index=True)
     state_changed_at = models.DateTimeField(null=True, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)

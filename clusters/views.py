@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.http import trigger_client_event
 
 from clusters import crypto, kube, selectors, services
 from clusters.forms import (
@@ -30,6 +30,7 @@ from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, PollRequest
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
+from fedportal.htmx import redirect_page, render_page
 from fedportal.fragments import render_with_cached_partial
 from fedportal.roles import Role, has_role, role_required
 
@@ -44,10 +45,6 @@ def _add_errors(form, exc: ValidationError) -> None:
             form.add_error(field if field in form.fields else None, errors)
     else:
         form.add_error(None, exc)
-
-
-def _redirect(request, url):
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,7 +83,7 @@ def cluster_list(request):
 
     if form.errors:  # shown as they are, never cached
         context.update(rows())
-        return render(request, template + "#rows" if request.htmx else template, context)
+        return render_page(request, template, context, "rows")
     # the rows through the short-lived page cache (fedportal.fragments): refreshed by any audited
     # action and by every probe that writes a cluster row
     return render_with_cached_partial(request, template, "rows", context, rows,
@@ -107,7 +104,7 @@ def cluster_detail(request, pk):
         "can_admin": has_role(request.user, Role.ADMIN),
     }
     template = "clusters/cluster_detail.html"
-    return render(request, template + "#status" if request.htmx else template, context)
+    return render_page(request, template, context, "status")
 
 
 @require_GET
@@ -117,7 +114,7 @@ def summary(request):
     """The home-page panel (a fragment for htmx; a small page without it)."""
     template = "clusters/cluster_summary.html"
     context = {"summary": selectors.fleet_summary()}
-    return render(request, template + "#panel" if request.htmx else template, context)
+    return render_page(request, template, context, "panel")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,11 +133,11 @@ def cluster_create(request):
             _add_errors(form, exc)
         else:
             messages.success(request, f"Registered {cluster.name} ({cluster.server_version or 'version pending'}).")
-            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
     template = "clusters/cluster_form.html"
     context = {"form": form, "mode": "create"}
     status = 400 if request.method == "POST" else 200
-    return render(request, template + "#form" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "form", status=status)
 
 
 @require_POST
@@ -222,13 +219,13 @@ def cluster_import(request):
                 else:
                     request.session.pop(IMPORT_SESSION_KEY, None)
                     messages.success(request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}.")
-                    return _redirect(request, reverse("clusters:cluster_list"))
+                    return redirect_page(request, reverse("clusters:cluster_list"))
             else:
                 status = 400
     else:
         return HttpResponseNotAllowed(["GET", "POST"])
     context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts, "expired": expired}
-    return render(request, template + "#body" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "body", status=status)
 
 
 def _empty_upload_form(*errors: str) -> KubeconfigUploadForm:
@@ -269,11 +266,11 @@ def cluster_edit(request, pk):
             _add_errors(form, exc)
         else:
             messages.success(request, f"Saved {cluster.name}.")
-            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
     template = "clusters/cluster_form.html"
     context = {"form": form, "cluster": cluster, "mode": "edit"}
     status = 400 if request.method == "POST" else 200
-    return render(request, template + "#form" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "form", status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -289,11 +286,11 @@ def cluster_rotate_credentials(request, pk):
             _add_errors(form, exc)
         else:
             messages.success(request, f"Rotated the credentials of {cluster.name}.")
-            return _redirect(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
+            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
     template = "clusters/cluster_form.html"
     context = {"form": form, "cluster": cluster, "mode": "rotate"}
     status = 400 if request.method == "POST" else 200
-    return render(request, template + "#form" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "form", status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -314,10 +311,10 @@ def cluster_unjoin(request, pk):
                 status = 409
             else:
                 messages.success(request, f"Unjoined {cluster.name}; it is no longer polled.")
-                return _redirect(request, reverse("clusters:cluster_list"))
+                return redirect_page(request, reverse("clusters:cluster_list"))
     template = "clusters/cluster_unjoin.html"
     context = {"form": form, "cluster": cluster, "blocks": blocks}
-    return render(request, template + "#form" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "form", status=status)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from drift.services import IsolationError, isolate_cluster, restore_cluster, upd
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
+from fedportal.htmx import render_page
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
@@ -83,7 +84,7 @@ def _page_with_results(request, template: str, context: dict, results, *, vary=(
     is rendered as it is, never cached."""
     form = context["form"]
     if form.is_bound and not form.is_valid():
-        return render(request, template + "#results" if request.htmx else template, context)
+        return render_page(request, template, context, "results")
     return render_with_cached_partial(request, template, "results", context, results, vary=vary)
 
 

@@ -10,11 +10,10 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import Http404, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect
 
 from clusters.models import Cluster
 from federation import propagation, schedule, selectors, services
@@ -43,19 +42,12 @@ from fedportal.masking import (
     secret_values,
 )
 from fedportal.roles import Role, has_role, role_required
+from fedportal.htmx import redirect_page, render_page
 
 PAGE_SIZE = 50
 # Service error keys -> the form field that shows them.
 _FIELD_FOR = {"template": "template_yaml", "namespace": "namespace", "name": "name", "retention": "retention",
               "drift_policy": "drift_policy"}
-
-
-def _redirect(request, url):
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
-
-
-def _render(request, template, context, partial=None, status=200):
-    return render(request, f"{template}#{partial}" if request.htmx and partial else template, context, status=status)
 
 
 # --- resources: list and detail --------------------------------------------------------------------
@@ -73,7 +65,7 @@ def resource_list(request):
     params.pop("page", None)
     context = {"form": form, "page": page, "filters": filters, "query": params.urlencode(),
                "can_edit": has_role(request.user, Role.OPERATOR)}
-    return _render(request, "federation/resource_list.html", context, "rows")
+    return render_page(request, "federation/resource_list.html", context, "rows")
 
 
 def _detail_context(request, resource):
@@ -108,7 +100,7 @@ def resource_detail(request, pk):
     context = _detail_context(request, resource)
     if resource.current_revision and not request.headers.get("HX-Request"):  # the polled status needs no plan
         context["plan"] = schedule.decision_as_dict(resource, resource.current_revision, schedule.decide_for(resource))
-    return _render(request, "federation/resource_detail.html", context, "status")
+    return render_page(request, "federation/resource_detail.html", context, "status")
 
 
 # --- create and edit ----------------------------------------------------------------------------------
@@ -168,7 +160,7 @@ def _save(request, form, overrides, rsp, resource=None):
 
 
 def _form_page(request, context, status):
-    return _render(request, "federation/resource_form.html", context, "form", status=status)
+    return render_page(request, "federation/resource_form.html", context, "form", status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -185,7 +177,7 @@ def resource_create(request):
         resource = _save(request, form, overrides, rsp)
         if resource is not None:
             messages.success(request, f"Created {resource} (revision 1). Preview it, then request a change to propagate it.")
-            return _redirect(request, resource.get_absolute_url())
+            return redirect_page(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "create"}
     return _form_page(request, context, status)
@@ -208,7 +200,7 @@ def resource_edit(request, pk):
                 messages.info(request, "Nothing changed; no new revision.")
             else:
                 messages.success(request, f"Saved revision {resource.current_revision.number}. Preview it, then request a change to propagate it.")
-            return _redirect(request, resource.get_absolute_url())
+            return redirect_page(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "edit", "resource": resource}
     return _form_page(request, context, status)
@@ -262,7 +254,7 @@ def resource_resync(request, pk, cluster_pk):
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Re-syncing {resource} on {cluster.name}.")
-    return _redirect(request, resource.get_absolute_url())
+    return redirect_page(request, resource.get_absolute_url())
 
 
 @require_GET
@@ -278,7 +270,7 @@ def resource_preview(request, pk):
     previews = propagation.preview_revision(resource, revision)
     context = {"resource": resource, "revision": revision, "previews": previews,
                "can_edit": has_role(request.user, Role.OPERATOR)}
-    return _render(request, "federation/resource_preview.html", context, "previews")
+    return render_page(request, "federation/resource_preview.html", context, "previews")
 
 
 # --- revisions -------------------------------------------------------------------------------------------
@@ -291,7 +283,7 @@ def revision_list(request, pk):
     revisions = resource.revisions.select_related("author", "parent").order_by("-number")
     page = Paginator(revisions, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"resource": resource, "page": page, "can_edit": has_role(request.user, Role.OPERATOR)}
-    return _render(request, "federation/revision_list.html", context, "rows")
+    return render_page(request, "federation/revision_list.html", context, "rows")
 
 
 @require_GET
@@ -312,7 +304,7 @@ def revision_detail(request, pk, number):
     context = {"resource": resource, "revision": revision, "against": against, "diff": diff,
                "numbers": list(resource.revisions.order_by("-number").values_list("number", flat=True)[:200]),
                "can_edit": has_role(request.user, Role.OPERATOR)}
-    return _render(request, "federation/revision_detail.html", context, "diff")
+    return render_page(request, "federation/revision_detail.html", context, "diff")
 
 
 @require_POST
@@ -326,8 +318,8 @@ def revision_rollback(request, pk, number):
         messages.error(request, f"Cannot roll back to revision {number}: {exc}")
     else:
         messages.success(request, f"Revision {new.number} restores revision {number}. Request the change to propagate it.")
-        return _redirect(request, f"{reverse('approvals:change_create', args=[resource.pk])}?kind=rollback&revision={new.number}")
-    return _redirect(request, resource.get_absolute_url())
+        return redirect_page(request, f"{reverse('approvals:change_create', args=[resource.pk])}?kind=rollback&revision={new.number}")
+    return redirect_page(request, resource.get_absolute_url())
 
 
 @require_GET
@@ -335,7 +327,7 @@ def revision_rollback(request, pk, number):
 @role_required(Role.VIEWER)
 def summary(request):
     """The home-page panel (a fragment for htmx; a small page without it)."""
-    return _render(request, "federation/summary.html", {"summary": selectors.summary()}, "panel")
+    return render_page(request, "federation/summary.html", {"summary": selectors.summary()}, "panel")
 
 
 # --- drift ---------------------------------------------------------------------------------------------------
@@ -346,7 +338,7 @@ def summary(request):
 def drift_list(request):
     page = Paginator(selectors.out_of_sync(), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "can_edit": has_role(request.user, Role.OPERATOR)}
-    return _render(request, "federation/drift_list.html", context, "rows")
+    return render_page(request, "federation/drift_list.html", context, "rows")
 
 
 # --- federated types (admin) ----------------------------------------------------------------------------
@@ -357,7 +349,7 @@ def drift_list(request):
 def type_list(request):
     page = Paginator(FederatedType.objects.order_by("kind", "group"), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "can_admin": has_role(request.user, Role.ADMIN)}
-    return _render(request, "federation/type_list.html", context, "rows")
+    return render_page(request, "federation/type_list.html", context, "rows")
 
 
 @require_http_methods(["GET", "POST"])
@@ -382,7 +374,7 @@ def type_edit(request, pk=None):
                     form.add_error(field if field in form.fields else None, errors)
             else:
                 messages.success(request, f"Saved federated type {ftype.name}.")
-                return _redirect(request, reverse("federation:type_list"))
+                return redirect_page(request, reverse("federation:type_list"))
         status = 400
     context = {"form": form, "ftype": ftype}
-    return _render(request, "federation/type_form.html", context, "form", status=status)
+    return render_page(request, "federation/type_form.html", context, "form", status=status)

@@ -364,7 +364,7 @@ FEDPORTAL_PROTECTED_NAMESPACES = env_list("FEDPORTAL_PROTECTED_NAMESPACES", ["ku
 # refreshes them at once (fedportal/fragments.py). 0 turns the cache off.
 FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS", 30.0, minimum=0)
 
-# Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation.py).
+# Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation/).
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 250, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
 FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 50, minimum=1)  # clusters per propagation task

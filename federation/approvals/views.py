@@ -14,10 +14,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.http import HttpResponseClientRedirect
 
 from clusters.models import Cluster
 from fedportal.roles import Role, has_role, role_required
+from fedportal.htmx import redirect_page, render_page
 from federation import propagation
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
@@ -59,7 +59,7 @@ def change_list(request):
     context = {"form": form, "filters": filters, "page": page, "query": _query(request), "authors": selectors.authors(),
                "title": "Change requests", "list_url": reverse("approvals:change_list")}
     template = "approvals/changerequest_list.html"
-    return render(request, template + "#rows" if request.htmx else template, context)
+    return render_page(request, template, context, "rows")
 
 
 @require_GET
@@ -70,7 +70,7 @@ def inbox(request):
     context = {"page": page, "query": _query(request), "title": "Waiting for my approval", "inbox": True,
                "list_url": reverse("approvals:inbox")}
     template = "approvals/changerequest_inbox.html"
-    return render(request, template + "#rows" if request.htmx else template, context)
+    return render_page(request, template, context, "rows")
 
 
 @require_GET
@@ -90,7 +90,7 @@ def home_panel(request):
                "is_approver": has_role(request.user, Role.APPROVER),
                "recent": list(selectors.base_queryset().order_by("-updated_at")[:5])}
     template = "approvals/changerequest_summary.html"
-    return render(request, template + "#panel" if request.htmx else template, context)
+    return render_page(request, template, context, "panel")
 
 
 # --- detail ----------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _get_cr(pk) -> ChangeRequest:
 def change_detail(request, pk):
     cr = _get_cr(pk)
     template = "approvals/changerequest_detail.html"
-    return render(request, template + "#panel" if request.htmx else template, _detail_context(request, cr))
+    return render_page(request, template, _detail_context(request, cr), "panel")
 
 
 def _respond(request, cr, *, error: str = "", status: int = 200, message: str = "", **extra):
@@ -162,7 +162,7 @@ def _respond(request, cr, *, error: str = "", status: int = 200, message: str = 
     if error:
         template = "approvals/changerequest_detail.html"
         context = _detail_context(request, _get_cr(cr.pk), error=error, **extra)
-        return render(request, template + "#panel" if request.htmx else template, context, status=status)
+        return render_page(request, template, context, "panel", status=status)
     if request.htmx:
         context = _detail_context(request, _get_cr(cr.pk), notice=message)
         return render(request, "approvals/changerequest_detail.html#panel", context)
@@ -273,7 +273,7 @@ def change_comment(request, pk):
 def _done(request, cr, message):
     messages.success(request, message)
     url = reverse("approvals:change_detail", args=[cr.pk])
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return redirect_page(request, url)
 
 
 @require_http_methods(["GET", "POST"])
@@ -309,7 +309,7 @@ def change_create(request, resource_pk):
     context = {"form": form, "resource": resource,
                "open_requests": list(resource.change_requests.filter(state__in=ChangeState.open()).order_by("-id")[:10])}
     template = "approvals/changerequest_form.html"
-    return render(request, template + "#form" if request.htmx else template, context, status=status)
+    return render_page(request, template, context, "form", status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -331,7 +331,7 @@ def change_create_unjoin(request, cluster_pk):
             else:
                 return _done(request, cr, f"Drafted CR-{cr.pk} to unjoin {cluster.name}.")
     template = "approvals/changerequest_unjoin.html"
-    return render(request, template + "#form" if request.htmx else template, {"form": form, "cluster": cluster}, status=status)
+    return render_page(request, template, {"form": form, "cluster": cluster}, "form", status=status)
 
 
 @require_http_methods(["GET", "POST"])
@@ -353,4 +353,4 @@ def emergency_apply(request, resource_pk):
             else:
                 return _done(request, cr, f"Emergency apply started (CR-{cr.pk}).")
     template = "approvals/emergency_form.html"
-    return render(request, template + "#form" if request.htmx else template, {"form": form, "resource": resource}, status=status)
+    return render_page(request, template, {"form": form, "resource": resource}, "form", status=status)
