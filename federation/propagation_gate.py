@@ -24,3 +24,10 @@ def propagation_refusal(resource, *, actor, emergency: bool = False) -> str:
 def check_resync(actor) -> None:
     """Re-syncing one cluster is an operator's action (as the page's button is)."""
     require_actor_role(actor, Role.OPERATOR)
+
+
+def check_removal(actor) -> None:
+    """Removing a resource from a cluster for an approved unjoin: whoever applies the approved request
+    (an operator, or the approver completing it), or the system."""
+    if actor is not None and not (has_role(actor, Role.OPERATOR) or has_role(actor, Role.APPROVER)):
+        raise PermissionDenied("Removing resources from a cluster needs the operator or approver role.")

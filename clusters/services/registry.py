@@ -123,10 +123,10 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, token: 
     check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
     if new_credentials:
         fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
-        fresh.setcredentials_for(credentials)
+        fresh.set_credentials(credentials)
         fresh.credentials_rotated_at = timezone.now()
         changed += ["auth_method", "credentials_encrypted", "credentials_rotated_at"]
-    check_transport(fresh.api_server, fresh.getcredentials_for())
+    check_transport(fresh.api_server, fresh.get_credentials())
     connection_changed = new_credentials or any(f in CONNECTION_FIELDS for f in changed)
     if connection_changed:
         fresh.credential_version += 1

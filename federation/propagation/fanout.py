@@ -125,6 +125,7 @@ def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=
     """One run that removes ``resource`` from ``cluster`` (Delete or Orphan, per its retention),
     whatever its placement says: what an approved unjoin does to each resource the cluster holds.
     None when the resource has no revision to name. Queued after the transaction commits."""
+    propagation_gate.check_removal(actor)
     revision = resource.propagated_revision or resource.current_revision
     if revision is None:
         return None

@@ -109,7 +109,7 @@ def test_verify_audit_exits_non_zero_from_the_command_line(make_events, tmp_path
     ok = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     chain_id = AuditChainHead.objects.get().chain_id
     assert ok.returncode == 0 and ok.stdout.splitlines() == [
-        "OK: 4 events verified", f"Checkpoint written: chain {chain_id}, 4 events."]
+        "OK: 4 events verified", f"Checkpoint written: chain {chain_id}, 5 events."]  # 4 + its own audit.verify event
     assert len((tmp_path / f"{chain_id}.jsonl").read_text().splitlines()) == 1
     run_sql(f"UPDATE {TABLE} SET actor_name = 'mallory' WHERE id = %s", [events[1].pk])
     broken = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
