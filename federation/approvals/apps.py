@@ -9,5 +9,8 @@ class ApprovalsConfig(AppConfig):
     def ready(self):
         from clusters.services import register_unjoin_guard
         from federation.approvals.guards import unjoin_needs_change_request
+        from federation.approvals.namespace_preflight import namespace_preflight
+        from federation.approvals.preflight import register_preflight
 
         register_unjoin_guard(unjoin_needs_change_request)
+        register_preflight(namespace_preflight)
