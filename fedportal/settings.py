@@ -310,3 +310,6 @@ FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threa
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
 FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
+# A cluster that joins or is relabelled gets what the approved placements select at once (off), or a
+# change request per resource to approve first (on).
+FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = env_bool("FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST", False)
