@@ -18,7 +18,7 @@ from django.db import transaction
 from clusters.choices import ClusterState
 from clusters.models import Cluster
 from federation import enqueue
-from federation.choices import PropagationReason, RunTrigger, TargetAction
+from federation.choices import PropagationReason, RunTrigger, TargetAction, Toggle
 from federation.models import FederatedResource, PropagatedVersion
 from federation.propagation import PropagationError, plan_targets, propagate_revision
 from federation.propagation.planning import PLAN_FIELDS
@@ -51,7 +51,7 @@ class MembershipChange:
 def membership_changes(cluster: Cluster) -> list[MembershipChange]:
     """What the approved placements now say of ``cluster`` that its propagated versions do not."""
     resources = (FederatedResource.objects.select_related("type", "propagated_revision")
-                 .filter(propagated_revision__isnull=False, type__propagation="Enabled").order_by("pk"))
+                 .filter(propagated_revision__isnull=False, type__propagation=Toggle.ENABLED).order_by("pk"))
     clusters = list(Cluster.objects.only(*PLAN_FIELDS))
     held = {pv.resource_id: pv.status for pv in PropagatedVersion.objects.filter(cluster=cluster).only("resource_id", "status")}
     changes = []

@@ -6,7 +6,7 @@ from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
 from federation.propagation.namespaces import missing_namespaces
 
-CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
+CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.RECONCILE)
 
 
 def namespace_preflight(change_request) -> list[PreflightProblem]:

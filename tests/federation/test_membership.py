@@ -104,7 +104,7 @@ def test_a_cluster_not_ready_yet_is_waited_for(fleet, labelled):
     assert reconcile_when_ready(10**6, "joined") == "gone"
 
 
-def test_with_the_setting_a_change_request_is_opened_instead(fleet, labelled, settings):
+def test_with_the_setting_a_change_request_is_opened_instead(client, fleet, labelled, settings, viewer):
     settings.FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = True
     web = web_deployment(placement=WEB)
     drain(propagation.propagate_revision(web))
@@ -121,6 +121,9 @@ def test_with_the_setting_a_change_request_is_opened_instead(fleet, labelled, se
     assert web.runs.count() == runs_before and status(web, "m130") is None  # nothing propagated yet
     assert AuditEvent.objects.filter(action="approvals.change.create", object_id=str(cr.pk)).exists()
     assert reconcile_cluster_membership(m130, reason="labels changed") == []  # one open request per resource
+    client.force_login(viewer)
+    page = client.get(cr.get_absolute_url())
+    assert page.status_code == 200 and "Reconcile Deployment shop/web: m130 labels changed" in page.content.decode()
 
 
 def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_capture_on_commit_callbacks, monkeypatch):
