@@ -138,3 +138,22 @@ def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_captur
         cluster_services.update_cluster(cluster, labels={"tier": "web"}, verify=False)
         cluster_services.update_cluster(cluster, role=cluster.role, verify=False)  # no label change: no call
     assert sent == [(cluster.pk, "labels changed")]
+
+
+def test_the_reconcile_change_request_once_approved_propagates_to_the_cluster(fleet, labelled, settings, operator, approver):
+    from federation.approvals import services as approvals
+
+    settings.FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = True
+    web = web_deployment(placement=WEB)
+    drain(propagation.propagate_revision(web))
+    m130 = relabel(labelled["m130"], {"tier": "web"})
+    cr = next(cr for cr in reconcile_cluster_membership(m130, reason="labels changed") if cr.resource_id == web.pk)
+    approvals.submit(cr, actor=operator)
+    cr = approvals.approve(cr, actor=approver)
+    if cr.state == ChangeState.APPROVED:  # FEDPORTAL_APPROVALS_AUTO_APPLY off
+        cr = approvals.apply_change_request(cr, actor=operator)
+    assert cr.state == ChangeState.APPLYING
+    (run,) = cr.runs.all()
+    drain(run)
+    assert status(web, "m130") == PropagationReason.OK and status(web, "m128") == PropagationReason.OK
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web") is not None
