@@ -41,7 +41,6 @@ from federation.propagation.network import (
     namespace_exists,
 )
 from federation.propagation.planning import plan_targets
-from federation.propagation.sweep import retry_namespace_waiters
 from federation.propagation.record import (
     TargetOutcome,
     applied_event,
@@ -52,6 +51,7 @@ from federation.propagation.record import (
     record_steps,
     write_applied,
 )
+from federation.propagation.sweep import retry_namespace_waiters
 from fedportal.audit import record_events
 
 logger = logging.getLogger(__name__)

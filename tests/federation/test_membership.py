@@ -8,12 +8,16 @@ from django.urls import reverse
 
 from clusters import services as cluster_services
 from clusters.choices import ClusterState
-from fedportal.models import AuditEvent
 from federation import propagation, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.choices import PropagationReason, Retention, TargetAction
-from federation.membership import APPLY, REMOVE, membership_changes, reconcile_cluster_membership
+from federation.membership import (
+    APPLY,
+    membership_changes,
+    reconcile_cluster_membership,
+)
 from federation.models import PropagatedVersion
+from fedportal.models import AuditEvent
 from tests.federation.factories import drain, ftype, register_fleet, web_deployment
 
 pytestmark = pytest.mark.django_db

@@ -33,7 +33,7 @@ def test_a_cluster_registered_later_gets_the_label_placed_resource_and_loses_it_
     web = web_deployment(placement=WEB)
     for resource in (ns, web):
         propagation.propagate_revision(resource)
-        wait_for(lambda: finished(resource), timeout=60, message=f"{resource} propagated")
+        wait_for(lambda resource=resource: finished(resource), timeout=60, message=f"{resource} propagated")
     assert status(web, "m128") == PropagationReason.OK
 
     m130 = cluster_services.register_cluster(name="m130", api_server=fleet.url("m130"), token=fleet.token("m130"),

@@ -5,13 +5,18 @@ resource page re-syncs every failed cluster at once (operator, audited)."""
 import pytest
 from django.urls import reverse
 
-from fedportal.models import AuditEvent
 from federation import propagation
 from federation.approvals import services as approvals
 from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction
 from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation.namespaces import missing_message
-from tests.federation.factories import drain, federate_namespace, register_fleet, web_deployment
+from fedportal.models import AuditEvent
+from tests.federation.factories import (
+    drain,
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
 
 pytestmark = pytest.mark.django_db
 
