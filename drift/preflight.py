@@ -13,7 +13,7 @@ from federation.approvals.preflight import PreflightProblem
 from drift import compat, selectors
 from drift.choices import CompatStatus
 
-CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
+CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.RECONCILE)
 
 
 def _describe(result) -> str:

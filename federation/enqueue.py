@@ -15,3 +15,8 @@ def sync_change_request(cr_id: int, *, countdown: float = 0, on_commit: bool = T
     """Record an Applying change request's outcome once its runs end (queue "default")."""
     send("federation.approvals.tasks.sync_change_request_task", (cr_id,), on_commit=on_commit, queue="default",
          countdown=countdown)
+
+
+def reconcile_membership(cluster_id: int, reason: str, *, countdown: float | None = None, waits: int = 0) -> None:
+    """A cluster joined or was relabelled: reconcile the approved placements (queue "default")."""
+    send("federation.tasks.reconcile_membership_task", (cluster_id, reason, waits), queue="default", countdown=countdown)

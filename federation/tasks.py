@@ -66,3 +66,20 @@ def resume_stale_targets_task(stale_seconds: float | None = None) -> int:
     """Re-queue propagation targets whose task was lost with a killed worker (also run by the
     periodic drift task, so recovery needs no extra beat entry)."""
     return propagation.resume_stale_targets(stale_seconds=stale_seconds)
+
+
+MEMBERSHIP_WAIT_SECONDS = 5
+MEMBERSHIP_MAX_WAITS = 120  # ten minutes for a joining cluster's first successful probe
+
+
+@shared_task(queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError),
+             retry_backoff=True, max_retries=3)
+def reconcile_membership_task(cluster_id: int, reason: str = "joined", waits: int = 0) -> dict:
+    """A cluster joined or was relabelled: once it is Ready, propagate/remove what the approved
+    placements now say (federation.membership). Not Ready yet: ask again in a few seconds."""
+    from federation import enqueue, membership
+
+    outcome = membership.reconcile_when_ready(cluster_id, reason)
+    if outcome == "waiting" and waits < MEMBERSHIP_MAX_WAITS:
+        enqueue.reconcile_membership(cluster_id, reason, countdown=MEMBERSHIP_WAIT_SECONDS, waits=waits + 1)
+    return {"cluster_id": cluster_id, "outcome": outcome}

@@ -16,6 +16,7 @@ urlpatterns = [
     path("<int:pk>/", views.resource_detail, name="resource_detail"),
     path("<int:pk>/edit/", views.resource_edit, name="resource_edit"),
     path("<int:pk>/preview/", views.resource_preview, name="resource_preview"),
+    path("<int:pk>/resync-failed/", views.resource_resync_failed, name="resource_resync_failed"),
     path("<int:pk>/resync/<int:cluster_pk>/", views.resource_resync, name="resource_resync"),
     path("<int:pk>/revisions/", views.revision_list, name="revision_list"),
     path("<int:pk>/revisions/<int:number>/", views.revision_detail, name="revision_detail"),

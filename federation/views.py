@@ -82,7 +82,9 @@ def _detail_context(request, resource):
             if row.target is not None:
                 row.target.message = mask_secrets(row.target.message, known=known)
     progress = propagation.run_progress(run) if run else None
+    failed = sum(1 for row in rows if row.status in propagation.FAILED_STATUSES)
     return {
+        "failed": failed,
         "resource": resource,
         "rows": rows,
         "run": run,
@@ -254,6 +256,22 @@ def resource_resync(request, pk, cluster_pk):
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Re-syncing {resource} on {cluster.name}.")
+    return redirect_page(request, resource.get_absolute_url())
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def resource_resync_failed(request, pk):
+    resource = get_object_or_404(FederatedResource, pk=pk)
+    try:
+        run = propagation.resync_failed(resource, actor=request.user)
+    except propagation.PropagationError as exc:
+        messages.error(request, str(exc))
+    else:
+        if run is None:
+            messages.info(request, f"Nothing failed: {resource} has no cluster to re-sync.")
+        else:
+            messages.success(request, f"Re-syncing {resource} on {run.targets.count()} failed cluster(s).")
     return redirect_page(request, resource.get_absolute_url())
 
 

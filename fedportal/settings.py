@@ -390,3 +390,7 @@ for _network in FEDPORTAL_METRICS_ALLOWED_NETWORKS:
         ) from None
 # prometheus-client's multiprocess mode for the few in-process histograms (fedportal/metrics.py).
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "") or ""
+
+# A cluster that joins or is relabelled gets what the approved placements select at once (off), or a
+# change request per resource to approve first (on).
+FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = env_bool("FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST", False)

@@ -6,7 +6,8 @@ Network calls go through clusters.kube. Bad input raises django.core.exceptions.
 A package (the module passed 800 lines); import from ``clusters.services`` as before:
 
     connections  connection_for, test_connection, validation shared by the others
-    registry     register_cluster, update_cluster, rotate_credentials, unjoin_cluster (+ guards)
+    registry     register_cluster, update_cluster, rotate_credentials, unjoin_cluster (+ guards,
+                 membership listeners: a cluster joined or was relabelled)
     (isolation: drift.services.isolate_cluster / restore_cluster, role-checked and audited)
     kubeconfig   import_kubeconfig_contexts, plan_kubeconfig_import, default_contexts
     health       request_poll, poll_progress ("poll now")
@@ -33,11 +34,14 @@ from clusters.services.registry import (
     CONNECTION_FIELDS,
     EDITABLE_FIELDS,
     UnjoinBlock,
+    membership_changed,
     register_cluster,
+    register_membership_listener,
     register_unjoin_guard,
     rotate_credentials,
     unjoin_blockers,
     unjoin_cluster,
+    unregister_membership_listener,
     unregister_unjoin_guard,
     update_cluster,
 )
@@ -55,9 +59,11 @@ __all__ = [
     "connection_for",
     "default_contexts",
     "import_kubeconfig_contexts",
+    "membership_changed",
     "plan_kubeconfig_import",
     "poll_progress",
     "register_cluster",
+    "register_membership_listener",
     "register_unjoin_guard",
     "request_poll",
     "rotate_credentials",
@@ -65,6 +71,7 @@ __all__ = [
     "test_connection",
     "unjoin_blockers",
     "unjoin_cluster",
+    "unregister_membership_listener",
     "unregister_unjoin_guard",
     "update_cluster",
 ]

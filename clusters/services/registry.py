@@ -64,6 +64,28 @@ def register_cluster(
     return cluster
 
 
+# Other apps register ``listener(cluster, reason)`` to hear that a cluster joined or that its labels
+# changed (federation reconciles what the approved placements now select). Called inside the
+# saving transaction: a listener that queues work does it on commit.
+_membership_listeners: list = []
+
+
+def register_membership_listener(listener) -> None:
+    if listener not in _membership_listeners:
+        _membership_listeners.append(listener)
+
+
+def unregister_membership_listener(listener) -> None:
+    if listener in _membership_listeners:
+        _membership_listeners.remove(listener)
+
+
+def membership_changed(cluster: Cluster, reason: str) -> None:
+    """Tell the registered listeners that ``cluster`` joined or was relabelled (``reason`` says which)."""
+    for listener in list(_membership_listeners):
+        listener(cluster, reason)
+
+
 def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
     try:
         with transaction.atomic():
@@ -78,6 +100,7 @@ def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
             )
             if probe:
                 enqueue.probe_cluster(cluster.pk)
+            membership_changed(cluster, "joined")
     except IntegrityError:
         # Lost a race with a concurrent registration: report it like the pre-check would.
         cluster.pk = None
@@ -147,6 +170,8 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, token: 
         )
         if connection_changed:
             enqueue.probe_cluster(fresh.pk)
+        if "labels" in changed:
+            membership_changed(fresh, "labels changed")
     return fresh
 
 

@@ -9,6 +9,8 @@ class ApprovalsConfig(AppConfig):
     def ready(self):
         from clusters.services import register_unjoin_guard
         from federation.approvals.guards import unjoin_needs_change_request
+        from federation.approvals.namespace_preflight import namespace_preflight
+        from federation.approvals.preflight import register_preflight
 
         register_unjoin_guard(unjoin_needs_change_request)
 
@@ -17,7 +19,7 @@ class ApprovalsConfig(AppConfig):
 
         register_settings_hook(resource_settings_changed)
 
-        from federation.approvals.preflight import register_preflight
         from federation.approvals.value_preflight import apiserver_value_check
 
         register_preflight(apiserver_value_check)
+        register_preflight(namespace_preflight)

@@ -9,6 +9,7 @@ class ChangeKind(models.TextChoices):
     ROLLBACK = "rollback", "Rollback"
     DELETE = "delete", "Delete"
     UNJOIN = "unjoin", "Unjoin cluster"
+    RECONCILE = "reconcile", "Reconcile a cluster that joined or was relabelled"
 
 
 class ChangeState(models.TextChoices):

@@ -289,7 +289,8 @@ def create_change_request(
         resource = None
         revision = None
     else:
-        require_role(actor, Role.OPERATOR)
+        if not (kind == ChangeKind.RECONCILE and actor is None):  # the system opens those (federation.membership)
+            require_role(actor, Role.OPERATOR)
         if resource is None:
             raise TransitionError("A change request needs the federated resource it changes.")
         resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
@@ -305,9 +306,11 @@ def create_change_request(
             if revision.resource_id != resource.pk:
                 raise TransitionError("That revision belongs to another resource.")
             kind = kind or _default_kind(resource, revision)
-            if kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK):
+            if kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.RECONCILE):
                 raise TransitionError(f"Unknown change kind {kind!r}.")
-            if kind != ChangeKind.CREATE and resource.propagated_revision_id == revision.pk:
+            if kind == ChangeKind.RECONCILE and resource.propagated_revision_id != revision.pk:
+                raise TransitionError("A reconcile request re-applies the propagated revision, as approved.")
+            if kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE) and resource.propagated_revision_id == revision.pk:
                 raise TransitionError(f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first.")
     subject = f"cluster {cluster.name}" if kind == ChangeKind.UNJOIN else str(resource)
     with transaction.atomic():

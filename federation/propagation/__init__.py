@@ -19,6 +19,7 @@ Public API:
         THE entry point for the approval workflow: fan out one propagate_targets_task per chunk of
         target clusters on queue "propagation" (after the surrounding transaction commits).
     resync_cluster(resource, cluster, *, actor) -> PropagationRun   retry/re-apply on one cluster
+    resync_failed(resource, *, actor) -> PropagationRun | None      operator: re-sync every failed cluster
     remove_from_cluster(resource, *, cluster, actor) -> PropagationRun | None
         remove (Delete/Orphan per retention) the resource from one cluster, e.g. an approved unjoin
     propagate_targets(run_id, cluster_ids) -> dict[int, TargetOutcome]   what the task calls
@@ -35,7 +36,7 @@ Public API:
 
 from federation.propagation.common import PropagationError
 from federation.propagation.drift import DriftSummary, detect_drift
-from federation.propagation.fanout import propagate_revision, remove_from_cluster, resync_cluster
+from federation.propagation.fanout import FAILED_STATUSES, propagate_revision, remove_from_cluster, resync_cluster, resync_failed
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.propagation.preview import ClusterPreview, preview_revision
 from federation.propagation.progress import (
@@ -55,6 +56,7 @@ from federation.propagation.worker import (
 )
 
 __all__ = [
+    "FAILED_STATUSES",
     "ClusterPlan",
     "ClusterPreview",
     "DriftSummary",
@@ -72,6 +74,7 @@ __all__ = [
     "remove_from_cluster",
     "resume_stale_targets",
     "resync_cluster",
+    "resync_failed",
     "retries_by_delay",
     "run_progress",
 ]

@@ -25,6 +25,7 @@ from federation.propagation.record import (
 )
 from fedportal import bulk
 from fedportal.audit import record_event, record_events
+from fedportal.roles import Role, require_actor_role
 
 # --- fan-out ------------------------------------------------------------------------------------
 
@@ -37,14 +38,15 @@ def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
 
 def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
                        trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None,
-                       emergency: bool = False) -> PropagationRun:
+                       emergency: bool = False, only_clusters=None) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
 
     Returns the PropagationRun at once; one ``propagate_to_cluster_task`` per cluster runs on queue
     "propagation" after the transaction commits. Propagating the same revision twice writes
     nothing the second time (hashes and object versions match). The approval workflow calls this
-    once a change request is approved.
+    once a change request is approved. ``only_cluster`` / ``only_clusters`` (cluster ids) restrict
+    the run to those clusters (a re-sync).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(resource, actor=actor, emergency=emergency):  # roles, protected namespaces
@@ -62,6 +64,11 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:
             raise PropagationError(f"{only_cluster.name} is not a target of {resource} and holds nothing to remove.")
+    if only_clusters is not None:
+        wanted = set(only_clusters)
+        plans = [p for p in plans if p.cluster.pk in wanted]
+        if not plans:
+            raise PropagationError(f"None of those clusters is a target of {resource} or holds it.")
     with transaction.atomic():
         run = PropagationRun.objects.create(resource=resource, revision=revision, trigger=trigger,
                                             actor=actor if getattr(actor, "pk", None) else None)
@@ -119,6 +126,31 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
     if revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
+
+
+FAILED_STATUSES = tuple(r for r in PropagationReason.values
+                        if r not in (*PropagationReason.healthy(), PropagationReason.PENDING,
+                                     PropagationReason.WAITING_FOR_REMOVAL))
+
+
+def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun | None:
+    """Operator: one re-sync run (the last propagated revision) over every cluster where ``resource``
+    failed or was skipped; None when nothing failed. Audited as ``federation.resource.resync_failed``."""
+    require_actor_role(actor, Role.OPERATOR)
+    resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
+    if resource.propagated_revision is None:
+        raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
+    failed = dict(PropagatedVersion.objects.filter(resource=resource, status__in=FAILED_STATUSES)
+                  .values_list("cluster_id", "cluster__name"))
+    if not failed:
+        return None
+    with transaction.atomic():
+        run = propagate_revision(resource, actor=actor, revision=resource.propagated_revision,
+                                 trigger=RunTrigger.RESYNC, only_clusters=set(failed))
+        record_event("federation.resource.resync_failed", actor=actor, obj=resource,
+                     summary=f"Re-sync {resource} on the {len(failed)} cluster(s) where it failed",
+                     after={"run": run.pk, "clusters": sorted(failed.values())})
+    return run
 
 
 def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=None) -> PropagationRun | None:

@@ -19,6 +19,7 @@ from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
 from federation.propagation.common import kube_timeout, render_args
+from federation.propagation.namespaces import missing_namespaces
 from federation.preview_checks import manifest_warnings
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
@@ -56,6 +57,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             preview.message = mask_secrets(preview.message, known=known)
             preview.warnings = mask_secrets(list(preview.warnings), secret=True, known=known)
         return preview
+    no_namespace = missing_namespaces(resource, revision, plans)
 
     def one(plan: ClusterPlan) -> ClusterPreview:
         cluster = plan.cluster
@@ -84,10 +86,14 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)
+        if cluster.name in no_namespace:
+            warnings.insert(0, no_namespace[cluster.name])
         shown = mask_secrets(manifest, secret=secret)
         if live is None:
+            message = (f"Cannot be created until namespace {resource.namespace} exists (NamespaceNotFederated)."
+                       if cluster.name in no_namespace else "Will be created.")
             return ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),
-                              plan.replicas, "Will be created.", warnings)
+                              plan.replicas, message, warnings)
         if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
             return ClusterPreview(cluster, "error", dump_yaml(shown), "", plan.replicas,
                               "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings)

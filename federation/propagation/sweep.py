@@ -9,11 +9,12 @@ from django.utils import timezone
 from clusters.choices import ClusterState
 from federation.choices import (
     PropagationReason,
+    RunTrigger,
     TargetState,
 )
-from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation.common import PropagationError, setting
-from federation.propagation.fanout import enqueue_chunks, resync_cluster
+from federation.propagation.fanout import enqueue_chunks, propagate_revision, resync_cluster
 from federation.propagation.record import finish_run_if_complete
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
 
 def reconcile_waiting_clusters(*, actor=None) -> int:
     """Resources skipped on a cluster that was not Ready (or isolated) get a re-sync once it is
-    Ready again; this is how a cluster that was down converges without anyone clicking."""
+    Ready again; this is how a cluster that was down converges without anyone clicking. So do
+    targets that waited for a namespace that has been propagated since (``retry_all_namespace_waiters``)."""
     waiting = (PropagatedVersion.objects.filter(
         status__in=[PropagationReason.CLUSTER_NOT_READY, PropagationReason.CLUSTER_ISOLATED],
         cluster__state=ClusterState.READY, cluster__isolated=False)
@@ -68,4 +70,40 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
             count += 1
         except PropagationError as exc:
             logger.info("reconcile of %s on %s skipped: %s", pv.resource, pv.cluster.name, exc)
-    return count
+    return count + retry_all_namespace_waiters(actor=actor)
+
+
+def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[PropagationRun]:
+    """Targets that failed NamespaceNotFederated in ``namespace`` on ``cluster_ids`` (where that
+    namespace has just been propagated) get a re-sync of their last propagated revision: one run per
+    resource. Called by the worker when a Namespace's run finishes, and by the periodic sweep."""
+    waiting = (PropagatedVersion.objects.filter(status=PropagationReason.NAMESPACE_NOT_FEDERATED,
+                                                resource__namespace=namespace, cluster_id__in=list(cluster_ids),
+                                                resource__propagated_revision__isnull=False)
+               .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+               .values_list("resource_id", "cluster_id"))
+    by_resource: dict[int, set[int]] = {}
+    for resource_id, cluster_id in waiting:
+        by_resource.setdefault(resource_id, set()).add(cluster_id)
+    runs = []
+    for resource in FederatedResource.objects.filter(pk__in=by_resource).order_by("pk"):
+        try:
+            runs.append(propagate_revision(resource, actor=actor, revision=resource.propagated_revision,
+                                           trigger=RunTrigger.RESYNC, only_clusters=by_resource[resource.pk]))
+        except PropagationError as exc:
+            logger.info("retry of %s after namespace %s skipped: %s", resource, namespace, exc)
+    return runs
+
+
+def retry_all_namespace_waiters(*, actor=None) -> int:
+    """The sweep's share: every NamespaceNotFederated target whose namespace is now OK on its cluster."""
+    ns_ok = (PropagatedVersion.objects.filter(status=PropagationReason.OK, resource__type__group="",
+                                              resource__type__kind="Namespace")
+             .values_list("resource__name", "cluster_id"))
+    waiting = set(PropagatedVersion.objects.filter(status=PropagationReason.NAMESPACE_NOT_FEDERATED)
+                  .values_list("resource__namespace", "cluster_id"))
+    by_namespace: dict[str, list[int]] = {}
+    for name, cluster_id in ns_ok:
+        if (name, cluster_id) in waiting:
+            by_namespace.setdefault(name, []).append(cluster_id)
+    return sum(len(retry_namespace_waiters(name, ids, actor=actor)) for name, ids in sorted(by_namespace.items()))

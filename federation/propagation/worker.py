@@ -51,6 +51,7 @@ from federation.propagation.record import (
     record_steps,
     write_applied,
 )
+from federation.propagation.sweep import retry_namespace_waiters
 from fedportal.audit import record_events
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,18 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
                 outcomes.update(record_steps(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
     # only now can the run be complete: until its last flush this chunk held targets still running
     finish_run_if_complete(run.pk)
+    if resource.type.group == "" and resource.type.kind == "Namespace":
+        _retry_waiting_for(resource, ids)
     return outcomes
+
+
+def _retry_waiting_for(namespace: FederatedResource, cluster_ids: list[int]) -> None:
+    """The namespace is now on (some of) these clusters: the targets that failed waiting for it are
+    re-synced (by the system, as the periodic sweep would)."""
+    ready = list(PropagatedVersion.objects.filter(resource=namespace, cluster_id__in=cluster_ids,
+                                                  status=PropagationReason.OK).values_list("cluster_id", flat=True))
+    if ready:
+        retry_namespace_waiters(namespace.name, ready, actor=None)
 
 
 def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:

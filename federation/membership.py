@@ -1,0 +1,119 @@
+"""Clusters that join later, or whose labels change: every approved resource whose approved (last
+propagated) placement now selects the cluster is propagated to it, and removed (Delete or Orphan,
+per its retention) where the placement no longer selects it. Automatic, since the placement rule is
+what was approved; with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST a change request (kind "reconcile")
+is opened per resource instead. Runs by the system (actor None), audited as
+``federation.resource.membership``.
+
+clusters.services calls the registered listener (``on_membership_change``) when a cluster joins or
+is relabelled; the task waits until the cluster is Ready (its first probe) before reconciling.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from clusters.choices import ClusterState
+from clusters.models import Cluster
+from federation import enqueue
+from federation.choices import PropagationReason, RunTrigger, TargetAction, Toggle
+from federation.models import FederatedResource, PropagatedVersion
+from federation.propagation import PropagationError, plan_targets, propagate_revision
+from federation.propagation.planning import PLAN_FIELDS
+from fedportal.audit import record_event
+
+logger = logging.getLogger(__name__)
+
+APPLY, REMOVE = "apply", "remove"
+# a PropagatedVersion in one of these states holds nothing on the cluster: a selected cluster needs the apply
+NOT_THERE = (PropagationReason.REMOVED, PropagationReason.ORPHANED, PropagationReason.CLUSTER_NOT_READY,
+             PropagationReason.CLUSTER_ISOLATED, PropagationReason.CLUSTER_NOT_REGISTERED)
+
+
+def join_requires_change_request() -> bool:
+    return bool(getattr(settings, "FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST", False))
+
+
+def on_membership_change(cluster: Cluster, reason: str) -> None:
+    """The listener registered with clusters.services: reconcile once the transaction commits."""
+    cluster_id = cluster.pk
+    transaction.on_commit(lambda: enqueue.reconcile_membership(cluster_id, reason))
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    resource: FederatedResource
+    action: str  # APPLY | REMOVE
+
+
+def membership_changes(cluster: Cluster) -> list[MembershipChange]:
+    """What the approved placements now say of ``cluster`` that its propagated versions do not."""
+    resources = (FederatedResource.objects.select_related("type", "propagated_revision")
+                 .filter(propagated_revision__isnull=False, type__propagation=Toggle.ENABLED).order_by("pk"))
+    clusters = list(Cluster.objects.only(*PLAN_FIELDS))
+    held = {pv.resource_id: pv.status for pv in PropagatedVersion.objects.filter(cluster=cluster).only("resource_id", "status")}
+    changes = []
+    for resource in resources:
+        plans = [p for p in plan_targets(resource, resource.propagated_revision, clusters=clusters) if p.cluster.pk == cluster.pk]
+        if not plans:
+            continue
+        action = plans[0].action
+        if action == TargetAction.APPLY and (resource.pk not in held or held[resource.pk] in NOT_THERE):
+            changes.append(MembershipChange(resource, APPLY))
+        elif action in (TargetAction.DELETE, TargetAction.ORPHAN):
+            changes.append(MembershipChange(resource, REMOVE))
+    return changes
+
+
+def reconcile_cluster_membership(cluster: Cluster, *, reason: str = "joined") -> list:
+    """Apply/remove every approved resource whose placement changed its mind about ``cluster``;
+    returns the runs started (or, with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST, the change requests opened)."""
+    started = []
+    for change in membership_changes(cluster):
+        resource, revision = change.resource, change.resource.propagated_revision
+        verb = "propagate to" if change.action == APPLY else "remove from"
+        if join_requires_change_request():
+            cr = _open_change_request(resource, cluster, reason=reason, verb=verb)
+            if cr is not None:
+                started.append(cr)
+            continue
+        # a replica-scheduled resource is re-planned on all its clusters (their shares change with the fleet)
+        only = None if revision.scheduling else {cluster.pk}
+        try:
+            with transaction.atomic():
+                run = propagate_revision(resource, actor=None, revision=revision, trigger=RunTrigger.RESYNC,
+                                         only_clusters=only)
+                record_event("federation.resource.membership", actor=None, obj=resource, cluster=cluster.name,
+                             summary=f"{cluster.name} {reason}: {verb} it {resource} (approved placement of revision {revision.number})",
+                             after={"run": run.pk, "action": change.action, "cluster": cluster.name, "reason": reason})
+        except PropagationError as exc:
+            logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
+            continue
+        started.append(run)
+    return started
+
+
+def _open_change_request(resource: FederatedResource, cluster: Cluster, *, reason: str, verb: str):
+    from federation.approvals import services as approvals
+    from federation.approvals.choices import ChangeKind, ChangeState
+    from federation.approvals.models import ChangeRequest
+
+    if ChangeRequest.objects.filter(resource=resource, kind=ChangeKind.RECONCILE, state__in=ChangeState.open()).exists():
+        return None  # one open reconcile request per resource: it re-applies the whole placement
+    return approvals.create_change_request(
+        resource, actor=None, kind=ChangeKind.RECONCILE, revision=resource.propagated_revision,
+        title=f"Reconcile {resource}: {cluster.name} {reason}",
+        description=f"Cluster {cluster.name} {reason}; the approved placement of revision "
+                    f"{resource.propagated_revision.number} says to {verb} it. Approving re-applies that revision.")
+
+
+def reconcile_when_ready(cluster_id: int, reason: str) -> str:
+    """The task's body: 'gone', 'waiting' (not Ready yet: the task asks again) or what was done."""
+    cluster = Cluster.objects.filter(pk=cluster_id).first()
+    if cluster is None:
+        return "gone"
+    if cluster.state != ClusterState.READY or cluster.isolated:
+        return "waiting"
+    return f"{len(reconcile_cluster_membership(cluster, reason=reason))} started"

@@ -1,0 +1,159 @@
+"""A namespace missing on a target (issue 23, item 3): flagged by the preview and the preflight
+before anyone approves; the targets that waited for it are retried once it is propagated; and the
+resource page re-syncs every failed cluster at once (operator, audited)."""
+
+import pytest
+from django.urls import reverse
+
+from federation import propagation
+from federation.approvals import services as approvals
+from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction
+from federation.models import PropagatedVersion, PropagationRun
+from federation.propagation.namespaces import missing_message
+from fedportal.models import AuditEvent
+from tests.federation.factories import (
+    drain,
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def status(resource, cluster):
+    return PropagatedVersion.objects.get(resource=resource, cluster__name=cluster).status
+
+
+def test_preview_flags_a_missing_namespace_per_cluster(fleet):
+    register_fleet(fleet, ["m128", "m130"])
+    federate_namespace("half", ["m130"])  # federated to m130 only
+    resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130"]})
+    previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
+    assert previews["m128"].action == "create"
+    assert previews["m128"].message == "Cannot be created until namespace half exists (NamespaceNotFederated)."
+    assert previews["m128"].warnings[0] == missing_message("half", "m128")
+    assert previews["m130"].action == "create" and previews["m130"].message == "Will be created."
+    assert missing_message("half", "m130") not in previews["m130"].warnings
+
+
+def test_preview_does_not_flag_a_namespace_that_exists_on_the_cluster(fleet):
+    register_fleet(fleet, ["m128"])
+    resource = web_deployment(namespace="default", placement={"clusters": ["m128"]})
+    (preview,) = propagation.preview_revision(resource)
+    assert preview.message == "Will be created."
+    assert not any("NamespaceNotFederated" in w for w in preview.warnings)
+
+
+def test_preflight_warns_per_cluster_where_the_namespace_is_missing(fleet, operator):
+    register_fleet(fleet, ["m128", "m130", "m131"])
+    federate_namespace("half", ["m130"])
+    resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130", "m131"]}, actor=operator)
+    cr = approvals.create_change_request(resource, actor=operator)
+    found = [p for p in cr.preflight if "NamespaceNotFederated" in p["message"]]
+    assert found == [
+        {"cluster_name": "m128", "severity": "warning", "message": missing_message("half", "m128")},
+        {"cluster_name": "m131", "severity": "warning", "message": missing_message("half", "m131")},
+    ]
+
+
+def test_preflight_is_quiet_when_the_namespace_exists(fleet, operator):
+    register_fleet(fleet, ["m128"])
+    resource = web_deployment(namespace="default", placement={"clusters": ["m128"]}, actor=operator)
+    cr = approvals.create_change_request(resource, actor=operator)
+    assert [p for p in cr.preflight if "NamespaceNotFederated" in p["message"]] == []
+
+
+def test_targets_waiting_for_the_namespace_are_retried_once_it_is_propagated(fleet):
+    register_fleet(fleet, ["m128", "m130"])
+    resource = web_deployment(namespace="late", placement={"clusters": ["m128", "m130"]})
+    first = propagation.propagate_revision(resource)
+    drain(first)
+    assert {status(resource, c) for c in ("m128", "m130")} == {PropagationReason.NAMESPACE_NOT_FEDERATED}
+    ns = federate_namespace("late", ["m128"])
+    drain(propagation.propagate_revision(ns))  # the worker's Namespace run queues the retry itself
+    retry = PropagationRun.objects.filter(resource=resource).exclude(pk=first.pk).get()
+    assert retry.trigger == RunTrigger.RESYNC and retry.actor is None  # the system
+    assert list(retry.targets.values_list("cluster__name", "action")) == [("m128", TargetAction.APPLY)]
+    drain(retry)
+    retry.refresh_from_db()
+    assert retry.state == RunState.SUCCEEDED
+    assert status(resource, "m128") == PropagationReason.OK
+    assert fleet.get_object("m128", "apps/v1", "Deployment", "late", "web") is not None
+    assert status(resource, "m130") == PropagationReason.NAMESPACE_NOT_FEDERATED  # still not federated there
+
+
+def test_the_periodic_sweep_retries_targets_whose_namespace_is_ok_now(fleet):
+    register_fleet(fleet, ["m128"])
+    web = web_deployment(namespace="late", placement={"clusters": ["m128"]})
+    api = web_deployment(namespace="late", name="api", placement={"clusters": ["m128"]})
+    for resource in (web, api):
+        drain(propagation.propagate_revision(resource))
+        assert status(resource, "m128") == PropagationReason.NAMESPACE_NOT_FEDERATED
+    federate_namespace("late", ["m128"])  # defined, not propagated on its own: web's re-sync creates it
+    drain(propagation.resync_cluster(web, web.propagated_versions.get().cluster))
+    assert status(web, "m128") == PropagationReason.OK
+    assert status(api, "m128") == PropagationReason.NAMESPACE_NOT_FEDERATED
+    assert propagation.reconcile_waiting_clusters() == 1
+    (retry,) = api.runs.filter(trigger=RunTrigger.RESYNC)
+    drain(retry)
+    assert status(api, "m128") == PropagationReason.OK
+
+
+@pytest.fixture
+def half_failed(fleet):
+    """web in namespace half on m128 (namespace missing: failed) and m130 (OK)."""
+    register_fleet(fleet, ["m128", "m130"])
+    ns = federate_namespace("half", ["m130"])
+    drain(propagation.propagate_revision(ns))
+    resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    assert status(resource, "m128") == PropagationReason.NAMESPACE_NOT_FEDERATED
+    assert status(resource, "m130") == PropagationReason.OK
+    return resource
+
+
+def test_resync_all_failed_button_is_shown_to_operators_only(client, half_failed, operator, viewer):
+    url = reverse("federation:resource_detail", args=[half_failed.pk])
+    client.force_login(operator)
+    assert "Re-sync all failed (1)" in client.get(url).content.decode()
+    client.force_login(viewer)
+    assert "Re-sync all failed" not in client.get(url).content.decode()
+
+
+def test_resync_all_failed_re_syncs_only_the_failed_clusters_and_is_audited(client, half_failed, operator):
+    client.force_login(operator)
+    before = set(half_failed.runs.values_list("pk", flat=True))
+    response = client.post(reverse("federation:resource_resync_failed", args=[half_failed.pk]))
+    assert response.status_code == 302 and response["Location"] == half_failed.get_absolute_url()
+    run = half_failed.runs.exclude(pk__in=before).get()
+    assert run.trigger == RunTrigger.RESYNC and run.actor == operator
+    assert list(run.targets.values_list("cluster__name", flat=True)) == ["m128"]
+    event = AuditEvent.objects.get(action="federation.resource.resync_failed")
+    assert event.actor == operator and event.after == {"run": run.pk, "clusters": ["m128"]}
+
+
+def test_resync_all_failed_from_htmx_redirects_the_client(client, half_failed, operator):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_resync_failed", args=[half_failed.pk]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Redirect"] == half_failed.get_absolute_url()
+
+
+def test_a_viewer_cannot_resync_all_failed(client, half_failed, viewer):
+    client.force_login(viewer)
+    before = half_failed.runs.count()
+    response = client.post(reverse("federation:resource_resync_failed", args=[half_failed.pk]))
+    assert response.status_code == 403
+    assert half_failed.runs.count() == before
+    assert not AuditEvent.objects.filter(action="federation.resource.resync_failed").exists()
+
+
+def test_resync_all_failed_with_nothing_failed_starts_nothing(client, fleet, operator):
+    register_fleet(fleet, ["m130"])
+    drain(propagation.propagate_revision(federate_namespace("half", ["m130"])))
+    resource = web_deployment(namespace="half", placement={"clusters": ["m130"]})
+    drain(propagation.propagate_revision(resource))
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_resync_failed", args=[resource.pk]), follow=True)
+    assert "Nothing failed" in response.content.decode()
+    assert resource.runs.count() == 1
