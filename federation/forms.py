@@ -121,7 +121,7 @@ class OverrideRowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].choices = cluster_choices()
+        self.fields["cluster"].choices = [("", "— cluster —")] + cluster_choices()
 
     def clean_value(self):
         text = self.cleaned_data.get("value") or ""
@@ -147,7 +147,7 @@ class RspRowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].choices = [(WILDCARD, "* (every other cluster)")] + cluster_choices()
+        self.fields["cluster"].choices = [("", "— cluster —"), (WILDCARD, "* (every other cluster)")] + cluster_choices()
 
     def preference(self) -> tuple[str, dict]:
         data = self.cleaned_data
@@ -159,8 +159,20 @@ class RspRowForm(forms.Form):
         return data["cluster"], pref
 
 
-OverrideFormSet = forms.formset_factory(OverrideRowForm, extra=1, can_delete=True, max_num=200, validate_max=True)
-RspFormSet = forms.formset_factory(RspRowForm, extra=1, can_delete=True, max_num=200, validate_max=True)
+class RowsFormSet(forms.BaseFormSet):
+    """Rows left empty (every field as rendered: no cluster chosen, nothing typed) are ignored, the
+    extra blank row included; a row with anything in it is validated in full."""
+
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "empty_permitted": True}
+
+
+OverrideFormSet = forms.formset_factory(OverrideRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
+                                        validate_max=True)
+RspFormSet = forms.formset_factory(RspRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
+                                   validate_max=True)
+OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
+RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"
 
 
