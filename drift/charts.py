@@ -41,8 +41,24 @@ def _version_sort_key(label: str):
     return (0, parsed.minor) if parsed else (1, 0)
 
 
+# Heatmap cells are coloured by severity (one colour per level, the same as the badges), so a P0
+# cell is red whatever the sign or size of the version gap; the gap is the cell's text.
+SEVERITY_LEVELS = {None: 0, Severity.P3: 1, Severity.P2: 2, Severity.P1: 3, Severity.P0: 4}
+OK_COLOUR = "#e6f4ea"
+
+
+def severity_colorscale() -> list:
+    bands = [OK_COLOUR, SEVERITY_COLOURS[Severity.P3], SEVERITY_COLOURS[Severity.P2], SEVERITY_COLOURS[Severity.P1],
+             SEVERITY_COLOURS[Severity.P0]]
+    scale = []
+    for level, colour in enumerate(bands):
+        scale += [[max(0.0, (level - 0.5) / 4), colour], [min(1.0, (level + 0.5) / 4), colour]]
+    return scale
+
+
 def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS) -> dict:
-    """Clusters × clusters heatmap of the minor difference (row minus column), severity in the text.
+    """Clusters × clusters heatmap: colour = the pair's severity, text = minor difference (row minus
+    column) and severity.
 
     Past ``max_clusters`` the cluster-level heatmap stops being readable (and weighs megabytes), so
     it becomes versions × versions with the number of clusters on each version in the labels; the
@@ -51,12 +67,20 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     n = len(matrix.names)
     if n > max_clusters:
         return _version_heatmap(matrix)
-    text = [
-        [(str(matrix.severities[i][j]) if matrix.severities[i][j] else "") for j in range(n)] for i in range(n)
-    ]
+
+    def cell_text(i, j):
+        if i == j:
+            return ""
+        diff, severity = matrix.cells[i][j], matrix.severities[i][j]
+        gap = "?" if diff is None else f"{diff:+d}" if diff else "0"
+        return f"{gap} {severity}" if severity else gap
+
+    z = [[None if i == j else SEVERITY_LEVELS[matrix.severities[i][j] or None] for j in range(n)] for i in range(n)]
     hover = [
         [
-            f"{matrix.names[i]} ({matrix.versions[i]}) vs {matrix.names[j]} ({matrix.versions[j]})"
+            f"{matrix.names[i]} ({matrix.versions[i]}) vs {matrix.names[j]} ({matrix.versions[j]})<br>"
+            f"minor difference {'?' if matrix.cells[i][j] is None else matrix.cells[i][j]}<br>"
+            f"{matrix.severities[i][j] or 'no finding'}"
             for j in range(n)
         ]
         for i in range(n)
@@ -65,14 +89,16 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
         "type": "heatmap",
         "x": list(matrix.names),
         "y": list(matrix.names),
-        "z": [list(row) for row in matrix.cells],
-        "text": text,
+        "z": z,
+        "text": [[cell_text(i, j) for j in range(n)] for i in range(n)],
         "customdata": hover,
         "texttemplate": "%{text}" if n <= 40 else "",
-        "hovertemplate": "%{customdata}<br>minor difference %{z}<br>%{text}<extra></extra>",
-        "colorscale": "RdBu",
-        "zmid": 0,
-        "colorbar": {"title": {"text": "row − column (minors)"}},
+        "hovertemplate": "%{customdata}<extra></extra>",
+        "colorscale": severity_colorscale(),
+        "zmin": 0,
+        "zmax": 4,
+        "colorbar": {"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4],
+                     "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
         "hoverongaps": False,
         "xgap": 1,
         "ygap": 1,
@@ -80,7 +106,7 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     return {
         "data": [trace],
         "layout": _layout(
-            "Minor-version difference between clusters",
+            "Version skew between clusters (colour: severity; text: minor difference)",
             xaxis={"side": "top", "tickangle": -45, "automargin": True},
             yaxis={"autorange": "reversed", "automargin": True},
             height=max(360, min(1200, 60 + 22 * n)),

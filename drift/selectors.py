@@ -207,7 +207,9 @@ def skew_overview(*, labels=()) -> SkewOverview:
                 host=host.name if host else "",
                 host_version=host.version_label if host else "",
                 difference=difference,
-                severity=report.worst_by_cluster.get(row.name),
+                # the compliance report's rule: a cluster is rated by the findings it has to act on;
+                # a host-older finding is listed on the member's row but charged to the host
+                severity=report.worst_accountable_by_cluster.get(row.name),
                 findings=findings,
                 kubelets=report.kubelets[row.name],
             )

@@ -153,8 +153,11 @@ def enforce_version_policy() -> list[str]:
     if not policy.auto_isolate_on_p0:
         return []
     overview = selectors.skew_overview()
+    # every member in a P0 pair, also one the host is too old for (the host is the one to fix it,
+    # but propagating to that member is what fails meanwhile)
+    worst = overview.report.worst_by_cluster
     blocking = [
-        row.name for row in overview.member_rows if row.severity == Severity.P0 and not row.cluster.isolated
+        row.name for row in overview.member_rows if worst.get(row.name) == Severity.P0 and not row.cluster.isolated
     ]
     isolated = []
     for cluster in Cluster.objects.filter(name__in=blocking, isolated=False):

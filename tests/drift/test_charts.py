@@ -28,9 +28,15 @@ def test_skew_heatmap_is_clusters_by_clusters_with_severity_text():
     fig = valid(charts.skew_heatmap(matrix))
     trace = fig["data"][0]
     assert trace["x"] == matrix.names and trace["y"] == matrix.names
-    assert trace["z"][0][matrix.names.index("m0")] == 4  # host v1.29 - m0 v1.25
-    assert trace["text"][0][matrix.names.index("m0")] == "P0"
-    assert trace["z"][0][-1] is None  # unknown version: a gap, not a crash
+    m0, m3, m5, m6 = (matrix.names.index(n) for n in ("m0", "m3", "m5", "m6"))
+    assert trace["text"][0][m0] == "+4 P0"  # host v1.29 - m0 v1.25
+    # colour is the severity (issue 23 item 7): P0 is the top of the scale whatever the gap's sign
+    assert trace["z"][0][m0] == charts.SEVERITY_LEVELS["P0"] == 4
+    assert trace["text"][0][m6] == "-2 P0" and trace["z"][0][m6] == 4  # host 2 minors behind m6 v1.31
+    assert trace["text"][0][m5] == "-1 P1" and trace["z"][0][m5] == 3
+    assert trace["text"][0][m3] == "+1" and trace["z"][0][m3] == 0  # within policy: no finding
+    assert trace["z"][0][0] is None  # a cluster against itself: a gap
+    assert trace["text"][0][-1] == "? P3" and trace["z"][0][-1] == 1  # unknown version
 
 
 def test_big_fleet_heatmap_collapses_to_versions():

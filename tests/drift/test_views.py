@@ -42,11 +42,23 @@ def test_matrix_page_shows_heatmap_table_and_exact_policy_violations(viewer_clie
         "m27": Severity.P0,
         "m28": Severity.P2,  # in policy with the host, 3 from m31 (member–member)
         "m29": Severity.P2,
-        "m30": Severity.P1,
-        "m31": Severity.P0,
+        # m30/m31 are newer than the host: those findings (P1/P0) are the host's to fix, listed on
+        # their rows but not rating them, as in the compliance report (issue 23 item 7)
+        "m30": Severity.P2,
+        "m31": Severity.P2,
     }
     assert pair_url("host", "m27") in body
     assert 'href="/drift/"' in body or "Drift" in body  # nav link
+
+
+def test_skew_page_and_compliance_report_rate_every_cluster_alike(viewer_client, sim_fleet):
+    skew_page = {row.name: row.severity for row in viewer_client.get(MATRIX).context["overview"].member_rows}
+    report, _counts = selectors.fleet_compliance()
+    compliance = {c.name: c.skew_severity for c in report.clusters if c.name in skew_page}
+    assert skew_page == compliance
+    assert compliance["m31"] == Severity.P2
+    body = viewer_client.get(MATRIX).content.decode()
+    assert "(for host to fix)" in body
 
 
 def test_matrix_htmx_request_renders_only_the_results_fragment(viewer_client, sim_fleet):
@@ -64,8 +76,9 @@ def test_matrix_label_filter_keeps_the_host_and_matching_members(viewer_client, 
 
 
 def test_matrix_severity_filter(viewer_client, sim_fleet):
-    response = viewer_client.get(MATRIX, {"severity": "P1"})
-    assert [obj.name for obj, _ in response.context["rows"]] == ["m30"]
+    response = viewer_client.get(MATRIX, {"severity": "P2"})
+    assert [obj.name for obj, _ in response.context["rows"]] == ["m28", "m29", "m30", "m31"]
+    assert viewer_client.get(MATRIX, {"severity": "P1"}).context["rows"] == []  # m30's P1 is the host's
 
 
 @pytest.mark.parametrize("query", [{"labels": "env=pr od"}, {"labels": "=x"}, {"severity": "P9"}])
