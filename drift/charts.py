@@ -10,12 +10,13 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from drift.choices import Severity
 from drift.skew import MinorMatrix, parse_version
 
 MAX_HEATMAP_CLUSTERS = 150
+DAY_MS = 86_400_000
 SEVERITY_COLOURS = {Severity.P0: "#b3261e", Severity.P1: "#e8710a", Severity.P2: "#f9ab00", Severity.P3: "#5f6368"}
 _FONT = {"family": "system-ui, sans-serif", "size": 12}
 
@@ -244,6 +245,13 @@ def compliance_trend(points: Iterable[tuple[datetime, float, int]]) -> dict:
     """Compliant share (0..1, left axis) and open drift (count, right axis) over time."""
     points = sorted(points, key=lambda p: p[0])
     xs = [_iso(at) for at, _, _ in points]
+    # Snapshots are daily: ticks are days. With one snapshot (day one) or a few close together,
+    # plotly would zoom to their spread and label the axis in milliseconds; show a few days instead.
+    xaxis = {"type": "date", "tickformat": "%b %d"}
+    if points:
+        first, last = points[0][0], points[-1][0]
+        if isinstance(first, datetime) and (last - first) <= timedelta(days=14):
+            xaxis.update(dtick=DAY_MS, range=[_iso(first - timedelta(days=1)), _iso(last + timedelta(days=1))])
     return {
         "data": [
             {
@@ -268,7 +276,7 @@ def compliance_trend(points: Iterable[tuple[datetime, float, int]]) -> dict:
         ],
         "layout": _layout(
             "Compliance over time",
-            xaxis={"type": "date"},
+            xaxis=xaxis,
             yaxis={"title": {"text": "compliant clusters (%)"}, "range": [0, 100]},
             yaxis2={"title": {"text": "open drift"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
             legend={"orientation": "h"},

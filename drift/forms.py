@@ -49,7 +49,8 @@ class SkewFilterForm(LabelFilterMixin):
 
 class HistoryFilterForm(LabelFilterMixin):
     DAY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
-    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, label="Window")
+    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, initial=30,
+                                  label="Window")
 
 
 class VersionPolicyForm(forms.ModelForm):

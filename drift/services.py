@@ -48,8 +48,9 @@ def update_version_policy(*, actor, **changes) -> VersionPolicy:
 # --- compliance snapshots -------------------------------------------------------------------------
 
 
-def take_compliance_snapshot(*, at=None):
-    """Record the fleet's compliance now (the daily beat job); returns the ComplianceSnapshot."""
+def take_compliance_snapshot(*, at=None, actor=None):
+    """Record the fleet's compliance now (the daily beat job, or an admin's "Snapshot now", which is
+    audited); returns the ComplianceSnapshot."""
     from drift import selectors
     from drift.models import ComplianceSnapshot
 
@@ -67,6 +68,11 @@ def take_compliance_snapshot(*, at=None):
         isolated_clusters=report.isolated,
         details={"score": report.score, "rule_failures": report.rule_failures()},
     )
+    if actor is not None:
+        record_event(
+            "drift.compliance_snapshot", actor=actor, obj=snapshot,
+            summary=f"Took a compliance snapshot: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant",
+        )
     return snapshot
 
 

@@ -24,7 +24,13 @@ from drift.forms import (
     VersionPolicyForm,
 )
 from drift.models import VersionPolicy
-from drift.services import IsolationError, isolate_cluster, restore_cluster, update_version_policy
+from drift.services import (
+    IsolationError,
+    isolate_cluster,
+    restore_cluster,
+    take_compliance_snapshot,
+    update_version_policy,
+)
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
@@ -304,6 +310,15 @@ def compliance_report(request):
         )
 
     return _page_with_results(request, "drift/compliance_report.html", context, results, vary=[can_isolate])
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["POST"])
+def compliance_snapshot(request):
+    """Admins: record the fleet's compliance now (the trend is otherwise empty until the daily job)."""
+    snapshot = take_compliance_snapshot(actor=request.user)
+    messages.success(request, f"Compliance snapshot taken: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant.")
+    return redirect("drift:compliance_report")
 
 
 @role_required(Role.VIEWER)

@@ -257,7 +257,7 @@ def create_change_request(
                 raise TransitionError(f"Unknown change kind {kind!r}.")
             if kind != ChangeKind.CREATE and resource.propagated_revision_id == revision.pk:
                 raise TransitionError(f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first.")
-    subject = f"cluster {cluster.name}" if kind == ChangeKind.UNJOIN else str(resource)
+    subject = cluster.name if kind == ChangeKind.UNJOIN else str(resource)  # "Unjoin cluster <name>"
     with transaction.atomic():
         cr = ChangeRequest.objects.create(
             kind=kind,
