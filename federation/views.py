@@ -18,7 +18,8 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from clusters.models import Cluster
 from federation import propagation, selectors, services
-from federation.choices import Toggle
+from federation.choices import Health, PropagationReason, SyncState, Toggle
+from federation.health import health_of
 from federation.forms import (
     OVERRIDE_PREFIX,
     RSP_PREFIX,
@@ -69,16 +70,31 @@ def resource_list(request):
     return _render(request, "federation/resource_list.html", context, "rows")
 
 
+STATUS_FILTERS = {
+    "failing": ("only failing", lambda row: not row.is_healthy and row.status != PropagationReason.PENDING),
+    "outofsync": ("only out of sync", lambda row: row.sync_state == SyncState.OUT_OF_SYNC),
+    "unhealthy": ("only unhealthy", lambda row: row.health != Health.HEALTHY),
+}
+
+
 def _detail_context(request, resource):
     run = selectors.latest_run(resource)
-    rows = selectors.cluster_rows(resource)
+    all_rows = selectors.cluster_rows(resource)
     targets = selectors.run_targets(run)
-    for row in rows:
+    for row in all_rows:
         row.target = targets.get(row.cluster_id)
+        row.health = health_of(row, resource.type.kind)
     progress = propagation.run_progress(run) if run else None
+    show = request.GET.get("show", "")
+    keep = STATUS_FILTERS[show][1] if show in STATUS_FILTERS else None
+    rows = [row for row in all_rows if keep(row)] if keep else all_rows
     return {
         "resource": resource,
         "rows": rows,
+        "all_rows": all_rows,
+        "show": show if keep else "",
+        "status_filters": [(key, label, sum(1 for row in all_rows if test(row)))
+                           for key, (label, test) in STATUS_FILTERS.items()],
         "run": run,
         "progress": progress,
         "condition": propagation.aggregate_condition(rows, running=bool(progress and not progress.finished)),
