@@ -20,6 +20,7 @@ from clusters.models import Cluster
 from federation import propagation, selectors, services
 from federation.choices import Health, PropagationReason, SyncState, Toggle
 from federation.health import health_of
+from federation.preview_groups import group_previews
 from federation.forms import (
     OVERRIDE_PREFIX,
     RSP_PREFIX,
@@ -267,7 +268,7 @@ def resource_preview(request, pk):
     number = form.cleaned_data.get("revision")
     revision = get_object_or_404(resource.revisions, number=number) if number else resource.current_revision
     previews = propagation.preview_revision(resource, revision)
-    context = {"resource": resource, "revision": revision, "previews": previews,
+    context = {"resource": resource, "revision": revision, "previews": previews, "groups": group_previews(previews),
                "can_edit": has_role(request.user, Role.OPERATOR)}
     return _render(request, "federation/resource_preview.html", context, "previews")
 
