@@ -5,6 +5,8 @@ Every view serves a full page, and its named partial when the request comes from
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -18,6 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 
 from clusters import crypto, kube, selectors, services
 from clusters.forms import (
+    BulkLabelForm,
     ClusterEditForm,
     ClusterFilterForm,
     ClusterRegisterForm,
@@ -27,6 +30,7 @@ from clusters.forms import (
     UnjoinForm,
 )
 from clusters.models import Cluster, PollRequest
+from clusters.services.bulk_labels import bulk_label_clusters
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
@@ -51,6 +55,43 @@ def _redirect(request, url):
 
 # ---------------------------------------------------------------------------------------------
 # Read
+
+
+FILTER_PARAMS = ("q", "label", "role", "state", "version", "sort")
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def cluster_bulk_label(request):
+    """The list's bulk label form: add/remove labels on the ticked clusters or on every cluster the
+    list's filter matches (posted along as the same query parameters). Back to the same list."""
+    query = {key: request.POST[key] for key in FILTER_PARAMS if request.POST.get(key)}
+    back = reverse("clusters:cluster_list") + ("?" + urlencode(query) if query else "")
+    form = BulkLabelForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["all_matching"]:
+            filter_form = ClusterFilterForm(query)
+            if not filter_form.is_valid():
+                messages.error(request, "The list's filter is not valid; nothing was changed.")
+                return redirect(back)
+            clusters = selectors.filter_clusters(**filter_form.filters())
+        else:
+            clusters = data["ids"]
+        try:
+            changed = bulk_label_clusters(clusters, add=data["add"], remove=data["remove"], actor=request.user)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if changed:
+                messages.success(request, f"Labels changed on {len(changed)} cluster{'s' if len(changed) != 1 else ''}: "
+                                          f"{', '.join(changed[:20])}{' …' if len(changed) > 20 else ''}.")
+            else:
+                messages.info(request, "Every chosen cluster already had those labels; nothing changed.")
+            return redirect(back)
+    messages.error(request, "Labels not changed: " + " ".join(
+        message for errors in form.errors.values() for message in errors))
+    return redirect(back)
 
 
 @require_GET
