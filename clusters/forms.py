@@ -242,6 +242,16 @@ class KubeconfigChooseForm(forms.Form):
     contexts = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one context."})
     host_context = forms.ChoiceField(required=False, label="Host cluster")
     labels = LabelsField(help_text="Labels for every imported cluster, e.g. env=staging.")
+    label_pattern = forms.CharField(
+        required=False, max_length=500, label="Labels from the context name",
+        widget=forms.TextInput(attrs={"class": "mono", "size": 50, "placeholder": "(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)"}),
+        help_text="A regular expression; each named group it matches in a context's name becomes a label of that cluster.",
+    )
+    existing = forms.ChoiceField(
+        choices=[("skip", "skip them and say which"), ("update", "update their API server, TLS and credentials"),
+                 ("error", "stop the import")],
+        initial="skip", required=False, label="Clusters already registered",
+    )
 
     def __init__(self, *args, contexts: list, **kwargs):
         super().__init__(*args, **kwargs)

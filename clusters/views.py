@@ -31,6 +31,7 @@ from clusters.forms import (
 )
 from clusters.models import Cluster, PollRequest
 from clusters.services.bulk_labels import bulk_label_clusters
+from clusters.services.kubeconfig import import_kubeconfig
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
@@ -248,19 +249,26 @@ def cluster_import(request):
             if choose_form.is_valid():
                 data = choose_form.cleaned_data
                 try:
-                    created = services.import_kubeconfig_contexts(
+                    report = import_kubeconfig(
                         text,
                         contexts=data["contexts"],
                         labels=data["labels"],
+                        label_pattern=data.get("label_pattern") or "",
                         host_context=data.get("host_context") or None,
                         actor=request.user,
+                        skip_existing=data.get("existing") == "skip",
+                        update_existing=data.get("existing") == "update",
                     )
                 except ValidationError as exc:
                     _add_errors(choose_form, exc)
                     status = 400
                 else:
                     request.session.pop(IMPORT_SESSION_KEY, None)
+                    created = report.clusters
                     messages.success(request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}.")
+                    if report.skipped:
+                        messages.warning(request, f"Skipped {len(report.skipped)} already registered: "
+                                                  + "; ".join(f"{name} ({why})" for name, why in report.skipped) + ".")
                     return _redirect(request, reverse("clusters:cluster_list"))
             else:
                 status = 400
