@@ -485,7 +485,7 @@ def test_finished_poll_fragment_tells_the_page_to_refresh_its_rows(login, viewer
     done = client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
     assert "clustersPolled" in done["HX-Trigger"]
     rows = client.get(reverse("clusters:cluster_list"), **HX).content.decode()
-    assert 'hx-trigger="clustersPolled from:body"' in rows
+    assert 'hx-trigger="clustersPolled from:body, every 10s"' in rows
 
 
 def test_an_unjoin_guard_sends_the_admin_elsewhere_and_blocks_the_post(login, admin_user, cluster):
