@@ -68,6 +68,8 @@ class VersionPolicyForm(forms.ModelForm):
 class CompatFilterForm(LabelFilterMixin):
     kind = forms.CharField(required=False, max_length=63, label="Kind")
     namespace = forms.CharField(required=False, max_length=63, label="Namespace")
+    findings = forms.BooleanField(required=False, label="Only findings",
+                                  help_text="Hide the clusters and resources on this page with no incompatible or unverifiable cell.")
 
     def clean_kind(self):
         kind = self.cleaned_data["kind"].strip()

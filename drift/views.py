@@ -182,7 +182,10 @@ def compat_matrix(request):
             selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"]), COMPAT_RESOURCES_PER_PAGE
         ).get_page(request.GET.get("page"))
         cluster_page = Paginator(rows, COMPAT_CLUSTERS_PER_PAGE).get_page(request.GET.get("cpage"))
-        grid = selectors.compat_grid(list(resource_page.object_list), list(cluster_page.object_list))
+        clusters = list(cluster_page.object_list)
+        grid = selectors.compat_grid(list(resource_page.object_list), clusters)
+        if cleaned.get("findings"):
+            grid, clusters = only_findings(grid, clusters)
         counts = {}
         for _, cells in grid:
             for cell in cells:
@@ -190,7 +193,7 @@ def compat_matrix(request):
         return dict(
             page=resource_page,
             cluster_page=cluster_page,
-            clusters=list(cluster_page.object_list),
+            clusters=clusters,
             grid=grid,
             counts=counts,
             rows_query=_query_without(request, "page"),
@@ -198,6 +201,17 @@ def compat_matrix(request):
         )
 
     return _page_with_results(request, "drift/compat_matrix.html", context, results)
+
+
+def only_findings(grid, clusters):
+    """The grid without the columns (clusters) and rows (resources) that have no cell other than
+    compatible or not targeted: what is left is what needs attention."""
+    def finding(cell):
+        return cell.targeted and cell.status != "compatible"
+
+    keep = [i for i in range(len(clusters)) if any(finding(cells[i]) for _, cells in grid)]
+    rows = [(resource, [cells[i] for i in keep]) for resource, cells in grid if any(finding(c) for c in cells)]
+    return rows, [clusters[i] for i in keep]
 
 
 @role_required(Role.VIEWER)

@@ -295,3 +295,28 @@ def test_matrix_without_a_host_says_host_rules_are_not_checked(viewer_client, ma
     assert response.status_code == 200
     assert "No host cluster is registered" in response.content.decode()
     assert [r.name for r in response.context["overview"].rows] == ["a"]
+
+
+def test_compat_matrix_only_findings_hides_clean_clusters_and_resources(viewer_client, sim_fleet):
+    """Issue 23 item 14: the switch leaves only the clusters and resources with a finding."""
+    from types import SimpleNamespace
+
+    from drift.selectors import CompatCell
+    from drift.views import only_findings
+
+    def cell(cluster, status):
+        result = None if status is None else SimpleNamespace(status=status, problems=[])
+        return CompatCell(1, cluster, status is not None, result)
+
+    clusters = [SimpleNamespace(name=n) for n in ("a", "b", "c", "d")]
+    grid = [
+        ("web", [cell("a", "compatible"), cell("b", "incompatible"), cell("c", None), cell("d", "compatible")]),
+        ("api", [cell("a", "compatible"), cell("b", "compatible"), cell("c", None), cell("d", "unverifiable")]),
+        ("db", [cell("a", "compatible"), cell("b", "compatible"), cell("c", None), cell("d", "compatible")]),
+    ]
+    rows, kept = only_findings(grid, clusters)
+    assert [c.name for c in kept] == ["b", "d"]
+    assert [(name, [c.status for c in cells]) for name, cells in rows] == [
+        ("web", ["incompatible", "compatible"]), ("api", ["compatible", "unverifiable"])]
+    response = viewer_client.get(reverse("drift:compat_matrix"), {"findings": "on"})
+    assert response.status_code == 200 and 'name="findings"' in response.content.decode()
