@@ -96,3 +96,21 @@ def test_admin_takes_a_snapshot_now_and_it_is_audited(client, admin_user, viewer
     assert event.actor_name == admin_user.username
     assert 'id="compliance-trend"' in client.get(reverse("drift:compliance_report")).content.decode()
     assert client.get(reverse("drift:compliance_snapshot")).status_code == 405
+
+
+def test_first_probe_completing_takes_the_first_compliance_snapshot():
+    from celery.signals import task_success
+
+    from clusters.tasks import poll_fleet_task, probe_clusters_task
+
+    ClusterFactory(name="m1", last_probe_at=None)
+    task_success.send(sender=probe_clusters_task, result={})
+    assert not ComplianceSnapshot.objects.exists()  # nothing probed yet
+    Cluster = ClusterFactory._meta.model
+    Cluster.objects.update(last_probe_at=timezone.now())
+    task_success.send(sender=poll_fleet_task, result=1)
+    assert not ComplianceSnapshot.objects.exists()  # not a probe
+    task_success.send(sender=probe_clusters_task, result={})
+    assert ComplianceSnapshot.objects.get().clusters_total == 1
+    task_success.send(sender=probe_clusters_task, result={})
+    assert ComplianceSnapshot.objects.count() == 1  # only the first; the daily job does the rest
