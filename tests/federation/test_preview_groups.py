@@ -43,3 +43,15 @@ def test_diff_lines_carry_their_colour_class():
 def test_one_group_only_is_shown_expanded_unless_nothing_changes():
     assert [g.expanded for g in group_previews([row("a", IMAGE_DIFF), row("b", IMAGE_DIFF)])] == [True]
     assert [g.expanded for g in group_previews([row("a", "", action="unchanged", message="No change.")])] == [False]
+
+
+def test_group_header_says_1_replica_and_same_on_n_clusters():
+    from django.template.loader import render_to_string
+
+    one = group_previews([{**row("a", IMAGE_DIFF), "replicas": 1}])[0]
+    html = render_to_string("federation/partials/preview_group.html", {"group": one})
+    assert "1 replica</span>" in html and "1 replicas" not in html
+    many = group_previews([{**row(n, IMAGE_DIFF), "replicas": 2} for n in ("a", "b", "c")])[0]
+    html = render_to_string("federation/partials/preview_group.html", {"group": many})
+    assert "Same on 3 clusters" in html and "2 replicas</span>" in html
+    assert '<span class="diff-add">+  image: nginx:1.27</span>' in html
