@@ -57,7 +57,8 @@ def severity_colorscale() -> list:
     return scale
 
 
-def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS) -> dict:
+def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS,
+                 version_severities: Mapping[tuple[str, str], str | None] | None = None) -> dict:
     """Clusters × clusters heatmap: colour = the pair's severity, text = minor difference (row minus
     column) and severity.
 
@@ -67,7 +68,7 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     """
     n = len(matrix.names)
     if n > max_clusters:
-        return _version_heatmap(matrix)
+        return _version_heatmap(matrix, version_severities)
 
     def cell_text(i, j):
         if i == j:
@@ -115,32 +116,44 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     }
 
 
-def _version_heatmap(matrix: MinorMatrix) -> dict:
+def _version_heatmap(matrix: MinorMatrix, severities: Mapping[tuple[str, str], str | None] | None = None) -> dict:
+    """Versions × versions; with ``severities`` ((row version, column version) -> worst severity)
+    the colour is the severity, as in the cluster heatmap, and the text the gap and severity."""
     counts = Counter(matrix.versions)
     labels = sorted(counts, key=_version_sort_key)
     minors = {label: (parse_version(label).minor if parse_version(label) else None) for label in labels}
     axis = [f"{label} ({counts[label]})" for label in labels]
-    z = [
+    gaps = [
         [(minors[a] - minors[b]) if minors[a] is not None and minors[b] is not None else None for b in labels]
         for a in labels
     ]
+    trace = {
+        "type": "heatmap",
+        "x": axis,
+        "y": axis,
+        "z": gaps,
+        "texttemplate": "%{z}",
+        "hovertemplate": "%{y} vs %{x}<br>minor difference %{z}<extra></extra>",
+        "colorscale": "RdBu",
+        "zmid": 0,
+        "colorbar": {"title": {"text": "row − column (minors)"}},
+        "hoverongaps": False,
+    }
+    if severities is not None:
+        sev = [[severities.get((a, b)) for b in labels] for a in labels]
+        text = [[(("?" if gaps[i][j] is None else f"{gaps[i][j]:+d}" if gaps[i][j] else "0")
+                  + (f" {sev[i][j]}" if sev[i][j] else "")) for j in range(len(labels))] for i in range(len(labels))]
+        trace.update(
+            z=[[SEVERITY_LEVELS[s or None] for s in row] for row in sev],
+            text=text, texttemplate="%{text}", hovertemplate="%{y} vs %{x}<br>%{text}<extra></extra>",
+            colorscale=severity_colorscale(), zmin=0, zmax=4,
+            colorbar={"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4], "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
+        )
+        trace.pop("zmid")
     return {
-        "data": [
-            {
-                "type": "heatmap",
-                "x": axis,
-                "y": axis,
-                "z": z,
-                "texttemplate": "%{z}",
-                "hovertemplate": "%{y} vs %{x}<br>minor difference %{z}<extra></extra>",
-                "colorscale": "RdBu",
-                "zmid": 0,
-                "colorbar": {"title": {"text": "row − column (minors)"}},
-                "hoverongaps": False,
-            }
-        ],
+        "data": [trace],
         "layout": _layout(
-            f"Minor-version difference by version ({len(matrix.names)} clusters; number on each version in brackets)",
+            f"Version skew by version ({len(matrix.names)} clusters; number on each version in brackets)",
             xaxis={"side": "top", "automargin": True},
             yaxis={"autorange": "reversed", "automargin": True},
             height=max(360, 80 + 40 * len(labels)),

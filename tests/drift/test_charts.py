@@ -79,3 +79,20 @@ def test_empty_inputs_give_empty_but_valid_figures():
     valid(charts.version_timeline({}))
     valid(charts.version_distribution([]))
     valid(charts.compliance_trend([]))
+
+
+def test_big_fleet_version_heatmap_is_coloured_by_severity_too():
+    """Issue 23 item 7: past 150 clusters the versions × versions heatmap colours severity as well."""
+    from drift.selectors import version_pair_severities
+
+    clusters = fleet(400)
+    rows = [type("Row", (), {"version_label": minor_matrix([c], SkewPolicy()).versions[0]})() for c in clusters]
+    severities = version_pair_severities(rows, clusters, SkewPolicy())
+    matrix = minor_matrix([], SkewPolicy())
+    matrix = type(matrix)([c.name for c in clusters], [r.version_label for r in rows], [], [])
+    trace = valid(charts.skew_heatmap(matrix, max_clusters=150, version_severities=severities))["data"][0]
+    labels = [x.split(" ")[0] for x in trace["x"]]
+    v125, v129, v131 = labels.index("v1.25"), labels.index("v1.29"), labels.index("v1.31")
+    # the host is on v1.29: v1.31 members are two minors ahead of it (P0), as in the cluster heatmap
+    assert trace["text"][v129][v131] == "-2 P0" and trace["z"][v129][v131] == 4
+    assert trace["z"][v129][v125] == 4 and trace["text"][v129][v125] == "+4 P0"
