@@ -87,3 +87,17 @@ def test_dashboard_counts_health(client, viewer, resource_on_three):
     assert response.context["summary"]["health"] == {H: 1, P: 1, D: 0, M: 1}
     fragment = client.get(reverse("federation:summary"), HTTP_HX_REQUEST="true").content.decode()
     assert 'data-health="Missing">Missing 1</span>' in fragment and 'data-health="Healthy">Healthy 1</span>' in fragment
+
+
+@pytest.mark.django_db
+def test_status_table_keeps_name_and_resync_in_view(client, operator, resource_on_three):
+    """Issue 23 item 14: the wide status table scrolls sideways inside its own box with the first
+    column and the Re-sync action sticky (static/css/fedportal.css)."""
+    client.force_login(operator)
+    body = client.get(reverse("federation:resource_detail", args=[resource_on_three.pk])).content.decode()
+    assert '<div class="compat-scroll">' in body and 'id="cluster-status"' in body
+    assert body.count('<td class="actions">') == 3
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[2] / "static/css/fedportal.css").read_text()
+    assert ".compat-scroll table.data td.actions { position: sticky; right: 0;" in css
