@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install system-deps migrate demo test test-fast bench check lint clean
+.PHONY: install system-deps migrate demo test test-fast test-e2e-debug bench check lint clean
 
 install: $(VENV)/.installed  ## venv with every pinned dependency (idempotent)
 
@@ -32,6 +32,9 @@ demo: install migrate  ## simulated fleet + worker + beat + web on http://127.0.
 
 test: install system-deps  ## the whole suite: unit, integration (real worker + simulator), browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-e2e-debug: install system-deps  ## the browser suite with DEBUG on, as `make demo` runs it
+	$(VENV)/bin/pytest -o django_debug_mode=true tests/e2e $(PYTEST_ARGS)
 
 bench: install  ## benchmarks; figures in var/bench/latest.json
 	$(PY) tests/bench/run_all.py

@@ -1,6 +1,8 @@
-"""Forms: register, edit, rotate, kubeconfig import, unjoin confirmation, list filters."""
+"""Forms: register, edit, rotate, kubeconfig import, unjoin confirmation, list filters, bulk labels."""
 
 from __future__ import annotations
+
+import re
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -259,6 +261,16 @@ class KubeconfigChooseForm(forms.Form):
     contexts = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one context."})
     host_context = forms.ChoiceField(required=False, label="Host cluster")
     labels = LabelsField(help_text="Labels for every imported cluster, e.g. env=staging.")
+    label_pattern = forms.CharField(
+        required=False, max_length=500, label="Labels from the context name",
+        widget=forms.TextInput(attrs={"class": "mono", "size": 50, "placeholder": "(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)"}),
+        help_text="A regular expression; each named group it matches in a context's name becomes a label of that cluster.",
+    )
+    existing = forms.ChoiceField(
+        choices=[("skip", "skip them and say which"), ("update", "update their API server, TLS and credentials"),
+                 ("error", "stop the import")],
+        initial="skip", required=False, label="Clusters already registered",
+    )
 
     def __init__(self, *args, contexts: list, **kwargs):
         super().__init__(*args, **kwargs)
@@ -309,3 +321,29 @@ class ClusterFilterForm(forms.Form):
             "version": data.get("version") or "",
             "sort": data.get("sort") or "name",
         }
+
+
+class BulkLabelForm(forms.Form):
+    """The cluster list's bulk label form: the clusters ticked, or every cluster matching the list's
+    filter (its query parameters are posted along), labels to add and keys to remove."""
+
+    ids = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=())
+    all_matching = forms.BooleanField(required=False, label="All clusters matching the filter")
+    add = LabelsField(label="Add labels", help_text="key=value pairs, e.g. tier=gold, team=payments")
+    remove = forms.CharField(required=False, max_length=2000, label="Remove label keys", help_text="keys, e.g. tier, team")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ids"].choices = [(pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
+                                      if str(pk).isdigit()]
+
+    def clean_remove(self):
+        return [key for key in re.split(r"[,\s]+", self.cleaned_data.get("remove") or "") if key]
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("all_matching") and not cleaned.get("ids"):
+            raise ValidationError("Tick the clusters to change, or choose all clusters matching the filter.")
+        if not cleaned.get("add") and not cleaned.get("remove") and not self.errors:
+            raise ValidationError("Give labels to add or label keys to remove.")
+        return cleaned

@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.cluster_create, name="cluster_create"),
     path("new/test-connection/", views.cluster_test_connection, name="cluster_test_connection"),
     path("import/", views.cluster_import, name="cluster_import"),
+    path("labels/", views.cluster_bulk_label, name="cluster_bulk_label"),
     path("summary/", views.summary, name="summary"),
     path("poll/", views.fleet_poll, name="fleet_poll"),
     path("polls/<int:pk>/", views.poll_status, name="poll_status"),

@@ -5,6 +5,8 @@ Every view serves a full page, and its named partial when the request comes from
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -18,6 +20,7 @@ from django_htmx.http import trigger_client_event
 
 from clusters import crypto, kube, selectors, services
 from clusters.forms import (
+    BulkLabelForm,
     ClusterEditForm,
     ClusterFilterForm,
     ClusterRegisterForm,
@@ -28,6 +31,8 @@ from clusters.forms import (
 )
 from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, PollRequest
+from clusters.services.bulk_labels import bulk_label_clusters
+from clusters.services.kubeconfig import import_kubeconfig
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
 from fedportal.htmx import redirect_page, render_page
@@ -49,6 +54,43 @@ def _add_errors(form, exc: ValidationError) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Read
+
+
+FILTER_PARAMS = ("q", "label", "role", "state", "version", "sort")
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def cluster_bulk_label(request):
+    """The list's bulk label form: add/remove labels on the ticked clusters or on every cluster the
+    list's filter matches (posted along as the same query parameters). Back to the same list."""
+    query = {key: request.POST[key] for key in FILTER_PARAMS if request.POST.get(key)}
+    back = reverse("clusters:cluster_list") + ("?" + urlencode(query) if query else "")
+    form = BulkLabelForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        if data["all_matching"]:
+            filter_form = ClusterFilterForm(query)
+            if not filter_form.is_valid():
+                messages.error(request, "The list's filter is not valid; nothing was changed.")
+                return redirect(back)
+            clusters = selectors.filter_clusters(**filter_form.filters())
+        else:
+            clusters = data["ids"]
+        try:
+            changed = bulk_label_clusters(clusters, add=data["add"], remove=data["remove"], actor=request.user)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if changed:
+                messages.success(request, f"Labels changed on {len(changed)} cluster{'s' if len(changed) != 1 else ''}: "
+                                          f"{', '.join(changed[:20])}{' …' if len(changed) > 20 else ''}.")
+            else:
+                messages.info(request, "Every chosen cluster already had those labels; nothing changed.")
+            return redirect(back)
+    messages.error(request, "Labels not changed: " + " ".join(
+        message for errors in form.errors.values() for message in errors))
+    return redirect(back)
 
 
 @require_GET
@@ -206,19 +248,26 @@ def cluster_import(request):
             if choose_form.is_valid():
                 data = choose_form.cleaned_data
                 try:
-                    created = services.import_kubeconfig_contexts(
+                    report = import_kubeconfig(
                         text,
                         contexts=data["contexts"],
                         labels=data["labels"],
+                        label_pattern=data.get("label_pattern") or "",
                         host_context=data.get("host_context") or None,
                         actor=request.user,
+                        skip_existing=data.get("existing") == "skip",
+                        update_existing=data.get("existing") == "update",
                     )
                 except ValidationError as exc:
                     _add_errors(choose_form, exc)
                     status = 400
                 else:
                     request.session.pop(IMPORT_SESSION_KEY, None)
+                    created = report.clusters
                     messages.success(request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}.")
+                    if report.skipped:
+                        messages.warning(request, f"Skipped {len(report.skipped)} already registered: "
+                                                  + "; ".join(f"{name} ({why})" for name, why in report.skipped) + ".")
                     return redirect_page(request, reverse("clusters:cluster_list"))
             else:
                 status = 400

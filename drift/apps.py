@@ -15,3 +15,10 @@ class DriftConfig(AppConfig):
 
         register_preflight(compat_preflight)
         register_manifest_check(compat_preview_check)
+
+        # the first compliance snapshot as soon as the first probe completes (drift.first_snapshot)
+        from celery.signals import task_success
+
+        from drift.first_snapshot import after_task_success
+
+        task_success.connect(after_task_success, weak=False, dispatch_uid="drift.first_snapshot")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from drift.choices import Severity
 from drift.skew import MinorMatrix, parse_version
 
 MAX_HEATMAP_CLUSTERS = 150
+DAY_MS = 86_400_000
 SEVERITY_COLOURS = {Severity.P0: "#b3261e", Severity.P1: "#e8710a", Severity.P2: "#f9ab00", Severity.P3: "#5f6368"}
 _FONT = {"family": "system-ui, sans-serif", "size": 12}
 
@@ -41,8 +42,25 @@ def _version_sort_key(label: str):
     return (0, parsed.minor) if parsed else (1, 0)
 
 
-def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS) -> dict:
-    """Clusters × clusters heatmap of the minor difference (row minus column), severity in the text.
+# Heatmap cells are coloured by severity (one colour per level, the same as the badges), so a P0
+# cell is red whatever the sign or size of the version gap; the gap is the cell's text.
+SEVERITY_LEVELS = {None: 0, Severity.P3: 1, Severity.P2: 2, Severity.P1: 3, Severity.P0: 4}
+OK_COLOUR = "#e6f4ea"
+
+
+def severity_colorscale() -> list:
+    bands = [OK_COLOUR, SEVERITY_COLOURS[Severity.P3], SEVERITY_COLOURS[Severity.P2], SEVERITY_COLOURS[Severity.P1],
+             SEVERITY_COLOURS[Severity.P0]]
+    scale = []
+    for level, colour in enumerate(bands):
+        scale += [[max(0.0, (level - 0.5) / 4), colour], [min(1.0, (level + 0.5) / 4), colour]]
+    return scale
+
+
+def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS,
+                 version_severities: Mapping[tuple[str, str], str | None] | None = None) -> dict:
+    """Clusters × clusters heatmap: colour = the pair's severity, text = minor difference (row minus
+    column) and severity.
 
     Past ``max_clusters`` the cluster-level heatmap stops being readable (and weighs megabytes), so
     it becomes versions × versions with the number of clusters on each version in the labels; the
@@ -50,13 +68,21 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     """
     n = len(matrix.names)
     if n > max_clusters:
-        return _version_heatmap(matrix)
-    text = [
-        [(str(matrix.severities[i][j]) if matrix.severities[i][j] else "") for j in range(n)] for i in range(n)
-    ]
+        return _version_heatmap(matrix, version_severities)
+
+    def cell_text(i, j):
+        if i == j:
+            return ""
+        diff, severity = matrix.cells[i][j], matrix.severities[i][j]
+        gap = "?" if diff is None else f"{diff:+d}" if diff else "0"
+        return f"{gap} {severity}" if severity else gap
+
+    z = [[None if i == j else SEVERITY_LEVELS[matrix.severities[i][j] or None] for j in range(n)] for i in range(n)]
     hover = [
         [
-            f"{matrix.names[i]} ({matrix.versions[i]}) vs {matrix.names[j]} ({matrix.versions[j]})"
+            f"{matrix.names[i]} ({matrix.versions[i]}) vs {matrix.names[j]} ({matrix.versions[j]})<br>"
+            f"minor difference {'?' if matrix.cells[i][j] is None else matrix.cells[i][j]}<br>"
+            f"{matrix.severities[i][j] or 'no finding'}"
             for j in range(n)
         ]
         for i in range(n)
@@ -65,14 +91,16 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
         "type": "heatmap",
         "x": list(matrix.names),
         "y": list(matrix.names),
-        "z": [list(row) for row in matrix.cells],
-        "text": text,
+        "z": z,
+        "text": [[cell_text(i, j) for j in range(n)] for i in range(n)],
         "customdata": hover,
         "texttemplate": "%{text}" if n <= 40 else "",
-        "hovertemplate": "%{customdata}<br>minor difference %{z}<br>%{text}<extra></extra>",
-        "colorscale": "RdBu",
-        "zmid": 0,
-        "colorbar": {"title": {"text": "row − column (minors)"}},
+        "hovertemplate": "%{customdata}<extra></extra>",
+        "colorscale": severity_colorscale(),
+        "zmin": 0,
+        "zmax": 4,
+        "colorbar": {"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4],
+                     "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
         "hoverongaps": False,
         "xgap": 1,
         "ygap": 1,
@@ -80,7 +108,7 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     return {
         "data": [trace],
         "layout": _layout(
-            "Minor-version difference between clusters",
+            "Version skew between clusters (colour: severity; text: minor difference)",
             xaxis={"side": "top", "tickangle": -45, "automargin": True},
             yaxis={"autorange": "reversed", "automargin": True},
             height=max(360, min(1200, 60 + 22 * n)),
@@ -88,32 +116,44 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
     }
 
 
-def _version_heatmap(matrix: MinorMatrix) -> dict:
+def _version_heatmap(matrix: MinorMatrix, severities: Mapping[tuple[str, str], str | None] | None = None) -> dict:
+    """Versions × versions; with ``severities`` ((row version, column version) -> worst severity)
+    the colour is the severity, as in the cluster heatmap, and the text the gap and severity."""
     counts = Counter(matrix.versions)
     labels = sorted(counts, key=_version_sort_key)
     minors = {label: (parse_version(label).minor if parse_version(label) else None) for label in labels}
     axis = [f"{label} ({counts[label]})" for label in labels]
-    z = [
+    gaps = [
         [(minors[a] - minors[b]) if minors[a] is not None and minors[b] is not None else None for b in labels]
         for a in labels
     ]
+    trace = {
+        "type": "heatmap",
+        "x": axis,
+        "y": axis,
+        "z": gaps,
+        "texttemplate": "%{z}",
+        "hovertemplate": "%{y} vs %{x}<br>minor difference %{z}<extra></extra>",
+        "colorscale": "RdBu",
+        "zmid": 0,
+        "colorbar": {"title": {"text": "row − column (minors)"}},
+        "hoverongaps": False,
+    }
+    if severities is not None:
+        sev = [[severities.get((a, b)) for b in labels] for a in labels]
+        text = [[(("?" if gaps[i][j] is None else f"{gaps[i][j]:+d}" if gaps[i][j] else "0")
+                  + (f" {sev[i][j]}" if sev[i][j] else "")) for j in range(len(labels))] for i in range(len(labels))]
+        trace.update(
+            z=[[SEVERITY_LEVELS[s or None] for s in row] for row in sev],
+            text=text, texttemplate="%{text}", hovertemplate="%{y} vs %{x}<br>%{text}<extra></extra>",
+            colorscale=severity_colorscale(), zmin=0, zmax=4,
+            colorbar={"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4], "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
+        )
+        trace.pop("zmid")
     return {
-        "data": [
-            {
-                "type": "heatmap",
-                "x": axis,
-                "y": axis,
-                "z": z,
-                "texttemplate": "%{z}",
-                "hovertemplate": "%{y} vs %{x}<br>minor difference %{z}<extra></extra>",
-                "colorscale": "RdBu",
-                "zmid": 0,
-                "colorbar": {"title": {"text": "row − column (minors)"}},
-                "hoverongaps": False,
-            }
-        ],
+        "data": [trace],
         "layout": _layout(
-            f"Minor-version difference by version ({len(matrix.names)} clusters; number on each version in brackets)",
+            f"Version skew by version ({len(matrix.names)} clusters; number on each version in brackets)",
             xaxis={"side": "top", "automargin": True},
             yaxis={"autorange": "reversed", "automargin": True},
             height=max(360, 80 + 40 * len(labels)),
@@ -218,6 +258,13 @@ def compliance_trend(points: Iterable[tuple[datetime, float, int]]) -> dict:
     """Compliant share (0..1, left axis) and open drift (count, right axis) over time."""
     points = sorted(points, key=lambda p: p[0])
     xs = [_iso(at) for at, _, _ in points]
+    # Snapshots are daily: ticks are days. With one snapshot (day one) or a few close together,
+    # plotly would zoom to their spread and label the axis in milliseconds; show a few days instead.
+    xaxis = {"type": "date", "tickformat": "%b %d"}
+    if points:
+        first, last = points[0][0], points[-1][0]
+        if isinstance(first, datetime) and (last - first) <= timedelta(days=14):
+            xaxis.update(dtick=DAY_MS, range=[_iso(first - timedelta(days=1)), _iso(last + timedelta(days=1))])
     return {
         "data": [
             {
@@ -242,7 +289,7 @@ def compliance_trend(points: Iterable[tuple[datetime, float, int]]) -> dict:
         ],
         "layout": _layout(
             "Compliance over time",
-            xaxis={"type": "date"},
+            xaxis=xaxis,
             yaxis={"title": {"text": "compliant clusters (%)"}, "range": [0, 100]},
             yaxis2={"title": {"text": "open drift"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
             legend={"orientation": "h"},

@@ -40,7 +40,8 @@ class SkewFilterForm(LabelFilterMixin):
 
 class HistoryFilterForm(LabelFilterMixin):
     DAY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
-    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, label="Window")
+    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, initial=30,
+                                  label="Window")
 
 
 class VersionPolicyForm(forms.ModelForm):
@@ -58,6 +59,8 @@ class VersionPolicyForm(forms.ModelForm):
 class CompatFilterForm(LabelFilterMixin):
     kind = forms.CharField(required=False, max_length=63, label="Kind")
     namespace = forms.CharField(required=False, max_length=63, label="Namespace")
+    findings = forms.BooleanField(required=False, label="Only findings",
+                                  help_text="Hide the clusters and resources on this page with no incompatible or unverifiable cell.")
 
     def clean_kind(self):
         kind = self.cleaned_data["kind"].strip()

@@ -34,6 +34,7 @@ from drift.skew import (
     evaluate_pair,
     minor_matrix,
     parse_version,
+    worst,
 )
 from drift import compat
 from drift.choices import CompatProblemCode, CompatStatus
@@ -171,6 +172,23 @@ class SkewOverview:
         return [f for f in self.report.findings if f.rule not in ("host_member_skew", "host_older_than_member")]
 
 
+def version_pair_severities(rows, inputs, policy: SkewPolicy) -> dict[tuple[str, str], str | None]:
+    """For the versions × versions heatmap of a big fleet: the worst severity between any cluster
+    on one version and any other cluster on the other, from one stand-in per (version, role)."""
+    stand_ins: dict[tuple[str, bool], ClusterVersion] = {}
+    for row, cluster in zip(rows, inputs):
+        key = (row.version_label, cluster.is_host)
+        stand_ins.setdefault(key, ClusterVersion(f"{key[0]}/{cluster.role}", cluster.role, cluster.git_version))
+    keys = list(stand_ins)
+    small = minor_matrix(list(stand_ins.values()), policy)
+    result: dict[tuple[str, str], str | None] = {}
+    for i, (label_a, _) in enumerate(keys):
+        for j, (label_b, _) in enumerate(keys):
+            if i != j:
+                result[(label_a, label_b)] = worst([result.get((label_a, label_b)), small.severities[i][j]])
+    return result
+
+
 def compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
     inputs = [r.as_input() for r in rows]
     report = evaluate_fleet(inputs, policy)
@@ -180,7 +198,7 @@ def compute_skew(rows: list[ClusterRow], policy: SkewPolicy) -> tuple:
     else:
         # past the heatmap's size only the versions matter (charts collapses to versions × versions)
         matrix = MinorMatrix([r.name for r in rows], [r.version_label for r in rows], [], [])
-        heatmap = charts.skew_heatmap(matrix)
+        heatmap = charts.skew_heatmap(matrix, version_severities=version_pair_severities(rows, inputs, policy))
     grid = minor_matrix(inputs, policy) if len(inputs) <= GRID_MAX_CLUSTERS else None
     return report, heatmap, grid
 
@@ -208,7 +226,9 @@ def skew_overview(*, labels=()) -> SkewOverview:
                 host=host.name if host else "",
                 host_version=host.version_label if host else "",
                 difference=difference,
-                severity=report.worst_by_cluster.get(row.name),
+                # the compliance report's rule: a cluster is rated by the findings it has to act on;
+                # a host-older finding is listed on the member's row but charged to the host
+                severity=report.worst_accountable_by_cluster.get(row.name),
                 findings=findings,
                 kubelets=report.kubelets[row.name],
             )

@@ -51,8 +51,9 @@ def update_version_policy(*, actor, **changes) -> VersionPolicy:
 # --- compliance snapshots -------------------------------------------------------------------------
 
 
-def take_compliance_snapshot(*, at=None):
-    """Record the fleet's compliance now (the daily beat job); returns the ComplianceSnapshot."""
+def take_compliance_snapshot(*, at=None, actor=None):
+    """Record the fleet's compliance now (the daily beat job, or an admin's "Snapshot now", which is
+    audited); returns the ComplianceSnapshot."""
     report, skew_counts = selectors.fleet_compliance()
     snapshot = ComplianceSnapshot.objects.create(
         taken_at=at or timezone.now(),
@@ -67,6 +68,11 @@ def take_compliance_snapshot(*, at=None):
         isolated_clusters=report.isolated,
         details={"score": report.score, "rule_failures": report.rule_failures()},
     )
+    if actor is not None:
+        record_event(
+            "drift.compliance_snapshot", actor=actor, obj=snapshot,
+            summary=f"Took a compliance snapshot: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant",
+        )
     return snapshot
 
 
@@ -145,8 +151,11 @@ def enforce_version_policy() -> list[str]:
     if not policy.auto_isolate_on_p0:
         return []
     overview = selectors.skew_overview()
+    # every member in a P0 pair, also one the host is too old for (the host is the one to fix it,
+    # but propagating to that member is what fails meanwhile)
+    worst = overview.report.worst_by_cluster
     blocking = [
-        row.name for row in overview.member_rows if row.severity == Severity.P0 and not row.cluster.isolated
+        row.name for row in overview.member_rows if worst.get(row.name) == Severity.P0 and not row.cluster.isolated
     ]
     isolated = []
     for cluster in Cluster.objects.filter(name__in=blocking, isolated=False):

@@ -21,6 +21,7 @@ urlpatterns += [
 urlpatterns += [
     path("compliance/", views.compliance_report, name="compliance_report"),
     path("compliance.csv", views.compliance_export, name="compliance_export"),
+    path("compliance/snapshot/", views.compliance_snapshot, name="compliance_snapshot"),
     path("isolation/banner/", views.isolation_banner, name="isolation_banner"),
     path("isolation/<str:name>/isolate/", views.cluster_isolate, name="cluster_isolate"),
     path("isolation/<str:name>/restore/", views.cluster_restore, name="cluster_restore"),

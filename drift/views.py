@@ -25,7 +25,13 @@ from drift.forms import (
     VersionPolicyForm,
 )
 from drift.models import VersionPolicy
-from drift.services import IsolationError, isolate_cluster, restore_cluster, update_version_policy
+from drift.services import (
+    IsolationError,
+    isolate_cluster,
+    restore_cluster,
+    take_compliance_snapshot,
+    update_version_policy,
+)
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
@@ -181,7 +187,10 @@ def compat_matrix(request):
             selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"]), COMPAT_RESOURCES_PER_PAGE
         ).get_page(request.GET.get("page"))
         cluster_page = Paginator(rows, COMPAT_CLUSTERS_PER_PAGE).get_page(request.GET.get("cpage"))
-        grid = selectors.compat_grid(list(resource_page.object_list), list(cluster_page.object_list))
+        clusters = list(cluster_page.object_list)
+        grid = selectors.compat_grid(list(resource_page.object_list), clusters)
+        if cleaned.get("findings"):
+            grid, clusters = only_findings(grid, clusters)
         counts = {}
         for _, cells in grid:
             for cell in cells:
@@ -189,7 +198,7 @@ def compat_matrix(request):
         return dict(
             page=resource_page,
             cluster_page=cluster_page,
-            clusters=list(cluster_page.object_list),
+            clusters=clusters,
             grid=grid,
             counts=counts,
             rows_query=_query_without(request, "page"),
@@ -197,6 +206,17 @@ def compat_matrix(request):
         )
 
     return _page_with_results(request, "drift/compat_matrix.html", context, results)
+
+
+def only_findings(grid, clusters):
+    """The grid without the columns (clusters) and rows (resources) that have no cell other than
+    compatible or not targeted: what is left is what needs attention."""
+    def finding(cell):
+        return cell.targeted and cell.status != "compatible"
+
+    keep = [i for i in range(len(clusters)) if any(finding(cells[i]) for _, cells in grid)]
+    rows = [(resource, [cells[i] for i in keep]) for resource, cells in grid if any(finding(c) for c in cells)]
+    return rows, [clusters[i] for i in keep]
 
 
 @role_required(Role.VIEWER)
@@ -325,6 +345,15 @@ def compliance_report(request):
         )
 
     return _page_with_results(request, "drift/compliance_report.html", context, results, vary=[can_isolate])
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["POST"])
+def compliance_snapshot(request):
+    """Admins: record the fleet's compliance now (the trend is otherwise empty until the daily job)."""
+    snapshot = take_compliance_snapshot(actor=request.user)
+    messages.success(request, f"Compliance snapshot taken: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant.")
+    return redirect("drift:compliance_report")
 
 
 @role_required(Role.VIEWER)

@@ -59,6 +59,15 @@ class SyncState(models.TextChoices):
     OUT_OF_SYNC = "OutOfSync", "OutOfSync"
 
 
+class Health(models.TextChoices):
+    """The live object's health on one cluster, in Argo CD's words (federation.health computes it)."""
+
+    HEALTHY = "Healthy", "Healthy"
+    PROGRESSING = "Progressing", "Progressing"
+    DEGRADED = "Degraded", "Degraded"
+    MISSING = "Missing", "Missing"
+
+
 class TargetAction(models.TextChoices):
     """What one propagation run does on one cluster."""
 

@@ -20,6 +20,20 @@ def cluster_choices() -> list[tuple[str, str]]:
     return [(name, name) for name in Cluster.objects.order_by("name").values_list("name", flat=True)]
 
 
+class ClusterPicker(forms.CheckboxSelectMultiple):
+    """The placement's cluster checkboxes, each carrying its cluster's labels (data-labels="k=v ...")
+    so static/js/cluster-picker.js can search by name or label, tick every match and count."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cluster_labels: dict[str, str] = {}
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex=subindex, attrs=attrs)
+        option["attrs"]["data-labels"] = self.cluster_labels.get(value, "")
+        return option
+
+
 def _yaml_or_error(text: str, what: str):
     try:
         return load_yaml(text or "")
@@ -42,7 +56,7 @@ class ResourceForm(forms.Form):
         choices=[(PLACEMENT_CLUSTERS, "Cluster list"), (PLACEMENT_SELECTOR, "Label selector"), (PLACEMENT_NONE, "Not propagated")],
         help_text="KubeFed's rules: a cluster list wins over a selector; an empty list selects none; an empty selector selects all.",
     )
-    clusters = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
+    clusters = forms.MultipleChoiceField(required=False, widget=ClusterPicker(attrs={"class": "cluster-picker"}))
     selector_yaml = forms.CharField(
         label="Cluster selector (YAML)", required=False, strip=False, widget=forms.Textarea(attrs={**YAML_WIDGET, "rows": 5}),
         help_text="matchLabels: {env: prod}\nmatchExpressions: [{key: region, operator: In, values: [eu-west-1]}]",
@@ -61,7 +75,11 @@ class ResourceForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["type"].queryset = FederatedType.objects.filter(propagation=Toggle.ENABLED).order_by("kind")
         self.fields["type"].label_from_instance = lambda t: f"{t.kind} ({t.api_version})"
-        self.fields["clusters"].choices = cluster_choices()
+        rows = list(Cluster.objects.order_by("name").values_list("name", "labels"))
+        self.fields["clusters"].choices = [(name, name) for name, _labels in rows]
+        self.fields["clusters"].widget.cluster_labels = {
+            name: " ".join(f"{k}={v}" for k, v in sorted((labels or {}).items())) for name, labels in rows
+        }
         if edit:
             for name in ("type", "namespace", "name"):
                 self.fields[name].disabled = True
@@ -117,7 +135,10 @@ class ResourceForm(forms.Form):
 
 
 class OverrideRowForm(forms.Form):
-    cluster = forms.ChoiceField(choices=())
+    # a text box with the cluster names as suggestions (datalist "override-clusters" in the form):
+    # searchable, where a <select> of 200 clusters is not; the value must still be one of them
+    cluster = forms.ChoiceField(choices=(), widget=forms.TextInput(attrs={"list": "override-clusters", "autocomplete": "off",
+                                                                          "placeholder": "cluster name", "size": 18}))
     op = forms.ChoiceField(choices=[(op, op) for op in OPS], initial=DEFAULT_OP)
     path = forms.CharField(max_length=500, widget=forms.TextInput(attrs={"placeholder": "/spec/replicas", "class": "mono"}))
     value = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 1, "class": "mono", "placeholder": "YAML value"}))
@@ -150,7 +171,7 @@ class RspRowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].choices = [(WILDCARD, "* (every other cluster)")] + cluster_choices()
+        self.fields["cluster"].choices = [("", "— cluster —"), (WILDCARD, "* (every other cluster)")] + cluster_choices()
 
     def clean(self):
         data = super().clean()
@@ -169,8 +190,20 @@ class RspRowForm(forms.Form):
         return data["cluster"], pref
 
 
-OverrideFormSet = forms.formset_factory(OverrideRowForm, extra=1, can_delete=True, max_num=200, validate_max=True)
-RspFormSet = forms.formset_factory(RspRowForm, extra=1, can_delete=True, max_num=200, validate_max=True)
+class RowsFormSet(forms.BaseFormSet):
+    """Rows left empty (every field as rendered: no cluster chosen, nothing typed) are ignored, the
+    extra blank row included; a row with anything in it is validated in full."""
+
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "empty_permitted": True}
+
+
+OverrideFormSet = forms.formset_factory(OverrideRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
+                                        validate_max=True)
+RspFormSet = forms.formset_factory(RspRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
+                                   validate_max=True)
+OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
+RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"
 
 

@@ -2,7 +2,8 @@
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from federation.choices import Condition, PropagationReason, SyncState, TargetState
+from federation.choices import Condition, Health, PropagationReason, SyncState, TargetState
+from federation.health import health
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 
 _GONE = [PropagationReason.REMOVED, PropagationReason.ORPHANED]
@@ -71,7 +72,7 @@ def find_resources(qualified: str, *, kind: str = "") -> list[FederatedResource]
 
 
 def summary() -> dict:
-    """Counts for the dashboard panel (three queries)."""
+    """Counts for the dashboard panel (four queries)."""
     by_status = dict(PropagatedVersion.objects.exclude(status__in=_GONE).values_list("status").annotate(n=Count("id")))
     return {
         "resources": FederatedResource.objects.count(),
@@ -79,4 +80,15 @@ def summary() -> dict:
         "failing": sum(n for status, n in by_status.items() if status not in (PropagationReason.OK, PropagationReason.PENDING)),
         "pending": by_status.get(PropagationReason.PENDING, 0),
         "out_of_sync": PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exclude(status__in=_GONE).count(),
+        "health": health_counts(),
     }
+
+
+def health_counts() -> dict[str, int]:
+    """Propagated objects per health (federation.health), over the fleet: one query, streamed."""
+    counts = {value: 0 for value in Health.values}
+    rows = (PropagatedVersion.objects.exclude(status__in=_GONE)
+            .values_list("resource__type__kind", "version", "remote_status").iterator(chunk_size=2000))
+    for kind, version, remote_status in rows:
+        counts[health(kind, remote_status, written=bool(version))] += 1
+    return counts

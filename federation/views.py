@@ -17,7 +17,9 @@ from django.views.decorators.vary import vary_on_headers
 
 from clusters.models import Cluster
 from federation import propagation, schedule, selectors, services
-from federation.choices import Toggle
+from federation.choices import Health, PropagationReason, SyncState, Toggle
+from federation.health import health_of
+from federation.preview_groups import group_previews
 from federation.forms import (
     OVERRIDE_PREFIX,
     RSP_PREFIX,
@@ -68,25 +70,40 @@ def resource_list(request):
     return render_page(request, "federation/resource_list.html", context, "rows")
 
 
+STATUS_FILTERS = {
+    "failing": ("only failing", lambda row: not row.is_healthy and row.status != PropagationReason.PENDING),
+    "outofsync": ("only out of sync", lambda row: row.sync_state == SyncState.OUT_OF_SYNC),
+    "unhealthy": ("only unhealthy", lambda row: row.health != Health.HEALTHY),
+}
+
+
 def _detail_context(request, resource):
     run = selectors.latest_run(resource)
-    rows = selectors.cluster_rows(resource)
+    all_rows = selectors.cluster_rows(resource)
     targets = selectors.run_targets(run)
-    for row in rows:
+    for row in all_rows:
         row.target = targets.get(row.cluster_id)
+        row.health = health_of(row, resource.type.kind)
     if is_secret_kind(resource.type.kind):  # an API server's error message may quote a value
         known = secret_values([resource.current_revision.snapshot if resource.current_revision else None,
-                               *[row.applied_manifest for row in rows]], secret=True)
-        for row in rows:
+                               *[row.applied_manifest for row in all_rows]], secret=True)
+        for row in all_rows:
             row.message = mask_secrets(row.message, known=known)
             if row.target is not None:
                 row.target.message = mask_secrets(row.target.message, known=known)
     progress = propagation.run_progress(run) if run else None
-    failed = sum(1 for row in rows if row.status in propagation.FAILED_STATUSES)
+    failed = sum(1 for row in all_rows if row.status in propagation.FAILED_STATUSES)
+    show = request.GET.get("show", "")
+    keep = STATUS_FILTERS[show][1] if show in STATUS_FILTERS else None
+    rows = [row for row in all_rows if keep(row)] if keep else all_rows
     return {
         "failed": failed,
         "resource": resource,
         "rows": rows,
+        "all_rows": all_rows,
+        "show": show if keep else "",
+        "status_filters": [(key, label, sum(1 for row in all_rows if test(row)))
+                           for key, (label, test) in STATUS_FILTERS.items()],
         "run": run,
         "progress": progress,
         "condition": propagation.aggregate_condition(rows, running=bool(progress and not progress.finished)),
@@ -286,7 +303,7 @@ def resource_preview(request, pk):
     number = form.cleaned_data.get("revision")
     revision = get_object_or_404(resource.revisions, number=number) if number else resource.current_revision
     previews = propagation.preview_revision(resource, revision)
-    context = {"resource": resource, "revision": revision, "previews": previews,
+    context = {"resource": resource, "revision": revision, "previews": previews, "groups": group_previews(previews),
                "can_edit": has_role(request.user, Role.OPERATOR)}
     return render_page(request, "federation/resource_preview.html", context, "previews")
 

@@ -12,10 +12,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
-from fedportal.forms import AuditEventFilterForm
+from fedportal.filtersets import AuditEventFilterSet
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, role_required
-from fedportal.selectors import audit_events_for_export, describe_filters, filter_audit_events
+from fedportal.selectors import audit_events_for_export, describe_filters, filter_audit_events, known_actions
 from fedportal.tables import AuditEventTable
 
 PAGE_SIZE = 50
@@ -32,7 +32,9 @@ def _filter_query(request) -> str:
 @require_GET
 @vary_on_headers("HX-Request")
 def event_list(request):
-    form = AuditEventFilterForm(request.GET or None)
+    """Filters live in the query string (hx-push-url), so a filtered view is a link, survives a
+    reload and the back button; the rows fragment re-renders the export link with the same query."""
+    form = AuditEventFilterSet(request.GET or None).form
     page = None
     if form.is_bound and not form.is_valid():
         rows = []
@@ -49,6 +51,7 @@ def event_list(request):
         "columns": AuditEventTable.html_columns(),
         "rows": rows,
         "filter_query": _filter_query(request),
+        "known_actions": [] if request.htmx else known_actions(),
     }
     return render(request, template_name, context)
 
@@ -68,7 +71,7 @@ def event_detail(request, pk):
 @role_required(Role.VIEWER)
 @require_GET
 def event_export(request):
-    form = AuditEventFilterForm(request.GET)
+    form = AuditEventFilterSet(request.GET).form
     if not form.is_valid():
         reasons = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
         return HttpResponse(f"Bad filter: {reasons}\n", status=400, content_type="text/plain; charset=utf-8")

@@ -11,22 +11,10 @@ class DateTimeLocalInput(forms.DateTimeInput):
 
 
 class AuditEventFilterForm(forms.Form):
-    """Filters for the audit page and its CSV export. Every field is optional."""
-
-    actor = forms.CharField(required=False, max_length=150, help_text="Username, exactly.")
-    action = forms.CharField(
-        required=False,
-        max_length=64,
-        help_text="Exact action, or a prefix ending in * (cluster.*).",
-    )
-    object_type = forms.CharField(required=False, max_length=64, help_text="e.g. clusters.cluster")
-    object_id = forms.CharField(required=False, max_length=64)
-    cluster = forms.CharField(required=False, max_length=63)
-    since = forms.DateTimeField(required=False, widget=DateTimeLocalInput, help_text="From (UTC), inclusive.")
-    until = forms.DateTimeField(required=False, widget=DateTimeLocalInput, help_text="To (UTC), exclusive.")
+    """Checks across the audit filters (the fields come from fedportal.filtersets.AuditEventFilterSet)."""
 
     def clean_action(self):
-        action = self.cleaned_data["action"].strip()
+        action = (self.cleaned_data.get("action") or "").strip()
         if "*" in action.rstrip("*") or action == "*":
             raise forms.ValidationError("Use * only once, at the end of a prefix (for example cluster.*).")
         return action
@@ -40,4 +28,4 @@ class AuditEventFilterForm(forms.Form):
 
     def filters(self) -> dict:
         """The non-empty cleaned filters (call after is_valid())."""
-        return {key: value for key, value in self.cleaned_data.items() if value not in (None, "")}
+        return {key: value for key, value in self.cleaned_data.items() if value not in (None, "", False)}

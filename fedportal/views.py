@@ -1,6 +1,7 @@
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.http import JsonResponse
+from django.http import HttpResponsePermanentRedirect, JsonResponse
+from django.templatetags.static import static
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -12,6 +13,13 @@ from fedportal.roles import Role, role_required
 def home(request):
     """The dashboard: each app's summary panel loads as an htmx fragment (links work without JS)."""
     return render(request, "fedportal/home.html")
+
+
+@login_not_required
+@require_GET
+def favicon(request):
+    """Browsers ask for /favicon.ico on pages that do not name an icon (admin, CSV, errors)."""
+    return HttpResponsePermanentRedirect(static("img/favicon.svg"))
 
 
 @login_not_required

@@ -59,6 +59,7 @@ EXPECTED.update(
     {
         "home": {"GET": Role.VIEWER},
         "healthz": {"GET": PUBLIC},
+        "favicon": {"GET": PUBLIC},
         "login": {"GET": PUBLIC, "POST": PUBLIC},
         "logout": {"POST": AUTHENTICATED},
         "audit:event_list": {"GET": Role.VIEWER},
@@ -117,6 +118,7 @@ EXPECTED.update(
         "clusters:cluster_create": {"GET": Role.ADMIN, "POST": Role.ADMIN},
         "clusters:cluster_test_connection": {"POST": Role.ADMIN},
         "clusters:cluster_import": {"GET": Role.ADMIN, "POST": Role.ADMIN},
+        "clusters:cluster_bulk_label": {"POST": Role.ADMIN},
         "clusters:cluster_edit": {"GET": Role.ADMIN, "POST": Role.ADMIN},
         "clusters:cluster_rotate_credentials": {"GET": Role.ADMIN, "POST": Role.ADMIN},
         "clusters:cluster_unjoin": {"GET": Role.ADMIN, "POST": Role.ADMIN},
@@ -164,6 +166,7 @@ EXPECTED.update(
     {
         "drift:compliance_report": {"GET": Role.VIEWER},
         "drift:compliance_export": {"GET": Role.VIEWER},
+        "drift:compliance_snapshot": {"POST": Role.ADMIN},
         "drift:isolation_banner": {"GET": Role.VIEWER},
         "drift:cluster_isolate": {"GET": Role.ADMIN, "POST": Role.ADMIN},
         "drift:cluster_restore": {"GET": Role.ADMIN, "POST": Role.ADMIN},

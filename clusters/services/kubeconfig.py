@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -34,6 +34,43 @@ def cluster_name_for_context(context_name: str) -> str:
     base = context_name.rsplit("/", 1)[-1] if "/" in context_name else context_name
     name = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")
     return name[:63].strip("-") or "cluster"
+
+
+def compile_label_pattern(pattern: str) -> re.Pattern | None:
+    """A regular expression whose named groups become labels, matched against each context name
+    (e.g. ``(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)``); ValidationError if it has no
+    named group or does not compile."""
+    if not (pattern or "").strip():
+        return None
+    try:
+        compiled = re.compile(pattern.strip())
+    except re.error as exc:
+        raise ValidationError(f"The label pattern is not a regular expression: {exc}.", code="bad_pattern") from None
+    if not compiled.groupindex:
+        raise ValidationError("The label pattern needs named groups, e.g. (?P<env>prod|dev): each becomes a label.",
+                              code="bad_pattern")
+    return compiled
+
+
+def labels_from_context(pattern: re.Pattern | None, context_name: str) -> dict[str, str]:
+    """The named groups the pattern matched in the context name (searched, not anchored), empty ones left out."""
+    match = pattern.search(context_name) if pattern else None
+    return {key: value for key, value in match.groupdict().items() if value} if match else {}
+
+
+@dataclass
+class ImportReport:
+    """What an import did: clusters registered, updated (on request), already up to date, and the
+    contexts skipped because their cluster is already registered (with why)."""
+
+    created: list = field(default_factory=list)
+    updated: list = field(default_factory=list)
+    unchanged: list = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def clusters(self) -> list[Cluster]:
+        return [*self.created, *self.updated, *self.unchanged]
 
 
 @dataclass(frozen=True)
@@ -108,8 +145,30 @@ def import_kubeconfig_contexts(
     base_dir=None,
     update_existing: bool = False,
 ) -> list[Cluster]:
+    """The clusters of ``import_kubeconfig`` (without skipping existing ones)."""
+    return import_kubeconfig(text, contexts=contexts, labels=labels, host_context=host_context, actor=actor,
+                             verify=verify, base_dir=base_dir, update_existing=update_existing).clusters
+
+
+def import_kubeconfig(
+    text: str,
+    *,
+    contexts: list[str] | None = None,
+    labels: dict | None = None,
+    label_pattern: str = "",
+    host_context: str | None = None,
+    actor=None,
+    verify: bool = True,
+    base_dir=None,
+    update_existing: bool = False,
+    skip_existing: bool = False,
+) -> ImportReport:
     """Register the chosen contexts (one per API server by default), each with its own credentials.
     All or nothing: every context is validated and tested before any is saved.
+
+    ``labels`` go on every imported cluster; ``label_pattern``'s named groups, matched against each
+    context name, add labels per context. ``skip_existing``: a context whose cluster name or API
+    server is already registered is skipped and reported instead of failing the whole import.
 
     ``update_existing``: a context whose cluster name is already registered updates that cluster's
     API server, TLS settings and credentials (audited, credential_version bumped) instead of failing
@@ -118,7 +177,22 @@ def import_kubeconfig_contexts(
     require_actor_role(actor, Role.ADMIN)
     if labels:
         validate_labels(labels)
+    pattern = compile_label_pattern(label_pattern)
     plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)
+    report = ImportReport()
+    if skip_existing:
+        by_name = set(Cluster.objects.filter(name__in=[p.name for p in plans]).values_list("name", flat=True))
+        by_server = dict(Cluster.objects.values_list("api_server", "name"))
+        kept = []
+        for plan in plans:
+            server = plan.context.server.strip().rstrip("/")
+            if plan.name in by_name:
+                report.skipped.append((plan.context.name, f"a cluster named {plan.name} is already registered"))
+            elif server in by_server:
+                report.skipped.append((plan.context.name, f"its API server is already registered as {by_server[server]}"))
+            else:
+                kept.append(plan)
+        plans = kept
     existing = (
         {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
     )
@@ -128,12 +202,19 @@ def import_kubeconfig_contexts(
         context = plan.context
         ca = (context.ca_data or "").strip()
         current = existing.get(plan.name)
+        derived = labels_from_context(pattern, context.name)
+        try:
+            validate_labels(derived)
+        except ValidationError as exc:
+            errors += [f"{context.name}: labels from the pattern: {m}" for m in exc.messages]
+            continue
+        context_labels = {**(labels or {}), **derived}
         cluster = Cluster(
             pk=current.pk if current else None,
             name=plan.name,
             api_server=context.server.strip().rstrip("/"),
             role=current.role if current else plan.role,
-            labels={**current.labels, **(labels or {})} if current else (labels or {}),
+            labels={**current.labels, **context_labels} if current else context_labels,
             ca_bundle=ca + "\n" if ca else "",
             insecure_skip_tls_verify=context.insecure_skip_tls_verify,
             credential_version=current.credential_version + 1 if current else 1,
@@ -158,15 +239,16 @@ def import_kubeconfig_contexts(
                 errors.append(f"{cluster.name}: cannot connect ({result.error_label}): {result.message}")
     if errors:
         raise ValidationError(errors)
-    saved = []
     with transaction.atomic():
         for cluster in pending:
             if cluster.pk is None:
                 save_new_cluster(cluster, actor=actor, probe=True)
-                saved.append(cluster)
+                report.created.append(cluster)
             else:
-                saved.append(_update_from_kubeconfig(existing[cluster.name], cluster, actor=actor))
-    return saved
+                before = existing[cluster.name].credential_version
+                updated = _update_from_kubeconfig(existing[cluster.name], cluster, actor=actor)
+                (report.updated if updated.credential_version != before else report.unchanged).append(updated)
+    return report
 
 
 def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cluster:

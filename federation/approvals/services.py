@@ -312,7 +312,7 @@ def create_change_request(
                 raise TransitionError("A reconcile request re-applies the propagated revision, as approved.")
             if kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE) and resource.propagated_revision_id == revision.pk:
                 raise TransitionError(f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first.")
-    subject = f"cluster {cluster.name}" if kind == ChangeKind.UNJOIN else str(resource)
+    subject = cluster.name if kind == ChangeKind.UNJOIN else str(resource)  # "Unjoin cluster <name>"
     with transaction.atomic():
         cr = ChangeRequest.objects.create(
             kind=kind,

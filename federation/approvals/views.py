@@ -19,6 +19,7 @@ from clusters.models import Cluster
 from fedportal.roles import Role, has_role, role_required
 from fedportal.htmx import redirect_page, render_page
 from federation import propagation
+from federation.preview_groups import group_previews
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.content import content_authors
@@ -111,6 +112,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
             newer_revision = Revision.objects.filter(pk=current).first()
     context = {
         "cr": cr,
+        "diff_groups": group_previews(cr.diffs or []),
         "approvals": [(a, a.decision != Decision.APPROVE or a.is_valid_for(cr)) for a in approvals],
         "summary": summary,
         "comments": list(cr.comments.all()),

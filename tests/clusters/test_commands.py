@@ -91,3 +91,33 @@ def test_import_kubeconfig_update_existing_merges_labels_given_on_the_command_li
     call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--update-existing",
                  "--label", "region=eu", "--label", "env=b")
     assert Cluster.objects.get(name="host").labels == {"env": "b", "region": "eu"}
+
+
+# --- issue 23 item 9: re-import skips existing clusters with a report; labels per context by pattern ---
+
+def test_import_kubeconfig_skip_existing_imports_the_new_ones_and_says_which_it_skipped(fleet, capsys):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "m127", "--context", "m128")
+    capsys.readouterr()
+    with pytest.raises(CommandError, match="already"):  # without the switch a clash fails the whole import
+        call_command("import_kubeconfig", str(fleet.kubeconfig_path))
+    assert sorted(Cluster.objects.values_list("name", flat=True)) == ["m127", "m128"]
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--skip-existing", "--host", "host")
+    assert sorted(Cluster.objects.values_list("name", flat=True)) == ["host", "m127", "m128", "m130", "m131"]
+    out = capsys.readouterr().out
+    assert "skipped    m127" in out and "a cluster named m127 is already registered" in out
+    assert "Imported 3 cluster(s); first probes are queued. Skipped 2 already registered." in out
+
+
+def test_import_kubeconfig_labels_for_all_and_derived_from_the_context_name(fleet):
+    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--label", "team=fed",
+                 "--labels-from-context", r"m(?P<minor>1\d\d)")
+    labels = dict(Cluster.objects.values_list("name", "labels"))
+    assert labels["m127"] == {"team": "fed", "minor": "127"}
+    assert labels["host"] == {"team": "fed"}  # no match: only the labels for all
+
+
+@pytest.mark.parametrize("pattern, message", [("(", "not a regular expression"), ("m1", "needs named groups")])
+def test_import_kubeconfig_bad_label_pattern_imports_nothing(fleet, pattern, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--labels-from-context", pattern)
+    assert not Cluster.objects.exists()

@@ -508,7 +508,7 @@ def test_finished_poll_fragment_tells_the_page_to_refresh_its_rows(login, viewer
     done = client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
     assert "clustersPolled" in done["HX-Trigger"]
     rows = client.get(reverse("clusters:cluster_list"), **HX).content.decode()
-    assert 'hx-trigger="clustersPolled from:body"' in rows
+    assert 'hx-trigger="clustersPolled from:body, every 10s"' in rows
 
 
 def test_an_unjoin_guard_sends_the_admin_elsewhere_and_blocks_the_post(login, admin_user, cluster):
@@ -549,3 +549,24 @@ def test_detail_summary_and_poll_pages_use_a_fixed_number_of_queries(login, view
         client.get(reverse("clusters:summary"), **HX)
     with django_assert_max_num_queries(6):
         client.get(reverse("clusters:poll_status", args=[poll.pk]), **HX)
+
+
+# --- issue 23 item 9: the UI import skips registered clusters and says which; labels by pattern -----
+
+def test_ui_import_skips_registered_clusters_and_derives_labels(client, admin_user, fleet):
+    from clusters.services.kubeconfig import import_kubeconfig
+
+    import_kubeconfig(fleet.kubeconfig_path.read_text(), contexts=["m127"], actor=admin_user)
+    client.force_login(admin_user)
+    url = reverse("clusters:cluster_import")
+    page = client.post(url, {"step": "upload", "kubeconfig_text": fleet.kubeconfig_path.read_text()})
+    body = page.content.decode()
+    assert 'id="select-all-contexts"' in body and "js/select-all.js" in body
+    assert '<option value="skip" selected>' in body
+    response = client.post(url, {"step": "choose", "contexts": ["m127", "m128", "m130"], "existing": "skip",
+                                 "labels": "team=fed", "label_pattern": r"m(?P<minor>\d+)"}, follow=True)
+    assert response.status_code == 200
+    texts = [str(m) for m in response.context["messages"]]
+    assert "Imported 2 cluster(s): m128, m130." in texts
+    assert "Skipped 1 already registered: m127 (a cluster named m127 is already registered)." in texts
+    assert Cluster.objects.get(name="m130").labels == {"team": "fed", "minor": "130"}

@@ -28,9 +28,15 @@ def test_skew_heatmap_is_clusters_by_clusters_with_severity_text():
     fig = valid(charts.skew_heatmap(matrix))
     trace = fig["data"][0]
     assert trace["x"] == matrix.names and trace["y"] == matrix.names
-    assert trace["z"][0][matrix.names.index("m0")] == 4  # host v1.29 - m0 v1.25
-    assert trace["text"][0][matrix.names.index("m0")] == "P0"
-    assert trace["z"][0][-1] is None  # unknown version: a gap, not a crash
+    m0, m3, m5, m6 = (matrix.names.index(n) for n in ("m0", "m3", "m5", "m6"))
+    assert trace["text"][0][m0] == "+4 P0"  # host v1.29 - m0 v1.25
+    # colour is the severity (issue 23 item 7): P0 is the top of the scale whatever the gap's sign
+    assert trace["z"][0][m0] == charts.SEVERITY_LEVELS["P0"] == 4
+    assert trace["text"][0][m6] == "-2 P0" and trace["z"][0][m6] == 4  # host 2 minors behind m6 v1.31
+    assert trace["text"][0][m5] == "-1 P1" and trace["z"][0][m5] == 3
+    assert trace["text"][0][m3] == "+1" and trace["z"][0][m3] == 0  # within policy: no finding
+    assert trace["z"][0][0] is None  # a cluster against itself: a gap
+    assert trace["text"][0][-1] == "? P3" and trace["z"][0][-1] == 1  # unknown version
 
 
 def test_big_fleet_heatmap_collapses_to_versions():
@@ -73,3 +79,20 @@ def test_empty_inputs_give_empty_but_valid_figures():
     valid(charts.version_timeline({}))
     valid(charts.version_distribution([]))
     valid(charts.compliance_trend([]))
+
+
+def test_big_fleet_version_heatmap_is_coloured_by_severity_too():
+    """Issue 23 item 7: past 150 clusters the versions × versions heatmap colours severity as well."""
+    from drift.selectors import version_pair_severities
+
+    clusters = fleet(400)
+    rows = [type("Row", (), {"version_label": minor_matrix([c], SkewPolicy()).versions[0]})() for c in clusters]
+    severities = version_pair_severities(rows, clusters, SkewPolicy())
+    matrix = minor_matrix([], SkewPolicy())
+    matrix = type(matrix)([c.name for c in clusters], [r.version_label for r in rows], [], [])
+    trace = valid(charts.skew_heatmap(matrix, max_clusters=150, version_severities=severities))["data"][0]
+    labels = [x.split(" ")[0] for x in trace["x"]]
+    v125, v129, v131 = labels.index("v1.25"), labels.index("v1.29"), labels.index("v1.31")
+    # the host is on v1.29: v1.31 members are two minors ahead of it (P0), as in the cluster heatmap
+    assert trace["text"][v129][v131] == "-2 P0" and trace["z"][v129][v131] == 4
+    assert trace["z"][v129][v125] == 4 and trace["text"][v129][v125] == "+4 P0"

@@ -42,11 +42,23 @@ def test_matrix_page_shows_heatmap_table_and_exact_policy_violations(viewer_clie
         "m27": Severity.P0,
         "m28": Severity.P2,  # in policy with the host, 3 from m31 (member–member)
         "m29": Severity.P2,
-        "m30": Severity.P1,
-        "m31": Severity.P0,
+        # m30/m31 are newer than the host: those findings (P1/P0) are the host's to fix, listed on
+        # their rows but not rating them, as in the compliance report (issue 23 item 7)
+        "m30": Severity.P2,
+        "m31": Severity.P2,
     }
     assert pair_url("host", "m27") in body
     assert 'href="/drift/"' in body or "Drift" in body  # nav link
+
+
+def test_skew_page_and_compliance_report_rate_every_cluster_alike(viewer_client, sim_fleet):
+    skew_page = {row.name: row.severity for row in viewer_client.get(MATRIX).context["overview"].member_rows}
+    report, _counts = selectors.fleet_compliance()
+    compliance = {c.name: c.skew_severity for c in report.clusters if c.name in skew_page}
+    assert skew_page == compliance
+    assert compliance["m31"] == Severity.P2
+    body = viewer_client.get(MATRIX).content.decode()
+    assert "(for host to fix)" in body
 
 
 def test_matrix_htmx_request_renders_only_the_results_fragment(viewer_client, sim_fleet):
@@ -64,8 +76,9 @@ def test_matrix_label_filter_keeps_the_host_and_matching_members(viewer_client, 
 
 
 def test_matrix_severity_filter(viewer_client, sim_fleet):
-    response = viewer_client.get(MATRIX, {"severity": "P1"})
-    assert [obj.name for obj, _ in response.context["rows"]] == ["m30"]
+    response = viewer_client.get(MATRIX, {"severity": "P2"})
+    assert [obj.name for obj, _ in response.context["rows"]] == ["m28", "m29", "m30", "m31"]
+    assert viewer_client.get(MATRIX, {"severity": "P1"}).context["rows"] == []  # m30's P1 is the host's
 
 
 @pytest.mark.parametrize("query", [{"labels": "env=pr od"}, {"labels": "=x"}, {"severity": "P9"}])
@@ -282,3 +295,28 @@ def test_matrix_without_a_host_says_host_rules_are_not_checked(viewer_client, ma
     assert response.status_code == 200
     assert "No host cluster is registered" in response.content.decode()
     assert [r.name for r in response.context["overview"].rows] == ["a"]
+
+
+def test_compat_matrix_only_findings_hides_clean_clusters_and_resources(viewer_client, sim_fleet):
+    """Issue 23 item 14: the switch leaves only the clusters and resources with a finding."""
+    from types import SimpleNamespace
+
+    from drift.selectors import CompatCell
+    from drift.views import only_findings
+
+    def cell(cluster, status):
+        result = None if status is None else SimpleNamespace(status=status, problems=[])
+        return CompatCell(1, cluster, status is not None, result)
+
+    clusters = [SimpleNamespace(name=n) for n in ("a", "b", "c", "d")]
+    grid = [
+        ("web", [cell("a", "compatible"), cell("b", "incompatible"), cell("c", None), cell("d", "compatible")]),
+        ("api", [cell("a", "compatible"), cell("b", "compatible"), cell("c", None), cell("d", "unverifiable")]),
+        ("db", [cell("a", "compatible"), cell("b", "compatible"), cell("c", None), cell("d", "compatible")]),
+    ]
+    rows, kept = only_findings(grid, clusters)
+    assert [c.name for c in kept] == ["b", "d"]
+    assert [(name, [c.status for c in cells]) for name, cells in rows] == [
+        ("web", ["incompatible", "compatible"]), ("api", ["compatible", "unverifiable"])]
+    response = viewer_client.get(reverse("drift:compat_matrix"), {"findings": "on"})
+    assert response.status_code == 200 and 'name="findings"' in response.content.decode()

@@ -43,3 +43,46 @@ def test_viewer_filters_the_audit_log_with_htmx_opens_an_event_and_downloads_the
     summaries = [row[8] for row in rows[1:]]
     assert "registered east-1" in summaries
     assert "'=HYPERLINK(\"http://evil\")" in summaries
+
+
+def test_audit_filters_live_in_the_url_and_the_export_follows_them(page, live_server, login, viewer):
+    """Issue 23 item 6: action prefix with suggestions, hide log-ins, the query string drives the
+    page (shareable, back button) and the CSV export exports exactly the filtered rows."""
+    for n in range(3):
+        record_event("cluster.register", cluster=f"c{n}", summary=f"registered c{n}")
+    record_event("cluster.unjoin", cluster="c9", summary="unjoined c9")
+    record_event("federation.resource.create", summary="created web")
+    login(page, viewer)
+    page.goto(f"{live_server.url}/audit/")
+    page.wait_for_selector("table.audit-events")
+    options = page.locator("#audit-actions option")
+    offered = [options.nth(i).get_attribute("value") for i in range(options.count())]
+    assert {"auth.login", "cluster.register", "cluster.unjoin", "federation.resource.create"} <= set(offered)
+
+    page.fill("#id_action", "cluster.")
+    page.click("#audit-filter button[type=submit]")
+    page.wait_for_url("**/audit/?*action=cluster.*")
+    page.wait_for_function("document.querySelectorAll('table.audit-events tbody tr').length === 4")
+    assert "action=cluster." in page.locator("#audit-export").get_attribute("href")
+    with page.expect_download() as download_info:
+        page.click("#audit-export")
+    rows = list(csv.reader(io.StringIO(open(download_info.value.path(), encoding="utf-8-sig").read())))
+    assert sorted(row[8] for row in rows[1:]) == ["registered c0", "registered c1", "registered c2", "unjoined c9"]
+
+    page.fill("#id_action", "")
+    page.check("#id_hide_logins")
+    page.click("#audit-filter button[type=submit]")
+    page.wait_for_url("**hide_logins=on**")
+    page.wait_for_function("document.querySelectorAll('table.audit-events tbody tr').length === 6")  # 5 + the export
+    assert "logged in" not in page.locator("table.audit-events").inner_text()
+
+    page.go_back()
+    page.wait_for_function("document.querySelectorAll('table.audit-events tbody tr').length === 4")
+    assert page.input_value("#id_action") == "cluster."
+    assert not page.is_checked("#id_hide_logins")
+
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    shared.wait_for_selector("table.audit-events")
+    assert shared.locator("table.audit-events tbody tr").count() == 4
+    assert shared.input_value("#id_action") == "cluster."

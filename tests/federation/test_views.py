@@ -240,9 +240,13 @@ def test_propagate_and_progress_polling_through_the_detail_page(client, operator
     assert b'hx-trigger="every 1s"' in polling.content and b"2 pending" in polling.content
     drain(resource.runs.first())
     done = client.get(reverse("federation:resource_detail", args=[resource.pk]), **HX).content.decode()
-    assert 'hx-trigger' not in done and "2 done" in done and 'data-condition="Propagated"' in done
+    assert 'hx-trigger="every 10s"' in done and "2 done" in done and 'data-condition="Propagated"' in done
     preview = client.get(reverse("federation:resource_preview", args=[resource.pk]))
-    assert preview.status_code == 200 and preview.content.decode().count('data-action="unchanged"') == 2
+    body = preview.content.decode()
+    # both clusters unchanged: one group (issue 23 item 12), each cluster listed in it
+    assert preview.status_code == 200 and "Same on 2 clusters" in body
+    assert body.count('<li data-cluster="m128" data-action="unchanged">') == 1
+    assert body.count('<li data-cluster="m130" data-action="unchanged">') == 1
     assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "0"}).status_code == 400
     assert client.get(reverse("federation:resource_preview", args=[resource.pk]), {"revision": "9"}).status_code == 404
 

@@ -239,3 +239,30 @@ def test_operator_approver_and_admin_can_read_the_audit_log(client, operator, ap
     for user in (operator, approver, admin_user):
         client.force_login(user)
         assert client.get(LIST_URL).status_code == 200
+
+
+# --- issue 23 item 6: prefix match, hide log-ins, the export follows the page's filter -------------
+
+def test_action_filter_matches_a_prefix_and_hide_logins_drops_sign_ins_and_outs(viewer_client, make_events):
+    registered = make_events(2, action="cluster.register")
+    unjoined = make_events(1, action="cluster.unjoin")
+    make_events(1, action="federation.resource.create")
+    login = record_event("auth.login", summary="someone logged in")
+    failed = record_event("auth.login_failed", summary="a failed log-in")
+    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster."})) == [e.pk for e in reversed(registered + unjoined)]
+    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster.*"})) == [e.pk for e in reversed(registered + unjoined)]
+    shown = listed_ids(viewer_client.get(LIST_URL, {"action": "auth", "hide_logins": "on"}))
+    assert shown == [failed.pk]
+    assert login.pk in listed_ids(viewer_client.get(LIST_URL, {"action": "auth"}))
+    rows = read_csv(viewer_client.get(EXPORT_URL, {"action": "auth", "hide_logins": "on"}))
+    assert [int(row[0]) for row in rows[1:]] == [failed.pk]
+
+
+def test_list_offers_the_known_actions_and_the_fragment_carries_the_export_link(viewer_client, make_events):
+    make_events(1, action="cluster.register")
+    make_events(1, action="cluster.unjoin")
+    body = viewer_client.get(LIST_URL).content.decode()
+    assert '<option value="cluster.register"><option value="cluster.unjoin"></datalist>' in body
+    fragment = viewer_client.get(LIST_URL, {"action": "cluster.", "hide_logins": "on"}, HTTP_HX_REQUEST="true")
+    assert (f'id="audit-export" href="{EXPORT_URL}?action=cluster.&amp;hide_logins=on" download hx-swap-oob="true"'
+            in fragment.content.decode())

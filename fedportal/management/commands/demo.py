@@ -43,7 +43,8 @@ class Command(BaseCommand):
         password = self._demo_users(demo_dir)
         kubeconfig = demo_dir / "kubeconfig"
         kubeconfig.unlink(missing_ok=True)
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        signal.signal(signal.SIGTERM, stop_requested)
+        signal.signal(signal.SIGINT, stop_requested)
         try:
             self._start(
                 "fleet simulator",
@@ -117,14 +118,50 @@ class Command(BaseCommand):
         self.stdout.write(f"started {label} (pid {child.pid}, log {log_path})")
 
     def _stop_all(self):
+        """Stop every child and everything it started (each runs in its own process group), and
+        return only when they are all gone. Further Ctrl-C / SIGTERM are ignored meanwhile: cleanup
+        that a second signal cuts short is what used to leave the fleet and the worker running."""
+        ignore_stop_signals()
         for child in reversed(self.children):
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGTERM)
+            signal_group(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
         for child in self.children:
             try:
-                child.wait(timeout=15)
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
+                pass
+        for child in self.children:
+            signal_group(child.pid, signal.SIGKILL)  # what is left of the group, if anything
+            child.wait()
+        if self.children:
+            self.stdout.write("Stopped every demo process.")
+
+
+STOP_GRACE_SECONDS = 15
+
+
+def stop_requested(signum, frame):
+    """First Ctrl-C or SIGTERM: stop (the command's finally block cleans up); later ones are ignored."""
+    ignore_stop_signals()
+    raise KeyboardInterrupt
+
+
+def ignore_stop_signals():
+    # a handler that does nothing rather than SIG_IGN: a signal already pending when SIG_IGN is set
+    # makes CPython print "Signal 15 ignored due to race condition"
+    signal.signal(signal.SIGTERM, already_stopping)
+    signal.signal(signal.SIGINT, already_stopping)
+
+
+def already_stopping(signum, frame):
+    pass
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # the whole group is gone already
 
 
 def _port_in_use(port: int) -> bool:

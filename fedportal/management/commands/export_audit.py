@@ -44,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--since", help="ISO 8601 date or date-time, inclusive.")
         parser.add_argument("--until", help="ISO 8601 date or date-time, exclusive.")
         parser.add_argument("--actor", help="Only events by this username.")
-        parser.add_argument("--action", help="Only this action, or a prefix ending in * (cluster.*).")
+        parser.add_argument("--action", help="Only actions starting with this (cluster. or cluster.*: every cluster action).")
         parser.add_argument("--cluster", help="Only events about this cluster.")
         parser.add_argument("--object-type", help="Only events about this object type (e.g. clusters.cluster).")
         parser.add_argument("--object-id", help="Only events about this object id (with --object-type).")
