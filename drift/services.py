@@ -54,6 +54,8 @@ def update_version_policy(*, actor, **changes) -> VersionPolicy:
 def take_compliance_snapshot(*, at=None, actor=None):
     """Record the fleet's compliance now (the daily beat job, or an admin's "Snapshot now", which is
     audited); returns the ComplianceSnapshot."""
+    if actor is not None:
+        require_role(actor, Role.ADMIN)
     report, skew_counts = selectors.fleet_compliance()
     snapshot = ComplianceSnapshot.objects.create(
         taken_at=at or timezone.now(),

@@ -365,3 +365,7 @@ EXPECTED.update(
 )
 URL_KWARGS.update({"token_revoke": _sample_token_pk})
 SUCCESS_STATUS[("token_revoke", "POST")] = 404  # someone else's token: never revoked, never disclosed
+SUCCESS_STATUS[("favicon", "GET")] = 301  # a permanent redirect to the static icon
+SUCCESS_STATUS[("clusters:cluster_bulk_label", "POST")] = 302  # nothing chosen: back to the list with the reason
+SUCCESS_STATUS[("drift:compliance_snapshot", "POST")] = 302  # taken, back to the report
+SUCCESS_STATUS[("profile", "POST")] = 400  # an empty token form, shown again with its errors

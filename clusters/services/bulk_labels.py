@@ -6,6 +6,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from clusters.models import Cluster
+from clusters.services.registry import membership_changed
 from clusters.validators import label_key_error, validate_labels
 from fedportal.audit import record_events
 from fedportal.roles import Role, require_actor_role
@@ -38,6 +39,7 @@ def bulk_label_clusters(clusters, *, add: dict | None = None, remove=(), actor=N
             cluster.labels = after
             cluster.save(update_fields=["labels", "updated_at"])
             changed.append(cluster.name)
+            membership_changed(cluster, "labels changed")  # placements by label may now select it, or not
             events.append({
                 "action": "cluster.labels", "actor": actor, "obj": cluster, "cluster": cluster.name,
                 "summary": f"Bulk label change on {cluster.name}", "before": {"labels": before},

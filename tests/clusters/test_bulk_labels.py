@@ -83,3 +83,19 @@ def test_only_admins_see_and_use_the_bulk_form(client, operator, admin_user, fle
     client.force_login(admin_user)
     body = client.get(reverse("clusters:cluster_list")).content.decode()
     assert 'id="bulk-labels"' in body and body.count('name="ids"') == 5
+
+
+def test_bulk_relabelled_clusters_are_reconciled_like_an_edited_one(admin_user, fleet_of_five):
+    """Placement by label follows a bulk change as it follows one cluster's edit: the membership
+    listeners (federation's reconcile of joined/relabelled clusters) hear of every changed cluster."""
+    from clusters.services.registry import register_membership_listener, unregister_membership_listener
+
+    heard = []
+    listener = lambda cluster, reason: heard.append((cluster.name, reason))  # noqa: E731
+    register_membership_listener(listener)
+    try:
+        bulk_label_clusters(Cluster.objects.filter(name__startswith="us-"), add={"tier": "gold"}, actor=admin_user)
+        bulk_label_clusters(Cluster.objects.filter(name="us-0"), add={"tier": "gold"}, actor=admin_user)  # no change
+    finally:
+        unregister_membership_listener(listener)
+    assert heard == [("us-0", "labels changed"), ("us-1", "labels changed")]

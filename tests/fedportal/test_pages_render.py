@@ -16,6 +16,8 @@ GET_PAGES = sorted(name for name, methods in EXPECTED.items() if "GET" in method
 # What each page shows when it is that page (None: an empty fragment or a redirect for this sample).
 # A page added to the role matrix needs its line here.
 PAGE_CONTENT = {
+    'favicon': '',  # a permanent redirect to the static icon (checked below)
+    'profile': 'API tokens',
     'approvals:badge': None,
     'approvals:change_create': 'Request a change to ConfigMap default/rm-change-',
     'approvals:change_create_unjoin': 'Request unjoin of ',

@@ -149,6 +149,7 @@ TABLE = [
     row("federation.propagation.propagate_revision", APPLIERS, lambda w, a: _prop().propagate_revision(w.resource, actor=a)),
     row("federation.propagation.remove_from_cluster", APPLIERS, lambda w, a: _prop().remove_from_cluster(
         w.resource, cluster=w.cluster, actor=a)),
+    row("federation.propagation.resync_failed", [OPERATOR], lambda w, a: _prop().resync_failed(w.resource, actor=a)),
     row("federation.propagation.resync_cluster", [OPERATOR], lambda w, a: _prop().resync_cluster(w.resource, w.cluster, actor=a)),
     row("federation.propagation.reconcile_waiting_clusters", [OPERATOR], lambda w, a: (
         w.waiting_on_ready_cluster(), _prop().reconcile_waiting_clusters(actor=a))),
@@ -185,6 +186,8 @@ TABLE = [
         w.cluster, token="new-token", actor=a, verify=False)),
     row("clusters.services.kubeconfig.import_kubeconfig_contexts", [ADMIN], lambda w, a: _cs().import_kubeconfig_contexts(
         KUBECONFIG, actor=a, verify=False)),
+    row("clusters.services.kubeconfig.import_kubeconfig", [ADMIN], lambda w, a: import_module(
+        "clusters.services.kubeconfig").import_kubeconfig(KUBECONFIG, actor=a, verify=False, skip_existing=True)),
     row("clusters.services.registry.unjoin_cluster", [ADMIN], lambda w, a: _cs().unjoin_cluster(w.ready, actor=a)),
     row("clusters.services.health.request_poll", [OPERATOR], lambda w, a: _cs().request_poll(cluster=w.cluster, actor=a)),
     # drift
@@ -192,6 +195,7 @@ TABLE = [
     row("drift.services.isolate_cluster(automatic)", [ADMIN], lambda w, a: _ds().isolate_cluster(
         w.cluster, actor=a, reason="skew", automatic=True)),
     row("drift.services.restore_cluster", [ADMIN], lambda w, a: _ds().restore_cluster(w.cluster, actor=a)),
+    row("drift.services.take_compliance_snapshot", [ADMIN], lambda w, a: _ds().take_compliance_snapshot(actor=a)),
     row("drift.services.update_version_policy", [ADMIN], lambda w, a: _ds().update_version_policy(actor=a)),
 ]
 
