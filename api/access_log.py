@@ -19,8 +19,13 @@ def logged(view):
         started = time.monotonic()
         try:
             response = view(request, *args, **kwargs)
-            logger.info("%s %s %s %.0fms", request.method, request.path, response.status_code,
-                        (time.monotonic() - started) * 1000)
+            logger.info(
+                "%s %s %s %.0fms",
+                request.method,
+                request.path,
+                response.status_code,
+                (time.monotonic() - started) * 1000,
+            )
             return response
         finally:
             logs.unbind(token)

@@ -13,7 +13,7 @@ api = NinjaAPI(
     description=(
         "Automation API of FedPortal. Authenticate with `Authorization: Bearer <token>` (create one on your "
         "profile page or with `manage.py create_token USER`). A token acts with its user's roles (read-only "
-        "tokens only read). Errors are `{\"error\", \"message\", \"fields\"}`; lists use cursors "
+        'tokens only read). Errors are `{"error", "message", "fields"}`; lists use cursors '
         "(`next_cursor` -> `?cursor=`); writes accept an `Idempotency-Key` header."
     ),
     auth=AUTH,

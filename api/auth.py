@@ -16,11 +16,13 @@ def act_as(request, user) -> None:
     """Make ``user`` the request's user, for the views and for the audit log's request context."""
     request.user = user
     current = request_context.current()
-    request_context.activate(request_context.RequestContext(
-        request_id=current.request_id or getattr(request, "request_id", ""),
-        source_ip=current.source_ip or request.META.get("REMOTE_ADDR") or None,
-        user=user,
-    ))
+    request_context.activate(
+        request_context.RequestContext(
+            request_id=current.request_id or getattr(request, "request_id", ""),
+            source_ip=current.source_ip or request.META.get("REMOTE_ADDR") or None,
+            user=user,
+        )
+    )
 
 
 def token_from_request(request):

@@ -23,8 +23,10 @@ def error_body(error: str, message: str, fields: dict | None = None) -> dict:
 
 def _validation_fields(exc: ValidationError) -> tuple[str, dict]:
     if hasattr(exc, "error_dict"):
-        fields = {("non_field_errors" if key == "__all__" else key): [str(m) for m in ValidationError(msgs).messages]
-                  for key, msgs in exc.error_dict.items()}
+        fields = {
+            ("non_field_errors" if key == "__all__" else key): [str(m) for m in ValidationError(msgs).messages]
+            for key, msgs in exc.error_dict.items()
+        }
         return "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()), fields
     return " ".join(exc.messages), {}
 
@@ -49,8 +51,12 @@ def install(api) -> None:
 
     @api.exception_handler(AuthenticationError)
     def unauthenticated(request, exc):
-        response = reply(request, 401, "unauthenticated",
-                         "Send a valid, unexpired, unrevoked API token as 'Authorization: Bearer <token>'.")
+        response = reply(
+            request,
+            401,
+            "unauthenticated",
+            "Send a valid, unexpired, unrevoked API token as 'Authorization: Bearer <token>'.",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="fedportal"'
         return response
 
@@ -69,7 +75,9 @@ def install(api) -> None:
     @api.exception_handler(NinjaValidationError)
     def invalid_request(request, exc):
         fields = _ninja_fields(exc)
-        return reply(request, 422, "invalid_request", "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()), fields)
+        return reply(
+            request, 422, "invalid_request", "; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()), fields
+        )
 
     @api.exception_handler(ValidationError)
     def invalid(request, exc):

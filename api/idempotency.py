@@ -67,8 +67,11 @@ def idempotent(view):
             if record is None:
                 return _json(409, "conflict", f"A request with this {HEADER} was just being recorded; retry.")
             if record.fingerprint != fingerprint:
-                return _json(422, "idempotency_key_reused",
-                             f"This {HEADER} was used for a different request; use a new key for a new request.")
+                return _json(
+                    422,
+                    "idempotency_key_reused",
+                    f"This {HEADER} was used for a different request; use a new key for a new request.",
+                )
             if record.status == 0:
                 return _json(409, "conflict", f"The first request with this {HEADER} is still running; retry later.")
             response = HttpResponse(bytes(record.body), status=record.status, content_type=record.content_type)
@@ -83,7 +86,8 @@ def idempotent(view):
             IdempotencyRecord.objects.filter(pk=record.pk).delete()
         else:
             IdempotencyRecord.objects.filter(pk=record.pk).update(
-                status=response.status_code, content_type=response.get("Content-Type", ""), body=response.content)
+                status=response.status_code, content_type=response.get("Content-Type", ""), body=response.content
+            )
         return response
 
     return wrapped

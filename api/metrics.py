@@ -43,22 +43,34 @@ logger = logging.getLogger(__name__)
 
 PROPAGATION_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 APPROVAL_BUCKETS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0, 3 * 24 * 3600.0, 7 * 24 * 3600.0)
-DRIFT_ACTIONS = {"federation.drift.detect": "detected", "federation.drift.enforce": "repaired",
-                 "federation.drift.enforce_failed": "repair_failed", "federation.drift.resolve": "resolved"}
-APPROVED_STATES = (ChangeState.APPROVED, ChangeState.APPLYING, ChangeState.APPLIED, ChangeState.PARTIALLY_FAILED,
-                   ChangeState.FAILED)
+DRIFT_ACTIONS = {
+    "federation.drift.detect": "detected",
+    "federation.drift.enforce": "repaired",
+    "federation.drift.enforce_failed": "repair_failed",
+    "federation.drift.resolve": "resolved",
+}
+APPROVED_STATES = (
+    ChangeState.APPROVED,
+    ChangeState.APPLYING,
+    ChangeState.APPLIED,
+    ChangeState.PARTIALLY_FAILED,
+    ChangeState.FAILED,
+)
 
 
 def _histogram(name: str, doc: str, queryset, duration, buckets) -> HistogramMetricFamily:
     """One aggregate query: cumulative counts per bucket, the total, and the sum (seconds)."""
     queryset = queryset.annotate(duration=ExpressionWrapper(duration, output_field=DurationField()))
-    aggregates = {f"le{i}": Count("pk", filter=Q(duration__lte=timedelta(seconds=bound))) for i, bound in enumerate(buckets)}
+    aggregates = {
+        f"le{i}": Count("pk", filter=Q(duration__lte=timedelta(seconds=bound))) for i, bound in enumerate(buckets)
+    }
     row = queryset.aggregate(total=Count("pk"), seconds=Sum("duration"), **aggregates)
     total = row["total"] or 0
     seconds = row["seconds"].total_seconds() if row["seconds"] is not None else 0.0
     family = HistogramMetricFamily(name, doc)
-    family.add_metric([], [(str(float(b)), row[f"le{i}"] or 0) for i, b in enumerate(buckets)] + [("+Inf", total)],
-                      sum_value=seconds)
+    family.add_metric(
+        [], [(str(float(b)), row[f"le{i}"] or 0) for i, b in enumerate(buckets)] + [("+Inf", total)], sum_value=seconds
+    )
     return family
 
 
@@ -95,14 +107,22 @@ class DatabaseCollector:
         yield from self.compliance()
 
     def clusters(self):
-        state = GaugeMetricFamily("fedportal_cluster_state", "1 for the cluster's current state (KubeFed's conditions).",
-                                  labels=["cluster", "state"])
-        info = GaugeMetricFamily("fedportal_cluster_info", "Always 1; the labels carry the cluster's role and version.",
-                                 labels=["cluster", "role", "version"])
-        isolated = GaugeMetricFamily("fedportal_cluster_isolated", "1 when the cluster is isolated from propagation.",
-                                     labels=["cluster"])
+        state = GaugeMetricFamily(
+            "fedportal_cluster_state",
+            "1 for the cluster's current state (KubeFed's conditions).",
+            labels=["cluster", "state"],
+        )
+        info = GaugeMetricFamily(
+            "fedportal_cluster_info",
+            "Always 1; the labels carry the cluster's role and version.",
+            labels=["cluster", "role", "version"],
+        )
+        isolated = GaugeMetricFamily(
+            "fedportal_cluster_isolated", "1 when the cluster is isolated from propagation.", labels=["cluster"]
+        )
         for name, current, role, version, is_isolated in Cluster.objects.order_by("name").values_list(
-                "name", "state", "role", "server_version", "isolated"):
+            "name", "state", "role", "server_version", "isolated"
+        ):
             for value in ClusterState.values:
                 state.add_metric([name, value], 1.0 if value == current else 0.0)
             info.add_metric([name, role, version or "unknown"], 1.0)
@@ -110,25 +130,49 @@ class DatabaseCollector:
         yield from (state, info, isolated)
 
     def propagation(self):
-        versions = GaugeMetricFamily("fedportal_propagated_versions", "PropagatedVersions by sync state and status reason.",
-                                     labels=["sync_state", "status"])
-        for sync_state, status, n in (PropagatedVersion.objects.values_list("sync_state", "status")
-                                      .annotate(n=Count("pk")).order_by("sync_state", "status")):
+        versions = GaugeMetricFamily(
+            "fedportal_propagated_versions",
+            "PropagatedVersions by sync state and status reason.",
+            labels=["sync_state", "status"],
+        )
+        for sync_state, status, n in (
+            PropagatedVersion.objects.values_list("sync_state", "status")
+            .annotate(n=Count("pk"))
+            .order_by("sync_state", "status")
+        ):
             versions.add_metric([sync_state, status], n)
         yield versions
-        outcomes = CounterMetricFamily("fedportal_propagation_outcomes", "Finished per-cluster propagations by state and reason.",
-                                       labels=["state", "reason"])
-        finished = PropagationTarget.objects.filter(state__in=[TargetState.DONE, TargetState.FAILED], finished_at__isnull=False)
-        for target_state, reason, n in finished.values_list("state", "reason").annotate(n=Count("pk")).order_by("state", "reason"):
+        outcomes = CounterMetricFamily(
+            "fedportal_propagation_outcomes",
+            "Finished per-cluster propagations by state and reason.",
+            labels=["state", "reason"],
+        )
+        finished = PropagationTarget.objects.filter(
+            state__in=[TargetState.DONE, TargetState.FAILED], finished_at__isnull=False
+        )
+        for target_state, reason, n in (
+            finished.values_list("state", "reason").annotate(n=Count("pk")).order_by("state", "reason")
+        ):
             outcomes.add_metric([target_state, reason or "none"], n)
         yield outcomes
-        yield _histogram("fedportal_propagation_duration_seconds",
-                         "From a propagation run's start to one cluster's result (applied or failed).",
-                         finished, F("finished_at") - F("run__started_at"), PROPAGATION_BUCKETS)
-        drift = CounterMetricFamily("fedportal_drift_events", "Resource drift detected, repaired (Enforce), failed repairs, resolved.",
-                                    labels=["event"])
-        counts = dict(AuditEvent.objects.filter(action__in=list(DRIFT_ACTIONS)).values_list("action").annotate(n=Count("pk"))
-                      .order_by())
+        yield _histogram(
+            "fedportal_propagation_duration_seconds",
+            "From a propagation run's start to one cluster's result (applied or failed).",
+            finished,
+            F("finished_at") - F("run__started_at"),
+            PROPAGATION_BUCKETS,
+        )
+        drift = CounterMetricFamily(
+            "fedportal_drift_events",
+            "Resource drift detected, repaired (Enforce), failed repairs, resolved.",
+            labels=["event"],
+        )
+        counts = dict(
+            AuditEvent.objects.filter(action__in=list(DRIFT_ACTIONS))
+            .values_list("action")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
         for action, event in DRIFT_ACTIONS.items():
             drift.add_metric([event], counts.get(action, 0))
         yield drift
@@ -139,27 +183,44 @@ class DatabaseCollector:
         for value in ChangeState.values:
             states.add_metric([value], counts.get(value, 0))
         yield states
-        decided = ChangeRequest.objects.filter(state__in=APPROVED_STATES, submitted_at__isnull=False, decided_at__isnull=False)
-        yield _histogram("fedportal_change_request_approval_latency_seconds",
-                         "From submission to the deciding approval, for approved change requests.",
-                         decided, F("decided_at") - F("submitted_at"), APPROVAL_BUCKETS)
+        decided = ChangeRequest.objects.filter(
+            state__in=APPROVED_STATES, submitted_at__isnull=False, decided_at__isnull=False
+        )
+        yield _histogram(
+            "fedportal_change_request_approval_latency_seconds",
+            "From submission to the deciding approval, for approved change requests.",
+            decided,
+            F("decided_at") - F("submitted_at"),
+            APPROVAL_BUCKETS,
+        )
 
     def audit(self):
         head = AuditChainHead.objects.filter(pk=1).values_list("length", flat=True).first() or 0
         yield GaugeMetricFamily("fedportal_audit_chain_length", "Events in the audit log's hash chain.", value=head)
-        last = AuditEvent.objects.filter(action="audit.verify").order_by("-id").values_list("after", "created_at").first()
-        ok = GaugeMetricFamily("fedportal_audit_last_verification_ok",
-                               "1 when the last `verify_audit` found the chain intact, 0 when broken, -1 never run.",
-                               value=-1 if last is None else (1 if (last[0] or {}).get("ok") else 0))
+        last = (
+            AuditEvent.objects.filter(action="audit.verify").order_by("-id").values_list("after", "created_at").first()
+        )
+        ok = GaugeMetricFamily(
+            "fedportal_audit_last_verification_ok",
+            "1 when the last `verify_audit` found the chain intact, 0 when broken, -1 never run.",
+            value=-1 if last is None else (1 if (last[0] or {}).get("ok") else 0),
+        )
         yield ok
         if last is not None:
-            yield GaugeMetricFamily("fedportal_audit_last_verification_timestamp_seconds",
-                                    "When `verify_audit` last ran (Unix time).", value=last[1].timestamp())
+            yield GaugeMetricFamily(
+                "fedportal_audit_last_verification_timestamp_seconds",
+                "When `verify_audit` last ran (Unix time).",
+                value=last[1].timestamp(),
+            )
 
     def broker(self):
         depths = queue_depths()
-        yield GaugeMetricFamily("fedportal_broker_up", "1 when the broker's queues could be read.", value=0 if depths is None else 1)
-        depth = GaugeMetricFamily("fedportal_celery_queue_depth", "Messages waiting in each Celery queue.", labels=["queue"])
+        yield GaugeMetricFamily(
+            "fedportal_broker_up", "1 when the broker's queues could be read.", value=0 if depths is None else 1
+        )
+        depth = GaugeMetricFamily(
+            "fedportal_celery_queue_depth", "Messages waiting in each Celery queue.", labels=["queue"]
+        )
         for queue, n in sorted((depths or {}).items()):
             depth.add_metric([queue], n)
         yield depth
@@ -168,11 +229,15 @@ class DatabaseCollector:
         from drift import selectors as drift_selectors
 
         report, _ = drift_selectors.fleet_compliance()
-        score = GaugeMetricFamily("fedportal_compliance_score", "Compliance score per cluster (0-100).", labels=["cluster"])
+        score = GaugeMetricFamily(
+            "fedportal_compliance_score", "Compliance score per cluster (0-100).", labels=["cluster"]
+        )
         for cluster in report.clusters:
             score.add_metric([cluster.name], cluster.score)
         yield score
-        yield GaugeMetricFamily("fedportal_fleet_compliance_score", "The fleet's compliance score (0-100).", value=report.score)
+        yield GaugeMetricFamily(
+            "fedportal_fleet_compliance_score", "The fleet's compliance score (0-100).", value=report.score
+        )
 
 
 def registry() -> CollectorRegistry:
@@ -204,11 +269,16 @@ def check_access(request) -> HttpResponse | None:
     if _allowed_network(request):
         return None
     if expected:
-        response = HttpResponse("Send Authorization: Bearer $FEDPORTAL_METRICS_TOKEN.\n", status=401, content_type="text/plain")
+        response = HttpResponse(
+            "Send Authorization: Bearer $FEDPORTAL_METRICS_TOKEN.\n", status=401, content_type="text/plain"
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse("Metrics are off: set FEDPORTAL_METRICS_TOKEN or FEDPORTAL_METRICS_ALLOWED_NETWORKS.\n",
-                        status=403, content_type="text/plain")
+    return HttpResponse(
+        "Metrics are off: set FEDPORTAL_METRICS_TOKEN or FEDPORTAL_METRICS_ALLOWED_NETWORKS.\n",
+        status=403,
+        content_type="text/plain",
+    )
 
 
 @login_not_required

@@ -23,8 +23,12 @@ def decode_cursor(cursor: str, kind: type):
     except (ValueError, binascii.Error, IndexError, KeyError, TypeError, UnicodeDecodeError):
         value = None
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ApiError(400, "invalid_cursor", "The cursor is not one this API returned; start again without it.",
-                       {"cursor": ["Not a valid cursor."]})
+        raise ApiError(
+            400,
+            "invalid_cursor",
+            "The cursor is not one this API returned; start again without it.",
+            {"cursor": ["Not a valid cursor."]},
+        )
     return value
 
 

@@ -43,7 +43,9 @@ class NewToken:
     secret: str  # shown once; never stored
 
 
-def create_token(user, *, actor, name: str = "", expires_in: timedelta | None = None, read_only: bool = False) -> NewToken:
+def create_token(
+    user, *, actor, name: str = "", expires_in: timedelta | None = None, read_only: bool = False
+) -> NewToken:
     """A new token for ``user``. ``actor`` must be the user or a superuser; None is the system
     (``manage.py create_token``, run by whoever has shell access)."""
     if actor is not None and actor.pk != user.pk and not actor.is_superuser:
@@ -56,14 +58,30 @@ def create_token(user, *, actor, name: str = "", expires_in: timedelta | None = 
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     expires_at = timezone.now() + expires_in if expires_in else None
     with transaction.atomic():
-        token = ApiToken.objects.create(user=user, name=name, prefix=secret[:10], token_hash=hash_token(secret),
-                                        read_only=read_only, expires_at=expires_at)
-        record_event("api.token.create", actor=actor, obj=token, object_repr=f"token {name} of {user.get_username()}",
-                     summary=f"Created API token {name!r} ({token.prefix}…) for {user.get_username()}"
-                             + (", read-only" if read_only else "")
-                             + (f", expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else ", no expiry"),
-                     after={"name": name, "prefix": token.prefix, "read_only": read_only,
-                            "expires_at": expires_at.isoformat() if expires_at else None, "user": user.get_username()})
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=secret[:10],
+            token_hash=hash_token(secret),
+            read_only=read_only,
+            expires_at=expires_at,
+        )
+        record_event(
+            "api.token.create",
+            actor=actor,
+            obj=token,
+            object_repr=f"token {name} of {user.get_username()}",
+            summary=f"Created API token {name!r} ({token.prefix}…) for {user.get_username()}"
+            + (", read-only" if read_only else "")
+            + (f", expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else ", no expiry"),
+            after={
+                "name": name,
+                "prefix": token.prefix,
+                "read_only": read_only,
+                "expires_at": expires_at.isoformat() if expires_at else None,
+                "user": user.get_username(),
+            },
+        )
     return NewToken(token, secret)
 
 
@@ -75,9 +93,14 @@ def revoke_token(token: ApiToken, *, actor) -> ApiToken:
         updated = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         token.refresh_from_db()
         if updated:
-            record_event("api.token.revoke", actor=actor, obj=token, object_repr=f"token {token.name}",
-                         summary=f"Revoked API token {token.name!r} ({token.prefix}…)",
-                         after={"name": token.name, "prefix": token.prefix})
+            record_event(
+                "api.token.revoke",
+                actor=actor,
+                obj=token,
+                object_repr=f"token {token.name}",
+                summary=f"Revoked API token {token.name!r} ({token.prefix}…)",
+                after={"name": token.name, "prefix": token.prefix},
+            )
     return token
 
 
@@ -98,9 +121,14 @@ def authenticate(raw: str) -> ApiToken | None:
 
 def record_write(token: ApiToken, *, method: str, path: str) -> None:
     """Audit one write request made with ``token`` (before it runs: refused attempts count too)."""
-    record_event("api.token.use", actor=token.user, obj=token, object_repr=f"token {token.name}",
-                 summary=f"{method} {path} with API token {token.name!r} ({token.prefix}…)",
-                 after={"method": method, "path": path[:500], "read_only": token.read_only})
+    record_event(
+        "api.token.use",
+        actor=token.user,
+        obj=token,
+        object_repr=f"token {token.name}",
+        summary=f"{method} {path} with API token {token.name!r} ({token.prefix}…)",
+        after={"method": method, "path": path[:500], "read_only": token.read_only},
+    )
 
 
 def tokens_of(user):

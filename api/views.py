@@ -16,15 +16,27 @@ def profile(request):
     status = 200
     if request.method == "POST":
         if form.is_valid():
-            new = tokens.create_token(request.user, actor=request.user, name=form.cleaned_data["name"],
-                                      expires_in=form.cleaned_data["expires"], read_only=form.cleaned_data["read_only"])
+            new = tokens.create_token(
+                request.user,
+                actor=request.user,
+                name=form.cleaned_data["name"],
+                expires_in=form.cleaned_data["expires"],
+                read_only=form.cleaned_data["read_only"],
+            )
             new_secret = new.secret
             form = TokenCreateForm()
         else:
             status = 400
-    return render(request, "api/profile.html", {
-        "form": form, "new_secret": new_secret, "tokens": list(tokens.tokens_of(request.user)[:200]),
-    }, status=status)
+    return render(
+        request,
+        "api/profile.html",
+        {
+            "form": form,
+            "new_secret": new_secret,
+            "tokens": list(tokens.tokens_of(request.user)[:200]),
+        },
+        status=status,
+    )
 
 
 @require_POST

@@ -11,10 +11,17 @@ from urllib.parse import urlsplit
 
 # Names of cloud instance-metadata services (GCE, AWS, Azure, Alibaba, OpenStack, Oracle all also
 # answer on the link-local or fixed addresses below).
-METADATA_HOSTS = frozenset({
-    "metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal",
-    "metadata.azure.internal", "metadata.tencentyun.com",
-})
+METADATA_HOSTS = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.internal",
+        "metadata.tencentyun.com",
+    }
+)
 BLOCKED_NETWORKS = (
     ipaddress.ip_network("169.254.0.0/16"),  # IPv4 link-local, 169.254.169.254 everywhere
     ipaddress.ip_network("fe80::/10"),  # IPv6 link-local

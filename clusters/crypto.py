@@ -35,7 +35,9 @@ def reencrypt(token: str) -> str:
     try:
         return _fernet().rotate(token.encode()).decode()
     except (InvalidToken, ValueError):
-        raise CredentialDecryptError("The stored credentials cannot be decrypted with any FEDPORTAL_ENCRYPTION_KEY.") from None
+        raise CredentialDecryptError(
+            "The stored credentials cannot be decrypted with any FEDPORTAL_ENCRYPTION_KEY."
+        ) from None
 
 
 def first_key_fingerprint() -> str:

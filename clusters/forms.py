@@ -9,11 +9,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
+from clusters.labels import SelectorError, parse_selector
 from clusters.models import Cluster
 from clusters.selectors import SORTS
-from clusters.labels import SelectorError, parse_selector
-from clusters.versions import parse_version
 from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
+from clusters.versions import parse_version
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
@@ -36,7 +36,9 @@ class LabelsField(forms.CharField):
 
 
 class ApiServerField(forms.CharField):
-    default_validators = [URLValidator(schemes=["https", "http"], message="Enter the API server as an https:// (or http://) URL.")]
+    default_validators = [
+        URLValidator(schemes=["https", "http"], message="Enter the API server as an https:// (or http://) URL.")
+    ]
 
     def to_python(self, value):
         return (super().to_python(value) or "").strip().rstrip("/")
@@ -165,12 +167,23 @@ class ClusterEditForm(CredentialsMixin, TLSMixin, forms.Form):
     role = forms.ChoiceField(choices=ClusterRole.choices)
     labels = LabelsField()
     auth_method = forms.ChoiceField(
-        choices=AuthMethod.choices, required=False, widget=forms.RadioSelect,
+        choices=AuthMethod.choices,
+        required=False,
+        widget=forms.RadioSelect,
         help_text="Only when the API server changes: the credentials for the new server.",
     )
 
-    field_order = ["api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify",
-                   "auth_method", "token", "client_certificate", "client_key"]
+    field_order = [
+        "api_server",
+        "role",
+        "labels",
+        "ca_bundle",
+        "insecure_skip_tls_verify",
+        "auth_method",
+        "token",
+        "client_certificate",
+        "client_key",
+    ]
 
     @classmethod
     def for_cluster(cls, cluster: Cluster, data=None):
@@ -258,18 +271,29 @@ class KubeconfigUploadForm(forms.Form):
 
 
 class KubeconfigChooseForm(forms.Form):
-    contexts = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one context."})
+    contexts = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple, error_messages={"required": "Choose at least one context."}
+    )
     host_context = forms.ChoiceField(required=False, label="Host cluster")
     labels = LabelsField(help_text="Labels for every imported cluster, e.g. env=staging.")
     label_pattern = forms.CharField(
-        required=False, max_length=500, label="Labels from the context name",
-        widget=forms.TextInput(attrs={"class": "mono", "size": 50, "placeholder": "(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)"}),
+        required=False,
+        max_length=500,
+        label="Labels from the context name",
+        widget=forms.TextInput(
+            attrs={"class": "mono", "size": 50, "placeholder": "(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)"}
+        ),
         help_text="A regular expression; each named group it matches in a context's name becomes a label of that cluster.",
     )
     existing = forms.ChoiceField(
-        choices=[("skip", "skip them and say which"), ("update", "update their API server, TLS and credentials"),
-                 ("error", "stop the import")],
-        initial="skip", required=False, label="Clusters already registered",
+        choices=[
+            ("skip", "skip them and say which"),
+            ("update", "update their API server, TLS and credentials"),
+            ("error", "stop the import"),
+        ],
+        initial="skip",
+        required=False,
+        label="Clusters already registered",
     )
 
     def __init__(self, *args, contexts: list, **kwargs):
@@ -330,12 +354,15 @@ class BulkLabelForm(forms.Form):
     ids = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=())
     all_matching = forms.BooleanField(required=False, label="All clusters matching the filter")
     add = LabelsField(label="Add labels", help_text="key=value pairs, e.g. tier=gold, team=payments")
-    remove = forms.CharField(required=False, max_length=2000, label="Remove label keys", help_text="keys, e.g. tier, team")
+    remove = forms.CharField(
+        required=False, max_length=2000, label="Remove label keys", help_text="keys, e.g. tier, team"
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["ids"].choices = [(pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
-                                      if str(pk).isdigit()]
+        self.fields["ids"].choices = [
+            (pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else []) if str(pk).isdigit()
+        ]
 
     def clean_remove(self):
         return [key for key in re.split(r"[,\s]+", self.cleaned_data.get("remove") or "") if key]

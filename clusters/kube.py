@@ -35,7 +35,6 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.client.exceptions import ApiException
 
 from clusters import addresses, http_budget
-from clusters.versions import parse_version
 from clusters.kube_errors import (  # noqa: F401 - re-exported: callers use kube.KubeError, kube.KIND_*
     DEFAULT_TIMEOUT,
     KIND_BAD_KUBECONFIG,
@@ -55,13 +54,14 @@ from clusters.kube_errors import (  # noqa: F401 - re-exported: callers use kube
     KIND_TOO_LARGE,
     KIND_UNAUTHORIZED,
     KIND_UNREACHABLE,
+    UNREACHABLE_KINDS,
     KubeError,
     KubePermanentError,
     KubeTransientError,
-    UNREACHABLE_KINDS,
     from_api_exception,
     from_transport_error,
 )
+from clusters.versions import parse_version
 
 FIELD_MANAGER = "fedportal"
 
@@ -172,13 +172,18 @@ def _refuse_unsafe_target(conn: ClusterConnection) -> None:
     if (conn.token or conn.client_key) and addresses.plain_http_to_remote(conn.api_server):
         raise KubePermanentError(
             f"Refusing to send credentials to {conn.api_server} over plain http:// "
-            "(only loopback addresses may use http://).", kind=KIND_NOT_ALLOWED, reason="InsecureTransport")
+            "(only loopback addresses may use http://).",
+            kind=KIND_NOT_ALLOWED,
+            reason="InsecureTransport",
+        )
     if not settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
         reason = addresses.blocked_reason(conn.api_server)
         if reason:
-            raise KubePermanentError(f"Refusing to connect to {conn.api_server}: {reason} "
-                                     "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS).", kind=KIND_NOT_ALLOWED,
-                                     reason="BlockedAddress")
+            raise KubePermanentError(
+                f"Refusing to connect to {conn.api_server}: {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS).",
+                kind=KIND_NOT_ALLOWED,
+                reason="BlockedAddress",
+            )
 
 
 def _build_client(conn: ClusterConnection) -> _CachedClient:
@@ -367,7 +372,8 @@ def _request(
             raise KubePermanentError(
                 f"{conn.api_server} sent more than {settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES} bytes; "
                 "FedPortal stopped reading (FEDPORTAL_KUBE_MAX_RESPONSE_BYTES).",
-                kind=KIND_TOO_LARGE, reason="TooLarge",
+                kind=KIND_TOO_LARGE,
+                reason="TooLarge",
             ) from None
         if budget.timed_out:
             raise KubeTransientError(
@@ -445,7 +451,8 @@ def list_nodes(conn: ClusterConnection, timeout: float | None = None) -> list[No
                 kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
                 region=labels.get("topology.kubernetes.io/region")
                 or labels.get("failure-domain.beta.kubernetes.io/region", ""),
-                zone=labels.get("topology.kubernetes.io/zone") or labels.get("failure-domain.beta.kubernetes.io/zone", ""),
+                zone=labels.get("topology.kubernetes.io/zone")
+                or labels.get("failure-domain.beta.kubernetes.io/zone", ""),
                 ready=ready,
             )
         )
@@ -465,22 +472,28 @@ def _list_all(conn, path, *, label_selector=None, timeout=None, page_size=500) -
         data = _request(conn, "GET", path, query=query, timeout=timeout).json()
         page = data.get("items") or []
         if not isinstance(page, list):
-            raise KubePermanentError(f"{conn.api_server}{path}: items is not a list.", kind=KIND_BAD_REQUEST,
-                                     reason="NotAList")
+            raise KubePermanentError(
+                f"{conn.api_server}{path}: items is not a list.", kind=KIND_BAD_REQUEST, reason="NotAList"
+            )
         items += page
         if len(items) > settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS:
-            raise _too_large(conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items",
-                             "FEDPORTAL_KUBE_MAX_LIST_ITEMS")
+            raise _too_large(
+                conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items", "FEDPORTAL_KUBE_MAX_LIST_ITEMS"
+            )
         token = (data.get("metadata") or {}).get("continue") or ""
         if not token:
             return items
-    raise _too_large(conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages",
-                     "FEDPORTAL_KUBE_MAX_LIST_PAGES")
+    raise _too_large(
+        conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages", "FEDPORTAL_KUBE_MAX_LIST_PAGES"
+    )
 
 
 def _too_large(conn, path: str, what: str, setting: str) -> KubePermanentError:
-    return KubePermanentError(f"Listing {path} on {conn.api_server} returned {what}; FedPortal stopped ({setting}).",
-                              kind=KIND_TOO_LARGE, reason="TooLarge")
+    return KubePermanentError(
+        f"Listing {path} on {conn.api_server} returned {what}; FedPortal stopped ({setting}).",
+        kind=KIND_TOO_LARGE,
+        reason="TooLarge",
+    )
 
 
 # ---------------------------------------------------------------------------------------------

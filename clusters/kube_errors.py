@@ -99,7 +99,6 @@ _STATUS_KINDS = {
 }
 
 
-
 def _scrub(conn, text: str) -> str:
     text = str(text)
     for secret in (conn.token, conn.client_key):
@@ -181,9 +180,7 @@ def from_transport_error(conn, exc: Exception, timeout) -> KubeError:
     if isinstance(exc, urllib3.exceptions.ProtocolError) and re.search(
         r"RemoteDisconnected|Connection aborted|reset by peer", str(exc)
     ):
-        return KubeTransientError(
-            f"{conn.api_server} closed the connection without answering.", kind=KIND_UNREACHABLE
-        )
+        return KubeTransientError(f"{conn.api_server} closed the connection without answering.", kind=KIND_UNREACHABLE)
     if isinstance(exc, (urllib3.exceptions.ProtocolError, ConnectionError, OSError)):
         return KubeTransientError(
             _scrub(conn, f"Connection to {conn.api_server} failed: {_short(exc)}"), kind=KIND_UNREACHABLE
@@ -192,4 +189,6 @@ def from_transport_error(conn, exc: Exception, timeout) -> KubeError:
         return KubeTransientError(
             _scrub(conn, f"Connection to {conn.api_server} failed: {_short(exc)}"), kind=KIND_UNREACHABLE
         )
-    return KubePermanentError(_scrub(conn, f"Request to {conn.api_server} failed: {_short(exc)}"), kind=KIND_BAD_REQUEST)
+    return KubePermanentError(
+        _scrub(conn, f"Request to {conn.api_server} failed: {_short(exc)}"), kind=KIND_BAD_REQUEST
+    )

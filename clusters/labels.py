@@ -19,7 +19,8 @@ EXISTS, NOT_EXISTS, EQUALS, NOT_EQUALS, IN, NOT_IN = "exists", "!exists", "=", "
 
 _TERM_RE = re.compile(
     r"^\s*(?P<neg>!)?\s*(?P<key>[^\s!=(),]+)\s*"
-    r"(?:(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?\s*$")
+    r"(?:(?P<op>==|=|!=)\s*(?P<value>[^\s!=(),]*)|\s+(?P<set>in|notin)\s*\((?P<values>[^()]*)\))?\s*$"
+)
 
 
 class SelectorError(ValueError):

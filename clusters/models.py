@@ -74,13 +74,18 @@ class Cluster(models.Model):
     platform = models.CharField(max_length=64, blank=True)
     kubelet_versions = models.JSONField(default=dict, blank=True, help_text="{node name: kubelet version}")
     served_apis = models.JSONField(
-        default=list, blank=True,
-        help_text="Group-versions the cluster's discovery serves (read with the inventory; empty: not read yet).")
+        default=list,
+        blank=True,
+        help_text="Group-versions the cluster's discovery serves (read with the inventory; empty: not read yet).",
+    )
     node_count = models.PositiveIntegerField(default=0)
     inventory_at = models.DateTimeField(
-        null=True, blank=True, editable=False,
+        null=True,
+        blank=True,
+        editable=False,
         help_text="When /readyz and the node list were last read (a poll refreshes them every "
-                  "FEDPORTAL_INVENTORY_REFRESH_SECONDS; see clusters/probing.py).")
+        "FEDPORTAL_INVENTORY_REFRESH_SECONDS; see clusters/probing.py).",
+    )
 
     # Isolation (set by drift/compliance work; excluded from propagation while set).
     isolated = models.BooleanField(default=False, db_index=True)
@@ -112,7 +117,7 @@ class Cluster(models.Model):
 
     @property
     def minor_version(self) -> str:
-        """"1.27" (empty when the version is not known yet)."""
+        """ "1.27" (empty when the version is not known yet)."""
         if self.version_major is None or self.version_minor is None:
             return ""
         return f"{self.version_major}.{self.version_minor}"

@@ -168,18 +168,36 @@ def _lease(ids: list[int], threads: int) -> set[int]:
     budget = chunk_budget_seconds(len(ids), threads) + probe_budget_seconds()
     until = now + timedelta(seconds=budget, microseconds=random.randrange(1, 999_999))
     Cluster.objects.filter(pk__in=ids).filter(Q(probe_lease_until__isnull=True) | Q(probe_lease_until__lt=now)).update(
-        probe_lease_until=until)
+        probe_lease_until=until
+    )
     return set(Cluster.objects.filter(pk__in=ids, probe_lease_until=until).values_list("pk", flat=True))
 
 
 RECORDED_FIELDS = [
-    "consecutive_successes", "consecutive_failures", "last_probe_at", "last_error", "state", "last_success_at",
-    "state_changed_at", "server_version", "version_major", "version_minor", "platform", "kubelet_versions",
-    "node_count", "region", "zones", "inventory_at", "probe_lease_until", "served_apis",
+    "consecutive_successes",
+    "consecutive_failures",
+    "last_probe_at",
+    "last_error",
+    "state",
+    "last_success_at",
+    "state_changed_at",
+    "server_version",
+    "version_major",
+    "version_minor",
+    "platform",
+    "kubelet_versions",
+    "node_count",
+    "region",
+    "zones",
+    "inventory_at",
+    "probe_lease_until",
+    "served_apis",
 ]
 
 
-def probe_clusters(cluster_ids, *, requested_at: datetime | None = None, threads: int | None = None) -> list[ProbeOutcome]:
+def probe_clusters(
+    cluster_ids, *, requested_at: datetime | None = None, threads: int | None = None
+) -> list[ProbeOutcome]:
     """Probe many clusters at once (threads), record every result in one transaction."""
     ids = sorted({int(i) for i in cluster_ids})
     rows = {c.pk: c for c in Cluster.objects.filter(pk__in=ids)}
@@ -226,8 +244,13 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
     with transaction.atomic():
         current = {c.pk: c for c in Cluster.objects.select_for_update().filter(pk__in=ids)}
         inventoried = [o.cluster.pk for o in observations if o.nodes is not None]
-        sampled_before = set(VersionSample.objects.filter(cluster_id__in=inventoried).values_list(
-            "cluster_id", flat=True).distinct()) if inventoried else set()
+        sampled_before = (
+            set(
+                VersionSample.objects.filter(cluster_id__in=inventoried).values_list("cluster_id", flat=True).distinct()
+            )
+            if inventoried
+            else set()
+        )
         updated, steady_light, steady_full = [], [], []
         for seen in observations:
             cluster = current.get(seen.cluster.pk)
@@ -242,8 +265,9 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
             else:
                 successes, failures = 0, cluster.consecutive_failures + 1
             old_state = cluster.state
-            new_state = next_state(old_state, reachable=seen.reachable, ready=seen.ready, failures=failures,
-                                    successes=successes)
+            new_state = next_state(
+                old_state, reachable=seen.reachable, ready=seen.ready, failures=failures, successes=successes
+            )
             cluster.consecutive_successes, cluster.consecutive_failures = successes, failures
             cluster.last_probe_at, cluster.last_error, cluster.state = now, seen.error[:4000], new_state
             cluster.probe_lease_until = None
@@ -255,12 +279,21 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 kubelets = {node.name: node.kubelet_version for node in nodes}
                 regions = Counter(node.region for node in nodes if node.region)
                 if (version.git_version, version.platform, kubelets) != (
-                    cluster.server_version, cluster.platform, cluster.kubelet_versions,
+                    cluster.server_version,
+                    cluster.platform,
+                    cluster.kubelet_versions,
                 ) or cluster.pk not in sampled_before:
-                    samples.append(VersionSample(
-                        cluster_id=cluster.pk, sampled_at=now, git_version=version.git_version,
-                        version_major=version.major, version_minor=version.minor, platform=version.platform,
-                        kubelet_versions=kubelets))
+                    samples.append(
+                        VersionSample(
+                            cluster_id=cluster.pk,
+                            sampled_at=now,
+                            git_version=version.git_version,
+                            version_major=version.major,
+                            version_minor=version.minor,
+                            platform=version.platform,
+                            kubelet_versions=kubelets,
+                        )
+                    )
                     sampled = True
                 cluster.server_version, cluster.version_major = version.git_version, version.major
                 cluster.version_minor, cluster.platform = version.minor, version.platform
@@ -270,34 +303,66 @@ def _record(observations: list[_Observation]) -> list[ProbeOutcome]:
                 cluster.served_apis = seen.served or []
                 cluster.inventory_at = now
             changed = new_state != old_state
-            if seen.ready and not changed and not sampled and not seen.error and cluster.consecutive_failures == 0 \
-                    and cluster.last_error == "" and same:
+            if (
+                seen.ready
+                and not changed
+                and not sampled
+                and not seen.error
+                and cluster.consecutive_failures == 0
+                and cluster.last_error == ""
+                and same
+            ):
                 # the common case (a healthy cluster, nothing new): one UPDATE per kind of poll below
                 (steady_full if seen.nodes is not None else steady_light).append(cluster.pk)
                 outcomes.append(ProbeOutcome(cluster.pk, reachable=True, ready=True, state=new_state))
                 continue
             if changed:
                 cluster.state_changed_at = now
-                changes.append(ClusterStateChange(cluster_id=cluster.pk, from_state=old_state, to_state=new_state,
-                                                  reason=(seen.error or "Probe succeeded")[:2000], at=now))
+                changes.append(
+                    ClusterStateChange(
+                        cluster_id=cluster.pk,
+                        from_state=old_state,
+                        to_state=new_state,
+                        reason=(seen.error or "Probe succeeded")[:2000],
+                        at=now,
+                    )
+                )
                 events.append((cluster, old_state, new_state, seen.error))
             updated.append(cluster)
-            outcomes.append(ProbeOutcome(cluster.pk, reachable=seen.reachable, ready=seen.ready, state=new_state,
-                                         changed_state=changed, version_sampled=sampled, error=seen.error))
+            outcomes.append(
+                ProbeOutcome(
+                    cluster.pk,
+                    reachable=seen.reachable,
+                    ready=seen.ready,
+                    state=new_state,
+                    changed_state=changed,
+                    version_sampled=sampled,
+                    error=seen.error,
+                )
+            )
         for steady, refreshed in ((steady_light, {}), (steady_full, {"inventory_at": now})):
             if steady:
                 Cluster.objects.filter(pk__in=steady).update(
-                    consecutive_successes=F("consecutive_successes") + 1, consecutive_failures=0, last_probe_at=now,
-                    last_success_at=now, last_error="", probe_lease_until=None, **refreshed)
+                    consecutive_successes=F("consecutive_successes") + 1,
+                    consecutive_failures=0,
+                    last_probe_at=now,
+                    last_success_at=now,
+                    last_error="",
+                    probe_lease_until=None,
+                    **refreshed,
+                )
         for cluster in updated:
             Cluster.objects.filter(pk=cluster.pk).update(**{f: getattr(cluster, f) for f in RECORDED_FIELDS})
         VersionSample.objects.bulk_create(samples, batch_size=500)
         ClusterStateChange.objects.bulk_create(changes, batch_size=500)
         for cluster, old_state, new_state, error in events:
             record_event(
-                "cluster.state_change", obj=cluster, cluster=cluster.name,
+                "cluster.state_change",
+                obj=cluster,
+                cluster=cluster.name,
                 summary=f"{cluster.name}: {old_state} -> {new_state}" + (f" ({error[:200]})" if error else ""),
-                before={"state": old_state}, after={"state": new_state},
+                before={"state": old_state},
+                after={"state": new_state},
             )
     return outcomes
 
@@ -310,23 +375,28 @@ def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
         return cluster.server_version == version.git_version
     regions = Counter(node.region for node in nodes if node.region)
     return (
-        version is not None and cluster.server_version == version.git_version and cluster.platform == version.platform
-        and cluster.version_major == version.major and cluster.version_minor == version.minor
+        version is not None
+        and cluster.server_version == version.git_version
+        and cluster.platform == version.platform
+        and cluster.version_major == version.major
+        and cluster.version_minor == version.minor
         and cluster.kubelet_versions == {node.name: node.kubelet_version for node in nodes}
-        and cluster.node_count == len(nodes) and cluster.zones == sorted({node.zone for node in nodes if node.zone})
+        and cluster.node_count == len(nodes)
+        and cluster.zones == sorted({node.zone for node in nodes if node.zone})
         and cluster.region == (regions.most_common(1)[0][0] if regions else "")
         and cluster.served_apis == (seen.served or [])
     )
 
 
-def fan_out_probe_batches(*, requested_at: datetime | None = None, expires: float | None = None,
-                          size: int | None = None) -> int:
+def fan_out_probe_batches(
+    *, requested_at: datetime | None = None, expires: float | None = None, size: int | None = None
+) -> int:
     """Queue one ``probe_clusters_task`` per chunk of clusters (queue "probes"); returns the cluster count."""
     size = size or batch_size()
     stamp = requested_at.isoformat() if requested_at else None
     ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), size):
-        chunk = ids[start:start + size]
+        chunk = ids[start : start + size]
         # a chunk's own limits (a prefork pool enforces them): its probes run thread_count() at a time
         soft = chunk_budget_seconds(len(chunk)) + 5
         enqueue.probe_chunk(chunk, stamp, expires=expires, soft_time_limit=soft, time_limit=soft + 10)

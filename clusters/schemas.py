@@ -27,6 +27,7 @@ non-strict flavour differs only by `additionalProperties: false`, which `strict=
 loaded once per minor, descriptions dropped, and compiled into small closures cached per
 (minor, definition).
 """
+
 from __future__ import annotations
 
 import functools
@@ -58,24 +59,65 @@ SUPPORTED_MINORS: tuple[int, ...] = _discover_minors()
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 # Kinds served cluster-wide (everything else is namespaced).
-CLUSTER_SCOPED_KINDS = frozenset({
-    "APIService", "CertificateSigningRequest", "ClusterRole", "ClusterRoleBinding",
-    "ClusterTrustBundle", "ComponentStatus", "CSIDriver", "CSINode", "CustomResourceDefinition",
-    "DeviceClass", "FlowSchema", "IngressClass", "IPAddress", "MutatingAdmissionPolicy",
-    "MutatingAdmissionPolicyBinding", "MutatingWebhookConfiguration", "Namespace", "Node",
-    "PersistentVolume", "PriorityClass", "PriorityLevelConfiguration", "ResourceClass",
-    "ResourceSlice", "RuntimeClass", "SelfSubjectAccessReview", "SelfSubjectReview",
-    "SelfSubjectRulesReview", "ServiceCIDR", "StorageClass", "StorageVersion",
-    "StorageVersionMigration", "SubjectAccessReview", "TokenReview", "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration", "VolumeAttachment",
-    "VolumeAttributesClass", "DeviceTaintRule", "LeaseCandidate", "PodGroup", "Workload",
-})
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "APIService",
+        "CertificateSigningRequest",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ClusterTrustBundle",
+        "ComponentStatus",
+        "CSIDriver",
+        "CSINode",
+        "CustomResourceDefinition",
+        "DeviceClass",
+        "FlowSchema",
+        "IngressClass",
+        "IPAddress",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "MutatingWebhookConfiguration",
+        "Namespace",
+        "Node",
+        "PersistentVolume",
+        "PriorityClass",
+        "PriorityLevelConfiguration",
+        "ResourceClass",
+        "ResourceSlice",
+        "RuntimeClass",
+        "SelfSubjectAccessReview",
+        "SelfSubjectReview",
+        "SelfSubjectRulesReview",
+        "ServiceCIDR",
+        "StorageClass",
+        "StorageVersion",
+        "StorageVersionMigration",
+        "SubjectAccessReview",
+        "TokenReview",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingWebhookConfiguration",
+        "VolumeAttachment",
+        "VolumeAttributesClass",
+        "DeviceTaintRule",
+        "LeaseCandidate",
+        "PodGroup",
+        "Workload",
+    }
+)
 # Kinds that exist in the schemas only as subresource bodies, never as a REST collection.
 _SUBRESOURCE_KINDS = frozenset({"Scale", "Eviction", "TokenRequest"})
-_CREATE_ONLY_KINDS = frozenset({
-    "Binding", "TokenReview", "SubjectAccessReview", "LocalSubjectAccessReview",
-    "SelfSubjectAccessReview", "SelfSubjectRulesReview", "SelfSubjectReview",
-})
+_CREATE_ONLY_KINDS = frozenset(
+    {
+        "Binding",
+        "TokenReview",
+        "SubjectAccessReview",
+        "LocalSubjectAccessReview",
+        "SelfSubjectAccessReview",
+        "SelfSubjectRulesReview",
+        "SelfSubjectReview",
+    }
+)
 _READ_ONLY_KINDS = {"ComponentStatus": ("get", "list")}
 _PLURAL_EXCEPTIONS = {"Endpoints": "endpoints"}
 
@@ -99,7 +141,7 @@ class ApiResource:
 
     @property
     def stability(self) -> str:
-        """"alpha" | "beta" | "stable". The schemas list alpha (and new beta) APIs that real
+        """ "alpha" | "beta" | "stable". The schemas list alpha (and new beta) APIs that real
         clusters do not serve unless enabled; callers decide whether to count them."""
         return "alpha" if "alpha" in self.version else "beta" if "beta" in self.version else "stable"
 
@@ -156,7 +198,7 @@ def documented_definitions(minor: int) -> dict:
         return json.load(fh)["$defs"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _definitions(minor: int) -> dict:
     if minor not in SUPPORTED_MINORS:
         raise ValueError(f"no schemas for Kubernetes 1.{minor}")
@@ -165,7 +207,7 @@ def _definitions(minor: int) -> dict:
         return _strip(json.load(fh)["$defs"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kind_index(minor: int) -> dict[tuple[str, str, str], str]:
     """(group, version, kind) -> definition name, for top-level resources only."""
     index: dict[tuple[str, str, str], str] = {}
@@ -181,18 +223,17 @@ def _kind_index(minor: int) -> dict[tuple[str, str, str], str]:
     return index
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _api_resources(minor: int) -> tuple[ApiResource, ...]:
     out = []
-    for (group, version, kind) in sorted(_kind_index(minor)):
+    for group, version, kind in sorted(_kind_index(minor)):
         if kind in _SUBRESOURCE_KINDS:
             continue
         if kind in _CREATE_ONLY_KINDS:
             verbs = ("create",)
         else:
             verbs = _READ_ONLY_KINDS.get(kind, ALL_VERBS)
-        out.append(ApiResource(group, version, kind, plural_for(kind),
-                               kind not in CLUSTER_SCOPED_KINDS, tuple(verbs)))
+        out.append(ApiResource(group, version, kind, plural_for(kind), kind not in CLUSTER_SCOPED_KINDS, tuple(verbs)))
     return tuple(out)
 
 
@@ -200,7 +241,7 @@ def api_resources(minor: int) -> list[ApiResource]:
     return list(_api_resources(minor))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resource_lookup(minor: int) -> dict:
     table = {}
     for res in _api_resources(minor):
@@ -235,7 +276,7 @@ def resolve(minor: int, node: dict | None) -> dict:
     return {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _served_minors() -> dict[tuple[str, str, str], tuple[int, ...]]:
     out: dict[tuple[str, str, str], list[int]] = {}
     for minor in SUPPORTED_MINORS:
@@ -271,8 +312,11 @@ def deprecation_warning(minor: int, api_version: str, kind: str) -> str | None:
     group, version = split_api_version(api_version)
     if _stability(version) == 2 or minor not in SUPPORTED_MINORS:
         return None
-    better = [r for r in _api_resources(minor) if r.group == group and r.kind == kind
-              and _stability(r.version) > _stability(version)]
+    better = [
+        r
+        for r in _api_resources(minor)
+        if r.group == group and r.kind == kind and _stability(r.version) > _stability(version)
+    ]
     if not better:
         return None
     successor = max(better, key=lambda r: (_stability(r.version), int(re.match(r"v(\d+)", r.version).group(1))))
@@ -364,6 +408,7 @@ class _Compiler:
                 for sub in subs:
                     v = sub(v, p, pr, s, pn)
                 return v
+
             steps.append(all_of)
         types = node.get("type")
         if isinstance(types, str):
@@ -380,13 +425,17 @@ class _Compiler:
 
         def check(v, p, pr, s, pn):
             if checks and not any(c(v) for c in checks):
-                pr.append(SchemaProblem(_pointer(p), "invalid",
-                                        f"expected {type_names}, got {_json_type(v)}"))
+                pr.append(SchemaProblem(_pointer(p), "invalid", f"expected {type_names}, got {_json_type(v)}"))
                 return v
             if enum is not None and v is not None and v not in enum:
-                pr.append(SchemaProblem(_pointer(p), "invalid",
-                                        f"Unsupported value: {json.dumps(v)}: supported values: "
-                                        + ", ".join(json.dumps(e) for e in enum if e is not None)))
+                pr.append(
+                    SchemaProblem(
+                        _pointer(p),
+                        "invalid",
+                        f"Unsupported value: {json.dumps(v)}: supported values: "
+                        + ", ".join(json.dumps(e) for e in enum if e is not None),
+                    )
+                )
             if isinstance(v, dict):
                 out = {} if pn else v
                 for key, val in v.items():
@@ -395,8 +444,13 @@ class _Compiler:
                         fn = extra_fn
                     if fn is None:
                         if closed and s:
-                            pr.append(SchemaProblem(_pointer(p + [key]), "unknown_field",
-                                                    f'unknown field "{pointer_to_field_path(_pointer(p + [key]))}"'))
+                            pr.append(
+                                SchemaProblem(
+                                    _pointer(p + [key]),
+                                    "unknown_field",
+                                    f'unknown field "{pointer_to_field_path(_pointer(p + [key]))}"',
+                                )
+                            )
                             continue
                         if pn:
                             out[key] = val
@@ -428,6 +482,7 @@ class _Compiler:
             for step in steps:
                 v = step(v, p, pr, s, pn)
             return check(v, p, pr, s, pn)
+
         return combined
 
     @staticmethod
@@ -442,10 +497,11 @@ class _Compiler:
                 first = first or trial
             pr.extend(first or [])
             return v
+
         return any_of
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiler(minor: int) -> _Compiler:
     return _Compiler(minor)
 
@@ -475,9 +531,13 @@ def _run(manifest, minor: int, strict: bool, prune: bool):
         return manifest, [SchemaProblem("/kind", "invalid", "Required value: kind")]
     fn = _kind_validator(minor, api_version, kind)
     if fn is None:
-        return manifest, [SchemaProblem(
-            "", "unknown_kind",
-            f'no kind "{kind}" is registered for version "{api_version}" in Kubernetes 1.{minor}')]
+        return manifest, [
+            SchemaProblem(
+                "",
+                "unknown_kind",
+                f'no kind "{kind}" is registered for version "{api_version}" in Kubernetes 1.{minor}',
+            )
+        ]
     problems: list[SchemaProblem] = []
     out = fn(manifest, [], problems, strict, prune)
     return out, problems

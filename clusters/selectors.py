@@ -74,7 +74,7 @@ def filter_clusters(
 
 
 def filter_version(qs: QuerySet, version: str) -> QuerySet:
-    """"1.27" -> every 1.27.x; "v1.27.3" -> exactly that gitVersion; "unknown" -> not probed yet."""
+    """ "1.27" -> every 1.27.x; "v1.27.3" -> exactly that gitVersion; "unknown" -> not probed yet."""
     version = version.strip()
     if version == "unknown":
         return qs.filter(version_minor__isnull=True)
@@ -89,8 +89,9 @@ def newest_probe_stamp() -> str:
     poll's results (versions, nodes, probe times) show on the next load (one aggregate query). The
     newest probe time alone could miss a chunk that committed after a newer one; the probe
     counters' sums move with every probe."""
-    stamp = Cluster.objects.aggregate(newest=Max("last_probe_at"), successes=Sum("consecutive_successes"),
-                                      failures=Sum("consecutive_failures"))
+    stamp = Cluster.objects.aggregate(
+        newest=Max("last_probe_at"), successes=Sum("consecutive_successes"), failures=Sum("consecutive_failures")
+    )
     newest = stamp["newest"].isoformat() if stamp["newest"] else ""
     return f"{newest}/{stamp['successes'] or 0}/{stamp['failures'] or 0}"
 
@@ -112,7 +113,10 @@ def fleet_summary() -> dict:
     for row in Cluster.objects.values("state").annotate(n=Count("id")).order_by():
         by_state[row["state"]] = row["n"]
     versions = [
-        {"version": f"{r['version_major']}.{r['version_minor']}" if r["version_minor"] is not None else "unknown", "count": r["n"]}
+        {
+            "version": f"{r['version_major']}.{r['version_minor']}" if r["version_minor"] is not None else "unknown",
+            "count": r["n"],
+        }
         for r in Cluster.objects.values("version_major", "version_minor")
         .annotate(n=Count("id"))
         .order_by("version_major", "version_minor")

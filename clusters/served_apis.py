@@ -20,6 +20,7 @@ is_served(res, minor, config_key=()) -> bool
 served_resources(minor, config_key=()) -> tuple[ApiResource, ...]
 served_group_versions(minor, config_key=()) -> frozenset[str]
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,8 +39,11 @@ def _flow(version: str) -> set:
 
 
 LEGACY_BETA: dict[int, frozenset] = {
-    25: frozenset(_flow("v1beta1") | _flow("v1beta2") | {("autoscaling/v2beta2", "horizontalpodautoscalers"),
-                                                          ("storage.k8s.io/v1beta1", "csistoragecapacities")}),
+    25: frozenset(
+        _flow("v1beta1")
+        | _flow("v1beta2")
+        | {("autoscaling/v2beta2", "horizontalpodautoscalers"), ("storage.k8s.io/v1beta1", "csistoragecapacities")}
+    ),
     26: frozenset(_flow("v1beta2") | _flow("v1beta3") | {("storage.k8s.io/v1beta1", "csistoragecapacities")}),
     27: frozenset(_flow("v1beta2") | _flow("v1beta3")),
     28: frozenset(_flow("v1beta2") | _flow("v1beta3")),
@@ -70,8 +74,10 @@ def parse_runtime_config(raw) -> dict[str, bool]:
     for key, value in pairs:
         key = str(key).strip()
         if not _KEY_RE.match(key):
-            raise ValueError(f"runtimeConfig: bad key {key!r} (api/all, api/ga, api/beta, api/alpha, "
-                             f"<group>/<version> or <group>/<version>/<resource>)")
+            raise ValueError(
+                f"runtimeConfig: bad key {key!r} (api/all, api/ga, api/beta, api/alpha, "
+                f"<group>/<version> or <group>/<version>/<resource>)"
+            )
         if isinstance(value, str) and value.lower() in ("true", "false"):
             value = value.lower() == "true"
         if not isinstance(value, bool):

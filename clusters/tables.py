@@ -3,8 +3,8 @@ Credentials are not a column and never will be."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from clusters.validators import format_label_pairs
 

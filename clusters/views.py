@@ -35,8 +35,8 @@ from clusters.services.bulk_labels import bulk_label_clusters
 from clusters.services.kubeconfig import import_kubeconfig
 from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
 from fedportal.csv_export import stream_csv
-from fedportal.htmx import redirect_page, render_page
 from fedportal.fragments import render_with_cached_partial
+from fedportal.htmx import redirect_page, render_page
 from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 50
@@ -83,13 +83,17 @@ def cluster_bulk_label(request):
             form.add_error(None, exc)
         else:
             if changed:
-                messages.success(request, f"Labels changed on {len(changed)} cluster{'s' if len(changed) != 1 else ''}: "
-                                          f"{', '.join(changed[:20])}{' …' if len(changed) > 20 else ''}.")
+                messages.success(
+                    request,
+                    f"Labels changed on {len(changed)} cluster{'s' if len(changed) != 1 else ''}: "
+                    f"{', '.join(changed[:20])}{' …' if len(changed) > 20 else ''}.",
+                )
             else:
                 messages.info(request, "Every chosen cluster already had those labels; nothing changed.")
             return redirect(back)
-    messages.error(request, "Labels not changed: " + " ".join(
-        message for errors in form.errors.values() for message in errors))
+    messages.error(
+        request, "Labels not changed: " + " ".join(message for errors in form.errors.values() for message in errors)
+    )
     return redirect(back)
 
 
@@ -128,8 +132,9 @@ def cluster_list(request):
         return render_page(request, template, context, "rows")
     # the rows through the short-lived page cache (fedportal.fragments): refreshed by any audited
     # action and by every probe that writes a cluster row
-    return render_with_cached_partial(request, template, "rows", context, rows,
-                                      vary=[can_poll, can_admin, selectors.newest_probe_stamp()])
+    return render_with_cached_partial(
+        request, template, "rows", context, rows, vary=[can_poll, can_admin, selectors.newest_probe_stamp()]
+    )
 
 
 @require_GET
@@ -233,9 +238,13 @@ def cluster_import(request):
                 status = 400
             else:
                 request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
-                choose_form = KubeconfigChooseForm(contexts=contexts, initial={"contexts": services.default_contexts(contexts)})
+                choose_form = KubeconfigChooseForm(
+                    contexts=contexts, initial={"contexts": services.default_contexts(contexts)}
+                )
         else:
-            upload_form = _empty_upload_form(*upload_form.non_field_errors(), *upload_form.errors.get("kubeconfig_file", []))
+            upload_form = _empty_upload_form(
+                *upload_form.non_field_errors(), *upload_form.errors.get("kubeconfig_file", [])
+            )
             status = 400
     elif step == "choose":
         text = _session_kubeconfig(request)
@@ -264,10 +273,16 @@ def cluster_import(request):
                 else:
                     request.session.pop(IMPORT_SESSION_KEY, None)
                     created = report.clusters
-                    messages.success(request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}.")
+                    messages.success(
+                        request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}."
+                    )
                     if report.skipped:
-                        messages.warning(request, f"Skipped {len(report.skipped)} already registered: "
-                                                  + "; ".join(f"{name} ({why})" for name, why in report.skipped) + ".")
+                        messages.warning(
+                            request,
+                            f"Skipped {len(report.skipped)} already registered: "
+                            + "; ".join(f"{name} ({why})" for name, why in report.skipped)
+                            + ".",
+                        )
                     return redirect_page(request, reverse("clusters:cluster_list"))
             else:
                 status = 400

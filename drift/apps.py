@@ -8,10 +8,9 @@ class DriftConfig(AppConfig):
         # Change requests run drift's API-compatibility check as a preflight (blocking when a
         # target's Kubernetes version rejects the proposed manifest).
         # The federation preview shows the same verdict per target.
+        from drift.preflight import compat_preflight, compat_preview_check
         from federation.approvals.preflight import register_preflight
         from federation.preview_checks import register_manifest_check
-
-        from drift.preflight import compat_preflight, compat_preview_check
 
         register_preflight(compat_preflight)
         register_manifest_check(compat_preview_check)

@@ -49,16 +49,25 @@ OK_COLOUR = "#e6f4ea"
 
 
 def severity_colorscale() -> list:
-    bands = [OK_COLOUR, SEVERITY_COLOURS[Severity.P3], SEVERITY_COLOURS[Severity.P2], SEVERITY_COLOURS[Severity.P1],
-             SEVERITY_COLOURS[Severity.P0]]
+    bands = [
+        OK_COLOUR,
+        SEVERITY_COLOURS[Severity.P3],
+        SEVERITY_COLOURS[Severity.P2],
+        SEVERITY_COLOURS[Severity.P1],
+        SEVERITY_COLOURS[Severity.P0],
+    ]
     scale = []
     for level, colour in enumerate(bands):
         scale += [[max(0.0, (level - 0.5) / 4), colour], [min(1.0, (level + 0.5) / 4), colour]]
     return scale
 
 
-def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTERS,
-                 version_severities: Mapping[tuple[str, str], str | None] | None = None) -> dict:
+def skew_heatmap(
+    matrix: MinorMatrix,
+    *,
+    max_clusters: int = MAX_HEATMAP_CLUSTERS,
+    version_severities: Mapping[tuple[str, str], str | None] | None = None,
+) -> dict:
     """Clusters × clusters heatmap: colour = the pair's severity, text = minor difference (row minus
     column) and severity.
 
@@ -99,8 +108,11 @@ def skew_heatmap(matrix: MinorMatrix, *, max_clusters: int = MAX_HEATMAP_CLUSTER
         "colorscale": severity_colorscale(),
         "zmin": 0,
         "zmax": 4,
-        "colorbar": {"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4],
-                     "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
+        "colorbar": {
+            "title": {"text": "severity"},
+            "tickvals": [0, 1, 2, 3, 4],
+            "ticktext": ["ok", "P3", "P2", "P1", "P0"],
+        },
         "hoverongaps": False,
         "xgap": 1,
         "ygap": 1,
@@ -141,13 +153,29 @@ def _version_heatmap(matrix: MinorMatrix, severities: Mapping[tuple[str, str], s
     }
     if severities is not None:
         sev = [[severities.get((a, b)) for b in labels] for a in labels]
-        text = [[(("?" if gaps[i][j] is None else f"{gaps[i][j]:+d}" if gaps[i][j] else "0")
-                  + (f" {sev[i][j]}" if sev[i][j] else "")) for j in range(len(labels))] for i in range(len(labels))]
+        text = [
+            [
+                (
+                    ("?" if gaps[i][j] is None else f"{gaps[i][j]:+d}" if gaps[i][j] else "0")
+                    + (f" {sev[i][j]}" if sev[i][j] else "")
+                )
+                for j in range(len(labels))
+            ]
+            for i in range(len(labels))
+        ]
         trace.update(
             z=[[SEVERITY_LEVELS[s or None] for s in row] for row in sev],
-            text=text, texttemplate="%{text}", hovertemplate="%{y} vs %{x}<br>%{text}<extra></extra>",
-            colorscale=severity_colorscale(), zmin=0, zmax=4,
-            colorbar={"title": {"text": "severity"}, "tickvals": [0, 1, 2, 3, 4], "ticktext": ["ok", "P3", "P2", "P1", "P0"]},
+            text=text,
+            texttemplate="%{text}",
+            hovertemplate="%{y} vs %{x}<br>%{text}<extra></extra>",
+            colorscale=severity_colorscale(),
+            zmin=0,
+            zmax=4,
+            colorbar={
+                "title": {"text": "severity"},
+                "tickvals": [0, 1, 2, 3, 4],
+                "ticktext": ["ok", "P3", "P2", "P1", "P0"],
+            },
         )
         trace.pop("zmid")
     return {

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from threading import Lock
 
 from clusters import schemas, served_apis
-from drift.choices import CompatProblemCode, CompatStatus
 from clusters.versions import minor_of
+from drift.choices import CompatProblemCode, CompatStatus
 
 _CACHE_SIZE = 50_000
 
@@ -167,7 +167,13 @@ def check_manifest(manifest, version, *, digest: str | None = None, served=None)
         return CompatResult(
             CompatStatus.UNVERIFIABLE,
             None,
-            (CompatProblem(CompatProblemCode.VERSION_UNVERIFIABLE, "", f"The cluster's version ({version!r:.60}) cannot be read."),),
+            (
+                CompatProblem(
+                    CompatProblemCode.VERSION_UNVERIFIABLE,
+                    "",
+                    f"The cluster's version ({version!r:.60}) cannot be read.",
+                ),
+            ),
         )
     if minor not in schemas.SUPPORTED_MINORS:
         return CompatResult(
@@ -238,8 +244,10 @@ def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) ->
     if schemas.find_resource(minor, api_version, kind) is not None:
         if api_version in _served(minor, served):
             return None
-        message = (f"{api_version} {kind} exists in {label(minor)} but is not enabled on this cluster "
-                   f"(alpha and most beta APIs are off unless the apiserver's --runtime-config turns them on).")
+        message = (
+            f"{api_version} {kind} exists in {label(minor)} but is not enabled on this cluster "
+            f"(alpha and most beta APIs are off unless the apiserver's --runtime-config turns them on)."
+        )
         if replacement:
             message += f" Use {replacement}."
         return CompatProblem(CompatProblemCode.API_NOT_SERVED, "/apiVersion", message, replacement=replacement)
@@ -296,7 +304,9 @@ def _accepted_from(manifest: dict, minor: int, pointer: str, code: str) -> int |
 def _check_minor(manifest, minor: int, served: frozenset | None = None) -> CompatResult:
     if not isinstance(manifest, dict):
         return CompatResult(
-            CompatStatus.INCOMPATIBLE, minor, (CompatProblem(CompatProblemCode.INVALID, "", "The manifest is not an object."),)
+            CompatStatus.INCOMPATIBLE,
+            minor,
+            (CompatProblem(CompatProblemCode.INVALID, "", "The manifest is not an object."),),
         )
     api = _api_problem(manifest, minor, served)
     if api == "unknown":
@@ -326,7 +336,9 @@ def _check_minor(manifest, minor: int, served: frozenset | None = None) -> Compa
             if accepted is not None:
                 message = f"{field_path} is not supported by {label(minor)}; it is accepted from {label(accepted)}."
             else:
-                message = f"{field_path} is not a field of {manifest.get('kind')} at {label(minor)} or any newer version."
+                message = (
+                    f"{field_path} is not a field of {manifest.get('kind')} at {label(minor)} or any newer version."
+                )
             problems.append(
                 CompatProblem(
                     CompatProblemCode.UNKNOWN_FIELD,

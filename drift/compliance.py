@@ -103,7 +103,9 @@ def evaluate_cluster(
     compat: dict[str, int],
     propagation: dict[str, int],
 ) -> ClusterCompliance:
-    result = ClusterCompliance(name, role, version, isolated, skew_severity, skew_messages, dict(compat), dict(propagation))
+    result = ClusterCompliance(
+        name, role, version, isolated, skew_severity, skew_messages, dict(compat), dict(propagation)
+    )
     rules = result.rules
     if skew_severity is None:
         rules.append(RuleResult("version_policy", True, 0, "Within the version-skew policy."))
@@ -140,7 +142,9 @@ def evaluate_cluster(
             "propagation",
             failed == 0,
             PROPAGATION_POINTS * _share(failed, placed),
-            f"{failed} of {placed} propagated objects report a failure." if failed else f"No failures among {placed} propagated objects.",
+            f"{failed} of {placed} propagated objects report a failure."
+            if failed
+            else f"No failures among {placed} propagated objects.",
         )
     )
     rules.append(
@@ -148,7 +152,9 @@ def evaluate_cluster(
             "resource_drift",
             out_of_sync == 0,
             DRIFT_POINTS * _share(out_of_sync, placed),
-            f"{out_of_sync} propagated objects drifted from what FedPortal applied." if out_of_sync else "No open drift.",
+            f"{out_of_sync} propagated objects drifted from what FedPortal applied."
+            if out_of_sync
+            else "No open drift.",
         )
     )
     rules.append(

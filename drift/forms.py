@@ -24,7 +24,9 @@ def parse_label_selector(text: str) -> list[labels.Requirement]:
 
 class LabelFilterMixin(forms.Form):
     labels = forms.CharField(
-        required=False, max_length=500, label="Labels",
+        required=False,
+        max_length=500,
+        label="Labels",
         help_text="Members with these labels: env=prod, tier, zone in (a,b), env!=dev (the host is always shown).",
     )
 
@@ -34,14 +36,17 @@ class LabelFilterMixin(forms.Form):
 
 class SkewFilterForm(LabelFilterMixin):
     severity = forms.ChoiceField(
-        required=False, choices=[("", "any"), *Severity.choices, ("ok", "no finding")], label="Severity",
+        required=False,
+        choices=[("", "any"), *Severity.choices, ("ok", "no finding")],
+        label="Severity",
     )
 
 
 class HistoryFilterForm(LabelFilterMixin):
     DAY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year")]
-    days = forms.TypedChoiceField(choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, initial=30,
-                                  label="Window")
+    days = forms.TypedChoiceField(
+        choices=DAY_CHOICES, coerce=int, required=False, empty_value=30, initial=30, label="Window"
+    )
 
 
 class VersionPolicyForm(forms.ModelForm):
@@ -59,8 +64,11 @@ class VersionPolicyForm(forms.ModelForm):
 class CompatFilterForm(LabelFilterMixin):
     kind = forms.CharField(required=False, max_length=63, label="Kind")
     namespace = forms.CharField(required=False, max_length=63, label="Namespace")
-    findings = forms.BooleanField(required=False, label="Only findings",
-                                  help_text="Hide the clusters and resources on this page with no incompatible or unverifiable cell.")
+    findings = forms.BooleanField(
+        required=False,
+        label="Only findings",
+        help_text="Hide the clusters and resources on this page with no incompatible or unverifiable cell.",
+    )
 
     def clean_kind(self):
         kind = self.cleaned_data["kind"].strip()
@@ -83,7 +91,8 @@ class ComplianceFilterForm(LabelFilterMixin):
 
 class IsolateForm(forms.Form):
     reason = forms.CharField(
-        max_length=1000, widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Shown in the banner and recorded in the audit log.",
     )
 

@@ -15,24 +15,35 @@ class VersionPolicy(models.Model):
     """The version-skew policy admins edit. A singleton: always pk=1, read through ``load()``."""
 
     host_member_max_minor_skew = models.PositiveSmallIntegerField(
-        "host–member max minor skew", default=1, validators=_SKEW_LIMIT,
+        "host–member max minor skew",
+        default=1,
+        validators=_SKEW_LIMIT,
         help_text="How many minors a member may be behind the host (seed 000: at most 1).",
     )
     member_member_max_minor_skew = models.PositiveSmallIntegerField(
-        "member–member max minor skew", default=2, validators=_SKEW_LIMIT,
+        "member–member max minor skew",
+        default=2,
+        validators=_SKEW_LIMIT,
     )
     kubelet_max_older_minors = models.PositiveSmallIntegerField(
-        "kubelet max minors older (apiserver ≥ 1.28)", default=3, validators=_SKEW_LIMIT,
+        "kubelet max minors older (apiserver ≥ 1.28)",
+        default=3,
+        validators=_SKEW_LIMIT,
     )
     kubelet_max_older_minors_before_1_28 = models.PositiveSmallIntegerField(
-        "kubelet max minors older (apiserver < 1.28)", default=2, validators=_SKEW_LIMIT,
+        "kubelet max minors older (apiserver < 1.28)",
+        default=2,
+        validators=_SKEW_LIMIT,
     )
     auto_isolate_on_p0 = models.BooleanField(
-        "auto-isolate on P0", default=False,
+        "auto-isolate on P0",
+        default=False,
         help_text="Isolate a member automatically when the policy marks it P0 (blocking).",
     )
     updated_at = models.DateTimeField(default=timezone.now)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         verbose_name = "version policy"

@@ -7,11 +7,10 @@ reason, which approvals audits); an unverifiable target, or an incompatible one 
 (propagation skips it), is a *warning*.
 """
 
-from federation.approvals.choices import ChangeKind, Severity
-from federation.approvals.preflight import PreflightProblem
-
 from drift import compat, selectors
 from drift.choices import CompatStatus
+from federation.approvals.choices import ChangeKind, Severity
+from federation.approvals.preflight import PreflightProblem
 
 CHECKED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.RECONCILE)
 
@@ -57,7 +56,9 @@ def compat_preflight(change_request) -> list[PreflightProblem]:
             )
         elif cell.result.status == CompatStatus.UNVERIFIABLE:
             problems.append(
-                PreflightProblem(name, Severity.WARNING, f"Cannot verify on {name} ({version}): {_describe(cell.result)}")
+                PreflightProblem(
+                    name, Severity.WARNING, f"Cannot verify on {name} ({version}): {_describe(cell.result)}"
+                )
             )
     return problems
 

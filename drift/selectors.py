@@ -19,8 +19,10 @@ from clusters.choices import ClusterRole
 from clusters.labels import filter_labels
 from clusters.models import Cluster, VersionSample
 from clusters.versions import minor_of
-from drift import charts
-from drift.models import VersionPolicy
+from drift import charts, compat
+from drift.choices import CompatProblemCode, CompatStatus
+from drift.compliance import FleetCompliance, evaluate_cluster
+from drift.models import ComplianceSnapshot, VersionPolicy
 from drift.skew import (
     ClusterVersion,
     KubeletSkew,
@@ -36,10 +38,6 @@ from drift.skew import (
     parse_version,
     worst,
 )
-from drift import compat
-from drift.choices import CompatProblemCode, CompatStatus
-from drift.compliance import FleetCompliance, evaluate_cluster
-from drift.models import ComplianceSnapshot
 from drift.upgrade import plan_upgrade
 from federation.choices import PropagationReason, SyncState
 from federation.models import FederatedResource, PropagatedVersion
@@ -80,7 +78,7 @@ class ClusterRow:
         return ClusterVersion(self.name, self.role, self.server_version or "", kubelets)
 
 
-def _filtered_clusters(labels) -> "Cluster.objects":
+def _filtered_clusters(labels) -> Cluster.objects:
     """Members matching every label term, plus the host(s) always (they anchor the policy)."""
     queryset = Cluster.objects.all()
     if labels:
@@ -259,8 +257,7 @@ def skew_pair(a_name: str, b_name: str) -> PairDetail | None:
     policy_row = VersionPolicy.load()
     policy = policy_row.as_skew_policy()
     found = {
-        row[1]: ClusterRow(*row)
-        for row in Cluster.objects.filter(name__in=[a_name, b_name]).values_list(*_ROW_FIELDS)
+        row[1]: ClusterRow(*row) for row in Cluster.objects.filter(name__in=[a_name, b_name]).values_list(*_ROW_FIELDS)
     }
     if a_name not in found or b_name not in found:
         return None
@@ -320,9 +317,14 @@ def distribution_figure(*, labels=(), since: datetime, now: datetime, points: in
     """Fleet version distribution over the window; cached until a new sample arrives (3 queries)."""
     stats = VersionSample.objects.aggregate(last=Max("id"), count=Count("id"))
     bucket = now.replace(minute=0, second=0, microsecond=0)
-    key = "drift:dist:" + hashlib.sha256(
-        json.dumps([CACHE_VERSION, labels, since.isoformat()[:13], stats, bucket.isoformat(), points], default=str).encode()
-    ).hexdigest()
+    key = (
+        "drift:dist:"
+        + hashlib.sha256(
+            json.dumps(
+                [CACHE_VERSION, labels, since.isoformat()[:13], stats, bucket.isoformat(), points], default=str
+            ).encode()
+        ).hexdigest()
+    )
 
     def compute():
         clusters = _filtered_clusters(labels)

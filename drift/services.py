@@ -72,7 +72,9 @@ def take_compliance_snapshot(*, at=None, actor=None):
     )
     if actor is not None:
         record_event(
-            "drift.compliance_snapshot", actor=actor, obj=snapshot,
+            "drift.compliance_snapshot",
+            actor=actor,
+            obj=snapshot,
             summary=f"Took a compliance snapshot: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant",
         )
     return snapshot

@@ -50,6 +50,7 @@ from drift.choices import SEVERITY_ORDER, Severity, SkewRule
 HOST = "host"
 MEMBER = "member"
 
+
 @dataclass(frozen=True)
 class SkewPolicy:
     host_member_max_minor_skew: int = 1
@@ -154,7 +155,11 @@ def _host_member_findings(host: ClusterVersion, member: ClusterVersion, policy: 
             )
         return [
             SkewFinding(
-                SkewRule.HOST_MEMBER_SKEW, Severity.P0, message, pair, diff,
+                SkewRule.HOST_MEMBER_SKEW,
+                Severity.P0,
+                message,
+                pair,
+                diff,
                 responsible=(member.name,) if diff > 0 else (host.name,),
             )
         ]
@@ -163,7 +168,9 @@ def _host_member_findings(host: ClusterVersion, member: ClusterVersion, policy: 
             f"Host {host.name} ({hv.label}) is older than member {member.name} ({mv.label}); "
             "the host must not be older than any member (status write-back may fail)."
         )
-        return [SkewFinding(SkewRule.HOST_OLDER_THAN_MEMBER, Severity.P1, message, pair, diff, responsible=(host.name,))]
+        return [
+            SkewFinding(SkewRule.HOST_OLDER_THAN_MEMBER, Severity.P1, message, pair, diff, responsible=(host.name,))
+        ]
     return []
 
 
@@ -214,7 +221,9 @@ def evaluate_pair(a: ClusterVersion, b: ClusterVersion, policy: SkewPolicy) -> P
         findings = _host_member_findings(host, member, policy)
     else:
         relation = "peer"
-        rule_text = f"Two {'hosts' if a.is_host else 'members'}: at most {policy.member_member_max_minor_skew} minor(s) apart."
+        rule_text = (
+            f"Two {'hosts' if a.is_host else 'members'}: at most {policy.member_member_max_minor_skew} minor(s) apart."
+        )
         if difference is not None and a.name != b.name:
             old, new = sorted([(va, a.name), (vb, b.name)])
             finding = _member_member_finding([old[1]], [new[1]], old[0], new[0], policy)
@@ -226,9 +235,7 @@ def evaluate_pair(a: ClusterVersion, b: ClusterVersion, policy: SkewPolicy) -> P
 
 
 @lru_cache(maxsize=65536)
-def _cell_severity(
-    role_a: bool, minor_a: int, role_b: bool, minor_b: int, policy: SkewPolicy
-) -> str | None:
+def _cell_severity(role_a: bool, minor_a: int, role_b: bool, minor_b: int, policy: SkewPolicy) -> str | None:
     a = ClusterVersion("a", HOST if role_a else MEMBER, f"v1.{minor_a}.0")
     b = ClusterVersion("b", HOST if role_b else MEMBER, f"v1.{minor_b}.0")
     return evaluate_pair(a, b, policy).severity
@@ -370,7 +377,9 @@ def minor_matrix(clusters: list[ClusterVersion], policy: SkewPolicy) -> MinorMat
                 sev_row.append(Severity.P3 if ca.name != cb.name or va is None else None)
                 continue
             row.append(va.minor - vb.minor)
-            sev_row.append(None if ca.name == cb.name else _cell_severity(ca.is_host, va.minor, cb.is_host, vb.minor, policy))
+            sev_row.append(
+                None if ca.name == cb.name else _cell_severity(ca.is_host, va.minor, cb.is_host, vb.minor, policy)
+            )
         cells.append(row)
         severities.append(sev_row)
     return MinorMatrix(names, versions, cells, severities)

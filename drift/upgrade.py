@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drift.choices import CompatStatus
 from clusters.versions import minor_of
+from drift.choices import CompatStatus
 from drift.compat import CompatResult, check_manifest
 from drift.skew import ClusterVersion, SkewFinding, SkewPolicy, evaluate_pair
 

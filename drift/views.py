@@ -1,6 +1,10 @@
 """Drift pages: the skew matrix (heatmap, host-vs-member table, pair details), version history,
 the version policy form, and the CSV export. Thin: check the role, validate, call a selector."""
 
+import dataclasses
+import json
+from types import SimpleNamespace
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
@@ -10,11 +14,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
+from clusters.models import Cluster
 from drift import selectors
-import dataclasses
-import json
-from types import SimpleNamespace
-
 from drift.forms import (
     CompatFilterForm,
     ComplianceFilterForm,
@@ -24,7 +25,7 @@ from drift.forms import (
     SkewFilterForm,
     VersionPolicyForm,
 )
-from drift.models import VersionPolicy
+from drift.models import ComplianceSnapshot, VersionPolicy
 from drift.services import (
     IsolationError,
     isolate_cluster,
@@ -35,13 +36,11 @@ from drift.services import (
 from drift.tables import CompatCellTable, ComplianceTable, SkewMemberTable
 from drift.upgrade import UpgradePathError
 from fedportal.audit import record_event
-from fedportal.htmx import render_page
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
+from fedportal.htmx import render_page
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, role_required
-from clusters.models import Cluster
-from drift.models import ComplianceSnapshot
 
 MEMBER_PAGE_SIZE = 50
 COMPAT_RESOURCES_PER_PAGE = 25
@@ -162,7 +161,9 @@ def policy_edit(request):
         else:
             messages.success(request, "Version policy saved; the drift matrix uses it now.")
             return redirect("drift:skew_matrix")
-    return render(request, "drift/policy_form.html", {"form": form, "policy": policy}, status=400 if form.errors else 200)
+    return render(
+        request, "drift/policy_form.html", {"form": form, "policy": policy}, status=400 if form.errors else 200
+    )
 
 
 def _query_without(request, *names) -> str:
@@ -211,6 +212,7 @@ def compat_matrix(request):
 def only_findings(grid, clusters):
     """The grid without the columns (clusters) and rows (resources) that have no cell other than
     compatible or not targeted: what is left is what needs attention."""
+
     def finding(cell):
         return cell.targeted and cell.status != "compatible"
 
@@ -263,10 +265,15 @@ def _masked_cell(resource, cell):
     known = secret_values(cell.manifest, secret=True)
     result = cell.result
     if result is not None:
-        result = dataclasses.replace(result, problems=tuple(
-            dataclasses.replace(p, message=mask_secrets(p.message, known=known),
-                                fix=mask_secrets(p.fix, secret=True, known=known))
-            for p in result.problems))
+        result = dataclasses.replace(
+            result,
+            problems=tuple(
+                dataclasses.replace(
+                    p, message=mask_secrets(p.message, known=known), fix=mask_secrets(p.fix, secret=True, known=known)
+                )
+                for p in result.problems
+            ),
+        )
     return dataclasses.replace(cell, manifest=mask_secrets(cell.manifest, secret=True, known=known), result=result)
 
 
@@ -352,7 +359,10 @@ def compliance_report(request):
 def compliance_snapshot(request):
     """Admins: record the fleet's compliance now (the trend is otherwise empty until the daily job)."""
     snapshot = take_compliance_snapshot(actor=request.user)
-    messages.success(request, f"Compliance snapshot taken: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant.")
+    messages.success(
+        request,
+        f"Compliance snapshot taken: {snapshot.clusters_compliant}/{snapshot.clusters_total} clusters compliant.",
+    )
     return redirect("drift:compliance_report")
 
 
@@ -403,14 +413,19 @@ def _isolation_page(request, name, *, action, form_class, perform, done):
             messages.success(request, done.format(name=cluster.name))
             return redirect("drift:skew_matrix")
     status = 400 if form.errors else 200
-    return render(request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": action}, status=status)
+    return render(
+        request, "drift/cluster_isolate.html", {"cluster": cluster, "form": form, "action": action}, status=status
+    )
 
 
 @role_required(Role.ADMIN)
 @require_http_methods(["GET", "POST"])
 def cluster_isolate(request, name):
     return _isolation_page(
-        request, name, action="isolate", form_class=IsolateForm,
+        request,
+        name,
+        action="isolate",
+        form_class=IsolateForm,
         perform=lambda cluster, data: isolate_cluster(cluster, actor=request.user, reason=data["reason"]),
         done="{name} is isolated: propagation skips it until you restore it.",
     )
@@ -420,7 +435,10 @@ def cluster_isolate(request, name):
 @require_http_methods(["GET", "POST"])
 def cluster_restore(request, name):
     return _isolation_page(
-        request, name, action="restore", form_class=RestoreForm,
+        request,
+        name,
+        action="restore",
+        form_class=RestoreForm,
         perform=lambda cluster, data: restore_cluster(cluster, actor=request.user, note=data["note"]),
         done="{name} is back in placement and propagation.",
     )

@@ -3,8 +3,8 @@ import json
 from django.contrib import admin
 from django.utils.html import format_html
 
-from fedportal.masking import is_secret_kind, mask_secrets
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, Revision
+from fedportal.masking import is_secret_kind, mask_secrets
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -34,7 +34,9 @@ class FederatedResourceAdmin(ReadOnlyAdmin):
 
 def masked_json(value, *, secret: bool):
     """A JSON field as the admin shows it: Secret values masked (fedportal.masking)."""
-    return format_html("<pre>{}</pre>", json.dumps(mask_secrets(value, secret=secret), indent=2, sort_keys=True, default=str))
+    return format_html(
+        "<pre>{}</pre>", json.dumps(mask_secrets(value, secret=secret), indent=2, sort_keys=True, default=str)
+    )
 
 
 @admin.register(Revision)

@@ -18,13 +18,22 @@ INT32_MAX = 2**31 - 1
 
 # kind -> [(path under the object, minimum)]: whole numbers in [minimum, int32 max]
 _BOUNDS: dict[str, list[tuple[str, int]]] = {
-    "Deployment": [("spec.replicas", 0), ("spec.minReadySeconds", 0), ("spec.revisionHistoryLimit", 0),
-                   ("spec.progressDeadlineSeconds", 0)],
+    "Deployment": [
+        ("spec.replicas", 0),
+        ("spec.minReadySeconds", 0),
+        ("spec.revisionHistoryLimit", 0),
+        ("spec.progressDeadlineSeconds", 0),
+    ],
     "ReplicaSet": [("spec.replicas", 0), ("spec.minReadySeconds", 0)],
     "StatefulSet": [("spec.replicas", 0), ("spec.minReadySeconds", 0), ("spec.revisionHistoryLimit", 0)],
     "DaemonSet": [("spec.minReadySeconds", 0), ("spec.revisionHistoryLimit", 0)],
     "ReplicationController": [("spec.replicas", 0), ("spec.minReadySeconds", 0)],
-    "Job": [("spec.parallelism", 0), ("spec.completions", 0), ("spec.backoffLimit", 0), ("spec.activeDeadlineSeconds", 1)],
+    "Job": [
+        ("spec.parallelism", 0),
+        ("spec.completions", 0),
+        ("spec.backoffLimit", 0),
+        ("spec.activeDeadlineSeconds", 1),
+    ],
     "HorizontalPodAutoscaler": [("spec.minReplicas", 1), ("spec.maxReplicas", 1)],
 }
 # kind -> [(lower path, upper path)]: the first may not exceed the second (strictly below when True)
@@ -35,9 +44,12 @@ _ORDER: dict[str, list[tuple[str, str, bool]]] = {
 # where the pod template sits, per kind
 _POD_SPEC = {
     "Pod": ("spec",),
-    "Deployment": ("spec", "template", "spec"), "ReplicaSet": ("spec", "template", "spec"),
-    "StatefulSet": ("spec", "template", "spec"), "DaemonSet": ("spec", "template", "spec"),
-    "ReplicationController": ("spec", "template", "spec"), "Job": ("spec", "template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 PORT_MIN, PORT_MAX = 1, 65535
@@ -87,12 +99,16 @@ def _port_problems(kind: str, manifest: dict) -> list[str]:
                     value = port.get("containerPort") if isinstance(port, dict) else None
                     if value is not None and (not _whole(value) or not PORT_MIN <= value <= PORT_MAX):
                         path = ".".join(_POD_SPEC[kind]) + f".{group}[{i}].ports[{j}].containerPort"
-                        problems.append(f"{path} must be a port number between {PORT_MIN} and {PORT_MAX}, got {value!r}.")
+                        problems.append(
+                            f"{path} must be a port number between {PORT_MIN} and {PORT_MAX}, got {value!r}."
+                        )
     if kind == "Service":
         for j, port in enumerate(_get(manifest, "spec.ports") or []):
             value = port.get("port") if isinstance(port, dict) else None
             if value is not None and (not _whole(value) or not PORT_MIN <= value <= PORT_MAX):
-                problems.append(f"spec.ports[{j}].port must be a port number between {PORT_MIN} and {PORT_MAX}, got {value!r}.")
+                problems.append(
+                    f"spec.ports[{j}].port must be a port number between {PORT_MIN} and {PORT_MAX}, got {value!r}."
+                )
     return problems
 
 
@@ -123,6 +139,10 @@ def revision_value_problems(resource, revision) -> list[str]:
     problems = spec_value_problems(kind, revision.template)
     if problems:
         return problems
-    rendered = base_manifest(revision.template or {}, target=resource.type.target, namespace=resource.namespace or "default",
-                             name=resource.name)
+    rendered = base_manifest(
+        revision.template or {},
+        target=resource.type.target,
+        namespace=resource.namespace or "default",
+        name=resource.name,
+    )
     return override_value_problems(kind, rendered, revision.overrides or [])

@@ -4,19 +4,32 @@ importing federation.tasks or federation.approvals.tasks. Queues match the tasks
 from fedportal.queueing import send
 
 
-def propagate_targets(run_id: int, cluster_ids: list[int], *, countdown: float | None = None,
-                      on_commit: bool = False) -> None:
+def propagate_targets(
+    run_id: int, cluster_ids: list[int], *, countdown: float | None = None, on_commit: bool = False
+) -> None:
     """A chunk of one run's targets (queue "propagation")."""
-    send("federation.tasks.propagate_targets_task", (run_id, list(cluster_ids)), on_commit=on_commit,
-         queue="propagation", countdown=countdown)
+    send(
+        "federation.tasks.propagate_targets_task",
+        (run_id, list(cluster_ids)),
+        on_commit=on_commit,
+        queue="propagation",
+        countdown=countdown,
+    )
 
 
 def sync_change_request(cr_id: int, *, countdown: float = 0, on_commit: bool = True) -> None:
     """Record an Applying change request's outcome once its runs end (queue "default")."""
-    send("federation.approvals.tasks.sync_change_request_task", (cr_id,), on_commit=on_commit, queue="default",
-         countdown=countdown)
+    send(
+        "federation.approvals.tasks.sync_change_request_task",
+        (cr_id,),
+        on_commit=on_commit,
+        queue="default",
+        countdown=countdown,
+    )
 
 
 def reconcile_membership(cluster_id: int, reason: str, *, countdown: float | None = None, waits: int = 0) -> None:
     """A cluster joined or was relabelled: reconcile the approved placements (queue "default")."""
-    send("federation.tasks.reconcile_membership_task", (cluster_id, reason, waits), queue="default", countdown=countdown)
+    send(
+        "federation.tasks.reconcile_membership_task", (cluster_id, reason, waits), queue="default", countdown=countdown
+    )

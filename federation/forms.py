@@ -45,26 +45,46 @@ class ResourceForm(forms.Form):
     """Everything but the overrides and RSP rows (those are formsets)."""
 
     type = forms.ModelChoiceField(queryset=FederatedType.objects.none(), empty_label=None)
-    namespace = forms.CharField(max_length=63, required=False, help_text="Empty for cluster-scoped types such as Namespace.")
+    namespace = forms.CharField(
+        max_length=63, required=False, help_text="Empty for cluster-scoped types such as Namespace."
+    )
     name = forms.CharField(max_length=253)
     template_yaml = forms.CharField(
-        label="Template (YAML)", required=False, strip=False, widget=forms.Textarea(attrs=YAML_WIDGET),
+        label="Template (YAML)",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs=YAML_WIDGET),
         help_text="The object as you would kubectl apply it; apiVersion/kind may be left out, name and namespace come from above.",
     )
     placement_mode = forms.ChoiceField(
-        label="Placement", initial=PLACEMENT_CLUSTERS, widget=forms.RadioSelect,
-        choices=[(PLACEMENT_CLUSTERS, "Cluster list"), (PLACEMENT_SELECTOR, "Label selector"), (PLACEMENT_NONE, "Not propagated")],
+        label="Placement",
+        initial=PLACEMENT_CLUSTERS,
+        widget=forms.RadioSelect,
+        choices=[
+            (PLACEMENT_CLUSTERS, "Cluster list"),
+            (PLACEMENT_SELECTOR, "Label selector"),
+            (PLACEMENT_NONE, "Not propagated"),
+        ],
         help_text="KubeFed's rules: a cluster list wins over a selector; an empty list selects none; an empty selector selects all.",
     )
     clusters = forms.MultipleChoiceField(required=False, widget=ClusterPicker(attrs={"class": "cluster-picker"}))
     selector_yaml = forms.CharField(
-        label="Cluster selector (YAML)", required=False, strip=False, widget=forms.Textarea(attrs={**YAML_WIDGET, "rows": 5}),
+        label="Cluster selector (YAML)",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={**YAML_WIDGET, "rows": 5}),
         help_text="matchLabels: {env: prod}\nmatchExpressions: [{key: region, operator: In, values: [eu-west-1]}]",
     )
-    retention = forms.ChoiceField(choices=Retention.choices, initial=Retention.DELETE,
-                                  help_text="On clusters that leave the placement: Delete the object, or Orphan it (leave it).")
-    drift_policy = forms.ChoiceField(choices=DriftPolicy.choices, initial=DriftPolicy.REPORT,
-                                     help_text="Report external changes, or Enforce (re-apply) them away.")
+    retention = forms.ChoiceField(
+        choices=Retention.choices,
+        initial=Retention.DELETE,
+        help_text="On clusters that leave the placement: Delete the object, or Orphan it (leave it).",
+    )
+    drift_policy = forms.ChoiceField(
+        choices=DriftPolicy.choices,
+        initial=DriftPolicy.REPORT,
+        help_text="Report external changes, or Enforce (re-apply) them away.",
+    )
     rsp_enabled = forms.BooleanField(label="Replica scheduling (RSP)", required=False)
     total_replicas = forms.IntegerField(required=False, min_value=0, max_value=1_000_000)
     rebalance = forms.BooleanField(required=False)
@@ -123,12 +143,17 @@ class ResourceForm(forms.Form):
             mode = PLACEMENT_NONE
         scheduling = revision.scheduling or {}
         return {
-            "type": resource.type_id, "namespace": resource.namespace, "name": resource.name,
+            "type": resource.type_id,
+            "namespace": resource.namespace,
+            "name": resource.name,
             "template_yaml": dump_yaml(template) if template else "",
-            "placement_mode": mode, "clusters": placement.get("clusters") or [],
+            "placement_mode": mode,
+            "clusters": placement.get("clusters") or [],
             "selector_yaml": dump_yaml(placement["clusterSelector"]) if placement.get("clusterSelector") else "",
-            "retention": resource.retention, "drift_policy": resource.drift_policy,
-            "rsp_enabled": bool(scheduling), "total_replicas": scheduling.get("totalReplicas"),
+            "retention": resource.retention,
+            "drift_policy": resource.drift_policy,
+            "rsp_enabled": bool(scheduling),
+            "total_replicas": scheduling.get("totalReplicas"),
             "rebalance": scheduling.get("rebalance", False),
             "intersect_with_cluster_selector": scheduling.get("intersectWithClusterSelector", False),
         }
@@ -137,11 +162,21 @@ class ResourceForm(forms.Form):
 class OverrideRowForm(forms.Form):
     # a text box with the cluster names as suggestions (datalist "override-clusters" in the form):
     # searchable, where a <select> of 200 clusters is not; the value must still be one of them
-    cluster = forms.ChoiceField(choices=(), widget=forms.TextInput(attrs={"list": "override-clusters", "autocomplete": "off",
-                                                                          "placeholder": "cluster name", "size": 18}))
+    cluster = forms.ChoiceField(
+        choices=(),
+        widget=forms.TextInput(
+            attrs={"list": "override-clusters", "autocomplete": "off", "placeholder": "cluster name", "size": 18}
+        ),
+    )
     op = forms.ChoiceField(choices=[(op, op) for op in OPS], initial=DEFAULT_OP)
-    path = forms.CharField(max_length=500, widget=forms.TextInput(attrs={"placeholder": "/spec/replicas", "class": "mono"}))
-    value = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 1, "class": "mono", "placeholder": "YAML value"}))
+    path = forms.CharField(
+        max_length=500, widget=forms.TextInput(attrs={"placeholder": "/spec/replicas", "class": "mono"})
+    )
+    value = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 1, "class": "mono", "placeholder": "YAML value"}),
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -171,7 +206,10 @@ class RspRowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].choices = [("", "— cluster —"), (WILDCARD, "* (every other cluster)")] + cluster_choices()
+        self.fields["cluster"].choices = [
+            ("", "— cluster —"),
+            (WILDCARD, "* (every other cluster)"),
+        ] + cluster_choices()
 
     def clean(self):
         data = super().clean()
@@ -198,10 +236,12 @@ class RowsFormSet(forms.BaseFormSet):
         return {**super().get_form_kwargs(index), "empty_permitted": True}
 
 
-OverrideFormSet = forms.formset_factory(OverrideRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
-                                        validate_max=True)
-RspFormSet = forms.formset_factory(RspRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200,
-                                   validate_max=True)
+OverrideFormSet = forms.formset_factory(
+    OverrideRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200, validate_max=True
+)
+RspFormSet = forms.formset_factory(
+    RspRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200, validate_max=True
+)
 OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
 RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"
@@ -214,8 +254,14 @@ def override_initial(revision, *, secret: bool = False) -> list[dict]:
         for op in entry["clusterOverrides"]:
             op = mask_secrets(op, secret=secret)
             value = op.get("value")
-            rows.append({"cluster": entry["clusterName"], "op": op.get("op", DEFAULT_OP), "path": op["path"],
-                         "value": "" if "value" not in op else dump_yaml(value).strip().removesuffix("...").strip()})
+            rows.append(
+                {
+                    "cluster": entry["clusterName"],
+                    "op": op.get("op", DEFAULT_OP),
+                    "path": op["path"],
+                    "value": "" if "value" not in op else dump_yaml(value).strip().removesuffix("...").strip(),
+                }
+            )
     return rows
 
 
@@ -224,8 +270,11 @@ def restore_secret_values(template: dict, overrides: list[dict], revision) -> tu
     template's by position, an override's from the operation with the same cluster, op and path);
     values typed in replace the stored ones. A token that matches nothing raises MaskedValueError."""
     template = restore_masked(template, revision.template if revision else None)
-    stored = {(entry["clusterName"], op.get("op", DEFAULT_OP), op["path"]): op.get("value")
-              for entry in (revision.overrides if revision else None) or [] for op in entry["clusterOverrides"]}
+    stored = {
+        (entry["clusterName"], op.get("op", DEFAULT_OP), op["path"]): op.get("value")
+        for entry in (revision.overrides if revision else None) or []
+        for op in entry["clusterOverrides"]
+    }
     restored = []
     for entry in overrides:
         ops = []
@@ -241,8 +290,14 @@ def restore_secret_values(template: dict, overrides: list[dict], revision) -> tu
 def rsp_initial(revision) -> list[dict]:
     rows = []
     for name, pref in ((revision.scheduling or {}).get("clusters") or {}).items() if revision else []:
-        rows.append({"cluster": name, "weight": pref.get("weight", 0), "min_replicas": pref.get("minReplicas") or None,
-                     "max_replicas": pref.get("maxReplicas")})
+        rows.append(
+            {
+                "cluster": name,
+                "weight": pref.get("weight", 0),
+                "min_replicas": pref.get("minReplicas") or None,
+                "max_replicas": pref.get("maxReplicas"),
+            }
+        )
     return rows
 
 

@@ -66,12 +66,14 @@ def _metadata(obj: Mapping, where: str) -> tuple[str, str]:
     return namespace, metadata["name"]
 
 
-def parse_federated(obj: Mapping, *, cluster_map: Mapping[str, str] | None = None, known_clusters=None, where="document") -> ImportedResource:
+def parse_federated(
+    obj: Mapping, *, cluster_map: Mapping[str, str] | None = None, known_clusters=None, where="document"
+) -> ImportedResource:
     cluster_map = cluster_map or {}
     known = set(known_clusters) if known_clusters is not None else None
     api_version, kind = check_object_identity(obj, where=where)
     namespace, name = _metadata(obj, where)
-    target_kind = kind[len("Federated"):]
+    target_kind = kind[len("Federated") :]
     if not kind.startswith("Federated") or not target_kind:
         raise KubeFedImportError(f"{where}: {kind!r} is not a Federated<Kind>.")
     where = f"{where} ({kind} {namespace + '/' if namespace else ''}{name})"
@@ -131,7 +133,7 @@ def parse_scheduling(obj: Mapping, *, cluster_map=None, known_clusters=None, whe
         (name_ if name_ == WILDCARD else _map_name(name_, cluster_map, known, where)): pref
         for name_, pref in preference["clusters"].items()
     }
-    return ImportedScheduling(target[len("Federated"):], namespace, name, preference)
+    return ImportedScheduling(target[len("Federated") :], namespace, name, preference)
 
 
 def parse_plain(obj: Mapping, *, where="document") -> ImportedResource:
@@ -179,13 +181,19 @@ def parse_documents(text, *, cluster_map=None, known_clusters=None) -> ImportRes
         if kind == "List" and api_version == "v1":
             raise KubeFedImportError(f"{where}: a List is not supported; give one object per document.")
         if group == KUBEFED_TYPES_GROUP:
-            result.resources.append(parse_federated(obj, cluster_map=cluster_map, known_clusters=known_clusters, where=where))
+            result.resources.append(
+                parse_federated(obj, cluster_map=cluster_map, known_clusters=known_clusters, where=where)
+            )
         elif group == KUBEFED_SCHEDULING_GROUP:
             if kind != "ReplicaSchedulingPreference":
                 raise KubeFedImportError(f"{where}: {kind!r} in {group} is not supported.")
-            result.scheduling.append(parse_scheduling(obj, cluster_map=cluster_map, known_clusters=known_clusters, where=where))
+            result.scheduling.append(
+                parse_scheduling(obj, cluster_map=cluster_map, known_clusters=known_clusters, where=where)
+            )
         elif group.endswith("kubefed.io"):
-            raise KubeFedImportError(f"{where}: {api_version} {kind} is KubeFed control-plane configuration, not a federated object.")
+            raise KubeFedImportError(
+                f"{where}: {api_version} {kind} is KubeFed control-plane configuration, not a federated object."
+            )
         else:
             result.resources.append(parse_plain(obj, where=where))
     return result

@@ -30,8 +30,13 @@ def load_yaml(text):
 def dump_yaml(obj) -> str:
     """Stable, readable YAML for display and diffs."""
     # libyaml's emitter when PyYAML has it (several times faster; previews dump one manifest per cluster)
-    return yaml.dump(obj, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=True,
-                     default_flow_style=False, allow_unicode=True)
+    return yaml.dump(
+        obj,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
+    )
 
 
 def parse_template(text, *, api_version: str, kind: str) -> dict:
@@ -57,9 +62,7 @@ def check_template(obj, *, api_version: str, kind: str) -> dict:
         raise ManifestError(f"The template's kind is {found_kind!r} but this type federates {kind!r}.")
     found_version = obj.get("apiVersion")
     if found_version is not None and found_version != api_version:
-        raise ManifestError(
-            f"The template's apiVersion is {found_version!r} but this type federates {api_version!r}."
-        )
+        raise ManifestError(f"The template's apiVersion is {found_version!r} but this type federates {api_version!r}.")
     metadata = obj.get("metadata", {})
     if metadata is not None and not isinstance(metadata, dict):
         raise ManifestError("metadata must be a mapping.")

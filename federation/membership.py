@@ -28,8 +28,13 @@ logger = logging.getLogger(__name__)
 
 APPLY, REMOVE = "apply", "remove"
 # a PropagatedVersion in one of these states holds nothing on the cluster: a selected cluster needs the apply
-NOT_THERE = (PropagationReason.REMOVED, PropagationReason.ORPHANED, PropagationReason.CLUSTER_NOT_READY,
-             PropagationReason.CLUSTER_ISOLATED, PropagationReason.CLUSTER_NOT_REGISTERED)
+NOT_THERE = (
+    PropagationReason.REMOVED,
+    PropagationReason.ORPHANED,
+    PropagationReason.CLUSTER_NOT_READY,
+    PropagationReason.CLUSTER_ISOLATED,
+    PropagationReason.CLUSTER_NOT_REGISTERED,
+)
 
 
 def join_requires_change_request() -> bool:
@@ -50,13 +55,23 @@ class MembershipChange:
 
 def membership_changes(cluster: Cluster) -> list[MembershipChange]:
     """What the approved placements now say of ``cluster`` that its propagated versions do not."""
-    resources = (FederatedResource.objects.select_related("type", "propagated_revision")
-                 .filter(propagated_revision__isnull=False, type__propagation=Toggle.ENABLED).order_by("pk"))
+    resources = (
+        FederatedResource.objects.select_related("type", "propagated_revision")
+        .filter(propagated_revision__isnull=False, type__propagation=Toggle.ENABLED)
+        .order_by("pk")
+    )
     clusters = list(Cluster.objects.only(*PLAN_FIELDS))
-    held = {pv.resource_id: pv.status for pv in PropagatedVersion.objects.filter(cluster=cluster).only("resource_id", "status")}
+    held = {
+        pv.resource_id: pv.status
+        for pv in PropagatedVersion.objects.filter(cluster=cluster).only("resource_id", "status")
+    }
     changes = []
     for resource in resources:
-        plans = [p for p in plan_targets(resource, resource.propagated_revision, clusters=clusters) if p.cluster.pk == cluster.pk]
+        plans = [
+            p
+            for p in plan_targets(resource, resource.propagated_revision, clusters=clusters)
+            if p.cluster.pk == cluster.pk
+        ]
         if not plans:
             continue
         action = plans[0].action
@@ -83,11 +98,17 @@ def reconcile_cluster_membership(cluster: Cluster, *, reason: str = "joined") ->
         only = None if revision.scheduling else {cluster.pk}
         try:
             with transaction.atomic():
-                run = propagate_revision(resource, actor=None, revision=revision, trigger=RunTrigger.RESYNC,
-                                         only_clusters=only)
-                record_event("federation.resource.membership", actor=None, obj=resource, cluster=cluster.name,
-                             summary=f"{cluster.name} {reason}: {verb} it {resource} (approved placement of revision {revision.number})",
-                             after={"run": run.pk, "action": change.action, "cluster": cluster.name, "reason": reason})
+                run = propagate_revision(
+                    resource, actor=None, revision=revision, trigger=RunTrigger.RESYNC, only_clusters=only
+                )
+                record_event(
+                    "federation.resource.membership",
+                    actor=None,
+                    obj=resource,
+                    cluster=cluster.name,
+                    summary=f"{cluster.name} {reason}: {verb} it {resource} (approved placement of revision {revision.number})",
+                    after={"run": run.pk, "action": change.action, "cluster": cluster.name, "reason": reason},
+                )
         except PropagationError as exc:
             logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
             continue
@@ -100,13 +121,19 @@ def _open_change_request(resource: FederatedResource, cluster: Cluster, *, reaso
     from federation.approvals.choices import ChangeKind, ChangeState
     from federation.approvals.models import ChangeRequest
 
-    if ChangeRequest.objects.filter(resource=resource, kind=ChangeKind.RECONCILE, state__in=ChangeState.open()).exists():
+    if ChangeRequest.objects.filter(
+        resource=resource, kind=ChangeKind.RECONCILE, state__in=ChangeState.open()
+    ).exists():
         return None  # one open reconcile request per resource: it re-applies the whole placement
     return approvals.create_change_request(
-        resource, actor=None, kind=ChangeKind.RECONCILE, revision=resource.propagated_revision,
+        resource,
+        actor=None,
+        kind=ChangeKind.RECONCILE,
+        revision=resource.propagated_revision,
         title=f"Reconcile {resource}: {cluster.name} {reason}",
         description=f"Cluster {cluster.name} {reason}; the approved placement of revision "
-                    f"{resource.propagated_revision.number} says to {verb} it. Approving re-applies that revision.")
+        f"{resource.propagated_revision.number} says to {verb} it. Approving re-applies that revision.",
+    )
 
 
 def reconcile_when_ready(cluster_id: int, reason: str) -> str:

@@ -80,16 +80,20 @@ class FederatedResource(models.Model):
     type = models.ForeignKey(FederatedType, on_delete=models.PROTECT, related_name="resources")
     namespace = models.CharField(max_length=63, blank=True, validators=[validate_dns1123_label])
     name = models.CharField(max_length=253)
-    current_revision = models.ForeignKey(
-        "Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    current_revision = models.ForeignKey("Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     propagated_revision = models.ForeignKey(
-        "Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        "Revision",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The revision most recently sent to the clusters.",
     )
     retention = models.CharField(max_length=16, choices=Retention.choices, default=Retention.DELETE)
     drift_policy = models.CharField(max_length=16, choices=DriftPolicy.choices, default=DriftPolicy.REPORT)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -121,7 +125,9 @@ class Revision(models.Model):
     scheduling = models.JSONField(null=True, blank=True, help_text="ReplicaSchedulingPreference spec, or null.")
     content_hash = models.CharField(max_length=64, db_index=True)
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     message = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -159,7 +165,9 @@ class PropagationRun(models.Model):
     revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="runs")
     trigger = models.CharField(max_length=16, choices=RunTrigger.choices, default=RunTrigger.PROPAGATE)
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.RUNNING, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -207,7 +215,9 @@ class PropagatedVersion(models.Model):
     template_hash = models.CharField(max_length=64, blank=True)
     override_hash = models.CharField(max_length=64, blank=True)
     version = models.CharField(max_length=64, blank=True, help_text='"gen:N" or "rv:N" of the object we wrote.')
-    status = models.CharField(max_length=32, choices=PropagationReason.choices, default=PropagationReason.PENDING, db_index=True)
+    status = models.CharField(
+        max_length=32, choices=PropagationReason.choices, default=PropagationReason.PENDING, db_index=True
+    )
     message = models.TextField(blank=True)
     applied_manifest = models.JSONField(null=True, blank=True, help_text="The manifest last applied (drift baseline).")
     remote_status = models.JSONField(null=True, blank=True)
@@ -215,9 +225,11 @@ class PropagatedVersion(models.Model):
     drift = models.JSONField(default=list, blank=True, help_text="Field diff [{path, before, after, change}].")
     live_resource_version = models.CharField(max_length=64, blank=True)
     live_uid = models.CharField(
-        max_length=64, blank=True,
+        max_length=64,
+        blank=True,
         help_text="metadata.uid of the object we wrote; the next apply names it, so it never writes over another "
-                  "object of the same name.")
+        "object of the same name.",
+    )
     propagated_at = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     drift_checked_at = models.DateTimeField(null=True, blank=True)
@@ -231,7 +243,9 @@ class PropagatedVersion(models.Model):
             models.UniqueConstraint(fields=["resource", "cluster"], name="federation_propagated_version_unique"),
         ]
         indexes = [
-            models.Index(fields=["sync_state"], condition=Q(sync_state="OutOfSync"), name="federation_pv_outofsync_idx"),
+            models.Index(
+                fields=["sync_state"], condition=Q(sync_state="OutOfSync"), name="federation_pv_outofsync_idx"
+            ),
         ]
 
     def __str__(self):
@@ -244,7 +258,9 @@ class PropagatedVersion(models.Model):
     @property
     def is_present(self) -> bool:
         """FedPortal believes its object is on the cluster (not removed/orphaned)."""
-        return self.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED) and bool(self.applied_manifest)
+        return self.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED) and bool(
+            self.applied_manifest
+        )
 
 
 class SettingsChange(models.Model):
@@ -253,7 +269,9 @@ class SettingsChange(models.Model):
     authors of what a change request would apply (federation.approvals.content)."""
 
     resource = models.ForeignKey(FederatedResource, on_delete=models.CASCADE, related_name="settings_changes")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     before = models.JSONField(default=dict)
     after = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)

@@ -41,7 +41,9 @@ class OverrideError(ValueError):
 
 def normalize_operation(raw, *, cluster: str = "") -> dict:
     if not isinstance(raw, Mapping):
-        raise OverrideError(f"Override for cluster {cluster!r} must be a mapping with op, path and value.", cluster=cluster)
+        raise OverrideError(
+            f"Override for cluster {cluster!r} must be a mapping with op, path and value.", cluster=cluster
+        )
     unknown = set(raw) - {"op", "path", "value"}
     if unknown:
         raise OverrideError(f"Override for cluster {cluster!r}: unknown field {sorted(unknown)[0]!r}.", cluster=cluster)
@@ -49,7 +51,9 @@ def normalize_operation(raw, *, cluster: str = "") -> dict:
     path = raw.get("path")
     if op not in OPS:
         raise OverrideError(
-            f"Override for cluster {cluster!r}: op {op!r} is not one of add, remove, replace.", cluster=cluster, path=path or ""
+            f"Override for cluster {cluster!r}: op {op!r} is not one of add, remove, replace.",
+            cluster=cluster,
+            path=path or "",
         )
     if not isinstance(path, str) or not path.startswith("/"):
         raise OverrideError(
@@ -60,11 +64,17 @@ def normalize_operation(raw, *, cluster: str = "") -> dict:
     try:
         jsonpointer.JsonPointer(path)
     except jsonpointer.JsonPointerException as exc:
-        raise OverrideError(f"Override for cluster {cluster!r}: path {path!r} is invalid: {exc}", cluster=cluster, path=path) from exc
+        raise OverrideError(
+            f"Override for cluster {cluster!r}: path {path!r} is invalid: {exc}", cluster=cluster, path=path
+        ) from exc
     if path.rstrip("/") in FORBIDDEN_PATHS:
-        raise OverrideError(f"Override for cluster {cluster!r}: path {path!r} cannot be overridden.", cluster=cluster, path=path)
+        raise OverrideError(
+            f"Override for cluster {cluster!r}: path {path!r} cannot be overridden.", cluster=cluster, path=path
+        )
     if op in ("add", "replace") and "value" not in raw:
-        raise OverrideError(f"Override for cluster {cluster!r}: op {op} on {path} needs a value.", cluster=cluster, path=path)
+        raise OverrideError(
+            f"Override for cluster {cluster!r}: op {op} on {path} needs a value.", cluster=cluster, path=path
+        )
     result = {"op": op, "path": path}
     if op != "remove":
         result["value"] = raw["value"]

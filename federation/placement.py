@@ -180,6 +180,8 @@ def describe_placement(placement: Mapping) -> str:
         parts = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
         for expr in selector.get("matchExpressions") or []:
             values = ",".join(expr.get("values", []))
-            parts.append(f"{expr['key']} {expr['operator']} ({values})" if values else f"{expr['operator']} {expr['key']}")
+            parts.append(
+                f"{expr['key']} {expr['operator']} ({values})" if values else f"{expr['operator']} {expr['key']}"
+            )
         return "selector: " + "; ".join(parts) if parts else "all clusters (empty selector)"
     return "not propagated"

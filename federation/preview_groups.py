@@ -85,14 +85,31 @@ def group_previews(items) -> list[PreviewGroup]:
             diff = ""  # only FedPortal's own annotation changed
         rendered = clean_diff(value(item, "rendered_yaml", ""))
         before = value(item, "replicas_before", value(item, "live_replicas"))
-        key = (value(item, "resource"), value(item, "action"), diff, rendered if not diff else "", value(item, "message", ""),
-               tuple(value(item, "warnings", None) or ()), value(item, "replicas"), value(item, "severity", ""), before)
+        key = (
+            value(item, "resource"),
+            value(item, "action"),
+            diff,
+            rendered if not diff else "",
+            value(item, "message", ""),
+            tuple(value(item, "warnings", None) or ()),
+            value(item, "replicas"),
+            value(item, "severity", ""),
+            before,
+        )
         group = groups.get(key)
         if group is None:
-            group = groups[key] = PreviewGroup([], value(item, "action"), value(item, "message", ""),
-                                               value(item, "replicas"), list(value(item, "warnings", None) or ()),
-                                               diff, rendered, resource=value(item, "resource") or "",
-                                               severity=value(item, "severity", "") or "", replicas_before=before)
+            group = groups[key] = PreviewGroup(
+                [],
+                value(item, "action"),
+                value(item, "message", ""),
+                value(item, "replicas"),
+                list(value(item, "warnings", None) or ()),
+                diff,
+                rendered,
+                resource=value(item, "resource") or "",
+                severity=value(item, "severity", "") or "",
+                replicas_before=before,
+            )
         group.items.append(item)
         group.clusters.append(cluster_name(item))
     result = list(groups.values())

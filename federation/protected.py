@@ -32,5 +32,7 @@ def protected_namespace_refusal(resource, *, emergency: bool = False) -> str:
     namespace = protected_namespace_of(resource)
     if not namespace or emergency:
         return ""
-    return (f"{namespace} is a protected namespace: FedPortal propagates {resource} only through an admin's "
-            "emergency apply, which is audited.")
+    return (
+        f"{namespace} is a protected namespace: FedPortal propagates {resource} only through an admin's "
+        "emergency apply, which is audited."
+    )

@@ -45,8 +45,11 @@ def namespace_placement(resource, refs: list[ClusterRef]) -> list[str] | None:
     """Clusters the resource's FederatedNamespace is placed on; None when there is none."""
     from federation.models import FederatedResource
 
-    ns = (FederatedResource.objects.select_related("current_revision")
-          .filter(type__group="", type__kind="Namespace", name=resource.namespace).first())
+    ns = (
+        FederatedResource.objects.select_related("current_revision")
+        .filter(type__group="", type__kind="Namespace", name=resource.namespace)
+        .first()
+    )
     if ns is None or ns.current_revision is None:
         return None
     known = {r.name for r in refs}
@@ -113,9 +116,11 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
             if ns_clusters is not None:
                 pool = [n for n in pool if n in ns_clusters]
             if not pool:
-                decision.note = ("intersectWithClusterSelector: the clusterSelector (with the namespace's placement) "
-                                 "selects no cluster, so the scheduling preference does nothing and the placement "
-                                 "and replicas of the template stand, as in KubeFed.")
+                decision.note = (
+                    "intersectWithClusterSelector: the clusterSelector (with the namespace's placement) "
+                    "selects no cluster, so the scheduling preference does nothing and the placement "
+                    "and replicas of the template stand, as in KubeFed."
+                )
                 pool = None
     if pool is not None:
         available = [n for n in pool if n in schedulable]
@@ -125,22 +130,39 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
         decision.replicas = {row.cluster: row.replicas for row in decision.schedule}
         for name in pool:
             if name not in schedulable:
-                decision.schedule.append(ClusterSchedule(name, None, None, None, None, None, 0, 0, 0,
-                                                         "not Ready or isolated: left out of scheduling until it is"))
+                decision.schedule.append(
+                    ClusterSchedule(
+                        name,
+                        None,
+                        None,
+                        None,
+                        None,
+                        None,
+                        0,
+                        0,
+                        0,
+                        "not Ready or isolated: left out of scheduling until it is",
+                    )
+                )
         decision.schedule.sort(key=lambda row: row.cluster)
         targets = pool
     else:
         targets = [n for n in select_clusters(placement, refs) if n in known]
     if namespaced:
         if ns_clusters is None:
-            decision.not_placed = (f"Namespace {resource.namespace} is not federated (no FederatedNamespace "
-                                   f"{resource.namespace}): a namespaced resource is placed only where its namespace "
-                                   f"is (NamespaceNotFederated), so it is placed nowhere.")
-            decision.excluded = {n: f"NamespaceNotFederated: no FederatedNamespace {resource.namespace}" for n in targets}
+            decision.not_placed = (
+                f"Namespace {resource.namespace} is not federated (no FederatedNamespace "
+                f"{resource.namespace}): a namespaced resource is placed only where its namespace "
+                f"is (NamespaceNotFederated), so it is placed nowhere."
+            )
+            decision.excluded = {
+                n: f"NamespaceNotFederated: no FederatedNamespace {resource.namespace}" for n in targets
+            }
             targets = []
         else:
-            decision.excluded = {n: f"Namespace {resource.namespace} is not placed on {n}" for n in targets
-                                 if n not in ns_clusters}
+            decision.excluded = {
+                n: f"Namespace {resource.namespace} is not placed on {n}" for n in targets if n not in ns_clusters
+            }
             targets = [n for n in targets if n in ns_clusters]
     for row in decision.schedule:
         if row.cluster in decision.excluded:
@@ -165,7 +187,9 @@ def decide_for(resource, revision=None) -> Decision:
 def decision_as_dict(resource, revision, decision: Decision) -> dict:
     """What ``fedctl plan -o json`` prints and the Scheduling panel shows."""
     return {
-        "kind": resource.type.kind, "namespace": resource.namespace, "name": resource.name,
+        "kind": resource.type.kind,
+        "namespace": resource.namespace,
+        "name": resource.name,
         "revision": revision.number if revision else None,
         "scheduling": revision.scheduling if revision else None,
         "targets": decision.targets,
@@ -173,9 +197,18 @@ def decision_as_dict(resource, revision, decision: Decision) -> dict:
         "note": decision.note,
         "excluded": decision.excluded,
         "clusters": [
-            {"cluster": row.cluster, "weight": row.weight, "minReplicas": row.min_replicas,
-             "maxReplicas": row.max_replicas, "current": row.current, "capacity": row.capacity,
-             "planned": row.planned, "overflow": row.overflow, "replicas": row.replicas, "reason": row.reason}
+            {
+                "cluster": row.cluster,
+                "weight": row.weight,
+                "minReplicas": row.min_replicas,
+                "maxReplicas": row.max_replicas,
+                "current": row.current,
+                "capacity": row.capacity,
+                "planned": row.planned,
+                "overflow": row.overflow,
+                "replicas": row.replicas,
+                "reason": row.reason,
+            }
             for row in decision.schedule
         ],
     }

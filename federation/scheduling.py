@@ -62,7 +62,9 @@ def normalize_preference(raw) -> dict | None:
         if pref.get("maxReplicas") is not None:
             item["maxReplicas"] = _int(pref["maxReplicas"], f"{name}.maxReplicas")
             if item["maxReplicas"] < item["minReplicas"]:
-                raise SchedulingError(f"{name}: maxReplicas ({item['maxReplicas']}) is below minReplicas ({item['minReplicas']}).")
+                raise SchedulingError(
+                    f"{name}: maxReplicas ({item['maxReplicas']}) is below minReplicas ({item['minReplicas']})."
+                )
         normalised[name.strip()] = item
     return {
         "totalReplicas": total,
@@ -142,8 +144,15 @@ def plan(
         if pref is None:
             replicas[name] = 0
             continue
-        entries.append(_Entry(name, pref.get("weight", 0), pref.get("minReplicas", 0), pref.get("maxReplicas"),
-                              (-pref.get("weight", 0), fnv32(name + key))))
+        entries.append(
+            _Entry(
+                name,
+                pref.get("weight", 0),
+                pref.get("minReplicas", 0),
+                pref.get("maxReplicas"),
+                (-pref.get("weight", 0), fnv32(name + key)),
+            )
+        )
     entries.sort(key=lambda entry: entry.order)
 
     remaining = data["totalReplicas"]

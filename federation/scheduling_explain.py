@@ -63,9 +63,20 @@ def explain(
         pref = preference_for(prefs, name)
         planned = replicas[name]
         if pref is None:
-            rows.append(ClusterSchedule(name, None, None, None, current.get(name), capacity.get(name), planned,
-                                        overflow.get(name, 0), applied[name],
-                                        f"no preference for {name} and no '*': 0 replicas (kept in the placement)"))
+            rows.append(
+                ClusterSchedule(
+                    name,
+                    None,
+                    None,
+                    None,
+                    current.get(name),
+                    capacity.get(name),
+                    planned,
+                    overflow.get(name, 0),
+                    applied[name],
+                    f"no preference for {name} and no '*': 0 replicas (kept in the placement)",
+                )
+            )
             continue
         weight, minimum, maximum = pref.get("weight", 0), pref.get("minReplicas", 0), pref.get("maxReplicas")
         reasons = []
@@ -76,8 +87,11 @@ def explain(
         running = current.get(name) or 0
         kept = min(running, planned)
         if not data["rebalance"] and kept > 0:
-            reasons.append(f"kept {kept} running (rebalance off)" if kept == running
-                           else f"kept {kept} of {running} running (rebalance off)")
+            reasons.append(
+                f"kept {kept} running (rebalance off)"
+                if kept == running
+                else f"kept {kept} of {running} running (rebalance off)"
+            )
         elif data["rebalance"] and running and running > planned:
             reasons.append(f"{running - planned} of {running} running moved (rebalance on)")
         if maximum is not None and planned == maximum and maximum < data["totalReplicas"]:
@@ -95,6 +109,18 @@ def explain(
                 reasons.append(f"weight {weight} of {weight_sum}")
             else:
                 reasons.append(f"weight {weight} of {weight_sum}: nothing left after clusters that sort first")
-        rows.append(ClusterSchedule(name, weight, minimum, maximum, current.get(name), capacity.get(name), planned,
-                                    overflow.get(name, 0), applied[name], "; ".join(reasons)))
+        rows.append(
+            ClusterSchedule(
+                name,
+                weight,
+                minimum,
+                maximum,
+                current.get(name),
+                capacity.get(name),
+                planned,
+                overflow.get(name, 0),
+                applied[name],
+                "; ".join(reasons),
+            )
+        )
     return rows

@@ -12,15 +12,27 @@ _GONE = [PropagationReason.REMOVED, PropagationReason.ORPHANED]
 def resources(*, q: str = "", type=None) -> QuerySet:
     """Resources with per-cluster counts and a 'running' flag, for the list page."""
     running = PropagationTarget.objects.filter(
-        run__resource=OuterRef("pk"), state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
-    qs = (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
-          .annotate(
-              clusters_total=Count("propagated_versions", filter=~Q(propagated_versions__status__in=_GONE), distinct=True),
-              clusters_ok=Count("propagated_versions", filter=Q(propagated_versions__status=PropagationReason.OK), distinct=True),
-              clusters_out_of_sync=Count("propagated_versions", filter=Q(
-                  propagated_versions__sync_state=SyncState.OUT_OF_SYNC) & ~Q(propagated_versions__status__in=_GONE), distinct=True),
-              is_running=Exists(running),
-          ).order_by("namespace", "name", "type__kind"))
+        run__resource=OuterRef("pk"), state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
+    )
+    qs = (
+        FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+        .annotate(
+            clusters_total=Count(
+                "propagated_versions", filter=~Q(propagated_versions__status__in=_GONE), distinct=True
+            ),
+            clusters_ok=Count(
+                "propagated_versions", filter=Q(propagated_versions__status=PropagationReason.OK), distinct=True
+            ),
+            clusters_out_of_sync=Count(
+                "propagated_versions",
+                filter=Q(propagated_versions__sync_state=SyncState.OUT_OF_SYNC)
+                & ~Q(propagated_versions__status__in=_GONE),
+                distinct=True,
+            ),
+            is_running=Exists(running),
+        )
+        .order_by("namespace", "name", "type__kind")
+    )
     if q:
         qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(type__kind__icontains=q))
     if type is not None:
@@ -57,15 +69,20 @@ def run_targets(run) -> dict[int, PropagationTarget]:
 
 
 def out_of_sync() -> QuerySet:
-    return (PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exclude(status__in=_GONE)
-            .select_related("resource__type", "cluster").order_by("-drift_detected_at", "pk"))
+    return (
+        PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC)
+        .exclude(status__in=_GONE)
+        .select_related("resource__type", "cluster")
+        .order_by("-drift_detected_at", "pk")
+    )
 
 
 def find_resources(qualified: str, *, kind: str = "") -> list[FederatedResource]:
     """'ns/name' (or 'name' for cluster-scoped) -> matching resources, optionally of one kind."""
     namespace, _, name = qualified.rpartition("/")
     qs = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").filter(
-        namespace=namespace, name=name)
+        namespace=namespace, name=name
+    )
     if kind:
         qs = qs.filter(Q(type__kind__iexact=kind) | Q(type__plural__iexact=kind))
     return list(qs)
@@ -77,9 +94,13 @@ def summary() -> dict:
     return {
         "resources": FederatedResource.objects.count(),
         "ok": by_status.get(PropagationReason.OK, 0),
-        "failing": sum(n for status, n in by_status.items() if status not in (PropagationReason.OK, PropagationReason.PENDING)),
+        "failing": sum(
+            n for status, n in by_status.items() if status not in (PropagationReason.OK, PropagationReason.PENDING)
+        ),
         "pending": by_status.get(PropagationReason.PENDING, 0),
-        "out_of_sync": PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exclude(status__in=_GONE).count(),
+        "out_of_sync": PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC)
+        .exclude(status__in=_GONE)
+        .count(),
         "health": health_counts(),
     }
 
@@ -87,8 +108,11 @@ def summary() -> dict:
 def health_counts() -> dict[str, int]:
     """Propagated objects per health (federation.health), over the fleet: one query, streamed."""
     counts = {value: 0 for value in Health.values}
-    rows = (PropagatedVersion.objects.exclude(status__in=_GONE)
-            .values_list("resource__type__kind", "version", "remote_status").iterator(chunk_size=2000))
+    rows = (
+        PropagatedVersion.objects.exclude(status__in=_GONE)
+        .values_list("resource__type__kind", "version", "remote_status")
+        .iterator(chunk_size=2000)
+    )
     for kind, version, remote_status in rows:
         counts[health(kind, remote_status, written=bool(version))] += 1
     return counts

@@ -19,26 +19,26 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from clusters.models import Cluster
 from clusters.schemas import plural_for
 from clusters.validators import validate_dns1123_label
-from django.core.exceptions import PermissionDenied, ValidationError
-from fedportal.audit import record_event
-from fedportal.masking import is_secret_kind, mask_secrets
+from federation.apiserver_limits import override_value_problems, spec_value_problems
 from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
+from federation.content_hooks import settings_changed
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, legacy_ingress_backends, parse_documents
 from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
-from federation.apiserver_limits import override_value_problems, spec_value_problems
-from federation.content_hooks import settings_changed
 from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
+from fedportal.audit import record_event
+from fedportal.masking import is_secret_kind, mask_secrets
 from fedportal.roles import Role, has_role, require_actor_role
 
 # Kinds whose spec.replicas KubeFed's ReplicaSchedulingPreference may drive.
@@ -61,8 +61,13 @@ class FederationError(RuntimeError):
 
 # --- validation ------------------------------------------------------------------------------
 
+
 def _check_name(name: str) -> list[str]:
-    if not name or len(name) > _SUBDOMAIN_MAX or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name):
+    if (
+        not name
+        or len(name) > _SUBDOMAIN_MAX
+        or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name)
+    ):
         return [f"{name!r} is not a valid object name (lowercase letters, digits, '-' and '.', at most 253)."]
     return []
 
@@ -97,7 +102,9 @@ def validate_spec(
 
     result = {"template": None, "placement": {}, "overrides": [], "scheduling": None}
     try:
-        result["template"] = check_template(template if template is not None else {}, api_version=ftype.api_version, kind=ftype.kind)
+        result["template"] = check_template(
+            template if template is not None else {}, api_version=ftype.api_version, kind=ftype.kind
+        )
         result["template"] = {k: v for k, v in result["template"].items() if k not in ("apiVersion", "kind", "status")}
         errors["template"] = spec_value_problems(ftype.kind, result["template"])
     except ManifestError as exc:
@@ -113,9 +120,13 @@ def validate_spec(
         result["overrides"] = normalize_overrides(overrides)
         missing = sorted({e["clusterName"] for e in result["overrides"]} - known)
         if missing:
-            errors["overrides"] = [f"Overrides name unknown cluster{'s' if len(missing) > 1 else ''}: {', '.join(missing)}."]
+            errors["overrides"] = [
+                f"Overrides name unknown cluster{'s' if len(missing) > 1 else ''}: {', '.join(missing)}."
+            ]
         elif result["template"] is not None and not errors.get("name") and not errors.get("namespace"):
-            rendered = base_manifest(result["template"], target=ftype.target, namespace=namespace or "default", name=name)
+            rendered = base_manifest(
+                result["template"], target=ftype.target, namespace=namespace or "default", name=name
+            )
             problems = check_overrides(rendered, result["overrides"])
             if problems:
                 errors["overrides"] = [str(p) for p in problems]
@@ -145,7 +156,10 @@ def spec_hash(spec: Mapping) -> str:
 
 # --- resources and revisions -----------------------------------------------------------------
 
-def _new_revision(resource: FederatedResource, spec: Mapping, *, actor, parent: Revision | None, message: str) -> Revision:
+
+def _new_revision(
+    resource: FederatedResource, spec: Mapping, *, actor, parent: Revision | None, message: str
+) -> Revision:
     number = (resource.revisions.aggregate(n=Max("number"))["n"] or 0) + 1
     revision = Revision.objects.create(
         resource=resource,
@@ -181,8 +195,15 @@ def create_resource(
     require_actor_role(actor, Role.OPERATOR)
     namespace = (namespace or "").strip()
     name = (name or "").strip()
-    spec = validate_spec(ftype, namespace=namespace, name=name, template=template, placement=placement,
-                         overrides=overrides, scheduling=scheduling)
+    spec = validate_spec(
+        ftype,
+        namespace=namespace,
+        name=name,
+        template=template,
+        placement=placement,
+        overrides=overrides,
+        scheduling=scheduling,
+    )
     if retention not in Retention.values:
         raise SpecError({"retention": [f"Retention must be one of {', '.join(Retention.values)}."]})
     if drift_policy not in DriftPolicy.values:
@@ -190,17 +211,29 @@ def create_resource(
     try:
         with transaction.atomic():
             resource = FederatedResource.objects.create(
-                type=ftype, namespace=namespace, name=name, retention=retention, drift_policy=drift_policy,
+                type=ftype,
+                namespace=namespace,
+                name=name,
+                retention=retention,
+                drift_policy=drift_policy,
                 created_by=actor if getattr(actor, "pk", None) else None,
             )
             revision = _new_revision(resource, spec, actor=actor, parent=None, message=message or "Created")
             record_event(
-                "federation.resource.create", actor=actor, obj=resource,
+                "federation.resource.create",
+                actor=actor,
+                obj=resource,
                 summary=f"Created {resource} (revision {revision.number})",
-                after={**mask_secrets(revision.snapshot, secret=is_secret_kind(ftype.kind)), "retention": retention, "drift_policy": drift_policy},
+                after={
+                    **mask_secrets(revision.snapshot, secret=is_secret_kind(ftype.kind)),
+                    "retention": retention,
+                    "drift_policy": drift_policy,
+                },
             )
     except IntegrityError:
-        raise SpecError({"name": [f"A federated {ftype.kind} {namespace + '/' if namespace else ''}{name} already exists."]}) from None
+        raise SpecError(
+            {"name": [f"A federated {ftype.kind} {namespace + '/' if namespace else ''}{name} already exists."]}
+        ) from None
     return resource
 
 
@@ -219,8 +252,18 @@ def update_resource(
 ) -> Revision:
     """Save an edit: a new immutable revision when the content changed (else the current one)."""
     require_actor_role(actor, Role.OPERATOR)
-    return _save_revision(resource, template=template, placement=placement, overrides=overrides, scheduling=scheduling,
-                          actor=actor, message=message, retention=retention, drift_policy=drift_policy, parent=parent)
+    return _save_revision(
+        resource,
+        template=template,
+        placement=placement,
+        overrides=overrides,
+        scheduling=scheduling,
+        actor=actor,
+        message=message,
+        retention=retention,
+        drift_policy=drift_policy,
+        parent=parent,
+    )
 
 
 def withdraw_resource(resource: FederatedResource, *, actor=None, message: str = "") -> Revision:
@@ -230,16 +273,39 @@ def withdraw_resource(resource: FederatedResource, *, actor=None, message: str =
     if actor is not None and not (has_role(actor, Role.OPERATOR) or has_role(actor, Role.APPROVER)):
         raise PermissionDenied("Applying a delete request needs the operator or approver role.")
     current = resource.current_revision
-    return _save_revision(resource, template=current.template, placement={"clusters": []},
-                          overrides=current.overrides, scheduling=current.scheduling, actor=actor,
-                          message=message or "Delete")
+    return _save_revision(
+        resource,
+        template=current.template,
+        placement={"clusters": []},
+        overrides=current.overrides,
+        scheduling=current.scheduling,
+        actor=actor,
+        message=message or "Delete",
+    )
 
 
-def _save_revision(resource: FederatedResource, *, template, placement, overrides, scheduling, actor, message: str = "",
-                   retention: str | None = None, drift_policy: str | None = None,
-                   parent: Revision | None = None) -> Revision:
-    spec = validate_spec(resource.type, namespace=resource.namespace, name=resource.name, template=template,
-                         placement=placement, overrides=overrides, scheduling=scheduling)
+def _save_revision(
+    resource: FederatedResource,
+    *,
+    template,
+    placement,
+    overrides,
+    scheduling,
+    actor,
+    message: str = "",
+    retention: str | None = None,
+    drift_policy: str | None = None,
+    parent: Revision | None = None,
+) -> Revision:
+    spec = validate_spec(
+        resource.type,
+        namespace=resource.namespace,
+        name=resource.name,
+        template=template,
+        placement=placement,
+        overrides=overrides,
+        scheduling=scheduling,
+    )
     errors = {}
     if retention is not None and retention not in Retention.values:
         errors["retention"] = [f"Retention must be one of {', '.join(Retention.values)}."]
@@ -248,7 +314,11 @@ def _save_revision(resource: FederatedResource, *, template, placement, override
     if errors:
         raise SpecError(errors)
     with transaction.atomic():
-        resource = FederatedResource.objects.select_for_update(of=("self",)).select_related("current_revision", "type").get(pk=resource.pk)
+        resource = (
+            FederatedResource.objects.select_for_update(of=("self",))
+            .select_related("current_revision", "type")
+            .get(pk=resource.pk)
+        )
         current = resource.current_revision
         settings_before = {"retention": resource.retention, "drift_policy": resource.drift_policy}
         settings_after = {
@@ -257,16 +327,28 @@ def _save_revision(resource: FederatedResource, *, template, placement, override
         }
         if settings_after != settings_before:
             FederatedResource.objects.filter(pk=resource.pk).update(**settings_after)
-            record_event("federation.resource.settings", actor=actor, obj=resource,
-                         summary=f"Changed settings of {resource}", before=settings_before, after=settings_after)
-            SettingsChange.objects.create(resource=resource, author=actor if getattr(actor, "pk", None) else None,
-                                          before=settings_before, after=settings_after)
+            record_event(
+                "federation.resource.settings",
+                actor=actor,
+                obj=resource,
+                summary=f"Changed settings of {resource}",
+                before=settings_before,
+                after=settings_after,
+            )
+            SettingsChange.objects.create(
+                resource=resource,
+                author=actor if getattr(actor, "pk", None) else None,
+                before=settings_before,
+                after=settings_after,
+            )
             settings_changed(resource, actor=actor)
         if current is not None and current.content_hash == spec_hash(spec):
             return current
         revision = _new_revision(resource, spec, actor=actor, parent=parent or current, message=message or "Edited")
         record_event(
-            "federation.resource.update", actor=actor, obj=resource,
+            "federation.resource.update",
+            actor=actor,
+            obj=resource,
             summary=f"Revision {revision.number} of {resource}",
             before=mask_secrets(current.snapshot, secret=is_secret_kind(resource.type.kind)) if current else None,
             after=mask_secrets(revision.snapshot, secret=is_secret_kind(resource.type.kind)),
@@ -280,12 +362,21 @@ def rollback_resource(resource: FederatedResource, *, to_revision: Revision, act
     if to_revision.resource_id != resource.pk:
         raise FederationError("That revision belongs to another resource.")
     revision = update_resource(
-        resource, template=to_revision.template, placement=to_revision.placement, overrides=to_revision.overrides,
-        scheduling=to_revision.scheduling, actor=actor, message=f"Rollback to revision {to_revision.number}",
+        resource,
+        template=to_revision.template,
+        placement=to_revision.placement,
+        overrides=to_revision.overrides,
+        scheduling=to_revision.scheduling,
+        actor=actor,
+        message=f"Rollback to revision {to_revision.number}",
         parent=to_revision,
     )
-    record_event("federation.resource.rollback", actor=actor, obj=resource,
-                 summary=f"Rolled {resource} back to revision {to_revision.number} (now revision {revision.number})")
+    record_event(
+        "federation.resource.rollback",
+        actor=actor,
+        obj=resource,
+        summary=f"Rolled {resource} back to revision {to_revision.number} (now revision {revision.number})",
+    )
     return revision
 
 
@@ -307,8 +398,15 @@ def diff_revisions(old: Revision | None, new: Revision) -> RevisionDiff:
     before = mask_secrets(old.snapshot, secret=secret) if old is not None else {}
     after = mask_secrets(new.snapshot, secret=secret)
     return RevisionDiff(
-        old, new, diff_objects(before, after, ignore=()),
-        unified_yaml_diff(before, after, before_label=f"revision {old.number}" if old else "(none)", after_label=f"revision {new.number}"),
+        old,
+        new,
+        diff_objects(before, after, ignore=()),
+        unified_yaml_diff(
+            before,
+            after,
+            before_label=f"revision {old.number}" if old else "(none)",
+            after_label=f"revision {new.number}",
+        ),
     )
 
 
@@ -327,8 +425,13 @@ def create_type(*, actor=None, **values) -> FederatedType:
     ftype.full_clean()
     with transaction.atomic():
         ftype.save()
-        record_event("federation.type.create", actor=actor, obj=ftype, summary=f"Enabled federated type {ftype.name}",
-                     after=_type_snapshot(ftype))
+        record_event(
+            "federation.type.create",
+            actor=actor,
+            obj=ftype,
+            summary=f"Enabled federated type {ftype.name}",
+            after=_type_snapshot(ftype),
+        )
     return ftype
 
 
@@ -342,8 +445,14 @@ def update_type(ftype: FederatedType, *, actor=None, **changes) -> FederatedType
     ftype.full_clean()
     with transaction.atomic():
         ftype.save()
-        record_event("federation.type.update", actor=actor, obj=ftype, summary=f"Changed federated type {ftype.name}",
-                     before=before, after=_type_snapshot(ftype))
+        record_event(
+            "federation.type.update",
+            actor=actor,
+            obj=ftype,
+            summary=f"Changed federated type {ftype.name}",
+            before=before,
+            after=_type_snapshot(ftype),
+        )
     return ftype
 
 
@@ -357,7 +466,11 @@ def find_type(kind: str, api_version: str = "") -> FederatedType | None:
 
 def enable_hint(kind: str, api_version: str = "") -> str:
     group, version = split_api_version(api_version) if api_version else ("", "")
-    guess = f" --group {group or '<group>'} --version {version or '<version>'}" if api_version else " --group <group> --version <version>"
+    guess = (
+        f" --group {group or '<group>'} --version {version or '<version>'}"
+        if api_version
+        else " --group <group> --version <version>"
+    )
     return (
         f"Federated type {kind} is not enabled. An admin can enable it on the Federated types page, "
         f"or run: python manage.py fedctl enable {kind}{guess}"
@@ -365,6 +478,7 @@ def enable_hint(kind: str, api_version: str = "") -> str:
 
 
 # --- KubeFed import (fedctl apply) -----------------------------------------------------------
+
 
 @dataclass
 class ApplyOutcome:
@@ -381,8 +495,11 @@ class ApplyOutcome:
 
 
 def current_revision_of(ftype: FederatedType, namespace: str, name: str) -> Revision | None:
-    existing = (FederatedResource.objects.filter(type=ftype, namespace=namespace, name=name)
-                .select_related("current_revision").first())
+    existing = (
+        FederatedResource.objects.filter(type=ftype, namespace=namespace, name=name)
+        .select_related("current_revision")
+        .first()
+    )
     return existing.current_revision if existing is not None else None
 
 
@@ -405,8 +522,14 @@ def plain_object_spec(ftype: FederatedType, namespace: str, name: str) -> dict:
     return {"placement": revision.placement, "overrides": revision.overrides, "scheduling": revision.scheduling}
 
 
-def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | None = None, dry_run: bool = False,
-                       default_namespace: str = "default") -> list[ApplyOutcome]:
+def apply_kubefed_file(
+    text,
+    *,
+    actor=None,
+    cluster_map: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    default_namespace: str = "default",
+) -> list[ApplyOutcome]:
     """Import KubeFed (or plain) objects. All or nothing: the first problem raises and nothing is saved."""
     require_actor_role(actor, Role.OPERATOR)
     known = list(Cluster.objects.values_list("name", flat=True))
@@ -422,7 +545,9 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
             if ftype is None or not ftype.propagation_enabled:
                 hint = enable_hint(item.kind, item.api_version)
                 if ftype is not None:
-                    hint = f"Propagation of {ftype.name} is Disabled; an admin can enable it on the Federated types page."
+                    hint = (
+                        f"Propagation of {ftype.name} is Disabled; an admin can enable it on the Federated types page."
+                    )
                 raise FederationError(f"{item.kind} {item.name}: {hint}")
             if item.api_version and item.api_version != ftype.api_version:
                 raise FederationError(
@@ -445,10 +570,21 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 template["metadata"] = metadata
             else:
                 template.pop("metadata", None)
-            entry = {"ftype": ftype, "namespace": namespace, "name": item.name, "template": template,
-                     "placement": item.placement, "overrides": item.overrides, "scheduling": None, "kind": item.kind}
-            entry.update(plain_object_spec(ftype, namespace, item.name) if item.source == "plain"
-                         else {"scheduling": retained_scheduling(ftype, namespace, item.name)})
+            entry = {
+                "ftype": ftype,
+                "namespace": namespace,
+                "name": item.name,
+                "template": template,
+                "placement": item.placement,
+                "overrides": item.overrides,
+                "scheduling": None,
+                "kind": item.kind,
+            }
+            entry.update(
+                plain_object_spec(ftype, namespace, item.name)
+                if item.source == "plain"
+                else {"scheduling": retained_scheduling(ftype, namespace, item.name)}
+            )
             pending[key] = entry
         for rsp in parsed.scheduling:
             ftype = find_type(rsp.target_kind)
@@ -456,43 +592,77 @@ def apply_kubefed_file(text, *, actor=None, cluster_map: Mapping[str, str] | Non
                 raise FederationError(f"ReplicaSchedulingPreference {rsp.name}: {enable_hint(rsp.target_kind)}")
             key = (ftype.pk, rsp.namespace or default_namespace, rsp.name)
             if key not in pending:
-                existing = FederatedResource.objects.filter(type=ftype, namespace=key[1], name=rsp.name).select_related("current_revision").first()
+                existing = (
+                    FederatedResource.objects.filter(type=ftype, namespace=key[1], name=rsp.name)
+                    .select_related("current_revision")
+                    .first()
+                )
                 if existing is None:
                     raise FederationError(
                         f"ReplicaSchedulingPreference {key[1]}/{rsp.name}: no Federated{rsp.target_kind} {key[1]}/{rsp.name} "
                         "in this file or already in FedPortal."
                     )
                 rev = existing.current_revision
-                pending[key] = {"ftype": ftype, "namespace": key[1], "name": rsp.name, "template": rev.template,
-                                "placement": rev.placement, "overrides": rev.overrides, "kind": rsp.target_kind}
+                pending[key] = {
+                    "ftype": ftype,
+                    "namespace": key[1],
+                    "name": rsp.name,
+                    "template": rev.template,
+                    "placement": rev.placement,
+                    "overrides": rev.overrides,
+                    "kind": rsp.target_kind,
+                }
             pending[key]["scheduling"] = rsp.preference
         for item in pending.values():
             ftype = item["ftype"]
-            existing = FederatedResource.objects.filter(type=ftype, namespace=item["namespace"], name=item["name"]).first()
+            existing = FederatedResource.objects.filter(
+                type=ftype, namespace=item["namespace"], name=item["name"]
+            ).first()
             try:
                 if existing is None:
                     resource = create_resource(
-                        ftype, namespace=item["namespace"], name=item["name"], template=item["template"],
-                        placement=item["placement"], overrides=item["overrides"], scheduling=item.get("scheduling"),
-                        actor=actor, message="Imported with fedctl apply",
+                        ftype,
+                        namespace=item["namespace"],
+                        name=item["name"],
+                        template=item["template"],
+                        placement=item["placement"],
+                        overrides=item["overrides"],
+                        scheduling=item.get("scheduling"),
+                        actor=actor,
+                        message="Imported with fedctl apply",
                     )
-                    outcomes.append(ApplyOutcome(item["kind"], item["namespace"], item["name"], "created", resource.current_revision.number))
+                    outcomes.append(
+                        ApplyOutcome(
+                            item["kind"], item["namespace"], item["name"], "created", resource.current_revision.number
+                        )
+                    )
                 else:
                     before = existing.current_revision_id
                     revision = update_resource(
-                        existing, template=item["template"], placement=item["placement"], overrides=item["overrides"],
-                        scheduling=item.get("scheduling"), actor=actor, message="Applied with fedctl apply",
+                        existing,
+                        template=item["template"],
+                        placement=item["placement"],
+                        overrides=item["overrides"],
+                        scheduling=item.get("scheduling"),
+                        actor=actor,
+                        message="Applied with fedctl apply",
                     )
                     action = "unchanged" if revision.pk == before else "configured"
-                    outcomes.append(ApplyOutcome(item["kind"], item["namespace"], item["name"], action, revision.number))
+                    outcomes.append(
+                        ApplyOutcome(item["kind"], item["namespace"], item["name"], action, revision.number)
+                    )
             except SpecError as exc:
-                raise FederationError(f"{item['kind']} {item['namespace'] + '/' if item['namespace'] else ''}{item['name']}: {exc}") from exc
+                raise FederationError(
+                    f"{item['kind']} {item['namespace'] + '/' if item['namespace'] else ''}{item['name']}: {exc}"
+                ) from exc
         if dry_run:
             transaction.set_rollback(True)
     return outcomes
 
 
-def enable_type(*, kind: str, group: str, version: str, plural: str = "", namespaced: bool = True, actor=None) -> FederatedType:
+def enable_type(
+    *, kind: str, group: str, version: str, plural: str = "", namespaced: bool = True, actor=None
+) -> FederatedType:
     require_actor_role(actor, Role.ADMIN)
     existing = FederatedType.objects.filter(group=group, kind=kind).first()
     if existing is not None:
@@ -500,14 +670,29 @@ def enable_type(*, kind: str, group: str, version: str, plural: str = "", namesp
             return update_type(existing, actor=actor, propagation=Toggle.ENABLED)
         return existing
     return create_type(
-        actor=actor, group=group, version=version, kind=kind, plural=plural or plural_for(kind),
-        scope=TypeScope.NAMESPACED if namespaced else TypeScope.CLUSTER, propagation=Toggle.ENABLED,
+        actor=actor,
+        group=group,
+        version=version,
+        kind=kind,
+        plural=plural or plural_for(kind),
+        scope=TypeScope.NAMESPACED if namespaced else TypeScope.CLUSTER,
+        propagation=Toggle.ENABLED,
         status_collection=Toggle.DISABLED,
     )
 
 
 __all__ = [
-    "SpecError", "FederationError", "validate_spec", "create_resource", "update_resource", "rollback_resource",
-    "diff_revisions", "create_type", "update_type", "enable_type", "find_type", "apply_kubefed_file",
+    "SpecError",
+    "FederationError",
+    "validate_spec",
+    "create_resource",
+    "update_resource",
+    "rollback_resource",
+    "diff_revisions",
+    "create_type",
+    "update_type",
+    "enable_type",
+    "find_type",
+    "apply_kubefed_file",
     "join_api_version",
 ]

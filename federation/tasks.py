@@ -31,15 +31,28 @@ def propagate_targets_task(run_id: int, cluster_ids: list[int]) -> dict:
     return {"run_id": run_id, "clusters": len(outcomes), **states}
 
 
-@shared_task(queue="propagation", acks_late=True, autoretry_for=(OperationalError, InterfaceError),
-             retry_backoff=True, retry_backoff_max=30, max_retries=None)
+@shared_task(
+    queue="propagation",
+    acks_late=True,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    retry_backoff_max=30,
+    max_retries=None,
+)
 def propagate_to_cluster_task(run_id: int, cluster_id: int) -> dict:
     """One cluster's share of a run (the unjoin removal, and messages queued before chunking)."""
     return propagate_targets_task(run_id, [cluster_id])
 
 
-@shared_task(queue="default", soft_time_limit=110, time_limit=130, expires=55,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+@shared_task(
+    queue="default",
+    soft_time_limit=110,
+    time_limit=130,
+    expires=55,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=3,
+)
 def detect_drift_task() -> dict:
     """Periodic (beat): one drift check per Ready cluster, and re-sync of clusters that came back."""
     propagation.resume_stale_targets()
@@ -50,18 +63,36 @@ def detect_drift_task() -> dict:
     return {"clusters": len(ids), "resynced": resynced}
 
 
-@shared_task(queue="default", soft_time_limit=100, time_limit=120,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+@shared_task(
+    queue="default",
+    soft_time_limit=100,
+    time_limit=120,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=3,
+)
 def detect_cluster_drift_task(cluster_id: int) -> dict:
     cluster = Cluster.objects.filter(pk=cluster_id).first()
     if cluster is None:
         return {"cluster_id": cluster_id, "skipped": "gone"}
     summary = propagation.detect_drift(cluster=cluster)
-    return {"cluster_id": cluster_id, "checked": summary.checked, "out_of_sync": summary.out_of_sync, "repaired": summary.repaired}
+    return {
+        "cluster_id": cluster_id,
+        "checked": summary.checked,
+        "out_of_sync": summary.out_of_sync,
+        "repaired": summary.repaired,
+    }
 
 
-@shared_task(queue="default", soft_time_limit=50, time_limit=60, expires=55,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+@shared_task(
+    queue="default",
+    soft_time_limit=50,
+    time_limit=60,
+    expires=55,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=3,
+)
 def resume_stale_targets_task(stale_seconds: float | None = None) -> int:
     """Re-queue propagation targets whose task was lost with a killed worker (also run by the
     periodic drift task, so recovery needs no extra beat entry)."""
@@ -72,8 +103,9 @@ MEMBERSHIP_WAIT_SECONDS = 5
 MEMBERSHIP_MAX_WAITS = 120  # ten minutes for a joining cluster's first successful probe
 
 
-@shared_task(queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError),
-             retry_backoff=True, max_retries=3)
+@shared_task(
+    queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
+)
 def reconcile_membership_task(cluster_id: int, reason: str = "joined", waits: int = 0) -> dict:
     """A cluster joined or was relabelled: once it is Ready, propagate/remove what the approved
     placements now say (federation.membership). Not Ready yet: ask again in a few seconds."""

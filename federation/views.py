@@ -18,8 +18,6 @@ from django.views.decorators.vary import vary_on_headers
 from clusters.models import Cluster
 from federation import propagation, schedule, selectors, services
 from federation.choices import Health, PropagationReason, SyncState, Toggle
-from federation.health import health_of
-from federation.preview_groups import group_previews
 from federation.forms import (
     OVERRIDE_PREFIX,
     RSP_PREFIX,
@@ -36,7 +34,10 @@ from federation.forms import (
     restore_secret_values,
     rsp_initial,
 )
+from federation.health import health_of
 from federation.models import FederatedResource, FederatedType, Revision
+from federation.preview_groups import group_previews
+from fedportal.htmx import redirect_page, render_page
 from fedportal.masking import (
     MaskedValueError,
     is_secret_kind,
@@ -44,15 +45,20 @@ from fedportal.masking import (
     secret_values,
 )
 from fedportal.roles import Role, has_role, role_required
-from fedportal.htmx import redirect_page, render_page
 
 PAGE_SIZE = 50
 # Service error keys -> the form field that shows them.
-_FIELD_FOR = {"template": "template_yaml", "namespace": "namespace", "name": "name", "retention": "retention",
-              "drift_policy": "drift_policy"}
+_FIELD_FOR = {
+    "template": "template_yaml",
+    "namespace": "namespace",
+    "name": "name",
+    "retention": "retention",
+    "drift_policy": "drift_policy",
+}
 
 
 # --- resources: list and detail --------------------------------------------------------------------
+
 
 @require_GET
 @vary_on_headers("HX-Request")
@@ -65,8 +71,13 @@ def resource_list(request):
         resource.condition = selectors.condition_from_counts(resource)
     params = request.GET.copy()
     params.pop("page", None)
-    context = {"form": form, "page": page, "filters": filters, "query": params.urlencode(),
-               "can_edit": has_role(request.user, Role.OPERATOR)}
+    context = {
+        "form": form,
+        "page": page,
+        "filters": filters,
+        "query": params.urlencode(),
+        "can_edit": has_role(request.user, Role.OPERATOR),
+    }
     return render_page(request, "federation/resource_list.html", context, "rows")
 
 
@@ -85,8 +96,13 @@ def _detail_context(request, resource):
         row.target = targets.get(row.cluster_id)
         row.health = health_of(row, resource.type.kind)
     if is_secret_kind(resource.type.kind):  # an API server's error message may quote a value
-        known = secret_values([resource.current_revision.snapshot if resource.current_revision else None,
-                               *[row.applied_manifest for row in all_rows]], secret=True)
+        known = secret_values(
+            [
+                resource.current_revision.snapshot if resource.current_revision else None,
+                *[row.applied_manifest for row in all_rows],
+            ],
+            secret=True,
+        )
         for row in all_rows:
             row.message = mask_secrets(row.message, known=known)
             if row.target is not None:
@@ -102,8 +118,9 @@ def _detail_context(request, resource):
         "rows": rows,
         "all_rows": all_rows,
         "show": show if keep else "",
-        "status_filters": [(key, label, sum(1 for row in all_rows if test(row)))
-                           for key, (label, test) in STATUS_FILTERS.items()],
+        "status_filters": [
+            (key, label, sum(1 for row in all_rows if test(row))) for key, (label, test) in STATUS_FILTERS.items()
+        ],
         "run": run,
         "progress": progress,
         "condition": propagation.aggregate_condition(rows, running=bool(progress and not progress.finished)),
@@ -115,7 +132,9 @@ def _detail_context(request, resource):
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
 def resource_detail(request, pk):
-    resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"), pk=pk)
+    resource = get_object_or_404(
+        FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"), pk=pk
+    )
     context = _detail_context(request, resource)
     if resource.current_revision and not request.headers.get("HX-Request"):  # the polled status needs no plan
         context["plan"] = schedule.decision_as_dict(resource, resource.current_revision, schedule.decide_for(resource))
@@ -124,9 +143,11 @@ def resource_detail(request, pk):
 
 # --- create and edit ----------------------------------------------------------------------------------
 
+
 def _formsets(data=None, *, revision=None, secret=False):
-    overrides = OverrideFormSet(data, prefix=OVERRIDE_PREFIX,
-                                initial=None if data else override_initial(revision, secret=secret))
+    overrides = OverrideFormSet(
+        data, prefix=OVERRIDE_PREFIX, initial=None if data else override_initial(revision, secret=secret)
+    )
     rsp = RspFormSet(data, prefix=RSP_PREFIX, initial=None if data else rsp_initial(revision))
     return overrides, rsp
 
@@ -167,8 +188,14 @@ def _save(request, form, overrides, rsp, resource=None):
     }
     try:
         if resource is None:
-            return services.create_resource(data["type"], namespace=data.get("namespace") or "", name=data.get("name") or "",
-                                            retention=data["retention"], drift_policy=data["drift_policy"], **kwargs)
+            return services.create_resource(
+                data["type"],
+                namespace=data.get("namespace") or "",
+                name=data.get("name") or "",
+                retention=data["retention"],
+                drift_policy=data["drift_policy"],
+                **kwargs,
+            )
         services.update_resource(resource, retention=data["retention"], drift_policy=data["drift_policy"], **kwargs)
         return resource
     except services.SpecError as exc:
@@ -188,14 +215,18 @@ def _form_page(request, context, status):
 def resource_create(request):
     initial = {}
     if request.method == "GET" and request.GET.get("type"):
-        initial["type"] = FederatedType.objects.filter(pk=request.GET["type"] if request.GET["type"].isdigit() else 0).first()
+        initial["type"] = FederatedType.objects.filter(
+            pk=request.GET["type"] if request.GET["type"].isdigit() else 0
+        ).first()
     form = ResourceForm(request.POST or None, initial=initial)
     overrides, rsp = _formsets(request.POST or None)
     status = 200
     if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
         resource = _save(request, form, overrides, rsp)
         if resource is not None:
-            messages.success(request, f"Created {resource} (revision 1). Preview it, then request a change to propagate it.")
+            messages.success(
+                request, f"Created {resource} (revision 1). Preview it, then request a change to propagate it."
+            )
             return redirect_page(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "create"}
@@ -208,8 +239,9 @@ def resource_create(request):
 def resource_edit(request, pk):
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=pk)
     form = ResourceForm(request.POST or None, initial=ResourceForm.initial_for(resource), edit=True)
-    overrides, rsp = _formsets(request.POST or None, revision=resource.current_revision,
-                               secret=is_secret_kind(resource.type.kind))
+    overrides, rsp = _formsets(
+        request.POST or None, revision=resource.current_revision, secret=is_secret_kind(resource.type.kind)
+    )
     status = 200
     if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
         before = resource.current_revision_id
@@ -218,7 +250,10 @@ def resource_edit(request, pk):
             if resource.current_revision_id == before:
                 messages.info(request, "Nothing changed; no new revision.")
             else:
-                messages.success(request, f"Saved revision {resource.current_revision.number}. Preview it, then request a change to propagate it.")
+                messages.success(
+                    request,
+                    f"Saved revision {resource.current_revision.number}. Preview it, then request a change to propagate it.",
+                )
             return redirect_page(request, resource.get_absolute_url())
         status = 400
     context = {"form": form, "overrides": overrides, "rsp": rsp, "mode": "edit", "resource": resource}
@@ -262,6 +297,7 @@ def formset_row(request, kind):
 
 # --- re-sync, preview (propagation itself goes through federation.approvals) ----------------------------------------------------------------------
 
+
 @require_POST
 @role_required(Role.OPERATOR)
 def resource_resync(request, pk, cluster_pk):
@@ -303,12 +339,18 @@ def resource_preview(request, pk):
     number = form.cleaned_data.get("revision")
     revision = get_object_or_404(resource.revisions, number=number) if number else resource.current_revision
     previews = propagation.preview_revision(resource, revision)
-    context = {"resource": resource, "revision": revision, "previews": previews, "groups": group_previews(previews),
-               "can_edit": has_role(request.user, Role.OPERATOR)}
+    context = {
+        "resource": resource,
+        "revision": revision,
+        "previews": previews,
+        "groups": group_previews(previews),
+        "can_edit": has_role(request.user, Role.OPERATOR),
+    }
     return render_page(request, "federation/resource_preview.html", context, "previews")
 
 
 # --- revisions -------------------------------------------------------------------------------------------
+
 
 @require_GET
 @vary_on_headers("HX-Request")
@@ -336,9 +378,14 @@ def revision_detail(request, pk, number):
     else:
         against = resource.revisions.filter(number__lt=revision.number).order_by("-number").first()
     diff = services.diff_revisions(against, revision)
-    context = {"resource": resource, "revision": revision, "against": against, "diff": diff,
-               "numbers": list(resource.revisions.order_by("-number").values_list("number", flat=True)[:200]),
-               "can_edit": has_role(request.user, Role.OPERATOR)}
+    context = {
+        "resource": resource,
+        "revision": revision,
+        "against": against,
+        "diff": diff,
+        "numbers": list(resource.revisions.order_by("-number").values_list("number", flat=True)[:200]),
+        "can_edit": has_role(request.user, Role.OPERATOR),
+    }
     return render_page(request, "federation/revision_detail.html", context, "diff")
 
 
@@ -352,8 +399,12 @@ def revision_rollback(request, pk, number):
     except (services.SpecError, services.FederationError) as exc:
         messages.error(request, f"Cannot roll back to revision {number}: {exc}")
     else:
-        messages.success(request, f"Revision {new.number} restores revision {number}. Request the change to propagate it.")
-        return redirect_page(request, f"{reverse('approvals:change_create', args=[resource.pk])}?kind=rollback&revision={new.number}")
+        messages.success(
+            request, f"Revision {new.number} restores revision {number}. Request the change to propagate it."
+        )
+        return redirect_page(
+            request, f"{reverse('approvals:change_create', args=[resource.pk])}?kind=rollback&revision={new.number}"
+        )
     return redirect_page(request, resource.get_absolute_url())
 
 
@@ -367,6 +418,7 @@ def summary(request):
 
 # --- drift ---------------------------------------------------------------------------------------------------
 
+
 @require_GET
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
@@ -377,6 +429,7 @@ def drift_list(request):
 
 
 # --- federated types (admin) ----------------------------------------------------------------------------
+
 
 @require_GET
 @vary_on_headers("HX-Request")
@@ -392,8 +445,11 @@ def type_list(request):
 @role_required(Role.ADMIN)
 def type_edit(request, pk=None):
     ftype = get_object_or_404(FederatedType, pk=pk) if pk else None
-    form = FederatedTypeForm(request.POST or None, instance=ftype,
-                             initial=None if ftype else {"propagation": Toggle.ENABLED, "status_collection": Toggle.DISABLED})
+    form = FederatedTypeForm(
+        request.POST or None,
+        instance=ftype,
+        initial=None if ftype else {"propagation": Toggle.ENABLED, "status_collection": Toggle.DISABLED},
+    )
     status = 200
     if request.method == "POST":
         if form.is_valid():
@@ -403,7 +459,9 @@ def type_edit(request, pk=None):
                     if ftype is None:
                         ftype = services.create_type(actor=request.user, **values)
                     else:
-                        ftype = services.update_type(FederatedType.objects.get(pk=ftype.pk), actor=request.user, **values)
+                        ftype = services.update_type(
+                            FederatedType.objects.get(pk=ftype.pk), actor=request.user, **values
+                        )
             except ValidationError as exc:
                 for field, errors in getattr(exc, "error_dict", {None: exc.error_list}).items():
                     form.add_error(field if field in form.fields else None, errors)

@@ -42,6 +42,7 @@ def _changes(before: dict, after: dict) -> tuple[dict, dict]:
 
 # --- users -------------------------------------------------------------------------------------
 
+
 @receiver(pre_save, sender=User, dispatch_uid="fedportal_audit_user_pre_save")
 def _user_before(sender, instance, update_fields=None, **kwargs):
     if instance.pk is None or (update_fields is not None and set(update_fields) <= {"last_login"}):
@@ -56,8 +57,9 @@ def _user_saved(sender, instance, created, **kwargs):
     before_row = instance.__dict__.pop(BEFORE, None)
     name = instance.get_username()
     if created:
-        record_event("auth.user.create", obj=instance, summary=f"user {name} created",
-                     after=_values(instance, USER_FIELDS))
+        record_event(
+            "auth.user.create", obj=instance, summary=f"user {name} created", after=_values(instance, USER_FIELDS)
+        )
         return
     if before_row is None:
         return
@@ -68,17 +70,29 @@ def _user_saved(sender, instance, created, **kwargs):
     what = [f"{field} {before[field]!r} -> {after[field]!r}" for field in after]
     if password_set:
         what.append("password set")
-    record_event("auth.user.update", obj=instance, summary=f"user {name}: {', '.join(what)}",
-                 before=before or None, after=after or None)
+    record_event(
+        "auth.user.update",
+        obj=instance,
+        summary=f"user {name}: {', '.join(what)}",
+        before=before or None,
+        after=after or None,
+    )
 
 
 @receiver(post_delete, sender=User, dispatch_uid="fedportal_audit_user_delete")
 def _user_deleted(sender, instance, **kwargs):
-    record_event("auth.user.delete", object_type="auth.user", object_id=instance.pk, object_repr=instance.get_username(),
-                 summary=f"user {instance.get_username()} deleted", before=_values(instance, USER_FIELDS))
+    record_event(
+        "auth.user.delete",
+        object_type="auth.user",
+        object_id=instance.pk,
+        object_repr=instance.get_username(),
+        summary=f"user {instance.get_username()} deleted",
+        before=_values(instance, USER_FIELDS),
+    )
 
 
 # --- groups ------------------------------------------------------------------------------------
+
 
 @receiver(pre_save, sender=Group, dispatch_uid="fedportal_audit_group_pre_save")
 def _group_before(sender, instance, **kwargs):
@@ -90,19 +104,33 @@ def _group_before(sender, instance, **kwargs):
 def _group_saved(sender, instance, created, **kwargs):
     old_name = instance.__dict__.pop(BEFORE, None)
     if created:
-        record_event("auth.group.create", obj=instance, summary=f"group {instance.name} created", after={"name": instance.name})
+        record_event(
+            "auth.group.create", obj=instance, summary=f"group {instance.name} created", after={"name": instance.name}
+        )
     elif old_name is not None and old_name != instance.name:
-        record_event("auth.group.update", obj=instance, summary=f"group {old_name} renamed to {instance.name}",
-                     before={"name": old_name}, after={"name": instance.name})
+        record_event(
+            "auth.group.update",
+            obj=instance,
+            summary=f"group {old_name} renamed to {instance.name}",
+            before={"name": old_name},
+            after={"name": instance.name},
+        )
 
 
 @receiver(post_delete, sender=Group, dispatch_uid="fedportal_audit_group_delete")
 def _group_deleted(sender, instance, **kwargs):
-    record_event("auth.group.delete", object_type="auth.group", object_id=instance.pk, object_repr=instance.name,
-                 summary=f"group {instance.name} deleted", before={"name": instance.name})
+    record_event(
+        "auth.group.delete",
+        object_type="auth.group",
+        object_id=instance.pk,
+        object_repr=instance.name,
+        summary=f"group {instance.name} deleted",
+        before={"name": instance.name},
+    )
 
 
 # --- memberships and permissions (either side of the relation) ---------------------------------------
+
 
 def _names(model, pks) -> list[str]:
     if model is Permission:
@@ -115,8 +143,11 @@ def _names(model, pks) -> list[str]:
 
 def _membership_changed(*, owner_action: str, owner_model, relation: str, instance, action, reverse, model, pk_set):
     if action == "pre_clear":
-        instance.__dict__[BEFORE + relation] = set(getattr(instance, relation).values_list("pk", flat=True)) if not reverse \
+        instance.__dict__[BEFORE + relation] = (
+            set(getattr(instance, relation).values_list("pk", flat=True))
+            if not reverse
             else set(_reverse_manager(instance, owner_model, relation).values_list("pk", flat=True))
+        )
         return
     if action not in ("post_add", "post_remove", "post_clear"):
         return
@@ -131,8 +162,12 @@ def _membership_changed(*, owner_action: str, owner_model, relation: str, instan
         owners, things = list(owner_model._default_manager.filter(pk__in=pk_set)), [_label(instance)]
     for owner in owners:
         label = _label(owner)
-        record_event(owner_action, obj=owner, summary=f"{label}: {relation.replace('_', ' ')} {verb}: {', '.join(things)}",
-                     after={verb: things})
+        record_event(
+            owner_action,
+            obj=owner,
+            summary=f"{label}: {relation.replace('_', ' ')} {verb}: {', '.join(things)}",
+            after={verb: things},
+        )
 
 
 def _label(obj) -> str:
@@ -148,23 +183,48 @@ def _reverse_manager(instance, owner_model, relation):
 
 @receiver(m2m_changed, sender=User.groups.through, dispatch_uid="fedportal_audit_user_groups")
 def _user_groups(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(owner_action="auth.user.groups", owner_model=User, relation="groups", instance=instance,
-                        action=action, reverse=reverse, model=model, pk_set=pk_set)
+    _membership_changed(
+        owner_action="auth.user.groups",
+        owner_model=User,
+        relation="groups",
+        instance=instance,
+        action=action,
+        reverse=reverse,
+        model=model,
+        pk_set=pk_set,
+    )
 
 
 @receiver(m2m_changed, sender=User.user_permissions.through, dispatch_uid="fedportal_audit_user_permissions")
 def _user_permissions(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(owner_action="auth.user.permissions", owner_model=User, relation="user_permissions",
-                        instance=instance, action=action, reverse=reverse, model=model, pk_set=pk_set)
+    _membership_changed(
+        owner_action="auth.user.permissions",
+        owner_model=User,
+        relation="user_permissions",
+        instance=instance,
+        action=action,
+        reverse=reverse,
+        model=model,
+        pk_set=pk_set,
+    )
 
 
 @receiver(m2m_changed, sender=Group.permissions.through, dispatch_uid="fedportal_audit_group_permissions")
 def _group_permissions(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(owner_action="auth.group.permissions", owner_model=Group, relation="permissions",
-                        instance=instance, action=action, reverse=reverse, model=model, pk_set=pk_set)
+    _membership_changed(
+        owner_action="auth.group.permissions",
+        owner_model=Group,
+        relation="permissions",
+        instance=instance,
+        action=action,
+        reverse=reverse,
+        model=model,
+        pk_set=pk_set,
+    )
 
 
 # --- beat schedules --------------------------------------------------------------------------------
+
 
 def _beat_fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields if f.attname not in BEAT_BOOKKEEPING and not f.primary_key]
@@ -182,22 +242,32 @@ def _beat_saved(sender, instance, created, **kwargs):
     action = f"beat.{sender._meta.model_name}"
     after_row = _values(instance, _beat_fields(sender))
     if created:
-        record_event(f"{action}.create", obj=instance, summary=f"{sender._meta.verbose_name} {instance} created",
-                     after=after_row)
+        record_event(
+            f"{action}.create", obj=instance, summary=f"{sender._meta.verbose_name} {instance} created", after=after_row
+        )
         return
     if before_row is None:
         return
     before, after = _changes(before_row, after_row)
     if after:
-        record_event(f"{action}.update", obj=instance,
-                     summary=f"{sender._meta.verbose_name} {instance}: {', '.join(sorted(after))} changed",
-                     before=before, after=after)
+        record_event(
+            f"{action}.update",
+            obj=instance,
+            summary=f"{sender._meta.verbose_name} {instance}: {', '.join(sorted(after))} changed",
+            before=before,
+            after=after,
+        )
 
 
 def _beat_deleted(sender, instance, **kwargs):
-    record_event(f"beat.{sender._meta.model_name}.delete", object_type=sender._meta.label_lower, object_id=instance.pk,
-                 object_repr=str(instance), summary=f"{sender._meta.verbose_name} {instance} deleted",
-                 before=_values(instance, _beat_fields(sender)))
+    record_event(
+        f"beat.{sender._meta.model_name}.delete",
+        object_type=sender._meta.label_lower,
+        object_id=instance.pk,
+        object_repr=str(instance),
+        summary=f"{sender._meta.verbose_name} {instance} deleted",
+        before=_values(instance, _beat_fields(sender)),
+    )
 
 
 for _model in BEAT_MODELS:

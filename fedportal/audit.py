@@ -63,8 +63,21 @@ def compute_hash(event: AuditEvent) -> str:
 
 # What an event's hash covers (besides created_at, hashed as ISO 8601), by attname: every column
 # but the id and the hash itself (tests/fedportal/test_audit_chain.py holds this to the model).
-HASHED_FIELDS = ("prev_hash", "actor_id", "actor_name", "action", "object_type", "object_id", "object_repr",
-                 "cluster", "summary", "before", "after", "request_id", "source_ip")
+HASHED_FIELDS = (
+    "prev_hash",
+    "actor_id",
+    "actor_name",
+    "action",
+    "object_type",
+    "object_id",
+    "object_repr",
+    "cluster",
+    "summary",
+    "before",
+    "after",
+    "request_id",
+    "source_ip",
+)
 
 
 def _payload(values: Mapping) -> bytes:
@@ -107,9 +120,22 @@ def record_event(
     after=None,
 ) -> AuditEvent:
     """Append one event to the chain. ``actor`` defaults to the request's user, else 'system'."""
-    rows = prepare_events([dict(action=action, actor=actor, obj=obj, object_type=object_type, object_id=object_id,
-                                object_repr=object_repr, cluster=cluster, summary=summary, before=before,
-                                after=after)])
+    rows = prepare_events(
+        [
+            dict(
+                action=action,
+                actor=actor,
+                obj=obj,
+                object_type=object_type,
+                object_id=object_id,
+                object_repr=object_repr,
+                cluster=cluster,
+                summary=summary,
+                before=before,
+                after=after,
+            )
+        ]
+    )
     return _append(rows, read_ids=True)[0]
 
 
@@ -156,9 +182,20 @@ def _append(rows: list[dict], *, read_ids: bool) -> list[AuditEvent]:
     return events
 
 
-def _event_row(context, *, action: str, actor=None, obj=None, object_type: str = "",
-               object_id: str | int = "", object_repr: str = "", cluster: str = "", summary: str = "",
-               before=None, after=None) -> dict:
+def _event_row(
+    context,
+    *,
+    action: str,
+    actor=None,
+    obj=None,
+    object_type: str = "",
+    object_id: str | int = "",
+    object_repr: str = "",
+    cluster: str = "",
+    summary: str = "",
+    before=None,
+    after=None,
+) -> dict:
     if actor is None and context.user is not None and getattr(context.user, "is_authenticated", False):
         actor = context.user
     if obj is not None:
@@ -221,8 +258,19 @@ def write_checkpoint() -> Checkpoint | None:
     if head is None or not head.chain_id or not head.length:
         return None
     point = Checkpoint(head.chain_id, head.length, head.last_hash, timezone.now().isoformat())
-    line = json.dumps({"chain": point.chain_id, "length": point.length, "head": point.head, "at": point.at,
-                       "mac": hmac.digest(_key(), point.message(), "sha256").hex()}, sort_keys=True) + "\n"
+    line = (
+        json.dumps(
+            {
+                "chain": point.chain_id,
+                "length": point.length,
+                "head": point.head,
+                "at": point.at,
+                "mac": hmac.digest(_key(), point.message(), "sha256").hex(),
+            },
+            sort_keys=True,
+        )
+        + "\n"
+    )
     directory = settings.FEDPORTAL_AUDIT_CHECKPOINTS
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(checkpoint_path(point.chain_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -294,7 +342,9 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
         checked += 1
         if checkpoint is not None and checked == checkpoint.length and event.hash != checkpoint.head:
             return VerifyResult(
-                False, checked, event.pk,
+                False,
+                checked,
+                event.pk,
                 f"the checkpoint of {checkpoint.at} recorded a different hash for event number {checked} "
                 "(the chain was rewritten from there on)",
             )
@@ -307,14 +357,18 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
         known = sorted(path.stem for path in settings.FEDPORTAL_AUDIT_CHECKPOINTS.glob("*.jsonl"))
         if known:
             return VerifyResult(
-                False, 0, None,
+                False,
+                0,
+                None,
                 f"the chain head row and every event are missing, but {settings.FEDPORTAL_AUDIT_CHECKPOINTS} holds "
                 f"checkpoints of chain {', '.join(known)} (a new database? move those files elsewhere)",
             )
         return VerifyResult(True, 0)
     if checkpoint is not None and checked < checkpoint.length:
         return VerifyResult(
-            False, checked, None,
+            False,
+            checked,
+            None,
             f"the checkpoint of {checkpoint.at} recorded {checkpoint.length} events ending in "
             f"{checkpoint.head[:12]}…, found {checked}: the newest events {newest} were removed",
         )

@@ -14,14 +14,13 @@ probes are simply repeated by the next poll). Use Redis or RabbitMQ beyond one m
 
 import os
 import uuid
-from time import monotonic
-
 from queue import Empty
+from time import monotonic
 
 from kombu.exceptions import ChannelError
 from kombu.transport import filesystem
-from kombu.utils.json import dumps
 from kombu.utils.encoding import str_to_bytes
+from kombu.utils.json import dumps
 
 
 class Channel(filesystem.Channel):
@@ -35,7 +34,6 @@ class Channel(filesystem.Channel):
             os.replace(partial, final)
         except OSError as exc:
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
-
 
     def _get(self, queue):
         # The folder briefly gone (a restore, a remount, a "broker restart"): an empty queue for now,

@@ -36,7 +36,9 @@ def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflic
     connection = connections[router.db_for_write(model)]
     if connection.vendor == "postgresql":
         # Django 5.2 inserts there with one array per column (UNNEST): measured faster than VALUES rows
-        model._base_manager.bulk_create([model(**row) for row in rows], batch_size=500, ignore_conflicts=ignore_conflicts)
+        model._base_manager.bulk_create(
+            [model(**row) for row in rows], batch_size=500, ignore_conflicts=ignore_conflicts
+        )
         return
     meta, ops, quote = model._meta, connection.ops, connection.ops.quote_name
     names = list(rows[0])
@@ -44,8 +46,10 @@ def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflic
     defaults = {f: _default(f) for f in meta.concrete_fields if not f.primary_key and f not in given}
     fields = [*given, *defaults]
     on_conflict = OnConflict.IGNORE if ignore_conflicts else None
-    head = (f"{ops.insert_statement(on_conflict=on_conflict)} {quote(meta.db_table)} "
-            f"({', '.join(quote(f.column) for f in fields)}) VALUES ")
+    head = (
+        f"{ops.insert_statement(on_conflict=on_conflict)} {quote(meta.db_table)} "
+        f"({', '.join(quote(f.column) for f in fields)}) VALUES "
+    )
     row_sql = f"({', '.join(['%s'] * len(fields))})"
     tail = ops.on_conflict_suffix_sql(fields, on_conflict, None, None)
     size = max(1, min(ops.bulk_batch_size(fields, rows), 500))
@@ -53,7 +57,7 @@ def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflic
     constant = [convert(f, value) for f, value in defaults.items()]
     with connection.cursor() as cursor:
         for start in range(0, len(rows), size):
-            batch = rows[start:start + size]
+            batch = rows[start : start + size]
             params = []
             for row in batch:
                 params += [convert(f, _column_value(f, row[name])) for f, name in zip(given, names)]
@@ -76,10 +80,14 @@ def update_rows(model: type[Model], values_by_pk: Mapping[object, Mapping]) -> N
     connection = connections[router.db_for_write(model)]
     meta, quote = model._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in next(iter(values_by_pk.values()))]
-    sql = (f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
-           f"WHERE {quote(meta.pk.column)} = %s")
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
+        f"WHERE {quote(meta.pk.column)} = %s"
+    )
     convert = _converter(connection)
-    rows = [[*(convert(f, _column_value(f, values[f.name])) for f in fields), pk] for pk, values in values_by_pk.items()]
+    rows = [
+        [*(convert(f, _column_value(f, values[f.name])) for f in fields), pk] for pk, values in values_by_pk.items()
+    ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
 

@@ -49,6 +49,7 @@ worker_process_init.connect(freeze_startup_objects, weak=False)
 
 # --- structured logs in the worker (LOG_FORMAT=json; see fedportal/logs.py) -------------------------
 
+
 def json_worker_logs(logger=None, **_) -> None:
     """Celery sets up its own handlers (console or --logfile); give them the JSON formatter."""
     from django.conf import settings

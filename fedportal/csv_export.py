@@ -98,7 +98,9 @@ def iter_csv(columns: Sequence, rows: Iterable[Sequence], *, bom: bool = True) -
         yield tail
 
 
-def stream_csv(filename: str, columns: Sequence, rows: Iterable[Sequence], *, bom: bool = True) -> StreamingHttpResponse:
+def stream_csv(
+    filename: str, columns: Sequence, rows: Iterable[Sequence], *, bom: bool = True
+) -> StreamingHttpResponse:
     """A streamed ``text/csv`` download named ``filename``; ``rows`` is consumed lazily."""
     response = StreamingHttpResponse(iter_csv(columns, rows, bom=bom), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = content_disposition_header(True, filename)

@@ -15,8 +15,10 @@ LOGIN_ACTIONS = ("auth.login", "auth.logout")
 class AuditEventFilterSet(django_filters.FilterSet):
     actor = django_filters.CharFilter(field_name="actor_name", max_length=150, help_text="Username, exactly.")
     action = django_filters.CharFilter(
-        method="filter_action", max_length=64, widget=forms.TextInput(attrs={"list": "audit-actions", "autocomplete": "off"}),
-        help_text="An action or the start of one (cluster. matches every cluster action)."
+        method="filter_action",
+        max_length=64,
+        widget=forms.TextInput(attrs={"list": "audit-actions", "autocomplete": "off"}),
+        help_text="An action or the start of one (cluster. matches every cluster action).",
     )
     object_type = django_filters.CharFilter(max_length=64, help_text="e.g. clusters.cluster")
     object_id = django_filters.CharFilter(max_length=64)

@@ -67,8 +67,9 @@ def cached_fragment(request, name: str, render: Callable[[], str], *, vary=()) -
     return html
 
 
-def render_with_cached_partial(request, template: str, partial: str, context: dict, compute: Callable[[], dict], *,
-                               vary=()) -> HttpResponse:
+def render_with_cached_partial(
+    request, template: str, partial: str, context: dict, compute: Callable[[], dict], *, vary=()
+) -> HttpResponse:
     """The page ``template``, or (htmx) only its ``partial``, the partial's HTML coming from
     ``cached_fragment``. ``compute()`` gives the partial's own context (the expensive part), called
     only when the partial is rendered; the page gets the HTML as ``<partial>_html`` (its template

@@ -52,11 +52,16 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         context = request_context.current()
         entry = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", None) or bound().get("request_id") or context.request_id or None,
+            "request_id": getattr(record, "request_id", None)
+            or bound().get("request_id")
+            or context.request_id
+            or None,
             "user": getattr(record, "user", None) or _username(context.user),
         }
         fields = bound()

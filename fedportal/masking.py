@@ -162,6 +162,8 @@ def restore_masked(new, old, *, path: str = ""):
         return {key: restore_masked(item, old_map.get(key), path=f"{path}/{key}") for key, item in new.items()}
     if isinstance(new, list):
         old_list = old if isinstance(old, list) else []
-        return [restore_masked(item, old_list[i] if i < len(old_list) else None, path=f"{path}/{i}")
-                for i, item in enumerate(new)]
+        return [
+            restore_masked(item, old_list[i] if i < len(old_list) else None, path=f"{path}/{i}")
+            for i, item in enumerate(new)
+        ]
     return new

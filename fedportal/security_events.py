@@ -50,7 +50,9 @@ def axes_username(request, credentials) -> str | None:
 def _refused_while_locked_out(request) -> bool:
     """axes refused the attempt without checking the password (the client is locked out): it sets
     ``axes_locked_out`` before refusing and counts (``axes_failures_since_start``) only real failures."""
-    return bool(getattr(request, "axes_locked_out", False)) and getattr(request, "axes_failures_since_start", None) is None
+    return (
+        bool(getattr(request, "axes_locked_out", False)) and getattr(request, "axes_failures_since_start", None) is None
+    )
 
 
 @receiver(user_logged_in, dispatch_uid="fedportal_audit_login")

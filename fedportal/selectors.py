@@ -6,7 +6,6 @@ from fedportal.filtersets import FILTER_KEYS, AuditEventFilterSet
 from fedportal.models import AuditEvent
 
 
-
 def filter_audit_events(filters: dict, *, queryset: QuerySet | None = None) -> QuerySet:
     """Audit events matching cleaned filters (the cleaned data of ``AuditEventFilterSet``'s form, or
     the same keys from export_audit's options); newest first."""

@@ -358,7 +358,9 @@ FEDPORTAL_APPROVALS_PROD = env_int("FEDPORTAL_APPROVALS_PROD", 2, minimum=1)
 FEDPORTAL_APPROVALS_AUTO_APPLY = env_bool("FEDPORTAL_APPROVALS_AUTO_APPLY", True)
 # Objects in these namespaces (or Namespace objects of these names) are propagated only through
 # an admin's audited emergency apply (federation/protected.py). Comma-separated.
-FEDPORTAL_PROTECTED_NAMESPACES = env_list("FEDPORTAL_PROTECTED_NAMESPACES", ["kube-system", "kube-public", "kube-node-lease"])
+FEDPORTAL_PROTECTED_NAMESPACES = env_list(
+    "FEDPORTAL_PROTECTED_NAMESPACES", ["kube-system", "kube-public", "kube-node-lease"]
+)
 
 # The fleet-wide tables (skew, compatibility, compliance) are cached this long; any audited action
 # refreshes them at once (fedportal/fragments.py). 0 turns the cache off.
@@ -368,7 +370,9 @@ FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS",
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 250, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
 FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 50, minimum=1)  # clusters per propagation task
-FEDERATION_THREADS = env_int("FEDERATION_THREADS", 16, minimum=1)  # apply threads per worker process, shared by its tasks
+FEDERATION_THREADS = env_int(
+    "FEDERATION_THREADS", 16, minimum=1
+)  # apply threads per worker process, shared by its tasks
 # A claimed propagation target whose worker died is taken over once its lease has run out; the
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)

@@ -1,8 +1,8 @@
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import HttpResponsePermanentRedirect, JsonResponse
-from django.templatetags.static import static
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
 from fedportal.roles import Role, role_required

@@ -26,6 +26,7 @@ WORKER_QUEUES = "default,probes,propagation"
 
 # --- users -----------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def make_user(django_user_model):
     """make_user("alice", Role.OPERATOR) -> a user in that role group (no role: roles=())."""
@@ -68,6 +69,7 @@ def nobody(make_user):
 
 # --- the page cache (off in the test settings, since most tests change rows directly) -------------
 
+
 @pytest.fixture
 def page_cache():
     """FEDPORTAL_FRAGMENT_CACHE_SECONDS=30 with a fresh local-memory cache, as in production."""
@@ -82,6 +84,7 @@ def page_cache():
 
 
 # --- the real Celery worker ----------------------------------------------------------------------
+
 
 def test_database_url() -> str:
     """A DATABASE_URL pointing at the test database that pytest-django created."""
@@ -116,11 +119,27 @@ class WorkerProcess:
         self.log_path.write_text("")
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "celery", "-A", "fedportal", "worker",
-                "-Q", WORKER_QUEUES, "-P", "threads", "-c", str(concurrency),
-                "-n", f"{name}-{settings.TEST_RUN_ID}@%h",
-                "--without-mingle", "--without-gossip", "--without-heartbeat",
-                "-l", "INFO", "--logfile", str(self.log_path),
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "fedportal",
+                "worker",
+                "-Q",
+                WORKER_QUEUES,
+                "-P",
+                "threads",
+                "-c",
+                str(concurrency),
+                "-n",
+                f"{name}-{settings.TEST_RUN_ID}@%h",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-l",
+                "INFO",
+                "--logfile",
+                str(self.log_path),
             ],
             cwd=ROOT,
             env=env,
@@ -200,7 +219,10 @@ def pytest_sessionfinish(session, exitstatus):
     """Remove this run's broker and cache folders (the SQLite test DB is removed by pytest-django)."""
     import shutil
 
-    for path in (getattr(settings, "TEST_BROKER_DIR", None), Path(settings.VAR_DIR) / f"cache-test-{settings.TEST_RUN_ID}"):
+    for path in (
+        getattr(settings, "TEST_BROKER_DIR", None),
+        Path(settings.VAR_DIR) / f"cache-test-{settings.TEST_RUN_ID}",
+    ):
         if path:
             shutil.rmtree(path, ignore_errors=True)
 

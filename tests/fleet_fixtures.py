@@ -29,6 +29,7 @@ Stable API for every test that needs Kubernetes clusters:
 Tokens for the admin side never appear in the portal; tests use ``.url``/``.token``/``.ca_path``
 to register clusters as a user would.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,21 +55,37 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FLEET = {
     "defaults": {"rolloutSeconds": 0.3},
     "clusters": [
-        {"name": "host", "role": "host", "version": "v1.29.4",
-         "labels": {"region": "eu-west-1", "env": "prod", "provider": "aws"},
-         "nodes": {"count": 3, "kubeletVersions": ["v1.29.4", "v1.28.9"], "region": "eu-west-1"}},
-        {"name": "m127", "version": "v1.27.3",
-         "labels": {"region": "eu-west-1", "env": "prod", "provider": "aws"},
-         "nodes": {"count": 2, "kubeletVersions": ["v1.27.3", "v1.26.5"], "region": "eu-west-1"}},
-        {"name": "m128", "version": "v1.28.2",
-         "labels": {"region": "us-east-1", "env": "staging", "provider": "gcp"},
-         "nodes": {"count": 2, "kubeletVersions": ["v1.28.2"], "region": "us-east-1"}},
-        {"name": "m130", "version": "v1.30.1",
-         "labels": {"region": "us-east-1", "env": "prod", "provider": "azure"},
-         "nodes": {"count": 3, "kubeletVersions": ["v1.30.1", "v1.29.4"], "region": "us-east-1"}},
-        {"name": "m131", "version": "v1.31.0",
-         "labels": {"region": "ap-southeast-1", "env": "dev", "provider": "onprem"},
-         "nodes": {"count": 1, "kubeletVersions": ["v1.31.0"], "region": "ap-southeast-1"}},
+        {
+            "name": "host",
+            "role": "host",
+            "version": "v1.29.4",
+            "labels": {"region": "eu-west-1", "env": "prod", "provider": "aws"},
+            "nodes": {"count": 3, "kubeletVersions": ["v1.29.4", "v1.28.9"], "region": "eu-west-1"},
+        },
+        {
+            "name": "m127",
+            "version": "v1.27.3",
+            "labels": {"region": "eu-west-1", "env": "prod", "provider": "aws"},
+            "nodes": {"count": 2, "kubeletVersions": ["v1.27.3", "v1.26.5"], "region": "eu-west-1"},
+        },
+        {
+            "name": "m128",
+            "version": "v1.28.2",
+            "labels": {"region": "us-east-1", "env": "staging", "provider": "gcp"},
+            "nodes": {"count": 2, "kubeletVersions": ["v1.28.2"], "region": "us-east-1"},
+        },
+        {
+            "name": "m130",
+            "version": "v1.30.1",
+            "labels": {"region": "us-east-1", "env": "prod", "provider": "azure"},
+            "nodes": {"count": 3, "kubeletVersions": ["v1.30.1", "v1.29.4"], "region": "us-east-1"},
+        },
+        {
+            "name": "m131",
+            "version": "v1.31.0",
+            "labels": {"region": "ap-southeast-1", "env": "dev", "provider": "onprem"},
+            "nodes": {"count": 1, "kubeletVersions": ["v1.31.0"], "region": "ap-southeast-1"},
+        },
     ],
 }
 
@@ -125,8 +142,12 @@ class RunningFleet:
     # -- admin endpoint -----------------------------------------------------------------------
     def admin(self, method: str, path: str, body: dict | None = None, *, allow_404: bool = False):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.admin_url + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.admin_url + path,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"},
+        )
         ctx = ssl.create_default_context(cafile=self.ca_path) if self.ca_path else None
         try:
             with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
@@ -159,20 +180,41 @@ class RunningFleet:
         body = {"kubeletVersion": git_version, **({"nodes": nodes} if nodes is not None else {})}
         return self.admin("POST", f"/clusters/{name}/kubelets", body)["upgradedNodes"]
 
-    def external_edit(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str,
-                      merge_patch: dict, field_manager: str = "kubectl-edit") -> dict:
-        return self.admin("POST", f"/clusters/{cluster}/edit", {
-            "apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name,
-            "mergePatch": merge_patch, "fieldManager": field_manager})
+    def external_edit(
+        self,
+        cluster: str,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        merge_patch: dict,
+        field_manager: str = "kubectl-edit",
+    ) -> dict:
+        return self.admin(
+            "POST",
+            f"/clusters/{cluster}/edit",
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "namespace": namespace or "",
+                "name": name,
+                "mergePatch": merge_patch,
+                "fieldManager": field_manager,
+            },
+        )
 
     def external_delete(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         """Delete a live object out of band (resource drift: the object is gone)."""
-        self.admin("POST", f"/clusters/{cluster}/delete", {
-            "apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name})
+        self.admin(
+            "POST",
+            f"/clusters/{cluster}/delete",
+            {"apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name},
+        )
 
     def get_object(self, cluster: str, api_version: str, kind: str, namespace: str | None, name: str) -> dict | None:
-        query = urllib.parse.urlencode({"apiVersion": api_version, "kind": kind,
-                                        "namespace": namespace or "", "name": name})
+        query = urllib.parse.urlencode(
+            {"apiVersion": api_version, "kind": kind, "namespace": namespace or "", "name": name}
+        )
         return self.admin("GET", f"/clusters/{cluster}/object?{query}", allow_404=True)
 
     def stats(self) -> dict:
@@ -190,8 +232,15 @@ class RunningFleet:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_fleet(spec, *, tls: bool = False, rollout_seconds: float | None = None,
-                workdir: Path | None = None, timeout: float = 60.0, extra_args: tuple = ()) -> RunningFleet:
+def start_fleet(
+    spec,
+    *,
+    tls: bool = False,
+    rollout_seconds: float | None = None,
+    workdir: Path | None = None,
+    timeout: float = 60.0,
+    extra_args: tuple = (),
+) -> RunningFleet:
     """Start `manage.py runfleet` in a subprocess and wait until its admin endpoint answers."""
     owns_workdir = workdir is None
     workdir = Path(workdir or tempfile.mkdtemp(prefix="fleet-"))
@@ -209,8 +258,17 @@ def start_fleet(spec, *, tls: bool = False, rollout_seconds: float | None = None
     kubeconfig = workdir / "kubeconfig"
     state_file = workdir / "kubeconfig.state.json"
     port = free_port()
-    args = [sys.executable, str(ROOT / "manage.py"), "runfleet", *source, "--port", str(port),
-            "--kubeconfig-out", str(kubeconfig), *extra_args]
+    args = [
+        sys.executable,
+        str(ROOT / "manage.py"),
+        "runfleet",
+        *source,
+        "--port",
+        str(port),
+        "--kubeconfig-out",
+        str(kubeconfig),
+        *extra_args,
+    ]
     if tls:
         args.append("--tls")
     if rollout_seconds is not None:
@@ -245,8 +303,7 @@ def fleet_factory(tmp_path_factory):
     started: list[RunningFleet] = []
 
     def factory(spec, tls: bool = False, rollout_seconds: float | None = None) -> RunningFleet:
-        running = start_fleet(spec, tls=tls, rollout_seconds=rollout_seconds,
-                              workdir=tmp_path_factory.mktemp("fleet"))
+        running = start_fleet(spec, tls=tls, rollout_seconds=rollout_seconds, workdir=tmp_path_factory.mktemp("fleet"))
         started.append(running)
         return running
 

@@ -147,10 +147,18 @@ def _sample_compat_cell() -> dict:
     ftype, _ = FederatedType.objects.get_or_create(
         group="apps", kind="Deployment", defaults={"version": "v1", "plural": "deployments"}
     )
-    template = {"spec": {"selector": {"matchLabels": {"app": "rm"}}, "template": {"metadata": {"labels": {"app": "rm"}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
-    resource = create_resource(ftype, namespace="default", name="rm-compat", template=template,
-                               placement={"clusters": [kwargs["b"]]})
+    template = {
+        "spec": {
+            "selector": {"matchLabels": {"app": "rm"}},
+            "template": {
+                "metadata": {"labels": {"app": "rm"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        }
+    }
+    resource = create_resource(
+        ftype, namespace="default", name="rm-compat", template=template, placement={"clusters": [kwargs["b"]]}
+    )
     return {"pk": resource.pk, "cluster": kwargs["b"]}
 
 
@@ -188,12 +196,23 @@ def _sample_change_request(state: str = "Draft") -> dict:
     from federation.services import create_resource
 
     ftype = FederatedType.objects.get(group="", kind="ConfigMap")
-    resource = create_resource(ftype, namespace="default", name=f"rm-change-{ChangeRequest.objects.count()}",
-                               template={"data": {"k": "v"}}, placement={})
+    resource = create_resource(
+        ftype,
+        namespace="default",
+        name=f"rm-change-{ChangeRequest.objects.count()}",
+        template={"data": {"k": "v"}},
+        placement={},
+    )
     revision = resource.current_revision
-    cr = ChangeRequest.objects.create(kind="create", state=state, title="role matrix sample", resource=resource,
-                                      resource_repr=str(resource), proposed_revision=revision,
-                                      proposed_hash=revision.content_hash)
+    cr = ChangeRequest.objects.create(
+        kind="create",
+        state=state,
+        title="role matrix sample",
+        resource=resource,
+        resource_repr=str(resource),
+        proposed_revision=revision,
+        proposed_hash=revision.content_hash,
+    )
     return {"pk": cr.pk}
 
 
@@ -248,7 +267,9 @@ def _sample_federated_resource() -> dict:
     from federation.services import create_resource
     from tests.federation.factories import WEB_TEMPLATE, ftype
 
-    return {"pk": create_resource(ftype("Deployment"), namespace="default", name="rm-federation", template=WEB_TEMPLATE).pk}
+    return {
+        "pk": create_resource(ftype("Deployment"), namespace="default", name="rm-federation", template=WEB_TEMPLATE).pk
+    }
 
 
 def _sample_federated_resource_revision() -> dict:
@@ -349,8 +370,9 @@ def success_status(name: str, method: str, who: str) -> int:
 
 # --- api (the profile page; the API itself has its own matrix: tests/api/test_role_matrix.py) -----
 def _sample_token_pk() -> dict:
-    from api.tokens import create_token
     from django.contrib.auth import get_user_model
+
+    from api.tokens import create_token
 
     owner = get_user_model().objects.create_user(username=f"rm-token-owner-{get_user_model().objects.count()}")
     return {"pk": create_token(owner, actor=None).token.pk}

@@ -71,22 +71,50 @@ def _filters(params: AuditFilters) -> dict:
     return form.filters()
 
 
-@router.get("/events", response={200: AuditPage, **READ_ERRORS}, openapi_extra=CSV_RESPONSE,
-            summary="Audit events, newest first (CSV: the whole filtered set, oldest first)")
+@router.get(
+    "/events",
+    response={200: AuditPage, **READ_ERRORS},
+    openapi_extra=CSV_RESPONSE,
+    summary="Audit events, newest first (CSV: the whole filtered set, oldest first)",
+)
 def list_events(request, params: Query[AuditFilters]):
     require_viewer(request)
     filters = _filters(params)
     if wants_csv(request):
-        export_event = record_event("audit.export", object_type="fedportal.auditevent",
-                                    summary=f"exported audit events as CSV via the API ({describe_filters(filters)})",
-                                    after={"filter": filters, "format": "csv"})
+        export_event = record_event(
+            "audit.export",
+            object_type="fedportal.auditevent",
+            summary=f"exported audit events as CSV via the API ({describe_filters(filters)})",
+            after={"filter": filters, "format": "csv"},
+        )
         events = audit_events_for_export(filters, before_id=export_event.pk)
-        return stream_csv(f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv", AuditEventTable.csv_columns(),
-                          AuditEventTable.csv_rows(events, chunk_size=EXPORT_CHUNK_SIZE))
-    rows, next_cursor = page(filter_audit_events(filters), key="id", cursor=params.cursor, limit=params.limit,
-                             descending=True)
-    return {"items": [{
-        "id": e.pk, "created_at": e.created_at, "actor": e.actor_name, "action": e.action, "object_type": e.object_type,
-        "object_id": e.object_id, "object_repr": e.object_repr, "cluster": e.cluster, "summary": e.summary,
-        "before": e.before, "after": e.after, "request_id": e.request_id, "source_ip": e.source_ip, "hash": e.hash,
-    } for e in rows], "next_cursor": next_cursor}
+        return stream_csv(
+            f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv",
+            AuditEventTable.csv_columns(),
+            AuditEventTable.csv_rows(events, chunk_size=EXPORT_CHUNK_SIZE),
+        )
+    rows, next_cursor = page(
+        filter_audit_events(filters), key="id", cursor=params.cursor, limit=params.limit, descending=True
+    )
+    return {
+        "items": [
+            {
+                "id": e.pk,
+                "created_at": e.created_at,
+                "actor": e.actor_name,
+                "action": e.action,
+                "object_type": e.object_type,
+                "object_id": e.object_id,
+                "object_repr": e.object_repr,
+                "cluster": e.cluster,
+                "summary": e.summary,
+                "before": e.before,
+                "after": e.after,
+                "request_id": e.request_id,
+                "source_ip": e.source_ip,
+                "hash": e.hash,
+            }
+            for e in rows
+        ],
+        "next_cursor": next_cursor,
+    }

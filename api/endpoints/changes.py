@@ -107,9 +107,27 @@ class CancelIn(Schema):
 
 
 # what change_out reads: a list page leaves the diffs, preflight and outcome JSON in the database
-LIST_FIELDS = ("id", "state", "kind", "title", "cluster_name", "resource_repr", "author_name", "emergency", "resource_id",
-               "cluster_id", "proposed_revision_id", "proposed_revision__number", "target_clusters", "required_approvals",
-               "created_at", "updated_at", "submitted_at", "decided_at", "finished_at")
+LIST_FIELDS = (
+    "id",
+    "state",
+    "kind",
+    "title",
+    "cluster_name",
+    "resource_repr",
+    "author_name",
+    "emergency",
+    "resource_id",
+    "cluster_id",
+    "proposed_revision_id",
+    "proposed_revision__number",
+    "target_clusters",
+    "required_approvals",
+    "created_at",
+    "updated_at",
+    "submitted_at",
+    "decided_at",
+    "finished_at",
+)
 
 
 def _number(revision) -> int | None:
@@ -119,12 +137,24 @@ def _number(revision) -> int | None:
 def change_out(cr: ChangeRequest, approval_count: int | None = None) -> dict:
     count = getattr(cr, "approval_count", None) if approval_count is None else approval_count
     return {
-        "id": cr.pk, "state": cr.state, "kind": cr.kind, "title": cr.title, "subject": cr.subject,
-        "author": cr.author_name, "emergency": cr.emergency, "resource_id": cr.resource_id, "cluster_id": cr.cluster_id,
+        "id": cr.pk,
+        "state": cr.state,
+        "kind": cr.kind,
+        "title": cr.title,
+        "subject": cr.subject,
+        "author": cr.author_name,
+        "emergency": cr.emergency,
+        "resource_id": cr.resource_id,
+        "cluster_id": cr.cluster_id,
         "proposed_revision": _number(cr.proposed_revision) if cr.proposed_revision_id else None,
-        "target_clusters": list(cr.target_clusters or []), "required_approvals": cr.required_approvals,
-        "approvals": count or 0, "created_at": cr.created_at, "updated_at": cr.updated_at,
-        "submitted_at": cr.submitted_at, "decided_at": cr.decided_at, "finished_at": cr.finished_at,
+        "target_clusters": list(cr.target_clusters or []),
+        "required_approvals": cr.required_approvals,
+        "approvals": count or 0,
+        "created_at": cr.created_at,
+        "updated_at": cr.updated_at,
+        "submitted_at": cr.submitted_at,
+        "decided_at": cr.decided_at,
+        "finished_at": cr.finished_at,
     }
 
 
@@ -135,13 +165,30 @@ def change_detail_out(cr: ChangeRequest) -> dict:
     rollout = []
     for run in cr.runs.all().order_by("id"):
         progress = propagation.run_progress(run)
-        rollout.append({"run_id": run.pk, "state": run.state, "total": progress.total, "done": progress.done,
-                        "failed": progress.failed, "pending": progress.pending})
+        rollout.append(
+            {
+                "run_id": run.pk,
+                "state": run.state,
+                "total": progress.total,
+                "done": progress.done,
+                "failed": progress.failed,
+                "pending": progress.pending,
+            }
+        )
     return {
         **change_out(cr, summary.valid),
         "description": cr.description,
-        "approval_list": [{"id": a.pk, "approver": a.approver_name, "decision": a.decision, "comment": a.comment,
-                           "valid": a.is_valid_for(cr), "created_at": a.created_at} for a in approvals],
+        "approval_list": [
+            {
+                "id": a.pk,
+                "approver": a.approver_name,
+                "decision": a.decision,
+                "comment": a.comment,
+                "valid": a.is_valid_for(cr),
+                "created_at": a.created_at,
+            }
+            for a in approvals
+        ],
         "blocking_preflight": summary.blocked,
         "preflight": list(cr.preflight or []),
         "diffs": list(cr.diffs or []),
@@ -158,9 +205,15 @@ def _get(change_id: int) -> ChangeRequest:
 @router.get("", response={200: ChangeRequestPage, **READ_ERRORS}, summary="List change requests (newest first)")
 def list_changes(request, filters: Query[ChangeFilters]):
     require_viewer(request)
-    qs = selectors.filter_change_requests(state=filters.state, author=filters.author, resource=filters.resource,
-                                          cluster=filters.cluster, emergency=filters.emergency, q=filters.q,
-                                          approval_counts=False)
+    qs = selectors.filter_change_requests(
+        state=filters.state,
+        author=filters.author,
+        resource=filters.resource,
+        cluster=filters.cluster,
+        emergency=filters.emergency,
+        q=filters.q,
+        approval_counts=False,
+    )
     qs = qs.select_related(None).select_related("proposed_revision").only(*LIST_FIELDS)
     rows, next_cursor = page(qs, key="id", cursor=filters.cursor, limit=filters.limit, descending=True)
     counts = valid_approval_counts([cr.pk for cr in rows])
@@ -169,13 +222,21 @@ def list_changes(request, filters: Query[ChangeFilters]):
 
 def valid_approval_counts(ids: list[int]) -> dict[int, int]:
     """{change request id: approvals given for the content it proposes now} for one page (one query)."""
-    return dict(Approval.objects.filter(change_request_id__in=ids, decision=Decision.APPROVE,
-                                        content_hash=F("change_request__proposed_hash"))
-                .values_list("change_request_id").annotate(n=Count("pk")).order_by())
+    return dict(
+        Approval.objects.filter(
+            change_request_id__in=ids, decision=Decision.APPROVE, content_hash=F("change_request__proposed_hash")
+        )
+        .values_list("change_request_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
 
 
-@router.get("/{int:change_id}", response={200: ChangeRequestDetailOut, **READ_ERRORS},
-            summary="One change request: state, approvals, per-cluster diff, rollout progress")
+@router.get(
+    "/{int:change_id}",
+    response={200: ChangeRequestDetailOut, **READ_ERRORS},
+    summary="One change request: state, approvals, per-cluster diff, rollout progress",
+)
 def get_change(request, change_id: int):
     require_viewer(request)
     return change_detail_out(_get(change_id))
@@ -186,8 +247,12 @@ def create_change(request, body: ChangeRequestIn):
     kwargs = {"actor": request.user, "title": body.title, "description": body.description}
     if body.kind == ChangeKind.UNJOIN:
         if body.cluster_id is None:
-            raise ApiError(400, "invalid", "An unjoin request needs cluster_id.", {"cluster_id": ["Required for kind=unjoin."]})
-        cr = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=get_object_or_404(Cluster, pk=body.cluster_id), **kwargs)
+            raise ApiError(
+                400, "invalid", "An unjoin request needs cluster_id.", {"cluster_id": ["Required for kind=unjoin."]}
+            )
+        cr = services.create_change_request(
+            kind=ChangeKind.UNJOIN, cluster=get_object_or_404(Cluster, pk=body.cluster_id), **kwargs
+        )
     else:
         if body.resource_id is None:
             raise ApiError(400, "invalid", "A change request needs resource_id.", {"resource_id": ["Required."]})
@@ -197,25 +262,35 @@ def create_change(request, body: ChangeRequestIn):
     return Status(201, change_detail_out(cr))
 
 
-@router.post("/{int:change_id}/submit", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Draft -> Submitted")
+@router.post(
+    "/{int:change_id}/submit", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Draft -> Submitted"
+)
 def submit_change(request, change_id: int):
     return change_detail_out(services.submit(_get(change_id), actor=request.user))
 
 
-@router.post("/{int:change_id}/approve", response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
-             summary="Approve (an approver who is not the author); applied once enough approvals")
+@router.post(
+    "/{int:change_id}/approve",
+    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
+    summary="Approve (an approver who is not the author); applied once enough approvals",
+)
 def approve_change(request, change_id: int, body: DecisionIn):
     return change_detail_out(services.approve(_get(change_id), actor=request.user, comment=body.comment))
 
 
-@router.post("/{int:change_id}/reject", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Reject (comment required)")
+@router.post(
+    "/{int:change_id}/reject",
+    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
+    summary="Reject (comment required)",
+)
 def reject_change(request, change_id: int, body: DecisionIn):
     return change_detail_out(services.reject(_get(change_id), actor=request.user, comment=body.comment))
 
 
-@router.post("/{int:change_id}/cancel", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Withdraw an open request")
+@router.post(
+    "/{int:change_id}/cancel",
+    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
+    summary="Withdraw an open request",
+)
 def cancel_change(request, change_id: int, body: CancelIn):
     return change_detail_out(services.cancel(_get(change_id), actor=request.user, reason=body.reason))
-
-
-

@@ -82,10 +82,23 @@ def cluster_detail_out(c: Cluster) -> dict:
         **cluster_out(c),
         "auth_method": c.auth_method,
         "credentials_rotated_at": c.credentials_rotated_at,
-        "inventory": {"node_count": c.node_count, "kubelet_versions": c.kubelet_versions or {}, "region": c.region,
-                      "zones": c.zones or [], "platform": c.platform, "inventory_at": c.inventory_at},
-        "versions": [{"sampled_at": s.sampled_at, "git_version": s.git_version, "platform": s.platform,
-                      "kubelet_versions": s.kubelet_versions or {}} for s in selectors.version_history(c)],
+        "inventory": {
+            "node_count": c.node_count,
+            "kubelet_versions": c.kubelet_versions or {},
+            "region": c.region,
+            "zones": c.zones or [],
+            "platform": c.platform,
+            "inventory_at": c.inventory_at,
+        },
+        "versions": [
+            {
+                "sampled_at": s.sampled_at,
+                "git_version": s.git_version,
+                "platform": s.platform,
+                "kubelet_versions": s.kubelet_versions or {},
+            }
+            for s in selectors.version_history(c)
+        ],
     }
 
 
@@ -108,7 +121,11 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     return {"items": [cluster_out(c) for c in rows], "next_cursor": next_cursor}
 
 
-@router.get("/{int:cluster_id}", response={200: ClusterDetailOut, **READ_ERRORS}, summary="One cluster, with its version history and inventory")
+@router.get(
+    "/{int:cluster_id}",
+    response={200: ClusterDetailOut, **READ_ERRORS},
+    summary="One cluster, with its version history and inventory",
+)
 def get_cluster(request, cluster_id: int):
     require_viewer(request)
     return cluster_detail_out(get_object_or_404(Cluster, pk=cluster_id))
@@ -153,7 +170,11 @@ def register_cluster(request, body: ClusterIn):
     return Status(201, cluster_detail_out(Cluster.objects.get(pk=cluster.pk)))
 
 
-@router.patch("/{int:cluster_id}", response={200: ClusterDetailOut, **WRITE_ERRORS}, summary="Update labels and connection settings (admin)")
+@router.patch(
+    "/{int:cluster_id}",
+    response={200: ClusterDetailOut, **WRITE_ERRORS},
+    summary="Update labels and connection settings (admin)",
+)
 def update_cluster(request, cluster_id: int, body: ClusterPatch):
     require_role(request.user, Role.ADMIN)
     cluster = get_object_or_404(Cluster, pk=cluster_id)
@@ -162,8 +183,11 @@ def update_cluster(request, cluster_id: int, body: ClusterPatch):
     return cluster_detail_out(cluster)
 
 
-@router.post("/{int:cluster_id}/rotate-credentials", response={200: ClusterDetailOut, **WRITE_ERRORS},
-             summary="Replace the credentials (admin; write-only)")
+@router.post(
+    "/{int:cluster_id}/rotate-credentials",
+    response={200: ClusterDetailOut, **WRITE_ERRORS},
+    summary="Replace the credentials (admin; write-only)",
+)
 def rotate_credentials(request, cluster_id: int, body: RotateIn):
     require_role(request.user, Role.ADMIN)
     cluster = get_object_or_404(Cluster, pk=cluster_id)
@@ -171,4 +195,3 @@ def rotate_credentials(request, cluster_id: int, body: RotateIn):
     verify = data.pop("verify")
     cluster = services.rotate_credentials(cluster, actor=request.user, verify=verify, **data)
     return cluster_detail_out(cluster)
-

@@ -66,8 +66,9 @@ def _as_dicts(table, rows) -> list[dict]:
 
 
 def _export(request, action: str, kind: str, table, rows, filters: Schema, summary: str):
-    record_event(action, object_type=f"drift.{kind}", summary=f"{summary} (API)",
-                 after={**filters.model_dump(), "format": "csv"})
+    record_event(
+        action, object_type=f"drift.{kind}", summary=f"{summary} (API)", after={**filters.model_dump(), "format": "csv"}
+    )
     filename = f"{kind}-{timezone.now():%Y%m%dT%H%M%SZ}.csv"
     return stream_csv(filename, table.csv_columns(), table.csv_rows(rows))
 
@@ -79,8 +80,15 @@ def skew(request, filters: Query[SkewFilters]):
     overview = selectors.skew_overview(labels=cleaned["labels"])
     members = selectors.filter_member_rows(overview.member_rows, cleaned["severity"])
     if wants_csv(request):
-        return _export(request, "drift.skew.export", "skew", SkewMemberTable, members, filters,
-                       f"exported the drift matrix as CSV ({len(members)} clusters)")
+        return _export(
+            request,
+            "drift.skew.export",
+            "skew",
+            SkewMemberTable,
+            members,
+            filters,
+            f"exported the drift matrix as CSV ({len(members)} clusters)",
+        )
     counts = {str(key): int(value) for key, value in overview.report.counts.items()}
     return {"hosts": [h.name for h in overview.hosts], "counts": counts, "rows": _as_dicts(SkewMemberTable, members)}
 
@@ -96,7 +104,10 @@ def _compat_rows(resources, rows):
                 continue
             result = cell.result
             yield SimpleNamespace(
-                resource=resource.qualified_name, kind=resource.type.kind, cluster=row.name, version=row.server_version,
+                resource=resource.qualified_name,
+                kind=resource.type.kind,
+                cluster=row.name,
+                version=row.server_version,
                 status=cell.status,
                 fields="; ".join(p.field_path for p in result.problems if p.code == "unknown_field") if result else "",
                 problems=" | ".join(p.message for p in result.problems) if result else "",
@@ -105,8 +116,12 @@ def _compat_rows(resources, rows):
             )
 
 
-@router.get("/compatibility", response={200: CompatOut, **READ_ERRORS}, openapi_extra=CSV_RESPONSE,
-            summary="API-compatibility matrix (one row per resource and target cluster)")
+@router.get(
+    "/compatibility",
+    response={200: CompatOut, **READ_ERRORS},
+    openapi_extra=CSV_RESPONSE,
+    summary="API-compatibility matrix (one row per resource and target cluster)",
+)
 def compatibility(request, filters: Query[CompatFilters]):
     require_viewer(request)
     cleaned = _clean(CompatFilterForm, filters)
@@ -114,13 +129,24 @@ def compatibility(request, filters: Query[CompatFilters]):
     resources = selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"])
     cells = _compat_rows(resources.iterator(chunk_size=200), rows)
     if wants_csv(request):
-        return _export(request, "drift.compat.export", "compat", CompatCellTable, cells, filters,
-                       "exported the compatibility matrix as CSV")
+        return _export(
+            request,
+            "drift.compat.export",
+            "compat",
+            CompatCellTable,
+            cells,
+            filters,
+            "exported the compatibility matrix as CSV",
+        )
     return {"rows": _as_dicts(CompatCellTable, cells)}
 
 
-@router.get("/compliance", response={200: ComplianceOut, **READ_ERRORS}, openapi_extra=CSV_RESPONSE,
-            summary="Compliance report per cluster, with the fleet score")
+@router.get(
+    "/compliance",
+    response={200: ComplianceOut, **READ_ERRORS},
+    openapi_extra=CSV_RESPONSE,
+    summary="Compliance report per cluster, with the fleet score",
+)
 def compliance(request, filters: Query[ComplianceFilters]):
     require_viewer(request)
     cleaned = _clean(ComplianceFilterForm, filters)
@@ -129,6 +155,18 @@ def compliance(request, filters: Query[ComplianceFilters]):
     if cleaned["only"] == "noncompliant":
         clusters = [c for c in clusters if not c.compliant]
     if wants_csv(request):
-        return _export(request, "drift.compliance.export", "compliance", ComplianceTable, clusters, filters,
-                       f"exported the compliance report as CSV ({len(clusters)} clusters, score {report.score})")
-    return {"score": report.score, "compliant": report.compliant, "total": report.total, "rows": _as_dicts(ComplianceTable, clusters)}
+        return _export(
+            request,
+            "drift.compliance.export",
+            "compliance",
+            ComplianceTable,
+            clusters,
+            filters,
+            f"exported the compliance report as CSV ({len(clusters)} clusters, score {report.score})",
+        )
+    return {
+        "score": report.score,
+        "compliant": report.compliant,
+        "total": report.total,
+        "rows": _as_dicts(ComplianceTable, clusters),
+    }

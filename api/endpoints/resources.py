@@ -25,11 +25,19 @@ MANIFEST_BODY = {
         "required": True,
         "content": {
             "application/yaml": {"schema": {"type": "string", "description": "What `fedctl apply -f` reads"}},
-            "application/json": {"schema": {
-                "type": "object", "required": ["manifest"], "additionalProperties": False,
-                "properties": {"manifest": {"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}],
-                                            "description": "One object, or a list of objects"}},
-            }},
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["manifest"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "manifest": {
+                            "oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}],
+                            "description": "One object, or a list of objects",
+                        }
+                    },
+                }
+            },
         },
     }
 }
@@ -114,9 +122,15 @@ def _number(revision) -> int | None:
 
 def resource_out(r: FederatedResource, condition: str | None = None) -> dict:
     return {
-        "id": r.pk, "kind": r.type.kind, "api_version": r.type.api_version, "namespace": r.namespace, "name": r.name,
-        "retention": r.retention, "drift_policy": r.drift_policy,
-        "current_revision": _number(r.current_revision), "propagated_revision": _number(r.propagated_revision),
+        "id": r.pk,
+        "kind": r.type.kind,
+        "api_version": r.type.api_version,
+        "namespace": r.namespace,
+        "name": r.name,
+        "retention": r.retention,
+        "drift_policy": r.drift_policy,
+        "current_revision": _number(r.current_revision),
+        "propagated_revision": _number(r.propagated_revision),
         "condition": condition if condition is not None else selectors.condition_from_counts(r),
     }
 
@@ -133,11 +147,20 @@ def resource_detail_out(r: FederatedResource) -> dict:
         "placement": revision.placement if revision else {},
         "overrides": revision.overrides if revision else [],
         "scheduling": revision.scheduling if revision else None,
-        "clusters": [{
-            "cluster_id": pv.cluster_id, "cluster": pv.cluster.name, "status": pv.status, "sync_state": pv.sync_state,
-            "message": pv.message, "version": pv.version, "revision": _number(pv.revision),
-            "propagated_at": pv.propagated_at, "drift": pv.drift or [],
-        } for pv in selectors.cluster_rows(r)],
+        "clusters": [
+            {
+                "cluster_id": pv.cluster_id,
+                "cluster": pv.cluster.name,
+                "status": pv.status,
+                "sync_state": pv.sync_state,
+                "message": pv.message,
+                "version": pv.version,
+                "revision": _number(pv.revision),
+                "propagated_at": pv.propagated_at,
+                "drift": pv.drift or [],
+            }
+            for pv in selectors.cluster_rows(r)
+        ],
     }
 
 
@@ -162,8 +185,12 @@ def manifest_text(request) -> str:
         if isinstance(manifest, dict):
             manifest = [manifest]
         if not isinstance(manifest, list) or not manifest or not all(isinstance(m, dict) for m in manifest):
-            raise ApiError(400, "invalid", 'Send {"manifest": {...}} (an object or a list of objects).',
-                           {"manifest": ["An object or a non-empty list of objects."]})
+            raise ApiError(
+                400,
+                "invalid",
+                'Send {"manifest": {...}} (an object or a list of objects).',
+                {"manifest": ["An object or a non-empty list of objects."]},
+            )
         return "\n---\n".join(json.dumps(m) for m in manifest)
     raise ApiError(415, "unsupported_media_type", "Send application/yaml, or application/json with a manifest.")
 
@@ -173,7 +200,9 @@ def _cluster_map(text: str) -> dict[str, str]:
     for pair in filter(None, (p.strip() for p in text.split(","))):
         source, sep, target = pair.partition("=")
         if not sep or not source.strip() or not target.strip():
-            raise ApiError(400, "invalid", f"cluster_map: {pair!r} is not NAME=CLUSTER.", {"cluster_map": ["Use a=b,c=d."]})
+            raise ApiError(
+                400, "invalid", f"cluster_map: {pair!r} is not NAME=CLUSTER.", {"cluster_map": ["Use a=b,c=d."]}
+            )
         mapping[source.strip()] = target.strip()
     return mapping
 
@@ -182,16 +211,33 @@ def apply(request, *, dry_run: bool, cluster_map: str, only: FederatedResource |
     require_role(request.user, Role.OPERATOR)
     text = manifest_text(request)
     with transaction.atomic():
-        outcomes = services.apply_kubefed_file(text, actor=request.user, cluster_map=_cluster_map(cluster_map),
-                                               dry_run=dry_run)
+        outcomes = services.apply_kubefed_file(
+            text, actor=request.user, cluster_map=_cluster_map(cluster_map), dry_run=dry_run
+        )
         results = []
         for outcome in outcomes:
-            found = None if dry_run else FederatedResource.objects.filter(
-                type__kind=outcome.kind, namespace=outcome.namespace, name=outcome.name).values_list("pk", flat=True).first()
-            results.append({"id": found, "kind": outcome.kind, "namespace": outcome.namespace, "name": outcome.name,
-                            "action": outcome.action, "revision": outcome.revision})
-        if only is not None and any((r["kind"], r["namespace"], r["name"]) != (only.type.kind, only.namespace, only.name)
-                                    for r in results):
+            found = (
+                None
+                if dry_run
+                else FederatedResource.objects.filter(
+                    type__kind=outcome.kind, namespace=outcome.namespace, name=outcome.name
+                )
+                .values_list("pk", flat=True)
+                .first()
+            )
+            results.append(
+                {
+                    "id": found,
+                    "kind": outcome.kind,
+                    "namespace": outcome.namespace,
+                    "name": outcome.name,
+                    "action": outcome.action,
+                    "revision": outcome.revision,
+                }
+            )
+        if only is not None and any(
+            (r["kind"], r["namespace"], r["name"]) != (only.type.kind, only.namespace, only.name) for r in results
+        ):
             raise ApiError(400, "invalid", f"This manifest is not (only) {only}; send it to POST /api/v1/resources.")
     return {"dry_run": dry_run, "results": results}
 
@@ -203,30 +249,45 @@ def list_resources(request, filters: Query[ResourceFilters]):
     return {"items": [resource_out(r) for r in rows], "next_cursor": next_cursor}
 
 
-@router.get("/{int:resource_id}", response={200: ResourceDetailOut, **READ_ERRORS}, summary="One resource, with per-cluster status")
+@router.get(
+    "/{int:resource_id}",
+    response={200: ResourceDetailOut, **READ_ERRORS},
+    summary="One resource, with per-cluster status",
+)
 def get_resource(request, resource_id: int):
     require_viewer(request)
     return resource_detail_out(_annotated(resource_id))
 
 
-@router.post("", response={200: ApplyOut, 201: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
-             openapi_extra=MANIFEST_BODY, summary="Create or update from YAML (as fedctl apply)")
+@router.post(
+    "",
+    response={200: ApplyOut, 201: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
+    openapi_extra=MANIFEST_BODY,
+    summary="Create or update from YAML (as fedctl apply)",
+)
 def create_resources(request, dry_run: bool = False, cluster_map: str = Query("", max_length=2000)):
     result = apply(request, dry_run=dry_run, cluster_map=cluster_map)
     created = any(r["action"] == "created" for r in result["results"])
     return Status((201 if created and not dry_run else 200), result)
 
 
-@router.put("/{int:resource_id}", response={200: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
-            openapi_extra=MANIFEST_BODY, summary="Update one resource from YAML (a new revision when it changed)")
+@router.put(
+    "/{int:resource_id}",
+    response={200: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
+    openapi_extra=MANIFEST_BODY,
+    summary="Update one resource from YAML (a new revision when it changed)",
+)
 def update_resource(request, resource_id: int, dry_run: bool = False, cluster_map: str = Query("", max_length=2000)):
     require_role(request.user, Role.OPERATOR)
     resource = get_object_or_404(FederatedResource.objects.select_related("type"), pk=resource_id)
     return apply(request, dry_run=dry_run, cluster_map=cluster_map, only=resource)
 
 
-@router.get("/{int:resource_id}/preview", response={200: PreviewPage, **READ_ERRORS},
-            summary="Rendered per-cluster manifests and their diff against the live objects")
+@router.get(
+    "/{int:resource_id}/preview",
+    response={200: PreviewPage, **READ_ERRORS},
+    summary="Rendered per-cluster manifests and their diff against the live objects",
+)
 def preview_resource(request, resource_id: int, revision: int | None = Query(None, ge=1)):
     require_viewer(request)
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=resource_id)
@@ -236,10 +297,23 @@ def preview_resource(request, resource_id: int, revision: int | None = Query(Non
     if chosen is None:
         raise ApiError(404, "not_found", f"{resource} has no revision.")
     previews = propagation.preview_revision(resource, chosen)
-    return {"id": resource.pk, "revision": chosen.number, "clusters": [{
-        "cluster_id": p.cluster.pk, "cluster": p.cluster.name, "action": p.action, "rendered_yaml": p.rendered_yaml,
-        "diff": p.diff, "replicas": p.replicas, "message": p.message, "warnings": list(p.warnings),
-    } for p in previews]}
+    return {
+        "id": resource.pk,
+        "revision": chosen.number,
+        "clusters": [
+            {
+                "cluster_id": p.cluster.pk,
+                "cluster": p.cluster.name,
+                "action": p.action,
+                "rendered_yaml": p.rendered_yaml,
+                "diff": p.diff,
+                "replicas": p.replicas,
+                "message": p.message,
+                "warnings": list(p.warnings),
+            }
+            for p in previews
+        ],
+    }
 
 
 class TypeOut(Out):
@@ -257,7 +331,17 @@ class TypeOut(Out):
 @types_router.get("", response={200: list[TypeOut], **READ_ERRORS}, summary="Federated types (what may be federated)")
 def list_types(request):
     require_viewer(request)
-    return [{"id": t.pk, "group": t.group, "version": t.version, "kind": t.kind, "plural": t.plural,
-             "api_version": t.api_version, "scope": t.scope, "propagation": t.propagation,
-             "status_collection": t.status_collection}
-            for t in FederatedType.objects.order_by("group", "kind")]
+    return [
+        {
+            "id": t.pk,
+            "group": t.group,
+            "version": t.version,
+            "kind": t.kind,
+            "plural": t.plural,
+            "api_version": t.api_version,
+            "scope": t.scope,
+            "propagation": t.propagation,
+            "status_collection": t.status_collection,
+        }
+        for t in FederatedType.objects.order_by("group", "kind")
+    ]

@@ -52,7 +52,9 @@ def create_token(request, body: TokenIn):
         expires_in = tokens.parse_duration(body.expires) if body.expires else None
     except ValidationError as exc:
         raise ValidationError({"expires": exc.messages}) from None
-    new = tokens.create_token(request.user, actor=request.user, name=body.name, expires_in=expires_in, read_only=body.read_only)
+    new = tokens.create_token(
+        request.user, actor=request.user, name=body.name, expires_in=expires_in, read_only=body.read_only
+    )
     return Status(201, {**token_out(new.token), "token": new.secret})
 
 

@@ -40,11 +40,17 @@ def bulk_label_clusters(clusters, *, add: dict | None = None, remove=(), actor=N
             cluster.save(update_fields=["labels", "updated_at"])
             changed.append(cluster.name)
             membership_changed(cluster, "labels changed")  # placements by label may now select it, or not
-            events.append({
-                "action": "cluster.labels", "actor": actor, "obj": cluster, "cluster": cluster.name,
-                "summary": f"Bulk label change on {cluster.name}", "before": {"labels": before},
-                "after": {"labels": after},
-            })
+            events.append(
+                {
+                    "action": "cluster.labels",
+                    "actor": actor,
+                    "obj": cluster,
+                    "cluster": cluster.name,
+                    "summary": f"Bulk label change on {cluster.name}",
+                    "before": {"labels": before},
+                    "after": {"labels": after},
+                }
+            )
         if events:
             record_events(events)
     return changed

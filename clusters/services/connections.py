@@ -28,8 +28,15 @@ def snapshot(cluster: Cluster) -> dict:
 
 # What ``connection_for`` reads of a cluster: a query that loads only these (and the caller's own)
 # can build connections without a query per cluster for a deferred field.
-FIELDS_READ_BY_CONNECTION_FOR = ("id", "name", "api_server", "credentials_encrypted", "credential_version", "ca_bundle",
-                                 "insecure_skip_tls_verify")
+FIELDS_READ_BY_CONNECTION_FOR = (
+    "id",
+    "name",
+    "api_server",
+    "credentials_encrypted",
+    "credential_version",
+    "ca_bundle",
+    "insecure_skip_tls_verify",
+)
 
 
 def connection_for(cluster: Cluster) -> kube.ClusterConnection:
@@ -103,15 +110,22 @@ def credentials_for(token=None, client_certificate=None, client_key=None) -> tup
             raise ValidationError({"client_certificate": "Paste the PEM certificate (-----BEGIN CERTIFICATE-----)."})
         if "PRIVATE KEY" not in client_key:
             raise ValidationError({"client_key": "Paste the PEM private key (-----BEGIN ... PRIVATE KEY-----)."})
-        return AuthMethod.CLIENT_CERTIFICATE, {"client_certificate": client_certificate + "\n", "client_key": client_key + "\n"}
+        return AuthMethod.CLIENT_CERTIFICATE, {
+            "client_certificate": client_certificate + "\n",
+            "client_key": client_key + "\n",
+        }
     raise ValidationError("Give a bearer token or a client certificate and key.", code="credentials")
 
 
 def check_transport(api_server: str, credentials: dict) -> None:
     """Bearer tokens and client keys travel only over https:// (or http:// to a loopback address)."""
     if (credentials.get("token") or credentials.get("client_key")) and addresses.plain_http_to_remote(api_server):
-        raise ValidationError({"api_server": "Bearer tokens and client keys are sent only over https:// "
-                                             "(plain http:// is allowed to loopback addresses only)."})
+        raise ValidationError(
+            {
+                "api_server": "Bearer tokens and client keys are sent only over https:// "
+                "(plain http:// is allowed to loopback addresses only)."
+            }
+        )
 
 
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:

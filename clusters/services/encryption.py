@@ -16,8 +16,12 @@ def rotate_encryption_key(*, actor=None) -> int:
     nothing changes. Audited. The plaintexts (and so credential_version) stay the same."""
     require_actor_role(actor, Role.ADMIN)
     with transaction.atomic():
-        clusters = list(Cluster.objects.select_for_update().exclude(credentials_encrypted="")
-                        .order_by("name").only("id", "name", "credentials_encrypted"))
+        clusters = list(
+            Cluster.objects.select_for_update()
+            .exclude(credentials_encrypted="")
+            .order_by("name")
+            .only("id", "name", "credentials_encrypted")
+        )
         rotated, unreadable = {}, []
         for cluster in clusters:
             try:

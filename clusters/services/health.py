@@ -13,8 +13,9 @@ from clusters.models import Cluster, PollRequest
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
 
+
 def request_poll(*, cluster: Cluster | None = None, actor=None) -> PollRequest:
-    """"Poll now" for one cluster or the whole fleet; progress is read with poll_progress()."""
+    """ "Poll now" for one cluster or the whole fleet; progress is read with poll_progress()."""
     require_actor_role(actor, Role.OPERATOR)
     total = 1 if cluster is not None else Cluster.objects.count()
     with transaction.atomic():

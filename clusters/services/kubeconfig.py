@@ -10,24 +10,25 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
-from clusters.choices import ClusterRole
 from clusters import enqueue
+from clusters.choices import ClusterRole
+from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster
 from clusters.services.connections import (
     apply_version,
     check_tls,
-    credentials_for,
-    validate_cluster,
     check_transport,
     connection_for,
+    credentials_for,
     snapshot,
     test_connection,
+    validate_cluster,
 )
 from clusters.services.registry import save_new_cluster
 from clusters.validators import validate_labels
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
+
 
 def cluster_name_for_context(context_name: str) -> str:
     """A DNS-1123 label from a kubeconfig context name ("arn:aws:eks:...:cluster/prod" -> "prod")."""
@@ -47,8 +48,9 @@ def compile_label_pattern(pattern: str) -> re.Pattern | None:
     except re.error as exc:
         raise ValidationError(f"The label pattern is not a regular expression: {exc}.", code="bad_pattern") from None
     if not compiled.groupindex:
-        raise ValidationError("The label pattern needs named groups, e.g. (?P<env>prod|dev): each becomes a label.",
-                              code="bad_pattern")
+        raise ValidationError(
+            "The label pattern needs named groups, e.g. (?P<env>prod|dev): each becomes a label.", code="bad_pattern"
+        )
     return compiled
 
 
@@ -112,7 +114,9 @@ def plan_kubeconfig_import(
             code="unknown_context",
         )
     if host_context and host_context not in wanted:
-        raise ValidationError(f"The host context {host_context!r} is not among the chosen contexts.", code="unknown_context")
+        raise ValidationError(
+            f"The host context {host_context!r} is not among the chosen contexts.", code="unknown_context"
+        )
     plans = []
     for name in dict.fromkeys(wanted):
         context = by_name[name]
@@ -146,8 +150,16 @@ def import_kubeconfig_contexts(
     update_existing: bool = False,
 ) -> list[Cluster]:
     """The clusters of ``import_kubeconfig`` (without skipping existing ones)."""
-    return import_kubeconfig(text, contexts=contexts, labels=labels, host_context=host_context, actor=actor,
-                             verify=verify, base_dir=base_dir, update_existing=update_existing).clusters
+    return import_kubeconfig(
+        text,
+        contexts=contexts,
+        labels=labels,
+        host_context=host_context,
+        actor=actor,
+        verify=verify,
+        base_dir=base_dir,
+        update_existing=update_existing,
+    ).clusters
 
 
 def import_kubeconfig(
@@ -189,13 +201,13 @@ def import_kubeconfig(
             if plan.name in by_name:
                 report.skipped.append((plan.context.name, f"a cluster named {plan.name} is already registered"))
             elif server in by_server:
-                report.skipped.append((plan.context.name, f"its API server is already registered as {by_server[server]}"))
+                report.skipped.append(
+                    (plan.context.name, f"its API server is already registered as {by_server[server]}")
+                )
             else:
                 kept.append(plan)
         plans = kept
-    existing = (
-        {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
-    )
+    existing = {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
     errors = []
     pending: list[Cluster] = []
     for plan in plans:
@@ -222,7 +234,9 @@ def import_kubeconfig(
         try:
             validate_cluster(cluster, exclude_pk=cluster.pk)
             check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
-            cluster.auth_method, credentials = credentials_for(context.token, context.client_certificate, context.client_key)
+            cluster.auth_method, credentials = credentials_for(
+                context.token, context.client_certificate, context.client_key
+            )
             check_transport(cluster.api_server, credentials)
             cluster.set_credentials(credentials)
         except ValidationError as exc:

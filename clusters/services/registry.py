@@ -8,22 +8,22 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from clusters import kube
+from clusters import enqueue, kube
 from clusters.choices import ClusterRole
-from clusters import enqueue
 from clusters.models import Cluster
 from clusters.services.connections import (
     apply_version,
     check_tls,
-    credentials_for,
-    validate_cluster,
-    verify_connection,
     check_transport,
     connection_for,
+    credentials_for,
     snapshot,
+    validate_cluster,
+    verify_connection,
 )
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
+
 
 def register_cluster(
     *,
@@ -113,8 +113,16 @@ CONNECTION_FIELDS = ("api_server", "ca_bundle", "insecure_skip_tls_verify")
 HIDDEN_FROM_SUMMARY = {"credential_version", "auth_method", "credentials_encrypted", "credentials_rotated_at"}
 
 
-def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, token: str | None = None,
-                   client_certificate: str | None = None, client_key: str | None = None, **changes) -> Cluster:
+def update_cluster(
+    cluster: Cluster,
+    *,
+    actor=None,
+    verify: bool = True,
+    token: str | None = None,
+    client_certificate: str | None = None,
+    client_key: str | None = None,
+    **changes,
+) -> Cluster:
     """Edit api_server, role, labels, CA bundle, skip-TLS. Connection changes are tested first and
     bump credential_version (so the cached ApiClient is replaced).
 
@@ -137,9 +145,13 @@ def update_cluster(cluster: Cluster, *, actor=None, verify: bool = True, token: 
     if not changed and not new_credentials:
         return fresh
     if "api_server" in changed and not new_credentials:
-        raise ValidationError({"api_server": "A new API server needs its credentials: enter the bearer token or "
-                                             "client certificate and key for it (the stored ones are not sent to "
-                                             "another host)."})
+        raise ValidationError(
+            {
+                "api_server": "A new API server needs its credentials: enter the bearer token or "
+                "client certificate and key for it (the stored ones are not sent to "
+                "another host)."
+            }
+        )
     for field_name in changed:
         setattr(fresh, field_name, changes[field_name])
     validate_cluster(fresh, exclude_pk=fresh.pk)
@@ -197,7 +209,13 @@ def rotate_credentials(
         verify_connection(connection_for(fresh))
     with transaction.atomic():
         fresh.save(
-            update_fields=["auth_method", "credentials_encrypted", "credential_version", "credentials_rotated_at", "updated_at"]
+            update_fields=[
+                "auth_method",
+                "credentials_encrypted",
+                "credential_version",
+                "credentials_rotated_at",
+                "updated_at",
+            ]
         )
         record_event(
             "cluster.rotate_credentials",

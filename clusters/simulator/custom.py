@@ -5,6 +5,7 @@ Custom objects are not validated against the CRD's openAPIV3Schema (treated as
 x-kubernetes-preserve-unknown-fields); strategic merge patch is refused with 415, as for real
 custom resources.
 """
+
 from __future__ import annotations
 
 from clusters import schemas
@@ -29,7 +30,7 @@ def resources_from_crd(crd: dict) -> list[schemas.ApiResource]:
 def has_status_subresource(crd: dict, version: str) -> bool:
     for entry in (crd.get("spec") or {}).get("versions") or []:
         if isinstance(entry, dict) and entry.get("name") == version:
-            return "status" in ((entry.get("subresources") or {}))
+            return "status" in (entry.get("subresources") or {})
     return False
 
 
@@ -40,9 +41,19 @@ def crd_status(crd: dict, now: str) -> dict:
         "acceptedNames": spec.get("names") or {},
         "storedVersions": versions,
         "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": now,
+            },
         ],
     }

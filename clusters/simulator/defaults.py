@@ -10,6 +10,7 @@ pkg/apis/core/v1/defaults.go (SetDefaults_Service), pkg/registry/core/pod/strate
 pkg/registry/batch/job/strategy.go (generateSelector), pkg/registry/*/strategy.go (Generation = 1),
 pkg/controller/serviceaccount and pkg/controller/certificates/rootcacertpublisher.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -23,19 +24,40 @@ NODE_PORT_TYPES = ("NodePort", "LoadBalancer")
 
 # Kinds whose registry strategy sets metadata.generation (PrepareForCreate: Generation = 1); the
 # rest (Service, ConfigMap, Namespace, Pod before 1.33 ...) have none. Custom resources have one.
-GENERATION_KINDS = frozenset({
-    "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ReplicationController", "Job", "CronJob",
-    "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "Ingress", "EndpointSlice",
-    "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionPolicyBinding", "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
-    "FlowSchema", "PriorityLevelConfiguration", "CustomResourceDefinition", "DeviceClass",
-})
+GENERATION_KINDS = frozenset(
+    {
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "ReplicationController",
+        "Job",
+        "CronJob",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "Ingress",
+        "EndpointSlice",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "MutatingAdmissionPolicyBinding",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
+        "CustomResourceDefinition",
+        "DeviceClass",
+    }
+)
 POD_GENERATION_MINOR = 33  # pods carry a generation from 1.33 (KEP-5067)
 
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
-SIMULATED_CA = ("-----BEGIN CERTIFICATE-----\n"
-                "MIIBfleetSimulatorRootCAIsNotARealCertificateItOnlyFillsTheConfigMap\n"
-                "-----END CERTIFICATE-----\n")
+SIMULATED_CA = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBfleetSimulatorRootCAIsNotARealCertificateItOnlyFillsTheConfigMap\n"
+    "-----END CERTIFICATE-----\n"
+)
 
 
 def sets_generation(kind: str, minor: int, custom: bool) -> bool:
@@ -43,6 +65,7 @@ def sets_generation(kind: str, minor: int, custom: bool) -> bool:
 
 
 # --- status on create ------------------------------------------------------------------------------
+
 
 def _qos_class(spec: dict) -> str:
     """BestEffort without requests or limits, Guaranteed when every container's limits equal its
@@ -70,6 +93,7 @@ def initial_status(kind: str, obj: dict) -> dict | None:
 
 
 # --- Jobs --------------------------------------------------------------------------------------------
+
 
 def default_job(spec: dict) -> None:
     """SetDefaults_Job: completions/parallelism 1 when neither is set, backoffLimit 6 (or MaxInt32
@@ -104,6 +128,7 @@ def job_selector(obj: dict, minor: int) -> None:
 
 # --- Services ----------------------------------------------------------------------------------------
 
+
 def _port_key(port: dict) -> tuple:
     return port.get("port"), port.get("protocol", "TCP")
 
@@ -120,10 +145,14 @@ def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
         return
     name = obj["metadata"]["name"]
     stype = spec.setdefault("type", "ClusterIP")
-    old_spec = ((old or {}).get("spec") or {})
+    old_spec = (old or {}).get("spec") or {}
     used_ips = {ip for o in others for ip in ((o.get("spec") or {}).get("clusterIPs") or [])}
-    used_ports = {p.get("nodePort") for o in others for p in ((o.get("spec") or {}).get("ports") or [])
-                  if isinstance(p, dict) and p.get("nodePort")}
+    used_ports = {
+        p.get("nodePort")
+        for o in others
+        for p in ((o.get("spec") or {}).get("ports") or [])
+        if isinstance(p, dict) and p.get("nodePort")
+    }
     ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
     if stype == "ExternalName":
         return
@@ -132,9 +161,18 @@ def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
             spec["clusterIP"] = old_spec["clusterIP"]
             spec["clusterIPs"] = list(old_spec.get("clusterIPs") or [old_spec["clusterIP"]])
         elif spec["clusterIP"] != old_spec["clusterIP"]:
-            raise invalid("Service", "", name, [{
-                "reason": "FieldValueInvalid", "field": "spec.clusterIPs[0]",
-                "message": f'Invalid value: []string{{"{spec["clusterIP"]}"}}: may not change once set'}])
+            raise invalid(
+                "Service",
+                "",
+                name,
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": "spec.clusterIPs[0]",
+                        "message": f'Invalid value: []string{{"{spec["clusterIP"]}"}}: may not change once set',
+                    }
+                ],
+            )
     ip = spec.get("clusterIP")
     if not ip:
         ip = _free_ip(used_ips)
@@ -153,8 +191,15 @@ def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
         spec.setdefault("allocateLoadBalancerNodePorts", True)
         if not spec["allocateLoadBalancerNodePorts"]:
             return
-    old_ports = {_port_key(p): p.get("nodePort") for p in old_spec.get("ports") or []
-                 if isinstance(p, dict) and p.get("nodePort")} if old_spec.get("type") in NODE_PORT_TYPES else {}
+    old_ports = (
+        {
+            _port_key(p): p.get("nodePort")
+            for p in old_spec.get("ports") or []
+            if isinstance(p, dict) and p.get("nodePort")
+        }
+        if old_spec.get("type") in NODE_PORT_TYPES
+        else {}
+    )
     mine = set(old_ports.values())
     taken: set = set()
     for i, port in enumerate(ports):
@@ -162,14 +207,32 @@ def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
         if wanted:
             lo, hi = NODE_PORT_RANGE
             if not isinstance(wanted, int) or not lo <= wanted <= hi:
-                raise invalid("Service", "", name, [{
-                    "reason": "FieldValueInvalid", "field": f"spec.ports[{i}].nodePort",
-                    "message": f"Invalid value: {wanted}: provided port is not in the valid range. "
-                               f"The range of valid ports is {lo}-{hi}"}])
+                raise invalid(
+                    "Service",
+                    "",
+                    name,
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": f"spec.ports[{i}].nodePort",
+                            "message": f"Invalid value: {wanted}: provided port is not in the valid range. "
+                            f"The range of valid ports is {lo}-{hi}",
+                        }
+                    ],
+                )
             if wanted in taken or (wanted in used_ports and wanted not in mine):
-                raise invalid("Service", "", name, [{
-                    "reason": "FieldValueInvalid", "field": f"spec.ports[{i}].nodePort",
-                    "message": f"Invalid value: {wanted}: provided port is already allocated"}])
+                raise invalid(
+                    "Service",
+                    "",
+                    name,
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": f"spec.ports[{i}].nodePort",
+                            "message": f"Invalid value: {wanted}: provided port is already allocated",
+                        }
+                    ],
+                )
             port["nodePort"] = wanted
         else:
             port["nodePort"] = _free_port(used_ports | taken | mine)
@@ -190,39 +253,78 @@ def _check_ip(name: str, ip: str, used: set) -> None:
     except ValueError:
         inside = False
     if not inside:
-        raise invalid("Service", "", name, [{
-            "reason": "FieldValueInvalid", "field": "spec.clusterIPs",
-            "message": f'Invalid value: []string{{"{ip}"}}: failed to allocate IP {ip}: the provided IP '
-                       f"({ip}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"}])
+        raise invalid(
+            "Service",
+            "",
+            name,
+            [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.clusterIPs",
+                    "message": f'Invalid value: []string{{"{ip}"}}: failed to allocate IP {ip}: the provided IP '
+                    f"({ip}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}",
+                }
+            ],
+        )
     if ip in used:
-        raise invalid("Service", "", name, [{
-            "reason": "FieldValueInvalid", "field": "spec.clusterIPs",
-            "message": f'Invalid value: []string{{"{ip}"}}: failed to allocate IP {ip}: provided IP is already allocated'}])
+        raise invalid(
+            "Service",
+            "",
+            name,
+            [
+                {
+                    "reason": "FieldValueInvalid",
+                    "field": "spec.clusterIPs",
+                    "message": f'Invalid value: []string{{"{ip}"}}: failed to allocate IP {ip}: provided IP is already allocated',
+                }
+            ],
+        )
 
 
 def _free_port(used: set) -> int:
     lo, hi = NODE_PORT_RANGE
     free = [p for p in range(lo, hi + 1) if p not in used]
     if not free:
-        raise invalid("Service", "", "", [{"reason": "FieldValueInvalid", "field": "spec.ports",
-                                           "message": "range is full"}])
+        raise invalid(
+            "Service", "", "", [{"reason": "FieldValueInvalid", "field": "spec.ports", "message": "range is full"}]
+        )
     return random.choice(free)
 
 
 # --- what every namespace holds --------------------------------------------------------------------
 
+
 def namespace_companions(namespace: str, stamp: str) -> list[tuple[str, dict]]:
     """(kind, object) a namespace gets from the controllers: the `default` ServiceAccount (service
     account controller) and the `kube-root-ca.crt` ConfigMap (root CA publisher)."""
     return [
-        ("ServiceAccount", {"apiVersion": "v1", "kind": "ServiceAccount",
-                            "metadata": {"name": "default", "namespace": namespace, "creationTimestamp": stamp}}),
-        ("ConfigMap", {"apiVersion": "v1", "kind": "ConfigMap",
-                       "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": namespace, "creationTimestamp": stamp,
-                                    "annotations": {"kubernetes.io/description": (
-                                        "Contains a CA bundle that can be used to verify the kube-apiserver "
-                                        "when using internal endpoints such as the internal service IP or "
-                                        "kubernetes.default.svc. No other usage is guaranteed across distributions "
-                                        "of Kubernetes clusters.")}},
-                       "data": {"ca.crt": SIMULATED_CA}}),
+        (
+            "ServiceAccount",
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": namespace, "creationTimestamp": stamp},
+            },
+        ),
+        (
+            "ConfigMap",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": ROOT_CA_CONFIGMAP,
+                    "namespace": namespace,
+                    "creationTimestamp": stamp,
+                    "annotations": {
+                        "kubernetes.io/description": (
+                            "Contains a CA bundle that can be used to verify the kube-apiserver "
+                            "when using internal endpoints such as the internal service IP or "
+                            "kubernetes.default.svc. No other usage is guaranteed across distributions "
+                            "of Kubernetes clusters."
+                        )
+                    },
+                },
+                "data": {"ca.crt": SIMULATED_CA},
+            },
+        ),
     ]

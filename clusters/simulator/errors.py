@@ -1,11 +1,22 @@
 """Kubernetes `Status` error objects, as the apiserver sends them."""
+
 from __future__ import annotations
 
 REASONS = {
-    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-    405: "MethodNotAllowed", 406: "NotAcceptable", 409: "Conflict", 413: "RequestEntityTooLarge",
-    415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-    503: "ServiceUnavailable", 504: "Timeout",
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: "Conflict",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
@@ -22,8 +33,14 @@ class ApiError(Exception):
     def status(self) -> dict:
         """The Status as the apiserver encodes it: metav1.Status's field order (kind, apiVersion,
         metadata, status, message, reason, details, code), empty optional fields left out."""
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason}
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+        }
         details = shaped_details(self.details)
         if details:
             body["details"] = details
@@ -54,20 +71,28 @@ def resource_ref(plural: str, group: str) -> str:
 
 
 def not_found(plural: str, group: str, name: str) -> ApiError:
-    return ApiError(404, f'{resource_ref(plural, group)} "{name}" not found',
-                    details={"name": name, "group": group, "kind": plural})
+    return ApiError(
+        404, f'{resource_ref(plural, group)} "{name}" not found', details={"name": name, "group": group, "kind": plural}
+    )
 
 
 def already_exists(plural: str, group: str, name: str) -> ApiError:
-    return ApiError(409, f'{resource_ref(plural, group)} "{name}" already exists',
-                    reason="AlreadyExists", details={"name": name, "group": group, "kind": plural})
+    return ApiError(
+        409,
+        f'{resource_ref(plural, group)} "{name}" already exists',
+        reason="AlreadyExists",
+        details={"name": name, "group": group, "kind": plural},
+    )
 
 
 def conflict(plural: str, group: str, name: str) -> ApiError:
-    return ApiError(409, f'Operation cannot be fulfilled on {resource_ref(plural, group)} "{name}": '
-                         "the object has been modified; please apply your changes to the latest "
-                         "version and try again",
-                    details={"name": name, "group": group, "kind": plural})
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {resource_ref(plural, group)} "{name}": '
+        "the object has been modified; please apply your changes to the latest "
+        "version and try again",
+        details={"name": name, "group": group, "kind": plural},
+    )
 
 
 def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
@@ -79,5 +104,4 @@ def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
 
 def success(plural: str, group: str, name: str, uid: str | None) -> dict:
     details = shaped_details({"name": name, "group": group, "kind": plural, "uid": uid})
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": details}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}

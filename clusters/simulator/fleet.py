@@ -1,4 +1,5 @@
 """Fleet spec: which clusters the simulator serves (see FLEET_FORMAT.md)."""
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,12 @@ class Faults:
     no_readyz: bool = False  # /readyz answers 404, as before Kubernetes 1.16 or behind a /healthz-only proxy
 
     def as_dict(self) -> dict:
-        return {"down": self.down, "latencyMs": self.latency_ms, "errorRate": self.error_rate,
-                "noReadyz": self.no_readyz}
+        return {
+            "down": self.down,
+            "latencyMs": self.latency_ms,
+            "errorRate": self.error_rate,
+            "noReadyz": self.no_readyz,
+        }
 
 
 @dataclass
@@ -107,8 +112,10 @@ def _parse_nodes(name: str, version: str, raw, labels: dict) -> list[NodeSpec]:
     zones = raw.get("zones") or [f"{region}a", f"{region}b", f"{region}c"]
     if isinstance(zones, str):
         zones = [zones]
-    return [NodeSpec(f"{name}-node-{i + 1}", str(kubelets[i % len(kubelets)]), region,
-                     str(zones[i % len(zones)])) for i in range(count)]
+    return [
+        NodeSpec(f"{name}-node-{i + 1}", str(kubelets[i % len(kubelets)]), region, str(zones[i % len(zones)]))
+        for i in range(count)
+    ]
 
 
 def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
@@ -132,10 +139,14 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
     except ValueError as exc:
         raise FleetSpecError(f"{name}: {exc}") from exc
     return ClusterSpec(
-        name=name, version=version, role=role, labels=labels,
+        name=name,
+        version=version,
+        role=role,
+        labels=labels,
         token=str(raw.get("token") or secrets.token_hex(16)),
         readonly_token=str(raw.get("readonlyToken") or secrets.token_hex(16)),
-        nodes=nodes, faults=parse_faults(raw.get("faults")),
+        nodes=nodes,
+        faults=parse_faults(raw.get("faults")),
         rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
         capacity=parse_capacity(raw.get("capacity", defaults.get("capacity")), name),
         runtime_config=runtime_config,
@@ -147,7 +158,9 @@ def parse_capacity(value, name: str = "") -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FleetSpecError(f"{name + ': ' if name else ''}capacity must be a whole number >= 0 or null, not {value!r}")
+        raise FleetSpecError(
+            f"{name + ': ' if name else ''}capacity must be a whole number >= 0 or null, not {value!r}"
+        )
     return value
 
 
@@ -199,12 +212,17 @@ def generate_fleet(count: int, versions: str = "1.25-1.33") -> FleetSpec:
     for i in range(count):
         minor = minors[i % len(minors)]
         region = REGIONS[i % len(REGIONS)]
-        raw.append({
-            "name": "host" if i == 0 else f"member-{i:04d}",
-            "role": "host" if i == 0 else "member",
-            "version": f"v1.{minor}.{i % 7}",
-            "labels": {"region": region, "env": ENVS[i % len(ENVS)], "provider": PROVIDERS[i % len(PROVIDERS)]},
-            "nodes": {"count": 3, "kubeletVersions": [f"v1.{minor}.{i % 7}", f"v1.{max(minor - 1, 20)}.0"],
-                      "region": region},
-        })
+        raw.append(
+            {
+                "name": "host" if i == 0 else f"member-{i:04d}",
+                "role": "host" if i == 0 else "member",
+                "version": f"v1.{minor}.{i % 7}",
+                "labels": {"region": region, "env": ENVS[i % len(ENVS)], "provider": PROVIDERS[i % len(PROVIDERS)]},
+                "nodes": {
+                    "count": 3,
+                    "kubeletVersions": [f"v1.{minor}.{i % 7}", f"v1.{max(minor - 1, 20)}.0"],
+                    "region": region,
+                },
+            }
+        )
     return parse_fleet({"clusters": raw})

@@ -1,4 +1,5 @@
 """Kubeconfig and state file written by runfleet (one context per simulated cluster)."""
+
 from __future__ import annotations
 
 import base64
@@ -20,8 +21,9 @@ def cluster_url(base_url: str, name: str) -> str:
     return f"{base_url}/clusters/{name}"
 
 
-def build_kubeconfig(clusters: list[ClusterState], base_url: str, ca_path: Path | None,
-                     *, readonly: bool = False) -> dict:
+def build_kubeconfig(
+    clusters: list[ClusterState], base_url: str, ca_path: Path | None, *, readonly: bool = False
+) -> dict:
     ca_data = base64.b64encode(ca_path.read_bytes()).decode() if ca_path else None
     kc = {"apiVersion": "v1", "kind": "Config", "preferences": {}, "clusters": [], "users": [], "contexts": []}
     for c in clusters:
@@ -32,8 +34,9 @@ def build_kubeconfig(clusters: list[ClusterState], base_url: str, ca_path: Path 
         kc["users"].append({"name": f"{c.name}-admin", "user": {"token": c.spec.token}})
         kc["users"].append({"name": f"{c.name}-readonly", "user": {"token": c.spec.readonly_token}})
         kc["contexts"].append({"name": c.name, "context": {"cluster": c.name, "user": f"{c.name}-admin"}})
-        kc["contexts"].append({"name": f"{c.name}-readonly",
-                               "context": {"cluster": c.name, "user": f"{c.name}-readonly"}})
+        kc["contexts"].append(
+            {"name": f"{c.name}-readonly", "context": {"cluster": c.name, "user": f"{c.name}-readonly"}}
+        )
     if clusters:
         kc["current-context"] = clusters[0].name
     return kc
@@ -48,16 +51,29 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write(kubeconfig_path: Path, clusters: list[ClusterState], base_url: str, admin_token: str,
-          ca_path: Path | None, pid: int) -> Path:
+def write(
+    kubeconfig_path: Path, clusters: list[ClusterState], base_url: str, admin_token: str, ca_path: Path | None, pid: int
+) -> Path:
     """Write kubeconfig + state file; returns the state file path."""
     _write_private(kubeconfig_path, yaml.safe_dump(build_kubeconfig(clusters, base_url, ca_path), sort_keys=False))
     state = {
-        "adminUrl": f"{base_url}/_fleet", "adminToken": admin_token, "baseUrl": base_url,
-        "caPath": str(ca_path) if ca_path else None, "kubeconfig": str(kubeconfig_path), "pid": pid,
-        "clusters": {c.name: {"url": cluster_url(base_url, c.name), "token": c.spec.token,
-                              "readonlyToken": c.spec.readonly_token, "version": c.git_version,
-                              "role": c.spec.role, "labels": c.spec.labels} for c in clusters},
+        "adminUrl": f"{base_url}/_fleet",
+        "adminToken": admin_token,
+        "baseUrl": base_url,
+        "caPath": str(ca_path) if ca_path else None,
+        "kubeconfig": str(kubeconfig_path),
+        "pid": pid,
+        "clusters": {
+            c.name: {
+                "url": cluster_url(base_url, c.name),
+                "token": c.spec.token,
+                "readonlyToken": c.spec.readonly_token,
+                "version": c.git_version,
+                "role": c.spec.role,
+                "labels": c.spec.labels,
+            }
+            for c in clusters
+        },
     }
     state_path = state_path_for(kubeconfig_path)
     _write_private(state_path, json.dumps(state, indent=1))

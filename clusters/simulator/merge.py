@@ -7,6 +7,7 @@ Field ownership (managedFields) is approximated with sets of paths. A path is a 
 elements: a str is a map key, a ("k", json) tuple is an associative-list item identified by its
 key fields. Atomic lists and scalars are leaves.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,6 +20,7 @@ _DELETE = object()
 
 # ---------------------------------------------------------------------------------------------
 # schema helpers
+
 
 def _child(minor: int, node: dict, key) -> dict:
     node = schemas.resolve(minor, node)
@@ -61,6 +63,7 @@ def _item_key(item, keys: list[str]) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # JSON merge patch (RFC 7386)
 
+
 def json_merge_patch(target, patch):
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
@@ -75,6 +78,7 @@ def json_merge_patch(target, patch):
 
 # ---------------------------------------------------------------------------------------------
 # Strategic merge patch
+
 
 def strategic_merge(minor: int, node: dict, target, patch):
     if not isinstance(patch, dict):
@@ -125,8 +129,9 @@ def _merge_list(minor: int, node: dict, target, patch: list):
         if not isinstance(item, dict) or merge_key not in item:
             out.append(copy.deepcopy(item))
             continue
-        idx = next((i for i, cur in enumerate(out)
-                    if isinstance(cur, dict) and cur.get(merge_key) == item[merge_key]), None)
+        idx = next(
+            (i for i, cur in enumerate(out) if isinstance(cur, dict) and cur.get(merge_key) == item[merge_key]), None
+        )
         if item.get("$patch") == "delete":
             if idx is not None:
                 out.pop(idx)
@@ -286,6 +291,7 @@ def path_text(path: tuple) -> str:
 # ---------------------------------------------------------------------------------------------
 # Apply (server-side apply, approximated)
 
+
 def apply_merge(minor: int, node: dict, live, applied):
     """Merge an applied configuration into a live object: maps merge, associative lists merge
     by key, atomic lists and scalars are replaced. Returns a new object; neither argument changes."""
@@ -301,7 +307,9 @@ def apply_merge_into(minor: int, node: dict, out: dict, applied: dict) -> dict:
         sub = _child(minor, node, key)
         if isinstance(value, dict):
             current = out.get(key)
-            out[key] = apply_merge_into(minor, sub, current, value) if isinstance(current, dict) else copy.deepcopy(value)
+            out[key] = (
+                apply_merge_into(minor, sub, current, value) if isinstance(current, dict) else copy.deepcopy(value)
+            )
         elif isinstance(value, list):
             keys = _list_keys(sub)
             current = out.get(key)
@@ -310,7 +318,9 @@ def apply_merge_into(minor: int, node: dict, out: dict, applied: dict) -> dict:
                 merged = list(current)
                 for item in value:
                     ik = _item_key(item, keys)
-                    idx = next((i for i, cur in enumerate(merged) if ik is not None and _item_key(cur, keys) == ik), None)
+                    idx = next(
+                        (i for i, cur in enumerate(merged) if ik is not None and _item_key(cur, keys) == ik), None
+                    )
                     if idx is None:
                         merged.append(copy.deepcopy(item))
                     elif isinstance(item, dict) and isinstance(merged[idx], dict):

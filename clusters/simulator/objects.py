@@ -1,5 +1,6 @@
 """Write path of a simulated apiserver: admission (type meta, names, schema per fieldValidation,
 defaults), metadata (uid, resourceVersion, generation), managedFields, roll-out scheduling."""
+
 from __future__ import annotations
 
 import copy
@@ -51,49 +52,66 @@ class Ctx:
 # ---------------------------------------------------------------------------------------------
 # admission steps
 
+
 def _check_type_meta(ctx: Ctx, obj: dict) -> None:
     res = ctx.res
     api_version = obj.get("apiVersion") or res.api_version
     kind = obj.get("kind") or res.kind
     if api_version != res.api_version:
-        raise ApiError(400, f"the API version in the data ({api_version}) does not match the expected "
-                            f"API version ({res.api_version})")
+        raise ApiError(
+            400,
+            f"the API version in the data ({api_version}) does not match the expected API version ({res.api_version})",
+        )
     if kind != res.kind:
-        raise ApiError(400, f"the kind in the data ({kind}) does not match the expected kind "
-                            f"({res.kind}) for this URL")
+        raise ApiError(400, f"the kind in the data ({kind}) does not match the expected kind ({res.kind}) for this URL")
     obj["apiVersion"], obj["kind"] = api_version, kind
 
 
 def _check_names(ctx: Ctx, obj: dict) -> None:
     meta = obj.setdefault("metadata", {})
     if not isinstance(meta, dict):
-        raise ApiError(400, f"{ctx.res.kind} in version \"{ctx.res.version}\" cannot be handled as a "
-                            f"{ctx.res.kind}: metadata must be an object")
+        raise ApiError(
+            400,
+            f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+            f"{ctx.res.kind}: metadata must be an object",
+        )
     for key in ("name", "generateName", "namespace", "resourceVersion"):
         if meta.get(key) is not None and not isinstance(meta[key], str):
-            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
-                                f'{ctx.res.kind}: metadata.{key}: expected string, got {type(meta[key]).__name__}')
+            raise ApiError(
+                400,
+                f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                f"{ctx.res.kind}: metadata.{key}: expected string, got {type(meta[key]).__name__}",
+            )
     if ctx.name is not None:
         if meta.get("name") in (None, ""):
             meta["name"] = ctx.name
         elif meta["name"] != ctx.name:
-            raise ApiError(400, f"the name of the object ({meta['name']}) does not match the name on "
-                                f"the URL ({ctx.name})")
+            raise ApiError(
+                400, f"the name of the object ({meta['name']}) does not match the name on the URL ({ctx.name})"
+            )
     if ctx.res.namespaced:
         if meta.get("namespace") in (None, ""):
             meta["namespace"] = ctx.namespace
         elif meta["namespace"] != ctx.namespace:
-            raise ApiError(400, "the namespace of the provided object does not match the namespace "
-                                "sent on the request")
+            raise ApiError(400, "the namespace of the provided object does not match the namespace sent on the request")
     else:
         meta.pop("namespace", None)
     if not meta.get("name"):
         if meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         else:
-            raise invalid(ctx.res.kind, ctx.res.group, "", [
-                {"reason": "FieldValueRequired", "field": "metadata.name",
-                 "message": "Required value: name or generateName is required"}])
+            raise invalid(
+                ctx.res.kind,
+                ctx.res.group,
+                "",
+                [
+                    {
+                        "reason": "FieldValueRequired",
+                        "field": "metadata.name",
+                        "message": "Required value: name or generateName is required",
+                    }
+                ],
+            )
 
 
 def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
@@ -105,17 +123,22 @@ def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
     if unknown:
         fields = [schemas.pointer_to_field_path(p.path) for p in unknown]
         if ctx.field_validation == "Strict":
-            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
-                                f'{ctx.res.kind}: strict decoding error: '
-                                + ", ".join(f'unknown field "{f}"' for f in fields))
+            raise ApiError(
+                400,
+                f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                f"{ctx.res.kind}: strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in fields),
+            )
         if ctx.field_validation == "Warn":
             ctx.warnings.extend(f'unknown field "{f}"' for f in fields)
         obj = pruned
     type_errors = [p for p in problems if p.code == "invalid" and p.message.startswith("expected")]
     if type_errors:
         p = type_errors[0]
-        raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
-                            f'{ctx.res.kind}: {schemas.pointer_to_field_path(p.path)}: {p.message}')
+        raise ApiError(
+            400,
+            f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+            f"{ctx.res.kind}: {schemas.pointer_to_field_path(p.path)}: {p.message}",
+        )
     causes = []
     for p in problems:
         if p.code != "invalid" or p.message.startswith("expected"):
@@ -162,8 +185,9 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
         spec.setdefault("revisionHistoryLimit", 10)
         if kind == "Deployment":
             spec.setdefault("progressDeadlineSeconds", 600)
-            spec.setdefault("strategy", {"type": "RollingUpdate",
-                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+            spec.setdefault(
+                "strategy", {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}
+            )
         template = spec.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
             template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
@@ -206,6 +230,7 @@ def _body_without_meta(obj: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 # managed fields
 
+
 def _entries(obj: dict | None) -> list[dict]:
     return list(((obj or {}).get("metadata") or {}).get("managedFields") or [])
 
@@ -234,10 +259,14 @@ def _write_entries(ctx: Ctx, obj: dict, owned: dict[tuple[str, str, str], set]) 
         manager, operation, subresource = key
         prev = old.get(key)
         entry = {
-            "manager": manager, "operation": operation,
-            "apiVersion": prev.get("apiVersion", ctx.res.api_version) if prev and key != ctx.identity else ctx.res.api_version,
+            "manager": manager,
+            "operation": operation,
+            "apiVersion": prev.get("apiVersion", ctx.res.api_version)
+            if prev and key != ctx.identity
+            else ctx.res.api_version,
             "time": stamp if prev is None or _entry_paths(prev) != paths else prev.get("time", stamp),
-            "fieldsType": "FieldsV1", "fieldsV1": merge.fields_v1(paths),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": merge.fields_v1(paths),
         }
         if subresource:
             entry["subresource"] = subresource
@@ -266,8 +295,11 @@ def _requested_entries(new: dict, old: dict | None) -> list[dict] | None:
         return []
     for entry in requested:
         if entry.get("operation") not in ("Apply", "Update") or entry.get("fieldsType", "FieldsV1") != "FieldsV1":
-            raise ApiError(400, f'metadata.managedFields: invalid entry {_json_text(entry)}: operation must be '
-                                '"Apply" or "Update" and fieldsType "FieldsV1"')
+            raise ApiError(
+                400,
+                f"metadata.managedFields: invalid entry {_json_text(entry)}: operation must be "
+                '"Apply" or "Update" and fieldsType "FieldsV1"',
+            )
     return requested
 
 
@@ -304,6 +336,7 @@ def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[di
 # ---------------------------------------------------------------------------------------------
 # finishing a write
 
+
 def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
     if old is None:
@@ -323,9 +356,18 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     else:
         old_meta = old["metadata"]
         if meta.get("uid") and meta["uid"] != old_meta.get("uid"):  # a patch or an apply naming another object
-            raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), [{
-                "reason": "FieldValueInvalid", "field": "metadata.uid",
-                "message": f'Invalid value: "{meta["uid"]}": field is immutable'}])
+            raise invalid(
+                ctx.res.kind,
+                ctx.res.group,
+                meta.get("name", ""),
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": "metadata.uid",
+                        "message": f'Invalid value: "{meta["uid"]}": field is immutable',
+                    }
+                ],
+            )
         for key in ("uid", "creationTimestamp"):
             if key in old_meta:
                 meta[key] = old_meta[key]
@@ -343,16 +385,22 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 obj.pop("status", None)
     meta.pop("selfLink", None)
     if ctx.res.kind == "Service" and not ctx.res.group and ctx.subresource != "status":
-        others = [o for o in ctx.cluster.items(ctx.res, None)
-                  if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) != (ctx.namespace, meta["name"])]
+        others = [
+            o
+            for o in ctx.cluster.items(ctx.res, None)
+            if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) != (ctx.namespace, meta["name"])
+        ]
         defaults.allocate_service(obj, old, others)
     if ctx.res.kind == "CustomResourceDefinition" and ctx.res.group == custom.CRD_GROUP:
         previous = (old or {}).get("status") or {}
         if previous.get("acceptedNames") != (obj.get("spec") or {}).get("names"):
             previous = custom.crd_status(obj, now_text())
         obj["status"] = previous
-    if ctx.res.kind == "Deployment" and not ctx.dry_run \
-            and (old is None or meta.get("generation") != old["metadata"].get("generation")):
+    if (
+        ctx.res.kind == "Deployment"
+        and not ctx.dry_run
+        and (old is None or meta.get("generation") != old["metadata"].get("generation"))
+    ):
         # the deployment controller acts on what was stored; a dry run keeps the stored status
         if rollout.same_template(obj, old):
             rollout.rescale(obj, old, now_text())
@@ -381,6 +429,7 @@ def _unchanged(obj: dict, old: dict) -> bool:
     def strip(o):
         meta = {k: v for k, v in o.get("metadata", {}).items() if k != "resourceVersion"}
         return {**o, "metadata": meta}
+
     return strip(obj) == strip(old)
 
 
@@ -396,8 +445,11 @@ def _guard_writable(ctx: Ctx) -> None:
 def _prepare(ctx: Ctx, body, *, owned: bool = False) -> dict:
     """``body`` checked (type meta, names); a copy unless the caller ``owned`` it (made it itself)."""
     if not isinstance(body, dict):
-        raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
-                            f'{ctx.res.kind}: the body must be a JSON object')
+        raise ApiError(
+            400,
+            f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+            f"{ctx.res.kind}: the body must be a JSON object",
+        )
     obj = body if owned else copy.deepcopy(body)
     _check_type_meta(ctx, obj)
     _check_names(ctx, obj)
@@ -407,12 +459,16 @@ def _prepare(ctx: Ctx, body, *, owned: bool = False) -> dict:
 # ---------------------------------------------------------------------------------------------
 # verbs
 
+
 def create(ctx: Ctx, body) -> dict:
     _guard_writable(ctx)
     if ctx.res.verbs == ("create",):  # review kinds: answered, never stored, no name needed
         if not isinstance(body, dict):
-            raise ApiError(400, f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
-                                f'{ctx.res.kind}: the body must be a JSON object')
+            raise ApiError(
+                400,
+                f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                f"{ctx.res.kind}: the body must be a JSON object",
+            )
         obj = copy.deepcopy(body)
         _check_type_meta(ctx, obj)
         return reviews.answer(ctx.res.kind, obj, ctx.can_write)
@@ -439,10 +495,14 @@ def update(ctx: Ctx, body) -> dict:
         raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
     uid = obj["metadata"].get("uid")
     if uid and uid != old["metadata"].get("uid"):  # PUT: the object's uid is a storage precondition
-        raise ApiError(409, f'Operation cannot be fulfilled on {ctx.res.plural}{"." + ctx.res.group if ctx.res.group else ""} '
-                            f'"{ctx.name}": Precondition failed: UID in precondition: {uid}, UID in object meta: '
-                            f'{old["metadata"].get("uid")}', reason="Conflict",
-                       details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural})
+        raise ApiError(
+            409,
+            f"Operation cannot be fulfilled on {ctx.res.plural}{'.' + ctx.res.group if ctx.res.group else ''} "
+            f'"{ctx.name}": Precondition failed: UID in precondition: {uid}, UID in object meta: '
+            f"{old['metadata'].get('uid')}",
+            reason="Conflict",
+            details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural},
+        )
     obj = _schema_step(ctx, obj)
     _apply_defaults(ctx, obj)
     _record_update(ctx, old, obj, _entries(old))
@@ -456,8 +516,9 @@ def apply_json_patch(target, body):
     try:
         return jsonpatch.JsonPatch(body).apply(target)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError, ValueError) as exc:
-        raise ApiError(422, f"the server rejected our request due to an error in our request: {exc}",
-                       reason="Invalid") from exc
+        raise ApiError(
+            422, f"the server rejected our request due to an error in our request: {exc}", reason="Invalid"
+        ) from exc
 
 
 def patch(ctx: Ctx, patch_type: str, body) -> dict:
@@ -472,8 +533,11 @@ def patch(ctx: Ctx, patch_type: str, body) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "the patch body must be a JSON object")
         if patch_type == "strategic" and ctx.custom:
-            raise ApiError(415, "strategic merge patch is not supported for custom resources; "
-                                "use application/merge-patch+json or server-side apply")
+            raise ApiError(
+                415,
+                "strategic merge patch is not supported for custom resources; "
+                "use application/merge-patch+json or server-side apply",
+            )
         if patch_type == "merge":
             new = merge.json_merge_patch(base, body)
         else:
@@ -564,20 +628,29 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     if conflicts and not force:
         versions = {_identity(e): e.get("apiVersion", ctx.res.api_version) for e in _entries(old)}
         managers = sorted({m for m, _ in conflicts})
-        causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {_manager_text(m, versions)}",
-                   "field": merge.path_text(p)} for m, p in conflicts]
-        message = (f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: "
-                   + "; ".join(f"conflict with {_manager_text(m, versions)}: "
-                               + ", ".join(merge.path_text(p) for mm, p in conflicts if mm == m) for m in managers))
-        raise ApiError(409, message, details={"name": ctx.name, "group": ctx.res.group,
-                                              "kind": ctx.res.plural, "causes": causes})
+        causes = [
+            {
+                "reason": "FieldManagerConflict",
+                "message": f"conflict with {_manager_text(m, versions)}",
+                "field": merge.path_text(p),
+            }
+            for m, p in conflicts
+        ]
+        message = f"Apply failed with {len(conflicts)} conflict{'s' if len(conflicts) > 1 else ''}: " + "; ".join(
+            f"conflict with {_manager_text(m, versions)}: "
+            + ", ".join(merge.path_text(p) for mm, p in conflicts if mm == m)
+            for m in managers
+        )
+        raise ApiError(
+            409, message, details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural, "causes": causes}
+        )
     for manager, path in conflicts:  # force: take the fields over
         owned[manager].discard(path)
     others = set().union(*(p for k, p in owned.items() if k != me))
     base = copy.deepcopy(old)
     stale = owned.get(me, set()) - set(applied_f) - others
     # a list item stays while another manager still owns a field inside it
-    stale = {p for p in stale if p[-1] != "." or not any(o[:len(p) - 1] == p[:-1] for o in others)}
+    stale = {p for p in stale if p[-1] != "." or not any(o[: len(p) - 1] == p[:-1] for o in others)}
     # whole list items first (outermost first), then single fields (deepest first)
     for path in sorted(stale, key=lambda p: (0, len(p)) if p[-1] == "." else (1, -len(p))):
         merge.remove_path(base, path)
@@ -608,8 +681,11 @@ def delete(ctx: Ctx) -> dict:
     if old is None:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
     if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:
-        raise ApiError(403, f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
-                       details={"name": ctx.name, "group": "", "kind": "namespaces"})
+        raise ApiError(
+            403,
+            f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
+            details={"name": ctx.name, "group": "", "kind": "namespaces"},
+        )
     if not ctx.dry_run:
         ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         if ctx.res.kind == "Namespace":

@@ -17,6 +17,7 @@ works. A CRD's kinds have operations but no schema. A group-version document is 
 asked for and kept (one per minor and group-version); the index's hashes come from what each
 document is made of, not from its bytes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,7 +32,7 @@ _WRITE_PARAMS = [
     ("fieldManager", "A name associated with the actor or entity that is making these changes."),
     ("fieldValidation", "How the server handles unknown or duplicate fields: Ignore, Warn or Strict."),
 ]
-_FORCE = ("force", "Force is going to \"force\" Apply requests (re-acquire conflicting fields).")
+_FORCE = ("force", 'Force is going to "force" Apply requests (re-acquire conflicting fields).')
 
 
 def _parameter(name: str, description: str, kind: str = "string") -> dict:
@@ -78,8 +79,9 @@ def discovery_prefix(group_version: str) -> str:
     return f"/apis/{group_version}" if "/" in group_version else f"/api/{group_version}"
 
 
-def _by_group_version(minor: int, extra: tuple[schemas.ApiResource, ...],
-                      config: tuple = ()) -> dict[str, list[schemas.ApiResource]]:
+def _by_group_version(
+    minor: int, extra: tuple[schemas.ApiResource, ...], config: tuple = ()
+) -> dict[str, list[schemas.ApiResource]]:
     out = {gv: list(resources) for gv, resources in discovery.by_group_version(minor, config).items()}
     for res in extra:
         out.setdefault(res.group_version, []).append(res)
@@ -141,9 +143,14 @@ def _component_schemas(minor: int, group_version: str) -> dict:
     """The schemas of a group-version's kinds and every definition they refer to."""
     definitions = schemas.documented_definitions(minor)
     group, version = schemas.split_api_version(group_version)
-    todo = [name for name, node in definitions.items()
-            if any(gvk.get("group", "") == group and gvk.get("version") == version
-                   for gvk in node.get("x-kubernetes-group-version-kind") or ())]
+    todo = [
+        name
+        for name, node in definitions.items()
+        if any(
+            gvk.get("group", "") == group and gvk.get("version") == version
+            for gvk in node.get("x-kubernetes-group-version-kind") or ()
+        )
+    ]
     names: set[str] = set()
     while todo:
         name = todo.pop()
@@ -164,8 +171,10 @@ def _component_schemas(minor: int, group_version: str) -> dict:
 
 # --- documents -----------------------------------------------------------------------------------
 
-def _group_versions(minor: int, extra: tuple[schemas.ApiResource, ...],
-                    config: tuple = ()) -> dict[str, tuple[schemas.ApiResource, ...]]:
+
+def _group_versions(
+    minor: int, extra: tuple[schemas.ApiResource, ...], config: tuple = ()
+) -> dict[str, tuple[schemas.ApiResource, ...]]:
     return {gv: tuple(resources) for gv, resources in sorted(_by_group_version(minor, extra, config).items())}
 
 
@@ -174,8 +183,14 @@ def _group_version_document(minor: int, group_version: str, resources: tuple[sch
     paths: dict = {}
     for res in resources:
         paths.update(_paths(res))
-    return _dump({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": f"v1.{minor}.0"},
-                  "paths": paths, "components": {"schemas": _component_schemas(minor, group_version)}})
+    return _dump(
+        {
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": f"v1.{minor}.0"},
+            "paths": paths,
+            "components": {"schemas": _component_schemas(minor, group_version)},
+        }
+    )
 
 
 @functools.lru_cache(maxsize=256)

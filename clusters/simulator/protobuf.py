@@ -9,6 +9,7 @@ field numbers are those of k8s.io/api's generated.proto files (Apache-2.0), for 
 a field this table does not name is skipped, a kind it does not know is 415 as for any format the
 server cannot read.
 """
+
 from __future__ import annotations
 
 import base64
@@ -22,15 +23,26 @@ CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 _S, _I, _B, _M, _MAP, _BMAP = "string", "int", "bool", "message", "map", "bytes-map"  # bytes: base64 in JSON
 
 _OBJECT_META = {
-    1: ("name", _S), 2: ("generateName", _S), 3: ("namespace", _S), 5: ("uid", _S),
-    6: ("resourceVersion", _S), 7: ("generation", _I), 11: ("labels", _MAP), 12: ("annotations", _MAP),
+    1: ("name", _S),
+    2: ("generateName", _S),
+    3: ("namespace", _S),
+    5: ("uid", _S),
+    6: ("resourceVersion", _S),
+    7: ("generation", _I),
+    11: ("labels", _MAP),
+    12: ("annotations", _MAP),
     14: ("finalizers", _S, None, True),
 }
 _TYPE_META = {1: ("apiVersion", _S), 2: ("kind", _S)}
 _UNKNOWN = {1: ("typeMeta", _M, _TYPE_META), 2: ("raw", "bytes"), 3: ("contentEncoding", _S), 4: ("contentType", _S)}
 _RESOURCE_ATTRIBUTES = {
-    1: ("namespace", _S), 2: ("verb", _S), 3: ("group", _S), 4: ("version", _S), 5: ("resource", _S),
-    6: ("subresource", _S), 7: ("name", _S),
+    1: ("namespace", _S),
+    2: ("verb", _S),
+    3: ("group", _S),
+    4: ("version", _S),
+    5: ("resource", _S),
+    6: ("subresource", _S),
+    7: ("name", _S),
 }
 _NON_RESOURCE_ATTRIBUTES = {1: ("path", _S), 2: ("verb", _S)}
 
@@ -41,14 +53,26 @@ KINDS: dict[tuple[str, str], dict] = {
     },
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
         1: ("metadata", _M, _OBJECT_META),
-        2: ("spec", _M, {1: ("resourceAttributes", _M, _RESOURCE_ATTRIBUTES),
-                         2: ("nonResourceAttributes", _M, _NON_RESOURCE_ATTRIBUTES)}),
+        2: (
+            "spec",
+            _M,
+            {
+                1: ("resourceAttributes", _M, _RESOURCE_ATTRIBUTES),
+                2: ("nonResourceAttributes", _M, _NON_RESOURCE_ATTRIBUTES),
+            },
+        ),
     },
     ("v1", "ConfigMap"): {
-        1: ("metadata", _M, _OBJECT_META), 2: ("data", _MAP), 3: ("binaryData", _BMAP), 4: ("immutable", _B),
+        1: ("metadata", _M, _OBJECT_META),
+        2: ("data", _MAP),
+        3: ("binaryData", _BMAP),
+        4: ("immutable", _B),
     },
     ("v1", "Secret"): {
-        1: ("metadata", _M, _OBJECT_META), 2: ("data", _BMAP), 3: ("type", _S), 4: ("stringData", _MAP),
+        1: ("metadata", _M, _OBJECT_META),
+        2: ("data", _BMAP),
+        3: ("type", _S),
+        4: ("stringData", _MAP),
         5: ("immutable", _B),
     },
     ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", _M, _OBJECT_META)},
@@ -83,10 +107,10 @@ def _fields(data: bytes):
             size, pos = _varint(data, pos)
             if pos + size > len(data):
                 raise ValueError("truncated field")
-            value, pos = data[pos:pos + size], pos + size
+            value, pos = data[pos : pos + size], pos + size
         elif wire in (1, 5):
             size = 8 if wire == 1 else 4
-            value, pos = data[pos:pos + size], pos + size
+            value, pos = data[pos : pos + size], pos + size
         else:
             raise ValueError(f"unsupported wire type {wire}")
         yield number, wire, value
@@ -126,13 +150,14 @@ def decode_body(raw: bytes) -> dict:
     if not raw.startswith(MAGIC):
         raise ApiError(400, "provided object is not a protobuf message: missing the k8s\\x00 prefix")
     try:
-        unknown = decode_message(raw[len(MAGIC):], _UNKNOWN)
+        unknown = decode_message(raw[len(MAGIC) :], _UNKNOWN)
         type_meta = unknown.get("typeMeta") or {}
         key = (type_meta.get("apiVersion", ""), type_meta.get("kind", ""))
         schema = KINDS.get(key)
         if schema is None:
-            raise ApiError(415, f"the fleet simulator does not decode {key[0]} {key[1]} from protobuf; "
-                                "send it as application/json")
+            raise ApiError(
+                415, f"the fleet simulator does not decode {key[0]} {key[1]} from protobuf; send it as application/json"
+            )
         obj = decode_message(unknown.get("raw", b""), schema)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the body of the request could not be decoded as protobuf: {exc}") from exc

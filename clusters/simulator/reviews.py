@@ -4,6 +4,7 @@ cluster has: the read-write token (cluster-admin) and the read-only token (get, 
 As on a real cluster, every authenticated user may create both (the system:basic-user and
 system:public-info-viewer roles); they are answered, never stored.
 """
+
 from __future__ import annotations
 
 READ_VERBS = ("get", "list", "watch")
@@ -14,8 +15,11 @@ _GROUPS = ["system:serviceaccounts", "system:serviceaccounts:fleet", "system:aut
 
 
 def user_info(can_write: bool) -> dict:
-    return {"username": ADMIN_USER if can_write else READONLY_USER,
-            "uid": "fleet-admin" if can_write else "fleet-readonly", "groups": list(_GROUPS)}
+    return {
+        "username": ADMIN_USER if can_write else READONLY_USER,
+        "uid": "fleet-admin" if can_write else "fleet-readonly",
+        "groups": list(_GROUPS),
+    }
 
 
 def access(spec: dict, can_write: bool) -> dict:
@@ -24,11 +28,17 @@ def access(spec: dict, can_write: bool) -> dict:
     attributes = spec.get("resourceAttributes") or spec.get("nonResourceAttributes") or {}
     verb = attributes.get("verb", "")
     if can_write:
-        return {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "fleet-admin" of ClusterRole '
-                                           '"cluster-admin" to ServiceAccount "admin/fleet"'}
+        return {
+            "allowed": True,
+            "reason": 'RBAC: allowed by ClusterRoleBinding "fleet-admin" of ClusterRole '
+            '"cluster-admin" to ServiceAccount "admin/fleet"',
+        }
     if verb in READ_VERBS:
-        return {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "fleet-readonly" of ClusterRole '
-                                           '"view" to ServiceAccount "readonly/fleet"'}
+        return {
+            "allowed": True,
+            "reason": 'RBAC: allowed by ClusterRoleBinding "fleet-readonly" of ClusterRole '
+            '"view" to ServiceAccount "readonly/fleet"',
+        }
     return {"allowed": False}
 
 
@@ -41,8 +51,11 @@ def answer(kind: str, obj: dict, can_write: bool) -> dict:
         obj["status"] = access(obj["spec"], can_write)
     elif kind == "SelfSubjectRulesReview":
         verbs = ["*"] if can_write else list(READ_VERBS)
-        obj["status"] = {"resourceRules": [{"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]}],
-                         "nonResourceRules": [{"verbs": verbs, "nonResourceURLs": ["*"]}], "incomplete": False}
+        obj["status"] = {
+            "resourceRules": [{"verbs": verbs, "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": verbs, "nonResourceURLs": ["*"]}],
+            "incomplete": False,
+        }
     elif kind == "SelfSubjectReview":
         obj["status"] = {"userInfo": user_info(can_write)}
     return obj

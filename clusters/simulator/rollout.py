@@ -1,4 +1,5 @@
 """Deployment roll-out: status converges `rollout_seconds` after a spec change."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,14 @@ def _compact(status: dict) -> dict:
 
 
 def _condition(ctype: str, status: str, reason: str, message: str, now: str) -> dict:
-    return {"type": ctype, "status": status, "reason": reason, "message": message,
-            "lastUpdateTime": now, "lastTransitionTime": now}
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastUpdateTime": now,
+        "lastTransitionTime": now,
+    }
 
 
 def start(obj: dict, old: dict | None, now: str) -> None:
@@ -33,18 +40,27 @@ def start(obj: dict, old: dict | None, now: str) -> None:
     available = min(prev.get("availableReplicas", 0) or 0, desired)
     name = obj["metadata"]["name"]
     rs = f"{name}-{_template_hash(obj)}"
-    obj["status"] = _compact({
-        "observedGeneration": obj["metadata"].get("generation", 1),
-        "replicas": desired, "updatedReplicas": 0, "readyReplicas": ready,
-        "availableReplicas": available, "unavailableReplicas": max(desired - available, 0),
-    })
+    obj["status"] = _compact(
+        {
+            "observedGeneration": obj["metadata"].get("generation", 1),
+            "replicas": desired,
+            "updatedReplicas": 0,
+            "readyReplicas": ready,
+            "availableReplicas": available,
+            "unavailableReplicas": max(desired - available, 0),
+        }
+    )
     obj["status"]["conditions"] = [
-        _condition("Available", "True" if available >= desired else "False",
-                   "MinimumReplicasAvailable" if available >= desired else "MinimumReplicasUnavailable",
-                   "Deployment has minimum availability." if available >= desired
-                   else "Deployment does not have minimum availability.", now),
-        _condition("Progressing", "True", "ReplicaSetUpdated",
-                   f'ReplicaSet "{rs}" is progressing.', now),
+        _condition(
+            "Available",
+            "True" if available >= desired else "False",
+            "MinimumReplicasAvailable" if available >= desired else "MinimumReplicasUnavailable",
+            "Deployment has minimum availability."
+            if available >= desired
+            else "Deployment does not have minimum availability.",
+            now,
+        ),
+        _condition("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs}" is progressing.', now),
     ]
 
 
@@ -55,23 +71,33 @@ def finish(obj: dict, now: str, *, ready: int | None = None) -> None:
     desired = _desired(obj)
     rs = f"{obj['metadata']['name']}-{_template_hash(obj)}"
     ready = desired if ready is None else min(ready, desired)
-    obj["status"] = _compact({
-        "observedGeneration": obj["metadata"].get("generation", 1),
-        "replicas": desired, "updatedReplicas": desired, "readyReplicas": ready,
-        "availableReplicas": ready, "unavailableReplicas": desired - ready,
-    })
+    obj["status"] = _compact(
+        {
+            "observedGeneration": obj["metadata"].get("generation", 1),
+            "replicas": desired,
+            "updatedReplicas": desired,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "unavailableReplicas": desired - ready,
+        }
+    )
     if ready < desired:
         obj["status"]["conditions"] = [
-            _condition("Available", "False", "MinimumReplicasUnavailable",
-                       "Deployment does not have minimum availability.", now),
+            _condition(
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+                now,
+            ),
             _condition("Progressing", "True", "ReplicaSetUpdated", f'ReplicaSet "{rs}" is progressing.', now),
         ]
         return
     obj["status"]["conditions"] = [
-        _condition("Available", "True", "MinimumReplicasAvailable",
-                   "Deployment has minimum availability.", now),
-        _condition("Progressing", "True", "NewReplicaSetAvailable",
-                   f'ReplicaSet "{rs}" has successfully progressed.', now),
+        _condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.", now),
+        _condition(
+            "Progressing", "True", "NewReplicaSetAvailable", f'ReplicaSet "{rs}" has successfully progressed.', now
+        ),
     ]
 
 
@@ -83,20 +109,27 @@ def rescale(obj: dict, old: dict, now: str) -> None:
     desired = _desired(obj)
     prev = old.get("status") or {}
     available = min(prev.get("availableReplicas", 0) or 0, desired)
-    status = _compact({
-        "observedGeneration": obj["metadata"].get("generation", 1),
-        "replicas": desired, "updatedReplicas": desired,
-        "readyReplicas": min(prev.get("readyReplicas", 0) or 0, desired),
-        "availableReplicas": available, "unavailableReplicas": max(desired - available, 0),
-    })
+    status = _compact(
+        {
+            "observedGeneration": obj["metadata"].get("generation", 1),
+            "replicas": desired,
+            "updatedReplicas": desired,
+            "readyReplicas": min(prev.get("readyReplicas", 0) or 0, desired),
+            "availableReplicas": available,
+            "unavailableReplicas": max(desired - available, 0),
+        }
+    )
     conditions = [c for c in prev.get("conditions") or [] if c.get("type") != "Available"]
     ok = available >= desired - desired // 4  # the default maxUnavailable, 25% rounded down
     was = next((c for c in prev.get("conditions") or [] if c.get("type") == "Available"), None)
     if was is None or was.get("status") != ("True" if ok else "False"):
         was = _condition(
-            "Available", "True" if ok else "False",
+            "Available",
+            "True" if ok else "False",
             "MinimumReplicasAvailable" if ok else "MinimumReplicasUnavailable",
-            "Deployment has minimum availability." if ok else "Deployment does not have minimum availability.", now)
+            "Deployment has minimum availability." if ok else "Deployment does not have minimum availability.",
+            now,
+        )
     status["conditions"] = [was, *conditions]
     obj["status"] = status
 

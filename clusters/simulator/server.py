@@ -4,6 +4,7 @@ Routing, auth, faults and (de)serialisation live here; object semantics live in 
 Admin endpoints (faults, external edits, version changes, object reads) are under /_fleet/ and
 need the admin token.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -34,9 +35,21 @@ PATCH_TYPES = {
     "application/apply-patch+yaml": "apply",
     "application/apply-patch+json": "apply",
 }
-_GO_VERSIONS = {25: "go1.19.13", 26: "go1.20.10", 27: "go1.20.12", 28: "go1.20.13", 29: "go1.21.9",
-                30: "go1.22.5", 31: "go1.22.7", 32: "go1.23.6", 33: "go1.24.4", 34: "go1.24.6",
-                35: "go1.25.3", 36: "go1.25.5", 37: "go1.26.1"}
+_GO_VERSIONS = {
+    25: "go1.19.13",
+    26: "go1.20.10",
+    27: "go1.20.12",
+    28: "go1.20.13",
+    29: "go1.21.9",
+    30: "go1.22.5",
+    31: "go1.22.7",
+    32: "go1.23.6",
+    33: "go1.24.4",
+    34: "go1.24.6",
+    35: "go1.25.3",
+    36: "go1.25.5",
+    37: "go1.26.1",
+}
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 log = logging.getLogger("clusters.simulator")
 
@@ -52,13 +65,25 @@ def version_info(git_version: str) -> dict:
     major, minor, patch = parse_version(git_version)
     commit = hashlib.sha1(git_version.encode()).hexdigest()
     info = {
-        "major": str(major), "minor": str(minor), "gitVersion": git_version, "gitCommit": commit,
-        "gitTreeState": "clean", "buildDate": f"{2014 + minor // 3}-0{1 + patch % 9}-1{patch % 10}T09:47:40Z",
-        "goVersion": _GO_VERSIONS.get(minor, "go1.22.5"), "compiler": "gc", "platform": "linux/amd64",
+        "major": str(major),
+        "minor": str(minor),
+        "gitVersion": git_version,
+        "gitCommit": commit,
+        "gitTreeState": "clean",
+        "buildDate": f"{2014 + minor // 3}-0{1 + patch % 9}-1{patch % 10}T09:47:40Z",
+        "goVersion": _GO_VERSIONS.get(minor, "go1.22.5"),
+        "compiler": "gc",
+        "platform": "linux/amd64",
     }
     if minor >= 33:
-        info.update({"emulationMajor": str(major), "emulationMinor": str(minor),
-                     "minCompatibilityMajor": str(major), "minCompatibilityMinor": str(minor - 1)})
+        info.update(
+            {
+                "emulationMajor": str(major),
+                "emulationMinor": str(minor),
+                "minCompatibilityMajor": str(major),
+                "minCompatibilityMinor": str(minor - 1),
+            }
+        )
     return info
 
 
@@ -163,8 +188,7 @@ class ClusterHandler:
         if head == "version" and len(parts) == 1:
             return _json(version_info(cluster.git_version))
         if head == "openapi" and parts[1:2] == ["v3"]:
-            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources(),
-                                   cluster.api_config)
+            doc = openapi.document(cluster.minor, "/".join(parts[2:]), cluster.custom_resources(), cluster.api_config)
             if doc is None:
                 raise ApiError(404, "the server could not find the requested resource")
             if request.method != "GET":
@@ -172,9 +196,11 @@ class ClusterHandler:
             return _json(doc)
         if head not in ("api", "apis"):
             raise ApiError(404, "the server could not find the requested resource")
-        doc = (discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources(),
-                                                  cluster.api_config)
-               if len(parts) <= (2 if head == "api" else 3) else None)
+        doc = (
+            discovery.document_with_custom(cluster.minor, tail, cluster.custom_resources(), cluster.api_config)
+            if len(parts) <= (2 if head == "api" else 3)
+            else None
+        )
         if doc is not None:
             if request.method != "GET":
                 raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -203,12 +229,15 @@ class ClusterHandler:
         if request.method in WRITE_METHODS and not can_write and res.kind not in reviews.SELF_REVIEWS:
             verb = WRITE_METHODS[request.method]
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-            target = f'{res.plural}.{res.group}' if res.group else res.plural
+            target = f"{res.plural}.{res.group}" if res.group else res.plural
             quoted = f'"{name}" ' if name else ""
-            raise ApiError(403, f'{target} {quoted}is forbidden: User '
-                                f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
-                                f'"{res.plural}" in API group "{res.group}"{where}',
-                           details={"name": name or "", "group": res.group, "kind": res.plural})
+            raise ApiError(
+                403,
+                f"{target} {quoted}is forbidden: User "
+                f'"system:serviceaccount:fleet:readonly" cannot {verb} resource '
+                f'"{res.plural}" in API group "{res.group}"{where}',
+                details={"name": name or "", "group": res.group, "kind": res.plural},
+            )
         ctx = objects.Ctx(cluster, res, namespace, name, can_write=can_write)
         deprecated = schemas.deprecation_warning(cluster.minor, res.api_version, res.kind)
         if deprecated:
@@ -227,10 +256,15 @@ class ClusterHandler:
         if request.method == "PATCH":
             patch_type = PATCH_TYPES.get(request.content_type)
             if patch_type in (None, "apply"):
-                raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
-                                    f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types "
+                    f"include: {', '.join(t for t in PATCH_TYPES if 'apply' not in t)}",
+                )
         body = await _read_body(request)
-        ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        ctx.field_manager = (
+            request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        )
         ctx.dry_run = request.query.get("dryRun") == "All"
         return _json(objects.write_status(ctx, patch_type, body), 200, ctx.warnings)
 
@@ -251,13 +285,18 @@ class ClusterHandler:
         else:
             patch_type = PATCH_TYPES.get(request.content_type)
             if patch_type is None:
-                raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
-                                    f'include: {", ".join(t for t in PATCH_TYPES if "apply" not in t)}')
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types "
+                    f"include: {', '.join(t for t in PATCH_TYPES if 'apply' not in t)}",
+                )
             wanted = scale.patched(current, patch_type, body)
         replicas, rv = scale.checked(ctx.name, ctx.namespace, wanted)
         if rv and rv != current["metadata"].get("resourceVersion"):
             raise conflict(ctx.res.plural, ctx.res.group, ctx.name)
-        ctx.field_manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        ctx.field_manager = (
+            request.query.get("fieldManager") or request.headers.get("User-Agent", "unknown").split("/")[0]
+        )
         ctx.dry_run = request.query.get("dryRun") == "All"
         ctx.subresource = "scale"  # its own managedFields entry, as the apiserver records it
         updated = objects.patch(ctx, "merge", {"spec": {"replicas": replicas}})
@@ -275,8 +314,11 @@ class ClusterHandler:
                 raise not_found(res.plural, res.group, ctx.name)
             table_version = tables.wants_table(request.headers.get("Accept", ""))
             if table_version:
-                return _json(tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", "")),
-                             200, ctx.warnings)
+                return _json(
+                    tables.table(table_version, res.kind, [obj], obj["metadata"].get("resourceVersion", "")),
+                    200,
+                    ctx.warnings,
+                )
             return _json(obj, 200, ctx.warnings)
         if method not in ("POST", "PUT", "PATCH", "DELETE"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
@@ -306,8 +348,11 @@ class ClusterHandler:
             return _json(objects.update(ctx, body), 200, ctx.warnings)
         patch_type = PATCH_TYPES.get(request.content_type)
         if patch_type is None:
-            raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
-                                f'include: {", ".join(PATCH_TYPES)}')
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(PATCH_TYPES)}",
+            )
         body = await _read_body(request)
         if patch_type == "apply":
             obj, created = objects.apply(ctx, body, force=_bool(request, "force"))
@@ -402,8 +447,14 @@ class ClusterHandler:
             quiet_since = time.monotonic()
 
             def bookmark() -> bytes:  # every event up to cluster.rv is delivered: the queue is empty
-                return line("BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version,
-                                         "metadata": {"resourceVersion": str(max(sent, cluster.rv))}})
+                return line(
+                    "BOOKMARK",
+                    {
+                        "kind": res.kind,
+                        "apiVersion": res.api_version,
+                        "metadata": {"resourceVersion": str(max(sent, cluster.rv))},
+                    },
+                )
 
             while sent is not None:
                 remaining = deadline - time.monotonic()
@@ -414,7 +465,7 @@ class ClusterHandler:
                 try:
                     # wake at least every second to notice a client that went away
                     entry = await asyncio.wait_for(queue.get(), min(remaining, 1.0))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         return response
                     if bookmarks and time.monotonic() - quiet_since >= BOOKMARK_SECONDS:
@@ -469,22 +520,42 @@ class ClusterHandler:
         for item in items:
             item.pop("apiVersion", None)
             item.pop("kind", None)
-        return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
-                      "metadata": meta, "items": items}, 200, ctx.warnings)
+        return _json(
+            {"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version, "metadata": meta, "items": items},
+            200,
+            ctx.warnings,
+        )
 
     def delete_collection(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
-        items = [i for i in self._selected(request, ctx)
-                 if not (ctx.res.kind == "Namespace" and i["metadata"]["name"] in objects.UNDELETABLE_NAMESPACES)]
+        items = [
+            i
+            for i in self._selected(request, ctx)
+            if not (ctx.res.kind == "Namespace" and i["metadata"]["name"] in objects.UNDELETABLE_NAMESPACES)
+        ]
         for item in items:
-            sub = objects.Ctx(ctx.cluster, ctx.res, item["metadata"].get("namespace", ""),
-                              item["metadata"]["name"], dry_run=ctx.dry_run)
+            sub = objects.Ctx(
+                ctx.cluster,
+                ctx.res,
+                item["metadata"].get("namespace", ""),
+                item["metadata"]["name"],
+                dry_run=ctx.dry_run,
+            )
             objects.delete(sub)
-        return _json({"kind": f"{ctx.res.kind}List", "apiVersion": ctx.res.api_version,
-                      "metadata": {"resourceVersion": str(ctx.cluster.rv)}, "items": items}, 200, ctx.warnings)
+        return _json(
+            {
+                "kind": f"{ctx.res.kind}List",
+                "apiVersion": ctx.res.api_version,
+                "metadata": {"resourceVersion": str(ctx.cluster.rv)},
+                "items": items,
+            },
+            200,
+            ctx.warnings,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # admin endpoints
+
 
 class AdminHandler:
     def __init__(self, fleet: Fleet):
@@ -502,10 +573,18 @@ class AdminHandler:
 
     @staticmethod
     def describe(c: ClusterState) -> dict:
-        return {"name": c.name, "role": c.spec.role, "version": c.git_version, "schemaMinor": c.minor,
-                "requests": dict(c.requests),
-                "labels": c.spec.labels, "faults": c.faults.as_dict(), "rolloutSeconds": c.rollout_seconds,
-                "capacity": c.capacity, "objects": c.object_count()}
+        return {
+            "name": c.name,
+            "role": c.spec.role,
+            "version": c.git_version,
+            "schemaMinor": c.minor,
+            "requests": dict(c.requests),
+            "labels": c.spec.labels,
+            "faults": c.faults.as_dict(),
+            "rolloutSeconds": c.rollout_seconds,
+            "capacity": c.capacity,
+            "objects": c.object_count(),
+        }
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -569,7 +648,7 @@ class AdminHandler:
     def _resource(cluster: ClusterState, api_version: str, kind: str) -> schemas.ApiResource:
         res = cluster.find_resource(api_version or "", kind or "")
         if res is None:
-            raise ApiError(404, f'no resource for {api_version} {kind} at Kubernetes 1.{cluster.minor}')
+            raise ApiError(404, f"no resource for {api_version} {kind} at Kubernetes 1.{cluster.minor}")
         return res
 
     def get_object(self, cluster: ClusterState, query) -> web.Response:
@@ -583,8 +662,14 @@ class AdminHandler:
     def external_edit(self, cluster: ClusterState, body: dict) -> web.Response:
         res = self._resource(cluster, body.get("apiVersion", ""), body.get("kind", ""))
         namespace = body.get("namespace") or "" if res.namespaced else ""
-        ctx = objects.Ctx(cluster, res, namespace, body.get("name"), field_validation="Ignore",
-                          field_manager=body.get("fieldManager") or "kubectl-edit")
+        ctx = objects.Ctx(
+            cluster,
+            res,
+            namespace,
+            body.get("name"),
+            field_validation="Ignore",
+            field_manager=body.get("fieldManager") or "kubectl-edit",
+        )
         obj = objects.patch(ctx, "merge", body.get("mergePatch") or {})
         return _json(obj)
 
@@ -595,10 +680,13 @@ class AdminHandler:
 
     def stats(self) -> dict:
         import resource as _resource
-        return {"clusters": len(self.fleet.clusters),
-                "objects": sum(c.object_count() for c in self.fleet.clusters.values()),
-                "maxRssMb": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "rssMb": _current_rss_mb()}
+
+        return {
+            "clusters": len(self.fleet.clusters),
+            "objects": sum(c.object_count() for c in self.fleet.clusters.values()),
+            "maxRssMb": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "rssMb": _current_rss_mb(),
+        }
 
 
 def _current_rss_mb() -> float:

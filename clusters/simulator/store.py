@@ -4,6 +4,7 @@ Objects are stored once, as compact JSON bytes, in one dict per (group, plural).
 discovery documents and compiled validators are shared per Kubernetes minor (clusters.schemas
 caches them), so a cluster costs little more than its objects.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +13,7 @@ import re
 import time
 import uuid
 from collections import deque
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from clusters import labels, schemas, served_apis
 
@@ -25,7 +26,7 @@ WATCH_HISTORY = 500  # events kept per cluster for watches that resume from a re
 
 
 def now_text() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def dumps(obj) -> bytes:
@@ -122,7 +123,7 @@ class ClusterState:
         old = {(r.group, r.plural) for r in self.custom.values()}
         new = {(r.group, r.plural) for r in table.values()}
         for key in old - new:
-            for (namespace, name) in list(self.data.get(key, {})):
+            for namespace, name in list(self.data.get(key, {})):
                 self.drop_key(key, namespace, name)
             self.data.pop(key, None)
         self.custom = table
@@ -220,7 +221,7 @@ class ClusterState:
 
     def items(self, res: schemas.ApiResource, namespace: str | None):
         bucket = self.data.get((res.group, res.plural), {})
-        for (ns, name) in sorted(bucket):
+        for ns, name in sorted(bucket):
             if namespace is None or ns == namespace:
                 obj = self.load(res, ns, name)
                 if obj is not None:
@@ -258,8 +259,11 @@ class ClusterState:
         if self.capacity is None:
             return None
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        used = sum((other.get("status") or {}).get("readyReplicas", 0) or 0 for other in self.items(res, None)
-                   if (other["metadata"].get("namespace", ""), other["metadata"]["name"]) != key)
+        used = sum(
+            (other.get("status") or {}).get("readyReplicas", 0) or 0
+            for other in self.items(res, None)
+            if (other["metadata"].get("namespace", ""), other["metadata"]["name"]) != key
+        )
         return max(self.capacity - used, 0)
 
     # -- seed ------------------------------------------------------------------------------
@@ -276,54 +280,85 @@ class ClusterState:
         node_res = schemas.find_resource(self.minor, "v1", "Node")
         stamp = now_text()
         for ns in SYSTEM_NAMESPACES:
-            self.save(ns_res, {
-                "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": ns, "uid": str(uuid.uuid4()), "resourceVersion": self.next_rv(),
-                             "creationTimestamp": stamp,
-                             "labels": {"kubernetes.io/metadata.name": ns}},
-                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
-            })
+            self.save(
+                ns_res,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {
+                        "name": ns,
+                        "uid": str(uuid.uuid4()),
+                        "resourceVersion": self.next_rv(),
+                        "creationTimestamp": stamp,
+                        "labels": {"kubernetes.io/metadata.name": ns},
+                    },
+                    "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Active"},
+                },
+            )
             self.add_namespace_companions(ns)
         for node in self.spec.nodes:
-            self.save(node_res, {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {
-                    "name": node.name, "uid": str(uuid.uuid4()), "resourceVersion": self.next_rv(),
-                    "creationTimestamp": stamp,
-                    "labels": {
-                        "kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                        "topology.kubernetes.io/region": node.region,
-                        "topology.kubernetes.io/zone": node.zone,
+            self.save(
+                node_res,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": node.name,
+                        "uid": str(uuid.uuid4()),
+                        "resourceVersion": self.next_rv(),
+                        "creationTimestamp": stamp,
+                        "labels": {
+                            "kubernetes.io/hostname": node.name,
+                            "kubernetes.io/os": "linux",
+                            "kubernetes.io/arch": "amd64",
+                            "topology.kubernetes.io/region": node.region,
+                            "topology.kubernetes.io/zone": node.zone,
+                        },
+                    },
+                    "spec": {"podCIDR": "10.244.0.0/24"},
+                    "status": {
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status",
+                                "lastHeartbeatTime": stamp,
+                                "lastTransitionTime": stamp,
+                            }
+                        ],
+                        "nodeInfo": {
+                            "kubeletVersion": node.kubelet_version,
+                            "kubeProxyVersion": node.kubelet_version,
+                            "machineID": uuid.uuid4().hex,
+                            "systemUUID": str(uuid.uuid4()),
+                            "bootID": str(uuid.uuid4()),
+                            "kernelVersion": "6.1.0-sim",
+                            "osImage": "Debian GNU/Linux 12 (bookworm)",
+                            "containerRuntimeVersion": "containerd://1.7.13",
+                            "operatingSystem": "linux",
+                            "architecture": "amd64",
+                        },
+                        "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                        "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
                     },
                 },
-                "spec": {"podCIDR": "10.244.0.0/24"},
-                "status": {
-                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                    "message": "kubelet is posting ready status",
-                                    "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
-                    "nodeInfo": {
-                        "kubeletVersion": node.kubelet_version, "kubeProxyVersion": node.kubelet_version,
-                        "machineID": uuid.uuid4().hex, "systemUUID": str(uuid.uuid4()),
-                        "bootID": str(uuid.uuid4()), "kernelVersion": "6.1.0-sim",
-                        "osImage": "Debian GNU/Linux 12 (bookworm)", "containerRuntimeVersion": "containerd://1.7.13",
-                        "operatingSystem": "linux", "architecture": "amd64",
-                    },
-                    "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                    "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                },
-            })
+            )
 
 
 # ---------------------------------------------------------------------------------------------
 # label selectors
+
 
 def parse_selector(text: str | None):
     """Parse a labelSelector into a predicate over a labels dict; ApiError 400 if malformed."""
     try:
         requirements = labels.parse_selector(text)
     except labels.SelectorError as exc:
-        raise ApiError(400, f"unable to parse requirement: found '{exc.term.strip()}', expected: label selector") from None
+        raise ApiError(
+            400, f"unable to parse requirement: found '{exc.term.strip()}', expected: label selector"
+        ) from None
     return lambda found: labels.matches(found, requirements)
 
 

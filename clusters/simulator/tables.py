@@ -1,7 +1,8 @@
 """meta.k8s.io Table answers for kubectl get (Accept: application/json;as=Table;...)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def wants_table(accept: str) -> str | None:
@@ -17,10 +18,10 @@ def _age(stamp: str | None) -> str:
     if not stamp:
         return "<unknown>"
     try:
-        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     except ValueError:
         return "<unknown>"
-    secs = max(int((datetime.now(timezone.utc) - then).total_seconds()), 0)
+    secs = max(int((datetime.now(UTC) - then).total_seconds()), 0)
     if secs < 120:
         return f"{secs}s"
     if secs < 600:
@@ -38,14 +39,22 @@ def _col(name: str, ctype: str = "string", fmt: str = "", priority: int = 0) -> 
 
 def _deployment(o):
     st, sp = o.get("status") or {}, o.get("spec") or {}
-    return [f"{st.get('readyReplicas', 0)}/{sp.get('replicas', 1)}", st.get("updatedReplicas", 0),
-            st.get("availableReplicas", 0)]
+    return [
+        f"{st.get('readyReplicas', 0)}/{sp.get('replicas', 1)}",
+        st.get("updatedReplicas", 0),
+        st.get("availableReplicas", 0),
+    ]
 
 
 def _node(o):
-    ready = next((c.get("status") for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), "")
-    return ["Ready" if ready == "True" else "NotReady", "<none>",
-            ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")]
+    ready = next(
+        (c.get("status") for c in (o.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), ""
+    )
+    return [
+        "Ready" if ready == "True" else "NotReady",
+        "<none>",
+        ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
+    ]
 
 
 def _service(o):
@@ -60,8 +69,7 @@ _COLUMNS = {
     "Node": ([_col("Status"), _col("Roles"), _col("Version")], _node),
     "Service": ([_col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)")], _service),
     "ConfigMap": ([_col("Data", "integer")], lambda o: [len(o.get("data") or {}) + len(o.get("binaryData") or {})]),
-    "Secret": ([_col("Type"), _col("Data", "integer")],
-               lambda o: [o.get("type", "Opaque"), len(o.get("data") or {})]),
+    "Secret": ([_col("Type"), _col("Data", "integer")], lambda o: [o.get("type", "Opaque"), len(o.get("data") or {})]),
 }
 
 
@@ -71,10 +79,20 @@ def table(api_version: str, kind: str, objects: list[dict], resource_version: st
     rows = []
     for obj in objects:
         meta = obj.get("metadata") or {}
-        rows.append({
-            "cells": [meta.get("name", ""), *cells(obj), _age(meta.get("creationTimestamp"))],
-            "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                       "metadata": {k: v for k, v in meta.items() if k != "managedFields"}},
-        })
-    return {"kind": "Table", "apiVersion": api_version, "metadata": {"resourceVersion": resource_version},
-            "columnDefinitions": columns, "rows": rows}
+        rows.append(
+            {
+                "cells": [meta.get("name", ""), *cells(obj), _age(meta.get("creationTimestamp"))],
+                "object": {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {k: v for k, v in meta.items() if k != "managedFields"},
+                },
+            }
+        )
+    return {
+        "kind": "Table",
+        "apiVersion": api_version,
+        "metadata": {"resourceVersion": resource_version},
+        "columnDefinitions": columns,
+        "rows": rows,
+    }

@@ -33,8 +33,11 @@ def resource_settings(resource) -> dict:
 
 
 def _present_on(cluster) -> list[PropagatedVersion]:
-    return [pv for pv in PropagatedVersion.objects.filter(cluster=cluster).select_related("resource").order_by("resource_id")
-            if pv.is_present]
+    return [
+        pv
+        for pv in PropagatedVersion.objects.filter(cluster=cluster).select_related("resource").order_by("resource_id")
+        if pv.is_present
+    ]
 
 
 def approved_content_hash(kind: str, resource, revision, cluster) -> str:
@@ -42,8 +45,9 @@ def approved_content_hash(kind: str, resource, revision, cluster) -> str:
         retention = {str(pv.resource_id): pv.resource.retention for pv in _present_on(cluster)} if cluster else {}
         return content_hash({"unjoin": cluster.pk if cluster else None, "retention": retention})
     if kind == ChangeKind.DELETE:
-        return content_hash({"delete": resource.pk if resource else None,
-                             "retention": resource.retention if resource else None})
+        return content_hash(
+            {"delete": resource.pk if resource else None, "retention": resource.retention if resource else None}
+        )
     if revision is None:
         return ""
     return content_hash({"revision": revision.content_hash, **resource_settings(resource)})
@@ -73,11 +77,17 @@ def _revision_authors(cr) -> dict[int, str]:
 
 def _settings_authors(resource_ids) -> dict[int, str]:
     """Who changed retention or drift policy after the resource was last propagated."""
-    last_propagated = Subquery(PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
-                               .order_by("-started_at").values("started_at")[:1])
-    changes = (SettingsChange.objects.filter(resource_id__in=resource_ids).exclude(author=None)
-               .annotate(baseline_at=last_propagated)
-               .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at"))))
+    last_propagated = Subquery(
+        PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
+        .order_by("-started_at")
+        .values("started_at")[:1]
+    )
+    changes = (
+        SettingsChange.objects.filter(resource_id__in=resource_ids)
+        .exclude(author=None)
+        .annotate(baseline_at=last_propagated)
+        .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at")))
+    )
     authors: dict[int, str] = {}
     for author_id in changes.order_by("created_at").values_list("author_id", flat=True):
         authors.setdefault(author_id, "the retention/drift policy change")

@@ -10,7 +10,9 @@ class ChangeRequestFilterForm(forms.Form):
     author = forms.CharField(required=False, max_length=150, help_text="Username, exactly.")
     resource = forms.CharField(required=False, max_length=253)
     cluster = forms.CharField(required=False, max_length=63)
-    emergency = forms.ChoiceField(required=False, choices=[("", "all"), ("yes", "emergency only"), ("no", "not emergency")])
+    emergency = forms.ChoiceField(
+        required=False, choices=[("", "all"), ("yes", "emergency only"), ("no", "not emergency")]
+    )
     q = forms.CharField(required=False, max_length=200)
 
     def filters(self) -> dict:
@@ -31,8 +33,15 @@ class ChangeRequestFilterForm(forms.Form):
 class ChangeRequestCreateForm(forms.Form):
     """Open a Draft for a resource's revision (the "Request change" button's target)."""
 
-    kind = forms.ChoiceField(required=False, choices=[("", "automatic"), (ChangeKind.EDIT, "Edit"),
-                                                      (ChangeKind.ROLLBACK, "Rollback"), (ChangeKind.DELETE, "Delete")])
+    kind = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "automatic"),
+            (ChangeKind.EDIT, "Edit"),
+            (ChangeKind.ROLLBACK, "Rollback"),
+            (ChangeKind.DELETE, "Delete"),
+        ],
+    )
     revision = forms.IntegerField(required=False, min_value=1, help_text="Revision number; default: the current one.")
     title = forms.CharField(required=False, max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}), max_length=5000)
@@ -43,8 +52,11 @@ class DecisionForm(forms.Form):
 
 
 class RejectForm(forms.Form):
-    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=5000,
-                              error_messages={"required": "Say why you reject the request."})
+    comment = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        error_messages={"required": "Say why you reject the request."},
+    )
 
 
 class CommentForm(forms.Form):
@@ -52,8 +64,9 @@ class CommentForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=5000,
-                             error_messages={"required": "Give a reason."})
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), max_length=5000, error_messages={"required": "Give a reason."}
+    )
 
 
 class CancelForm(forms.Form):

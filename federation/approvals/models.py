@@ -25,17 +25,31 @@ class ChangeRequest(models.Model):
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     author_name = models.CharField(max_length=150, blank=True)
 
-    resource = models.ForeignKey(FederatedResource, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="change_requests")
+    resource = models.ForeignKey(
+        FederatedResource, null=True, blank=True, on_delete=models.SET_NULL, related_name="change_requests"
+    )
     resource_repr = models.CharField(max_length=320, blank=True, help_text="Kept when the resource is deleted.")
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                help_text="The cluster to unjoin (unjoin requests only).")
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The cluster to unjoin (unjoin requests only).",
+    )
     cluster_name = models.CharField(max_length=63, blank=True)
     proposed_revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    proposed_hash = models.CharField(max_length=64, blank=True, db_index=True,
-                                     help_text="What approvals are given for: the proposed content's hash.")
-    base_revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                      help_text="The revision that was propagated when the request was drafted.")
+    proposed_hash = models.CharField(
+        max_length=64, blank=True, db_index=True, help_text="What approvals are given for: the proposed content's hash."
+    )
+    base_revision = models.ForeignKey(
+        Revision,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The revision that was propagated when the request was drafted.",
+    )
 
     target_clusters = models.JSONField(default=list, blank=True)
     required_approvals = models.PositiveSmallIntegerField(default=1)
@@ -45,8 +59,9 @@ class ChangeRequest(models.Model):
     preflight_at = models.DateTimeField(null=True, blank=True)
     preflight_override_reason = models.TextField(blank=True)
     preflight_override_hash = models.CharField(max_length=64, blank=True)
-    preflight_override_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                              on_delete=models.SET_NULL, related_name="+")
+    preflight_override_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     emergency = models.BooleanField(default=False, db_index=True)
     emergency_reason = models.TextField(blank=True)
@@ -100,8 +115,10 @@ class Approval(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["change_request", "approver", "content_hash", "decision"],
-                                    name="approvals_one_decision_per_content"),
+            models.UniqueConstraint(
+                fields=["change_request", "approver", "content_hash", "decision"],
+                name="approvals_one_decision_per_content",
+            ),
         ]
 
     def __str__(self):

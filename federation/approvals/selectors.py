@@ -3,19 +3,20 @@
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from fedportal.models import AuditEvent
-from fedportal.roles import Role, has_role
 from federation.approvals.choices import ChangeState, Decision
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import Revision
+from fedportal.models import AuditEvent
+from fedportal.roles import Role, has_role
 
 
 def base_queryset() -> QuerySet:
     return ChangeRequest.objects.select_related("resource__type", "proposed_revision", "author")
 
 
-def filter_change_requests(*, state="", author="", resource="", cluster="", emergency=None, q="",
-                           approval_counts: bool = True) -> QuerySet:
+def filter_change_requests(
+    *, state="", author="", resource="", cluster="", emergency=None, q="", approval_counts: bool = True
+) -> QuerySet:
     """``approval_counts=False`` leaves out the approval_count annotation (its GROUP BY makes SQLite
     sort every matching row before a LIMIT; the API counts a page's approvals separately)."""
     qs = base_queryset()
@@ -36,8 +37,9 @@ def filter_change_requests(*, state="", author="", resource="", cluster="", emer
         return qs.order_by("-created_at", "-id")
     return qs.annotate(
         # valid approvals only: given for the content the request proposes now
-        approval_count=Count("approvals", filter=Q(approvals__decision=Decision.APPROVE,
-                                                   approvals__content_hash=F("proposed_hash"))),
+        approval_count=Count(
+            "approvals", filter=Q(approvals__decision=Decision.APPROVE, approvals__content_hash=F("proposed_hash"))
+        ),
     ).order_by("-created_at", "-id")
 
 
@@ -48,12 +50,21 @@ def inbox_for(user) -> QuerySet:
     mine = Approval.objects.filter(change_request=OuterRef("pk"), approver=user, content_hash=OuterRef("proposed_hash"))
     wrote = Revision.objects.filter(
         Q(pk=OuterRef("proposed_revision_id"))
-        | Q(number__lte=OuterRef("proposed_revision__number"),
-            number__gt=Coalesce(OuterRef("resource__propagated_revision__number"), 0)),
-        resource_id=OuterRef("resource_id"), author=user)
-    return (base_queryset().filter(state=ChangeState.SUBMITTED).exclude(author=user)
-            .annotate(decided_by_me=Exists(mine), wrote_by_me=Exists(wrote))
-            .filter(decided_by_me=False, wrote_by_me=False).order_by("submitted_at", "id"))
+        | Q(
+            number__lte=OuterRef("proposed_revision__number"),
+            number__gt=Coalesce(OuterRef("resource__propagated_revision__number"), 0),
+        ),
+        resource_id=OuterRef("resource_id"),
+        author=user,
+    )
+    return (
+        base_queryset()
+        .filter(state=ChangeState.SUBMITTED)
+        .exclude(author=user)
+        .annotate(decided_by_me=Exists(mine), wrote_by_me=Exists(wrote))
+        .filter(decided_by_me=False, wrote_by_me=False)
+        .order_by("submitted_at", "id")
+    )
 
 
 def badge_count(user) -> int:
@@ -74,8 +85,12 @@ def audit_trail(cr: ChangeRequest, *, limit: int = 200) -> list[AuditEvent]:
     own = Q(object_type=cr._meta.label_lower, object_id=str(cr.pk))
     qs = AuditEvent.objects.filter(own)
     if cr.resource_id:
-        qs = AuditEvent.objects.filter(own | Q(object_type="federation.federatedresource", object_id=str(cr.resource_id),
-                                               created_at__gte=cr.created_at))
+        qs = AuditEvent.objects.filter(
+            own
+            | Q(
+                object_type="federation.federatedresource", object_id=str(cr.resource_id), created_at__gte=cr.created_at
+            )
+        )
     return list(qs.order_by("id")[:limit])
 
 

@@ -39,9 +39,6 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.services import unjoin_cluster
-from fedportal.audit import record_event
-from fedportal.masking import is_secret_kind, mask_secrets, secret_values
-from fedportal.roles import Role, has_role, require_role
 from federation import enqueue, propagation
 from federation import services as federation_services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
@@ -52,6 +49,9 @@ from federation.approvals.severity import flag_namespace_deletions, namespace_de
 from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
+from fedportal.audit import record_event
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
+from fedportal.roles import Role, has_role, require_role
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class TransitionError(Exception):
 
 # --- small helpers ---------------------------------------------------------------------------
 
+
 def _name(user) -> str:
     return user.get_username() if getattr(user, "pk", None) else "system"
 
@@ -75,13 +76,18 @@ def _user(user):
 
 def _fresh(cr: ChangeRequest | int) -> ChangeRequest:
     pk = cr.pk if isinstance(cr, ChangeRequest) else cr
-    return ChangeRequest.objects.select_related("resource__type", "resource__propagated_revision", "proposed_revision",
-                                                "base_revision", "cluster", "author").get(pk=pk)
+    return ChangeRequest.objects.select_related(
+        "resource__type", "resource__propagated_revision", "proposed_revision", "base_revision", "cluster", "author"
+    ).get(pk=pk)
 
 
 def _snapshot(cr: ChangeRequest) -> dict:
-    return {"state": cr.state, "kind": cr.kind, "proposed_hash": cr.proposed_hash,
-            "proposed_revision": cr.proposed_revision.number if cr.proposed_revision_id and cr.proposed_revision else None}
+    return {
+        "state": cr.state,
+        "kind": cr.kind,
+        "proposed_hash": cr.proposed_hash,
+        "proposed_revision": cr.proposed_revision.number if cr.proposed_revision_id and cr.proposed_revision else None,
+    }
 
 
 def transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: str, **fields) -> ChangeRequest:
@@ -107,8 +113,15 @@ def _require_state(cr: ChangeRequest, expected: tuple[str, ...], verb: str) -> N
 
 
 def _audit(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, after=None) -> None:
-    record_event(f"approvals.change.{action}", actor=actor, obj=cr, cluster=cr.cluster_name if cr.kind == ChangeKind.UNJOIN else "",
-                 summary=summary, before=before, after=after)
+    record_event(
+        f"approvals.change.{action}",
+        actor=actor,
+        obj=cr,
+        cluster=cr.cluster_name if cr.kind == ChangeKind.UNJOIN else "",
+        summary=summary,
+        before=before,
+        after=after,
+    )
 
 
 def _setting(name: str, default: int) -> int:
@@ -116,6 +129,7 @@ def _setting(name: str, default: int) -> int:
 
 
 # --- targets and required approvals ------------------------------------------------------------
+
 
 def required_approvals_for(clusters, *, severe: bool = False) -> int:
     """Max over the target clusters: env=prod needs FEDPORTAL_APPROVALS_PROD, others
@@ -152,34 +166,71 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     """Per target cluster: what applying would do, against what is live now."""
     if cr.kind == ChangeKind.UNJOIN:
         rows = []
-        for pv in (PropagatedVersion.objects.filter(cluster=cr.cluster).select_related("resource__type")
-                   .order_by("resource__namespace", "resource__name")):
+        for pv in (
+            PropagatedVersion.objects.filter(cluster=cr.cluster)
+            .select_related("resource__type")
+            .order_by("resource__namespace", "resource__name")
+        ):
             if not pv.is_present:
                 continue
             orphan = pv.resource.retention == Retention.ORPHAN
-            rows.append({"cluster": cr.cluster_name, "resource": str(pv.resource),
-                         "action": "orphan" if orphan else "delete", "diff": "", "replicas": None, "warnings": [],
-                         "message": "Left in place (retention Orphan)." if orphan else "Will be deleted from the cluster."})
+            rows.append(
+                {
+                    "cluster": cr.cluster_name,
+                    "resource": str(pv.resource),
+                    "action": "orphan" if orphan else "delete",
+                    "diff": "",
+                    "replicas": None,
+                    "warnings": [],
+                    "message": "Left in place (retention Orphan)." if orphan else "Will be deleted from the cluster.",
+                }
+            )
         if not rows:
-            rows.append({"cluster": cr.cluster_name, "resource": "", "action": "unchanged", "diff": "", "replicas": None,
-                         "warnings": [], "message": "No propagated objects on this cluster."})
+            rows.append(
+                {
+                    "cluster": cr.cluster_name,
+                    "resource": "",
+                    "action": "unchanged",
+                    "diff": "",
+                    "replicas": None,
+                    "warnings": [],
+                    "message": "No propagated objects on this cluster.",
+                }
+            )
         return rows
     resource = cr.resource
     if resource is None:
         return []
     if cr.kind == ChangeKind.DELETE:
         orphan = resource.retention == Retention.ORPHAN
-        return [{"cluster": pv.cluster.name, "resource": str(resource), "action": "orphan" if orphan else "delete",
-                 "diff": "", "replicas": None, "warnings": [],
-                 "message": "Left in place (retention Orphan)." if orphan else "Will be deleted."}
-                for pv in _present_versions(resource)]
+        return [
+            {
+                "cluster": pv.cluster.name,
+                "resource": str(resource),
+                "action": "orphan" if orphan else "delete",
+                "diff": "",
+                "replicas": None,
+                "warnings": [],
+                "message": "Left in place (retention Orphan)." if orphan else "Will be deleted.",
+            }
+            for pv in _present_versions(resource)
+        ]
     if cr.proposed_revision_id is None:
         return []
     rows = []
     for preview in propagation.preview_revision(resource, cr.proposed_revision):
-        rows.append({"cluster": preview.cluster.name, "resource": str(resource), "action": preview.action,
-                     "diff": preview.diff, "replicas": preview.replicas, "message": preview.message,
-                     "warnings": list(preview.warnings), "replicas_before": preview.live_replicas})
+        rows.append(
+            {
+                "cluster": preview.cluster.name,
+                "resource": str(resource),
+                "action": preview.action,
+                "diff": preview.diff,
+                "replicas": preview.replicas,
+                "message": preview.message,
+                "warnings": list(preview.warnings),
+                "replicas_before": preview.live_replicas,
+            }
+        )
     return rows
 
 
@@ -196,17 +247,33 @@ def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, b
     before = _snapshot(cr)
     new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
-        cr = transition(cr, (cr.state,), new_state, verb="changed", proposed_hash=new_hash, preflight_override_hash="",
-                         decided_at=None)
+        cr = transition(
+            cr,
+            (cr.state,),
+            new_state,
+            verb="changed",
+            proposed_hash=new_hash,
+            preflight_override_hash="",
+            decided_at=None,
+        )
         voided = cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
-        settings_now = {"retention": cr.resource.retention, "drift_policy": cr.resource.drift_policy} if cr.resource_id else {}
-        _audit("content_changed", cr, actor=actor,
-               summary=f"What CR-{cr.pk} would apply changed" + (f"; {voided} approval(s) void" if voided else ""),
-               before=before, after={**_snapshot(cr), **settings_now, "voided": voided})
+        settings_now = (
+            {"retention": cr.resource.retention, "drift_policy": cr.resource.drift_policy} if cr.resource_id else {}
+        )
+        _audit(
+            "content_changed",
+            cr,
+            actor=actor,
+            summary=f"What CR-{cr.pk} would apply changed" + (f"; {voided} approval(s) void" if voided else ""),
+            before=before,
+            after={**_snapshot(cr), **settings_now, "voided": voided},
+        )
     return cr, True
 
 
-def refresh_change_request(cr: ChangeRequest, *, actor=None, preflight: bool = True, diffs: bool = True) -> ChangeRequest:
+def refresh_change_request(
+    cr: ChangeRequest, *, actor=None, preflight: bool = True, diffs: bool = True
+) -> ChangeRequest:
     """Re-hash the content (_recheck_content), re-snapshot targets, required approvals, the per-cluster
     diff and preflight results. Reads the clusters (network) outside any transaction; never raises
     for an unreachable cluster. Operators and approvers refresh (the system, with no actor, too)."""
@@ -240,8 +307,9 @@ def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
     transaction). Its open requests, and open unjoins of clusters holding it, are re-hashed now
     (their approvals void at once) and their diffs re-taken after the commit (that reads clusters)."""
     clusters = PropagatedVersion.objects.filter(resource=resource).values("cluster_id")
-    affected = (ChangeRequest.objects.filter(state__in=ChangeState.open())
-                .filter(Q(resource=resource) | Q(kind=ChangeKind.UNJOIN, cluster_id__in=clusters)))
+    affected = ChangeRequest.objects.filter(state__in=ChangeState.open()).filter(
+        Q(resource=resource) | Q(kind=ChangeKind.UNJOIN, cluster_id__in=clusters)
+    )
     for pk in affected.values_list("pk", flat=True):
         _cr, changed = _recheck_content(pk, actor=actor)
         if changed:
@@ -250,11 +318,13 @@ def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
 
 def cluster_has_propagated_objects(cluster: Cluster) -> bool:
     """Whether unjoining ``cluster`` must go through a change request (it holds our objects)."""
-    return any(pv.is_present for pv in PropagatedVersion.objects.filter(cluster=cluster).only(
-        "status", "applied_manifest"))
+    return any(
+        pv.is_present for pv in PropagatedVersion.objects.filter(cluster=cluster).only("status", "applied_manifest")
+    )
 
 
 # --- create / revise ---------------------------------------------------------------------------
+
 
 def _default_kind(resource: FederatedResource, revision: Revision) -> str:
     if resource.propagated_revision_id is None:
@@ -293,7 +363,9 @@ def create_change_request(
             require_role(actor, Role.OPERATOR)
         if resource is None:
             raise TransitionError("A change request needs the federated resource it changes.")
-        resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
+        resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(
+            pk=resource.pk
+        )
         refusal = protected_namespace_refusal(resource)
         if refusal:
             raise TransitionError(refusal)
@@ -311,22 +383,38 @@ def create_change_request(
             if kind == ChangeKind.RECONCILE and resource.propagated_revision_id != revision.pk:
                 raise TransitionError("A reconcile request re-applies the propagated revision, as approved.")
             if kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE) and resource.propagated_revision_id == revision.pk:
-                raise TransitionError(f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first.")
+                raise TransitionError(
+                    f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."
+                )
     subject = cluster.name if kind == ChangeKind.UNJOIN else str(resource)  # "Unjoin cluster <name>"
     with transaction.atomic():
         cr = ChangeRequest.objects.create(
             kind=kind,
             title=(title or "").strip()[:200] or _default_title(kind, subject, revision),
             description=description or "",
-            author=_user(actor), author_name=_name(actor),
-            resource=resource, resource_repr=str(resource) if resource else "",
-            cluster=cluster, cluster_name=cluster.name if cluster else "",
-            proposed_revision=revision, proposed_hash=approved_content_hash(kind, resource, revision, cluster),
+            author=_user(actor),
+            author_name=_name(actor),
+            resource=resource,
+            resource_repr=str(resource) if resource else "",
+            cluster=cluster,
+            cluster_name=cluster.name if cluster else "",
+            proposed_revision=revision,
+            proposed_hash=approved_content_hash(kind, resource, revision, cluster),
             base_revision=resource.propagated_revision if resource else None,
         )
-        _audit("create", cr, actor=actor, summary=f"Drafted CR-{cr.pk}: {cr.title}",
-               after={**_snapshot(cr), "subject": cr.subject,
-                      "base_revision": resource.propagated_revision.number if resource and resource.propagated_revision else None})
+        _audit(
+            "create",
+            cr,
+            actor=actor,
+            summary=f"Drafted CR-{cr.pk}: {cr.title}",
+            after={
+                **_snapshot(cr),
+                "subject": cr.subject,
+                "base_revision": resource.propagated_revision.number
+                if resource and resource.propagated_revision
+                else None,
+            },
+        )
     if snapshot:
         cr = refresh_change_request(cr, actor=actor)
     return cr
@@ -340,8 +428,10 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     cr = _fresh(cr)
     by_admin = cr.author_id != getattr(actor, "pk", None)
     if by_admin and not has_role(actor, Role.ADMIN):
-        raise PermissionDenied(f"Only the author of CR-{cr.pk} ({cr.author_name}) or an admin can point it at another revision; "
-                               "draft your own request for your revision.")
+        raise PermissionDenied(
+            f"Only the author of CR-{cr.pk} ({cr.author_name}) or an admin can point it at another revision; "
+            "draft your own request for your revision."
+        )
     _require_state(cr, ChangeState.open(), "revised")
     if cr.kind in (ChangeKind.UNJOIN, ChangeKind.DELETE):
         raise TransitionError(f"A {ChangeKind(cr.kind).label.lower()} request has no revision to revise.")
@@ -353,13 +443,27 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
         new_hash = approved_content_hash(cr.kind, cr.resource, revision, cr.cluster)
-        cr = transition(cr, (cr.state,), new_state, verb="revised", proposed_revision=revision,
-                        proposed_hash=new_hash, preflight_override_hash="", decided_at=None)
+        cr = transition(
+            cr,
+            (cr.state,),
+            new_state,
+            verb="revised",
+            proposed_revision=revision,
+            proposed_hash=new_hash,
+            preflight_override_hash="",
+            decided_at=None,
+        )
         voided = cr.approvals.exclude(content_hash=new_hash).filter(decision=Decision.APPROVE).count()
-        _audit("revise", cr, actor=actor,
-               summary=f"CR-{cr.pk} now proposes revision {revision.number}" + (f"; {voided} approval(s) void" if voided else "")
-               + (f" (by admin {_name(actor)}, not the author)" if by_admin else ""),
-               before=before, after={**_snapshot(cr), "by_admin": by_admin})
+        _audit(
+            "revise",
+            cr,
+            actor=actor,
+            summary=f"CR-{cr.pk} now proposes revision {revision.number}"
+            + (f"; {voided} approval(s) void" if voided else "")
+            + (f" (by admin {_name(actor)}, not the author)" if by_admin else ""),
+            before=before,
+            after={**_snapshot(cr), "by_admin": by_admin},
+        )
     return refresh_change_request(cr, actor=actor)
 
 
@@ -372,6 +476,7 @@ def revise_from_current(cr: ChangeRequest, *, actor) -> ChangeRequest:
 
 
 # --- submit / approve / reject / cancel -------------------------------------------------------
+
 
 def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
     require_role(actor, Role.OPERATOR)
@@ -386,9 +491,14 @@ def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
     cr = refresh_change_request(cr, actor=actor)
     with transaction.atomic():
         cr = transition(cr, (ChangeState.DRAFT,), ChangeState.SUBMITTED, verb="submitted", submitted_at=timezone.now())
-        _audit("submit", cr, actor=actor, summary=f"Submitted CR-{cr.pk}: {cr.title} (needs {cr.required_approvals} approval(s))",
-               before={"state": ChangeState.DRAFT}, after={**_snapshot(cr), "targets": cr.target_clusters,
-                                                           "required_approvals": cr.required_approvals})
+        _audit(
+            "submit",
+            cr,
+            actor=actor,
+            summary=f"Submitted CR-{cr.pk}: {cr.title} (needs {cr.required_approvals} approval(s))",
+            before={"state": ChangeState.DRAFT},
+            after={**_snapshot(cr), "targets": cr.target_clusters, "required_approvals": cr.required_approvals},
+        )
     return cr
 
 
@@ -414,12 +524,17 @@ def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> Approva
     approvals = list(cr.approvals.all()) if approvals is None else approvals
     authors = content_authors(cr) if authors is None else authors
     approved = [a for a in approvals if a.decision == Decision.APPROVE]
-    valid = {a.approver_id for a in approved
-             if a.content_hash == cr.proposed_hash and a.approver_id is not None and a.approver_id not in authors}
+    valid = {
+        a.approver_id
+        for a in approved
+        if a.content_hash == cr.proposed_hash and a.approver_id is not None and a.approver_id not in authors
+    }
     blocking = [p for p in (cr.preflight or []) if p.get("severity") == Severity.BLOCKING]
     return ApprovalSummary(
-        valid=len(valid), required=cr.required_approvals,
-        void=sum(1 for a in approved if a.content_hash != cr.proposed_hash), blocking=blocking,
+        valid=len(valid),
+        required=cr.required_approvals,
+        void=sum(1 for a in approved if a.content_hash != cr.proposed_hash),
+        blocking=blocking,
         overridden=bool(cr.preflight_override_hash) and cr.preflight_override_hash == cr.proposed_hash,
     )
 
@@ -442,46 +557,81 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
     cr = refresh_change_request(cr, actor=actor, diffs=False)
     if cr.proposed_hash != seen_hash:
         refresh_change_request(cr, actor=actor, preflight=False)
-        raise TransitionError(f"What CR-{cr.pk} would apply changed while you were reviewing it (a retention or drift "
-                              "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
-                              "review it again.")
+        raise TransitionError(
+            f"What CR-{cr.pk} would apply changed while you were reviewing it (a retention or drift "
+            "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
+            "review it again."
+        )
     wrote = content_authors(cr).get(getattr(actor, "pk", None))
     if wrote:
-        raise PermissionDenied(f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it.")
+        raise PermissionDenied(
+            f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it."
+        )
     summary = approval_summary(cr)
     if summary.blocked:
         problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
-        raise TransitionError(f"Preflight found blocking problems ({problems}). Fix the change, or an admin can override with a reason.")
+        raise TransitionError(
+            f"Preflight found blocking problems ({problems}). Fix the change, or an admin can override with a reason."
+        )
     comment = (comment or "").strip()
     with transaction.atomic():
         # lock the row so two approvers counting at once cannot both miss the threshold
         locked = ChangeRequest.objects.select_for_update().get(pk=cr.pk)
         if locked.state != ChangeState.SUBMITTED or locked.proposed_hash != cr.proposed_hash:
-            raise TransitionError(_illegal(cr.pk, locked.state, "approved", (ChangeState.SUBMITTED,))
-                                  if locked.state != ChangeState.SUBMITTED else f"CR-{cr.pk} changed while you were reviewing it; review it again.")
+            raise TransitionError(
+                _illegal(cr.pk, locked.state, "approved", (ChangeState.SUBMITTED,))
+                if locked.state != ChangeState.SUBMITTED
+                else f"CR-{cr.pk} changed while you were reviewing it; review it again."
+            )
         if cr.approvals.filter(approver=actor, content_hash=cr.proposed_hash, decision=Decision.APPROVE).exists():
             raise TransitionError(f"You already approved this version of CR-{cr.pk}.")
         try:
             with transaction.atomic():
-                approval = Approval.objects.create(change_request=cr, approver=actor, approver_name=_name(actor),
-                                                   decision=Decision.APPROVE, comment=comment, content_hash=cr.proposed_hash)
+                approval = Approval.objects.create(
+                    change_request=cr,
+                    approver=actor,
+                    approver_name=_name(actor),
+                    decision=Decision.APPROVE,
+                    comment=comment,
+                    content_hash=cr.proposed_hash,
+                )
         except IntegrityError:
             raise TransitionError(f"You already approved this version of CR-{cr.pk}.") from None
         summary = approval_summary(cr)
-        _audit("approve", cr, actor=actor,
-               summary=f"{_name(actor)} approved CR-{cr.pk} ({summary.valid} of {summary.required})" + (f": {comment}" if comment else ""),
-               after={"approval": approval.pk, "content_hash": cr.proposed_hash, "comment": comment,
-                      "valid": summary.valid, "required": summary.required})
+        _audit(
+            "approve",
+            cr,
+            actor=actor,
+            summary=f"{_name(actor)} approved CR-{cr.pk} ({summary.valid} of {summary.required})"
+            + (f": {comment}" if comment else ""),
+            after={
+                "approval": approval.pk,
+                "content_hash": cr.proposed_hash,
+                "comment": comment,
+                "valid": summary.valid,
+                "required": summary.required,
+            },
+        )
         if summary.enough:
-            cr = transition(cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now())
-            _audit("approved", cr, actor=actor, summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
-                   before={"state": ChangeState.SUBMITTED}, after={"state": ChangeState.APPROVED})
+            cr = transition(
+                cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now()
+            )
+            _audit(
+                "approved",
+                cr,
+                actor=actor,
+                summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
+                before={"state": ChangeState.SUBMITTED},
+                after={"state": ChangeState.APPROVED},
+            )
     cr = _fresh(cr)
     if cr.state == ChangeState.APPROVED and _auto_apply():
         try:
             cr = _apply(cr, actor=actor)
         except TransitionError as exc:
-            raise TransitionError(f"CR-{cr.pk} is approved, but applying it failed: {exc} It stays Approved; apply it again once fixed.") from exc
+            raise TransitionError(
+                f"CR-{cr.pk} is approved, but applying it failed: {exc} It stays Approved; apply it again once fixed."
+            ) from exc
     return cr
 
 
@@ -496,12 +646,30 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
     _require_state(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), "rejected")
     with transaction.atomic():
         before = cr.state
-        cr = transition(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), ChangeState.REJECTED, verb="rejected",
-                         decided_at=timezone.now(), finished_at=timezone.now())
-        Approval.objects.create(change_request=cr, approver=actor, approver_name=_name(actor), decision=Decision.REJECT,
-                                comment=comment, content_hash=cr.proposed_hash)
-        _audit("reject", cr, actor=actor, summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
-               before={"state": before}, after={"state": ChangeState.REJECTED, "comment": comment})
+        cr = transition(
+            cr,
+            (ChangeState.SUBMITTED, ChangeState.APPROVED),
+            ChangeState.REJECTED,
+            verb="rejected",
+            decided_at=timezone.now(),
+            finished_at=timezone.now(),
+        )
+        Approval.objects.create(
+            change_request=cr,
+            approver=actor,
+            approver_name=_name(actor),
+            decision=Decision.REJECT,
+            comment=comment,
+            content_hash=cr.proposed_hash,
+        )
+        _audit(
+            "reject",
+            cr,
+            actor=actor,
+            summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
+            before={"state": before},
+            after={"state": ChangeState.REJECTED, "comment": comment},
+        )
     return cr
 
 
@@ -515,8 +683,14 @@ def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
     with transaction.atomic():
         before = cr.state
         cr = transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
-        _audit("cancel", cr, actor=actor, summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
-               before={"state": before}, after={"state": ChangeState.CANCELLED, "reason": reason})
+        _audit(
+            "cancel",
+            cr,
+            actor=actor,
+            summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
+            before={"state": before},
+            after={"state": ChangeState.CANCELLED, "reason": reason},
+        )
     return cr
 
 
@@ -529,8 +703,13 @@ def add_comment(cr: ChangeRequest, *, actor, body: str) -> Comment:
         raise TransitionError("A comment can be at most 5000 characters.")
     with transaction.atomic():
         comment = Comment.objects.create(change_request=cr, author=_user(actor), author_name=_name(actor), body=body)
-        _audit("comment", cr, actor=actor, summary=f"{_name(actor)} commented on CR-{cr.pk}: {body[:200]}",
-               after={"comment": comment.pk, "body": body})
+        _audit(
+            "comment",
+            cr,
+            actor=actor,
+            summary=f"{_name(actor)} commented on CR-{cr.pk}: {body[:200]}",
+            after={"comment": comment.pk, "body": body},
+        )
     return comment
 
 
@@ -543,14 +722,24 @@ def override_preflight(cr: ChangeRequest, *, actor, reason: str) -> ChangeReques
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.DRAFT, ChangeState.SUBMITTED), "overridden")
     with transaction.atomic():
-        ChangeRequest.objects.filter(pk=cr.pk).update(preflight_override_reason=reason, preflight_override_hash=cr.proposed_hash,
-                                                      preflight_override_by=_user(actor), updated_at=timezone.now())
-        _audit("preflight_override", cr, actor=actor, summary=f"{_name(actor)} overrode preflight of CR-{cr.pk}: {reason}",
-               after={"reason": reason, "problems": [p for p in cr.preflight if p.get("severity") == Severity.BLOCKING]})
+        ChangeRequest.objects.filter(pk=cr.pk).update(
+            preflight_override_reason=reason,
+            preflight_override_hash=cr.proposed_hash,
+            preflight_override_by=_user(actor),
+            updated_at=timezone.now(),
+        )
+        _audit(
+            "preflight_override",
+            cr,
+            actor=actor,
+            summary=f"{_name(actor)} overrode preflight of CR-{cr.pk}: {reason}",
+            after={"reason": reason, "problems": [p for p in cr.preflight if p.get("severity") == Severity.BLOCKING]},
+        )
     return _fresh(cr)
 
 
 # --- apply -------------------------------------------------------------------------------------
+
 
 def _schedule_sync(cr_id: int, countdown: float = SYNC_DELAY_SECONDS) -> None:
     enqueue.sync_change_request(cr_id, countdown=countdown)
@@ -600,8 +789,10 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     cr, changed = _recheck_content(cr, actor=actor)
     if changed:
         refresh_change_request(cr, actor=actor)
-        raise TransitionError(f"What CR-{cr.pk} would apply changed after it was approved; its approvals are void "
-                              "and it is back in Submitted for a new review.")
+        raise TransitionError(
+            f"What CR-{cr.pk} would apply changed after it was approved; its approvals are void "
+            "and it is back in Submitted for a new review."
+        )
     summary = approval_summary(cr)
     if not summary.enough:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
@@ -609,20 +800,30 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
         runs = _start(cr, actor=actor)
         cr.runs.add(*runs)
-        _audit("apply", cr, actor=actor, summary=f"Applying CR-{cr.pk}: {len(runs)} propagation run(s)",
-               before={"state": ChangeState.APPROVED}, after={"state": ChangeState.APPLYING, "runs": [r.pk for r in runs]})
+        _audit(
+            "apply",
+            cr,
+            actor=actor,
+            summary=f"Applying CR-{cr.pk}: {len(runs)} propagation run(s)",
+            before={"state": ChangeState.APPROVED},
+            after={"state": ChangeState.APPLYING, "runs": [r.pk for r in runs]},
+        )
         _schedule_sync(cr.pk, countdown=0 if not runs else SYNC_DELAY_SECONDS)
     return _fresh(cr)
 
 
-def emergency_apply(resource: FederatedResource, *, actor, reason: str, revision: Revision | None = None) -> ChangeRequest:
+def emergency_apply(
+    resource: FederatedResource, *, actor, reason: str, revision: Revision | None = None
+) -> ChangeRequest:
     """Admin only: propagate now without approvals. Creates a request flagged emergency in
     state Applying (the list flags it) and audits the bypass. This is the only direct path."""
     require_role(actor, Role.ADMIN)
     reason = (reason or "").strip()
     if not reason:
         raise TransitionError("An emergency apply needs a reason.")
-    resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(pk=resource.pk)
+    resource = FederatedResource.objects.select_related("type", "current_revision", "propagated_revision").get(
+        pk=resource.pk
+    )
     revision = revision or resource.current_revision
     if revision is None:
         raise TransitionError(f"{resource} has no revision to propagate.")
@@ -631,12 +832,23 @@ def emergency_apply(resource: FederatedResource, *, actor, reason: str, revision
     kind = ChangeKind.CREATE if resource.propagated_revision_id is None else ChangeKind.EDIT
     with transaction.atomic():
         cr = ChangeRequest.objects.create(
-            kind=kind, state=ChangeState.APPLYING, emergency=True, emergency_reason=reason,
-            title=f"EMERGENCY: {_default_title(kind, str(resource), revision)}"[:200], description=reason,
-            author=_user(actor), author_name=_name(actor), resource=resource, resource_repr=str(resource),
-            proposed_revision=revision, proposed_hash=approved_content_hash(kind, resource, revision, None),
+            kind=kind,
+            state=ChangeState.APPLYING,
+            emergency=True,
+            emergency_reason=reason,
+            title=f"EMERGENCY: {_default_title(kind, str(resource), revision)}"[:200],
+            description=reason,
+            author=_user(actor),
+            author_name=_name(actor),
+            resource=resource,
+            resource_repr=str(resource),
+            proposed_revision=revision,
+            proposed_hash=approved_content_hash(kind, resource, revision, None),
             base_revision=resource.propagated_revision,
-            required_approvals=0, submitted_at=timezone.now(), decided_at=timezone.now(), applied_at=timezone.now(),
+            required_approvals=0,
+            submitted_at=timezone.now(),
+            decided_at=timezone.now(),
+            applied_at=timezone.now(),
             target_clusters=sorted({p.cluster.name for p in propagation.plan_targets(resource, revision)}),
         )
         try:
@@ -644,21 +856,41 @@ def emergency_apply(resource: FederatedResource, *, actor, reason: str, revision
         except propagation.PropagationError as exc:
             raise TransitionError(str(exc)) from None
         cr.runs.add(run)
-        _audit("emergency_apply", cr, actor=actor,
-               summary=f"EMERGENCY apply of {resource} revision {revision.number} by {_name(actor)} without approval: {reason}",
-               after={**_snapshot(cr), "reason": reason, "run": run.pk,
-                      "protected_namespace": protected_namespace_of(resource)})
+        _audit(
+            "emergency_apply",
+            cr,
+            actor=actor,
+            summary=f"EMERGENCY apply of {resource} revision {revision.number} by {_name(actor)} without approval: {reason}",
+            after={
+                **_snapshot(cr),
+                "reason": reason,
+                "run": run.pk,
+                "protected_namespace": protected_namespace_of(resource),
+            },
+        )
         _schedule_sync(cr.pk)
     return _fresh(cr)
 
 
 def _outcome_rows(runs) -> list[dict]:
     rows = []
-    for target in (PropagationTarget.objects.filter(run__in=runs)
-                   .select_related("cluster", "run__resource__type").order_by("cluster__name", "run_id")):
-        rows.append({"cluster": target.cluster.name, "resource": str(target.run.resource), "run": target.run_id,
-                     "action": target.action, "state": target.state, "reason": target.reason,
-                     "message": target.message, "changed": target.changed})
+    for target in (
+        PropagationTarget.objects.filter(run__in=runs)
+        .select_related("cluster", "run__resource__type")
+        .order_by("cluster__name", "run_id")
+    ):
+        rows.append(
+            {
+                "cluster": target.cluster.name,
+                "resource": str(target.run.resource),
+                "run": target.run_id,
+                "action": target.action,
+                "state": target.state,
+                "reason": target.reason,
+                "message": target.message,
+                "changed": target.changed,
+            }
+        )
     return rows
 
 
@@ -682,14 +914,22 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
         final = ChangeState.PARTIALLY_FAILED
     with transaction.atomic():
         updated = ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
-            state=final, outcome=rows, finished_at=timezone.now(), updated_at=timezone.now())
+            state=final, outcome=rows, finished_at=timezone.now(), updated_at=timezone.now()
+        )
         if not updated:
             return _fresh(cr)
         failed = [r for r in rows if r["state"] == TargetState.FAILED]
-        _audit("finish", cr, actor=None,
-               summary=f"CR-{cr.pk} {ChangeState(final).label}: {len(rows) - len(failed)} cluster(s) done, {len(failed)} failed",
-               before={"state": ChangeState.APPLYING},
-               after={"state": final, "outcome": {f"{r['cluster']}:{r['resource']}": f"{r['state']} {r['reason']}".strip() for r in rows}})
+        _audit(
+            "finish",
+            cr,
+            actor=None,
+            summary=f"CR-{cr.pk} {ChangeState(final).label}: {len(rows) - len(failed)} cluster(s) done, {len(failed)} failed",
+            before={"state": ChangeState.APPLYING},
+            after={
+                "state": final,
+                "outcome": {f"{r['cluster']}:{r['resource']}": f"{r['state']} {r['reason']}".strip() for r in rows},
+            },
+        )
         if final == ChangeState.APPLIED:
             _finish_side_effects(_fresh(cr))  # same transaction: Applied means the row/cluster is gone too
     return _fresh(cr)
@@ -700,8 +940,13 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
     if cr.kind == ChangeKind.DELETE and cr.resource_id:
         resource = cr.resource
         with transaction.atomic():
-            record_event("federation.resource.delete", actor=cr.author, obj=resource,
-                         summary=f"Deleted {resource} (CR-{cr.pk})", before={"retention": resource.retention})
+            record_event(
+                "federation.resource.delete",
+                actor=cr.author,
+                obj=resource,
+                summary=f"Deleted {resource} (CR-{cr.pk})",
+                before={"retention": resource.retention},
+            )
             # runs PROTECT their revision; they go with the resource (the outcome stays on the request)
             PropagationRun.objects.filter(resource=resource).delete()
             resource.delete()

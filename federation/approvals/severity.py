@@ -23,18 +23,27 @@ def namespace_deletions(cr) -> list[str]:
     if cr.kind == ChangeKind.UNJOIN:
         if not cr.cluster_id:
             return []
-        held = (PropagatedVersion.objects.filter(cluster=cr.cluster, resource__type__group="", resource__type__kind="Namespace",
-                                                 resource__retention=Retention.DELETE).select_related("cluster"))
+        held = PropagatedVersion.objects.filter(
+            cluster=cr.cluster,
+            resource__type__group="",
+            resource__type__kind="Namespace",
+            resource__retention=Retention.DELETE,
+        ).select_related("cluster")
         return sorted({pv.cluster.name for pv in held if pv.is_present})
     resource = cr.resource
     if not is_namespace(resource) or resource.retention == Retention.ORPHAN:
         return []
     if cr.kind == ChangeKind.DELETE:
-        return sorted({pv.cluster.name for pv in resource.propagated_versions.select_related("cluster") if pv.is_present})
+        return sorted(
+            {pv.cluster.name for pv in resource.propagated_versions.select_related("cluster") if pv.is_present}
+        )
     if cr.proposed_revision_id is None:
         return []
-    return sorted(p.cluster.name for p in propagation.plan_targets(resource, cr.proposed_revision)
-                  if p.action == TargetAction.DELETE)
+    return sorted(
+        p.cluster.name
+        for p in propagation.plan_targets(resource, cr.proposed_revision)
+        if p.action == TargetAction.DELETE
+    )
 
 
 def flag_namespace_deletions(rows: list[dict], clusters: list[str]) -> list[dict]:
@@ -43,6 +52,8 @@ def flag_namespace_deletions(rows: list[dict], clusters: list[str]) -> list[dict
         resource = row.get("resource") or ""
         if row.get("action") == "delete" and row.get("cluster") in clusters and resource.startswith("Namespace "):
             row["severity"] = CRITICAL
-            row["message"] = (f"Deletes {resource} from {row['cluster']} and everything in it: the most severe kind "
-                              f"of change. {row.get('message', '')}").strip()
+            row["message"] = (
+                f"Deletes {resource} from {row['cluster']} and everything in it: the most severe kind "
+                f"of change. {row.get('message', '')}"
+            ).strip()
     return rows

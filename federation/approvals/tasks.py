@@ -13,8 +13,15 @@ RECHECK_SECONDS = 3
 MAX_CHECKS = 1200
 
 
-@shared_task(queue="default", acks_late=True, soft_time_limit=60, time_limit=90,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=5)
+@shared_task(
+    queue="default",
+    acks_late=True,
+    soft_time_limit=60,
+    time_limit=90,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=5,
+)
 def sync_change_request_task(cr_id: int, checks: int = 0) -> dict:
     """Record the outcome of an Applying request once its runs end; safe to run twice."""
     if not ChangeRequest.objects.filter(pk=cr_id).exists():
@@ -25,8 +32,15 @@ def sync_change_request_task(cr_id: int, checks: int = 0) -> dict:
     return {"cr_id": cr_id, "state": cr.state}
 
 
-@shared_task(queue="default", soft_time_limit=50, time_limit=60, expires=55,
-             autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3)
+@shared_task(
+    queue="default",
+    soft_time_limit=50,
+    time_limit=60,
+    expires=55,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=3,
+)
 def sync_running_requests_task() -> dict:
     """Periodic (beat) safety net: settle Applying requests whose own sync task was lost."""
     return {"settled": services.sync_running_requests()}

@@ -9,7 +9,13 @@ REVISION_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
 
 
 def apiserver_value_check(change_request) -> list[PreflightProblem]:
-    if change_request.kind not in REVISION_KINDS or change_request.resource is None or change_request.proposed_revision is None:
+    if (
+        change_request.kind not in REVISION_KINDS
+        or change_request.resource is None
+        or change_request.proposed_revision is None
+    ):
         return []
-    return [PreflightProblem("", Severity.BLOCKING, f"The API server would reject this revision: {problem}")
-            for problem in revision_value_problems(change_request.resource, change_request.proposed_revision)]
+    return [
+        PreflightProblem("", Severity.BLOCKING, f"The API server would reject this revision: {problem}")
+        for problem in revision_value_problems(change_request.resource, change_request.proposed_revision)
+    ]

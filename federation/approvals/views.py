@@ -16,10 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from clusters.models import Cluster
-from fedportal.roles import Role, has_role, role_required
-from fedportal.htmx import redirect_page, render_page
 from federation import propagation
-from federation.preview_groups import group_previews
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.content import content_authors
@@ -34,6 +31,9 @@ from federation.approvals.forms import (
 )
 from federation.approvals.models import ChangeRequest
 from federation.models import FederatedResource, Revision
+from federation.preview_groups import group_previews
+from fedportal.htmx import redirect_page, render_page
+from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 25
 
@@ -50,6 +50,7 @@ def _query(request) -> str:
 
 # --- lists -----------------------------------------------------------------------------------------
 
+
 @require_GET
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
@@ -57,8 +58,15 @@ def change_list(request):
     form = ChangeRequestFilterForm(request.GET)
     filters = form.filters()
     page = _page(request, selectors.filter_change_requests(**filters))
-    context = {"form": form, "filters": filters, "page": page, "query": _query(request), "authors": selectors.authors(),
-               "title": "Change requests", "list_url": reverse("approvals:change_list")}
+    context = {
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "query": _query(request),
+        "authors": selectors.authors(),
+        "title": "Change requests",
+        "list_url": reverse("approvals:change_list"),
+    }
     template = "approvals/changerequest_list.html"
     return render_page(request, template, context, "rows")
 
@@ -68,8 +76,13 @@ def change_list(request):
 @role_required(Role.APPROVER)
 def inbox(request):
     page = _page(request, selectors.inbox_for(request.user))
-    context = {"page": page, "query": _query(request), "title": "Waiting for my approval", "inbox": True,
-               "list_url": reverse("approvals:inbox")}
+    context = {
+        "page": page,
+        "query": _query(request),
+        "title": "Waiting for my approval",
+        "inbox": True,
+        "list_url": reverse("approvals:inbox"),
+    }
     template = "approvals/changerequest_inbox.html"
     return render_page(request, template, context, "rows")
 
@@ -87,14 +100,18 @@ def badge(request):
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
 def home_panel(request):
-    context = {"counts": selectors.state_counts(), "waiting": selectors.badge_count(request.user),
-               "is_approver": has_role(request.user, Role.APPROVER),
-               "recent": list(selectors.base_queryset().order_by("-updated_at")[:5])}
+    context = {
+        "counts": selectors.state_counts(),
+        "waiting": selectors.badge_count(request.user),
+        "is_approver": has_role(request.user, Role.APPROVER),
+        "recent": list(selectors.base_queryset().order_by("-updated_at")[:5]),
+    }
     template = "approvals/changerequest_summary.html"
     return render_page(request, template, context, "panel")
 
 
 # --- detail ----------------------------------------------------------------------------------------
+
 
 def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
     approvals = list(cr.approvals.all())
@@ -120,18 +137,24 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "newer_revision": newer_revision,
         "audit_events": selectors.audit_trail(cr),
         "is_author": is_author,
-        "can_submit": cr.state == ChangeState.DRAFT and has_role(user, Role.OPERATOR)
+        "can_submit": cr.state == ChangeState.DRAFT
+        and has_role(user, Role.OPERATOR)
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
         "can_decide": cr.state == ChangeState.SUBMITTED and has_role(user, Role.APPROVER) and not wrote_content,
         "wrote_content": authors.get(user.pk, "") if not is_author else "",
-        "can_reject": cr.state in (ChangeState.SUBMITTED, ChangeState.APPROVED) and has_role(user, Role.APPROVER) and not is_author,
+        "can_reject": cr.state in (ChangeState.SUBMITTED, ChangeState.APPROVED)
+        and has_role(user, Role.APPROVER)
+        and not is_author,
         "can_cancel": cr.is_open and has_role(user, Role.OPERATOR) and (is_author or has_role(user, Role.ADMIN)),
-        "can_apply": cr.state == ChangeState.APPROVED and has_role(user, Role.OPERATOR)
+        "can_apply": cr.state == ChangeState.APPROVED
+        and has_role(user, Role.OPERATOR)
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
         "can_refresh": cr.is_open and has_role(user, Role.OPERATOR),
         "can_revise": cr.is_open and has_role(user, Role.OPERATOR) and (is_author or has_role(user, Role.ADMIN)),
-        "can_override": cr.state in (ChangeState.DRAFT, ChangeState.SUBMITTED) and has_role(user, Role.ADMIN)
-        and bool(summary.blocking) and not summary.overridden,
+        "can_override": cr.state in (ChangeState.DRAFT, ChangeState.SUBMITTED)
+        and has_role(user, Role.ADMIN)
+        and bool(summary.blocking)
+        and not summary.overridden,
         "can_comment": has_role(user, Role.VIEWER),
         "decision_form": DecisionForm(),
         "reject_form": RejectForm(),
@@ -146,7 +169,11 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
 
 def _get_cr(pk) -> ChangeRequest:
     return get_object_or_404(
-        ChangeRequest.objects.select_related("resource__type", "proposed_revision", "base_revision", "author", "cluster"), pk=pk)
+        ChangeRequest.objects.select_related(
+            "resource__type", "proposed_revision", "base_revision", "author", "cluster"
+        ),
+        pk=pk,
+    )
 
 
 @require_GET
@@ -198,9 +225,15 @@ def change_approve(request, pk):
     cr = _get_cr(pk)
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        return _respond(request, cr, error="The comment is too long (at most 5000 characters).", status=400, decision_form=form)
-    return _run(request, cr, lambda: services.approve(cr, actor=request.user, comment=form.cleaned_data["comment"]),
-                f"Approved CR-{cr.pk}.")
+        return _respond(
+            request, cr, error="The comment is too long (at most 5000 characters).", status=400, decision_form=form
+        )
+    return _run(
+        request,
+        cr,
+        lambda: services.approve(cr, actor=request.user, comment=form.cleaned_data["comment"]),
+        f"Approved CR-{cr.pk}.",
+    )
 
 
 @require_POST
@@ -210,9 +243,15 @@ def change_reject(request, pk):
     cr = _get_cr(pk)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        return _respond(request, cr, error="Say why you reject the request (a comment is required).", status=400, reject_form=form)
-    return _run(request, cr, lambda: services.reject(cr, actor=request.user, comment=form.cleaned_data["comment"]),
-                f"Rejected CR-{cr.pk}.")
+        return _respond(
+            request, cr, error="Say why you reject the request (a comment is required).", status=400, reject_form=form
+        )
+    return _run(
+        request,
+        cr,
+        lambda: services.reject(cr, actor=request.user, comment=form.cleaned_data["comment"]),
+        f"Rejected CR-{cr.pk}.",
+    )
 
 
 @require_POST
@@ -240,11 +279,19 @@ def change_refresh(request, pk):
     """Re-snapshot the diff and preflight; with ``revise=1``, propose the resource's current revision."""
     cr = _get_cr(pk)
     if request.POST.get("revise"):
-        return _run(request, cr, lambda: services.revise_from_current(cr, actor=request.user),
-                    f"CR-{cr.pk} now proposes the current revision; earlier approvals are void.")
+        return _run(
+            request,
+            cr,
+            lambda: services.revise_from_current(cr, actor=request.user),
+            f"CR-{cr.pk} now proposes the current revision; earlier approvals are void.",
+        )
     if not cr.is_open:
-        return _respond(request, cr, error=f"CR-{cr.pk} is {cr.get_state_display()}: only an open request is refreshed.", status=409)
-    return _run(request, cr, lambda: services.refresh_change_request(cr, actor=request.user), "Diff and preflight refreshed.")
+        return _respond(
+            request, cr, error=f"CR-{cr.pk} is {cr.get_state_display()}: only an open request is refreshed.", status=409
+        )
+    return _run(
+        request, cr, lambda: services.refresh_change_request(cr, actor=request.user), "Diff and preflight refreshed."
+    )
 
 
 @require_POST
@@ -254,9 +301,15 @@ def change_override(request, pk):
     cr = _get_cr(pk)
     form = ReasonForm(request.POST)
     if not form.is_valid():
-        return _respond(request, cr, error="Give a reason for overriding the preflight checks.", status=400, override_form=form)
-    return _run(request, cr, lambda: services.override_preflight(cr, actor=request.user, reason=form.cleaned_data["reason"]),
-                "Preflight overridden.")
+        return _respond(
+            request, cr, error="Give a reason for overriding the preflight checks.", status=400, override_form=form
+        )
+    return _run(
+        request,
+        cr,
+        lambda: services.override_preflight(cr, actor=request.user, reason=form.cleaned_data["reason"]),
+        "Preflight overridden.",
+    )
 
 
 @require_POST
@@ -267,10 +320,16 @@ def change_comment(request, pk):
     form = CommentForm(request.POST)
     if not form.is_valid():
         return _respond(request, cr, error="Write a comment (at most 5000 characters).", status=400, comment_form=form)
-    return _run(request, cr, lambda: services.add_comment(cr, actor=request.user, body=form.cleaned_data["body"]), "Comment added.")
+    return _run(
+        request,
+        cr,
+        lambda: services.add_comment(cr, actor=request.user, body=form.cleaned_data["body"]),
+        "Comment added.",
+    )
 
 
 # --- create ----------------------------------------------------------------------------------------
+
 
 def _done(request, cr, message):
     messages.success(request, message)
@@ -283,8 +342,9 @@ def _done(request, cr, message):
 @role_required(Role.OPERATOR)
 def change_create(request, resource_pk):
     """The "Request change" button's target: open a Draft for a resource's (current) revision."""
-    resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"),
-                                 pk=resource_pk)
+    resource = get_object_or_404(
+        FederatedResource.objects.select_related("type", "current_revision", "propagated_revision"), pk=resource_pk
+    )
     initial = {"revision": getattr(resource.current_revision, "number", None), "kind": "", "title": ""}
     initial.update({key: request.GET[key] for key in ("kind", "revision", "title") if request.GET.get(key)})
     form = ChangeRequestCreateForm(request.POST or None, initial=initial)
@@ -300,16 +360,24 @@ def change_create(request, resource_pk):
                     form.add_error("revision", f"{resource} has no revision {data['revision']}.")
             if not form.errors:
                 try:
-                    cr = services.create_change_request(resource, actor=request.user, kind=data.get("kind") or None,
-                                                        revision=revision, title=data.get("title", ""),
-                                                        description=data.get("description", ""))
+                    cr = services.create_change_request(
+                        resource,
+                        actor=request.user,
+                        kind=data.get("kind") or None,
+                        revision=revision,
+                        title=data.get("title", ""),
+                        description=data.get("description", ""),
+                    )
                 except services.TransitionError as exc:
                     form.add_error(None, str(exc))
                     status = 409
                 else:
                     return _done(request, cr, f"Drafted CR-{cr.pk}. Check the diff, then submit it for approval.")
-    context = {"form": form, "resource": resource,
-               "open_requests": list(resource.change_requests.filter(state__in=ChangeState.open()).order_by("-id")[:10])}
+    context = {
+        "form": form,
+        "resource": resource,
+        "open_requests": list(resource.change_requests.filter(state__in=ChangeState.open()).order_by("-id")[:10]),
+    }
     template = "approvals/changerequest_form.html"
     return render_page(request, template, context, "form", status=status)
 
@@ -325,8 +393,9 @@ def change_create_unjoin(request, cluster_pk):
         status = 400
         if form.is_valid():
             try:
-                cr = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=cluster, actor=request.user,
-                                                    description=form.cleaned_data["reason"])
+                cr = services.create_change_request(
+                    kind=ChangeKind.UNJOIN, cluster=cluster, actor=request.user, description=form.cleaned_data["reason"]
+                )
             except services.TransitionError as exc:
                 form.add_error(None, str(exc))
                 status = 409

@@ -36,7 +36,13 @@ Public API:
 
 from federation.propagation.common import PropagationError
 from federation.propagation.drift import DriftSummary, detect_drift
-from federation.propagation.fanout import FAILED_STATUSES, propagate_revision, remove_from_cluster, resync_cluster, resync_failed
+from federation.propagation.fanout import (
+    FAILED_STATUSES,
+    propagate_revision,
+    remove_from_cluster,
+    resync_cluster,
+    resync_failed,
+)
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.propagation.preview import ClusterPreview, preview_revision
 from federation.propagation.progress import (

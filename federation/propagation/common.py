@@ -1,7 +1,6 @@
 """What every step of propagation shares: its error, its settings, and how a live object is named
 and identified (object version, uid, collected status)."""
 
-
 from django.conf import settings
 
 from clusters import kube
@@ -62,8 +61,15 @@ def thread_count() -> int:
 
 def render_args(resource: FederatedResource, revision: Revision, cluster: Cluster, *, live) -> dict:
     """What render_manifest needs besides the overrides and replicas (the template hash's input too)."""
-    return dict(target=resource.type.target, template=revision.template, namespace=resource.namespace,
-                name=resource.name, cluster=cluster.name, revision=revision.number, live=live)
+    return dict(
+        target=resource.type.target,
+        template=revision.template,
+        namespace=resource.namespace,
+        name=resource.name,
+        cluster=cluster.name,
+        revision=revision.number,
+        live=live,
+    )
 
 
 def naming_uid(manifest: dict, uid: str) -> dict:
@@ -74,14 +80,18 @@ def naming_uid(manifest: dict, uid: str) -> dict:
 def live_identity(obj: dict) -> dict:
     """The PropagatedVersion fields that say which live object we wrote, and at which version."""
     metadata = obj.get("metadata") or {}
-    return {"live_resource_version": str(metadata.get("resourceVersion", "")), "live_uid": str(metadata.get("uid", ""))[:64]}
+    return {
+        "live_resource_version": str(metadata.get("resourceVersion", "")),
+        "live_uid": str(metadata.get("uid", ""))[:64],
+    }
 
 
 def uid_refused(exc: kube.KubeError) -> bool:
     """The apiserver would not write because the object under that name has another uid."""
     text = (exc.message or "").lower()
     return exc.kind in (kube.KIND_INVALID, kube.KIND_CONFLICT) and (
-        "metadata.uid" in text or "uid in precondition" in text)
+        "metadata.uid" in text or "uid in precondition" in text
+    )
 
 
 def remote_status(ftype: FederatedType, obj: dict | None):

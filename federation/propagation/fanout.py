@@ -1,7 +1,6 @@
 """Fan-out: a PropagationRun with one target per planned cluster, enqueued in chunks after the
 transaction commits; re-sync of one cluster; removal from one cluster."""
 
-
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,16 +28,24 @@ from fedportal.roles import Role, require_actor_role
 
 # --- fan-out ------------------------------------------------------------------------------------
 
+
 def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
     """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
     ids, size = sorted(cluster_ids), batch_size()
     for start in range(0, len(ids), size):
-        enqueue.propagate_targets(run_id, ids[start:start + size])
+        enqueue.propagate_targets(run_id, ids[start : start + size])
 
 
-def propagate_revision(resource: FederatedResource, *, actor=None, revision: Revision | None = None,
-                       trigger: str = RunTrigger.PROPAGATE, only_cluster: Cluster | None = None,
-                       emergency: bool = False, only_clusters=None) -> PropagationRun:
+def propagate_revision(
+    resource: FederatedResource,
+    *,
+    actor=None,
+    revision: Revision | None = None,
+    trigger: str = RunTrigger.PROPAGATE,
+    only_cluster: Cluster | None = None,
+    emergency: bool = False,
+    only_clusters=None,
+) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
 
@@ -49,7 +56,9 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
     the run to those clusters (a re-sync).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
-    if refusal := propagation_gate.propagation_refusal(resource, actor=actor, emergency=emergency):  # roles, protected namespaces
+    if refusal := propagation_gate.propagation_refusal(
+        resource, actor=actor, emergency=emergency
+    ):  # roles, protected namespaces
         raise PropagationError(refusal)
     revision = revision or resource.current_revision
     if revision is None:
@@ -57,7 +66,9 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
     if revision.resource_id != resource.pk:
         raise PropagationError("That revision belongs to another resource.")
     if not resource.type.propagation_enabled:
-        raise PropagationError(f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page.")
+        raise PropagationError(
+            f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page."
+        )
     # what planning and recording the run read of a cluster (the workers load their clusters whole)
     plans = plan_targets(resource, revision, clusters=Cluster.objects.only(*PLAN_FIELDS))
     if only_cluster is not None:
@@ -70,20 +81,35 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
         if not plans:
             raise PropagationError(f"None of those clusters is a target of {resource} or holds it.")
     with transaction.atomic():
-        run = PropagationRun.objects.create(resource=resource, revision=revision, trigger=trigger,
-                                            actor=actor if getattr(actor, "pk", None) else None)
+        run = PropagationRun.objects.create(
+            resource=resource, revision=revision, trigger=trigger, actor=actor if getattr(actor, "pk", None) else None
+        )
         now = timezone.now()
         to_queue = []
         # bulk writes: a 1,000-cluster run is a handful of queries, not thousands
-        bulk.insert_values(PropagationTarget, [
-            dict(run_id=run.pk, cluster_id=plan.cluster.pk, action=plan.action, replicas=plan.replicas,
-                 state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
-                 reason=plan.reason, message=plan.message, finished_at=now if plan.action == TargetAction.SKIP else None)
-            for plan in plans
-        ])
+        bulk.insert_values(
+            PropagationTarget,
+            [
+                dict(
+                    run_id=run.pk,
+                    cluster_id=plan.cluster.pk,
+                    action=plan.action,
+                    replicas=plan.replicas,
+                    state=TargetState.DONE if plan.action == TargetAction.SKIP else TargetState.PENDING,
+                    reason=plan.reason,
+                    message=plan.message,
+                    finished_at=now if plan.action == TargetAction.SKIP else None,
+                )
+                for plan in plans
+            ],
+        )
         # the PropagatedVersions: their statuses, and the missing ones created (never read back)
-        known = {cluster_id: (pk, status) for cluster_id, pk, status in
-                 PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "pk", "status")}
+        known = {
+            cluster_id: (pk, status)
+            for cluster_id, pk, status in PropagatedVersion.objects.filter(resource=resource).values_list(
+                "cluster_id", "pk", "status"
+            )
+        }
         create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
         skipped_pvs = pvs_for(resource, skipped) if skipped else {}
@@ -96,19 +122,30 @@ def propagate_revision(resource: FederatedResource, *, actor=None, revision: Rev
             to_queue.append(plan.cluster.pk)
             pk, status = known.get(plan.cluster.pk, (None, PropagationReason.PENDING))
             if pk is not None and status != PropagationReason.OK:
-                waiting[PropagationReason.PENDING if plan.action == TargetAction.APPLY
-                        else PropagationReason.WAITING_FOR_REMOVAL].append(pk)
+                waiting[
+                    PropagationReason.PENDING
+                    if plan.action == TargetAction.APPLY
+                    else PropagationReason.WAITING_FOR_REMOVAL
+                ].append(pk)
         for status, pks in waiting.items():
             if pks:
                 PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)
         record_events(skip_events)
         FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
         record_event(
-            f"federation.resource.{trigger}", actor=actor, obj=resource,
+            f"federation.resource.{trigger}",
+            actor=actor,
+            obj=resource,
             summary=f"{RunTrigger(trigger).label} revision {revision.number} of {resource} to "
-                    f"{len(to_queue)} cluster(s)" + (f", {len(plans) - len(to_queue)} skipped" if len(plans) > len(to_queue) else ""),
-            after={"run": run.pk, "revision": revision.number,
-                   "targets": {p.cluster.name: p.action if p.action != TargetAction.SKIP else f"skip:{p.reason}" for p in plans}},
+            f"{len(to_queue)} cluster(s)"
+            + (f", {len(plans) - len(to_queue)} skipped" if len(plans) > len(to_queue) else ""),
+            after={
+                "run": run.pk,
+                "revision": revision.number,
+                "targets": {
+                    p.cluster.name: p.action if p.action != TargetAction.SKIP else f"skip:{p.reason}" for p in plans
+                },
+            },
         )
         if not to_queue:
             finish_run_if_complete(run.pk)
@@ -128,9 +165,11 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
 
 
-FAILED_STATUSES = tuple(r for r in PropagationReason.values
-                        if r not in (*PropagationReason.healthy(), PropagationReason.PENDING,
-                                     PropagationReason.WAITING_FOR_REMOVAL))
+FAILED_STATUSES = tuple(
+    r
+    for r in PropagationReason.values
+    if r not in (*PropagationReason.healthy(), PropagationReason.PENDING, PropagationReason.WAITING_FOR_REMOVAL)
+)
 
 
 def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun | None:
@@ -140,16 +179,28 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     if resource.propagated_revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
-    failed = dict(PropagatedVersion.objects.filter(resource=resource, status__in=FAILED_STATUSES)
-                  .values_list("cluster_id", "cluster__name"))
+    failed = dict(
+        PropagatedVersion.objects.filter(resource=resource, status__in=FAILED_STATUSES).values_list(
+            "cluster_id", "cluster__name"
+        )
+    )
     if not failed:
         return None
     with transaction.atomic():
-        run = propagate_revision(resource, actor=actor, revision=resource.propagated_revision,
-                                 trigger=RunTrigger.RESYNC, only_clusters=set(failed))
-        record_event("federation.resource.resync_failed", actor=actor, obj=resource,
-                     summary=f"Re-sync {resource} on the {len(failed)} cluster(s) where it failed",
-                     after={"run": run.pk, "clusters": sorted(failed.values())})
+        run = propagate_revision(
+            resource,
+            actor=actor,
+            revision=resource.propagated_revision,
+            trigger=RunTrigger.RESYNC,
+            only_clusters=set(failed),
+        )
+        record_event(
+            "federation.resource.resync_failed",
+            actor=actor,
+            obj=resource,
+            summary=f"Re-sync {resource} on the {len(failed)} cluster(s) where it failed",
+            after={"run": run.pk, "clusters": sorted(failed.values())},
+        )
     return run
 
 
@@ -163,14 +214,21 @@ def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=
         return None
     action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
     with transaction.atomic():
-        run = PropagationRun.objects.create(resource=resource, revision=revision,
-                                            actor=actor if getattr(actor, "pk", None) else None)
+        run = PropagationRun.objects.create(
+            resource=resource, revision=revision, actor=actor if getattr(actor, "pk", None) else None
+        )
         PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
         PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(
-            status=PropagationReason.WAITING_FOR_REMOVAL)
-        record_event("federation.resource.remove", actor=actor, obj=resource, cluster=cluster.name,
-                     summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
-                     after={"run": run.pk, "action": action})
+            status=PropagationReason.WAITING_FOR_REMOVAL
+        )
+        record_event(
+            "federation.resource.remove",
+            actor=actor,
+            obj=resource,
+            cluster=cluster.name,
+            summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
+            after={"run": run.pk, "action": action},
+        )
         run_id, cluster_id = run.pk, cluster.pk
         transaction.on_commit(lambda: enqueue_chunks(run_id, [cluster_id]))
     return run

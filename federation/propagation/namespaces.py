@@ -14,8 +14,11 @@ from federation.propagation.planning import ClusterPlan, plan_targets
 
 def namespace_resource(namespace: str) -> FederatedResource | None:
     """The federated Namespace named ``namespace``, if any."""
-    return (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
-            .filter(type__group="", type__kind="Namespace", name=namespace, namespace="").first())
+    return (
+        FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+        .filter(type__group="", type__kind="Namespace", name=namespace, namespace="")
+        .first()
+    )
 
 
 def federated_to(namespace: str) -> set[str]:
@@ -29,13 +32,16 @@ def federated_to(namespace: str) -> set[str]:
 
 
 def missing_message(namespace: str, cluster_name: str) -> str:
-    return (f"Namespace {namespace} does not exist on {cluster_name} and is not federated to it: propagation "
-            f"would fail with NamespaceNotFederated. Federate Namespace {namespace} with {cluster_name} in its "
-            f"placement; waiting targets are retried once it is propagated.")
+    return (
+        f"Namespace {namespace} does not exist on {cluster_name} and is not federated to it: propagation "
+        f"would fail with NamespaceNotFederated. Federate Namespace {namespace} with {cluster_name} in its "
+        f"placement; waiting targets are retried once it is propagated."
+    )
 
 
-def missing_namespaces(resource: FederatedResource, revision: Revision | None = None,
-                       plans: list[ClusterPlan] | None = None) -> dict[str, str]:
+def missing_namespaces(
+    resource: FederatedResource, revision: Revision | None = None, plans: list[ClusterPlan] | None = None
+) -> dict[str, str]:
     """Per target cluster (by name) where ``resource``'s namespace would be missing: the message.
     Clusters where the namespace is federated, or where another of our objects in it is OK, are not
     read; the others are read (one GET each, in parallel). An unreachable cluster is not reported:
@@ -49,14 +55,22 @@ def missing_namespaces(resource: FederatedResource, revision: Revision | None = 
     if not clusters:
         return {}
     known = federated_to(resource.namespace) | set(
-        PropagatedVersion.objects.filter(resource__namespace=resource.namespace, status=PropagationReason.OK,
-                                         cluster__in=clusters).values_list("cluster__name", flat=True))
+        PropagatedVersion.objects.filter(
+            resource__namespace=resource.namespace, status=PropagationReason.OK, cluster__in=clusters
+        ).values_list("cluster__name", flat=True)
+    )
     unknown = [c for c in clusters if c.name not in known]
 
     def missing(cluster) -> bool:
         try:
-            live = kube.get_object(connection_for(cluster), api_version="v1", plural="namespaces", namespace=None,
-                                   name=resource.namespace, timeout=min(kube_timeout(), 5.0))
+            live = kube.get_object(
+                connection_for(cluster),
+                api_version="v1",
+                plural="namespaces",
+                namespace=None,
+                name=resource.namespace,
+                timeout=min(kube_timeout(), 5.0),
+            )
         except (kube.KubeError, ValueError):
             return False
         return live is None

@@ -49,7 +49,15 @@ class StepFailure(Exception):
 
 # what the network half found on one cluster
 APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED = (
-    "applied", "unchanged", "deleted", "gone", "orphaned", "superseded", "needs_namespace", "failed")
+    "applied",
+    "unchanged",
+    "deleted",
+    "gone",
+    "orphaned",
+    "superseded",
+    "needs_namespace",
+    "failed",
+)
 
 
 @dataclass
@@ -72,38 +80,49 @@ def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) ->
     # Real apiservers answer an apply whose typed patch cannot be built with a 500 (kubernetes#122480):
     # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status.
     if exc.transient and not undeclared:
-        return StepFailure(PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True)
+        return StepFailure(
+            PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True
+        )
     fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + undeclared
     if (exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) or undeclared) and fields:
         version = cluster.server_version or "its version"
         names = ", ".join(dict.fromkeys(fields))
-        return StepFailure(PropagationReason.FIELD_NOT_SUPPORTED,
-                        f"{cluster.name} ({version}) does not support field {names}: {exc.message}")
+        return StepFailure(
+            PropagationReason.FIELD_NOT_SUPPORTED,
+            f"{cluster.name} ({version}) does not support field {names}: {exc.message}",
+        )
     reason = PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED
     return StepFailure(reason, exc.message)
 
 
 def namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
     try:
-        live = kube.get_object(conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=kube_timeout())
+        live = kube.get_object(
+            conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=kube_timeout()
+        )
     except kube.KubeError as exc:
         if exc.transient:
             raise classify_failure(exc, existed=False, cluster=cluster) from None
-        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}") from None
+        raise StepFailure(
+            PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}"
+        ) from None
     return live is not None
 
 
-def apply_step(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
-                replicas) -> Step:
+def apply_step(
+    resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
+) -> Step:
     """Server-side apply this cluster's manifest when anything changed. No database access; raises
     StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
     (``_read_then_apply``) when that call cannot decide."""
-    return (_apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas)
-            or _read_then_apply(resource, revision, cluster, pv, conn, replicas=replicas))
+    return _apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas) or _read_then_apply(
+        resource, revision, cluster, pv, conn, replicas=replicas
+    )
 
 
-def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn,
-                      *, replicas) -> Step | None:
+def _apply_naming_uid(
+    resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
+) -> Step | None:
     """Apply without reading, the manifest carrying a metadata.uid. An apiserver refuses to change an
     object's uid (422, "field is immutable") and gives a new object its own uid, so:
 
@@ -130,31 +149,57 @@ def _apply_naming_uid(resource: FederatedResource, revision: Revision, cluster: 
         raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     uid = pv.live_uid if ours else str(uuid.uuid4())
     try:
-        result = kube.apply_object(conn, naming_uid(manifest, uid), plural=ftype.plural, namespaced=ftype.namespaced,
-                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
+        result = kube.apply_object(
+            conn,
+            naming_uid(manifest, uid),
+            plural=ftype.plural,
+            namespaced=ftype.namespaced,
+            field_manager="fedportal",
+            field_validation="Strict",
+            force=True,
+            timeout=kube_timeout(),
+        )
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
             return None
         raise classify_failure(exc, existed=ours, cluster=cluster) from None
-    return Step(cluster, pv, APPLIED, existed=not result.created, manifest=manifest, template_hash=template_hash,
-                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+    return Step(
+        cluster,
+        pv,
+        APPLIED,
+        existed=not result.created,
+        manifest=manifest,
+        template_hash=template_hash,
+        override_hash=override_hash,
+        obj=result.object,
+        warnings=list(result.warnings),
+    )
 
 
-def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *,
-                     replicas) -> Step:
+def _read_then_apply(
+    resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
+) -> Step:
     """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
     ftype = resource.type
     try:
-        live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
-                               namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
+        live = kube.get_object(
+            conn,
+            api_version=ftype.api_version,
+            plural=ftype.plural,
+            namespace=resource.namespace or None,
+            name=resource.name,
+            timeout=kube_timeout(),
+        )
     except kube.KubeError as exc:
         if exc.transient:
             raise classify_failure(exc, existed=False, cluster=cluster) from None
         raise StepFailure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
     if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
-        raise StepFailure(PropagationReason.ALREADY_EXISTS,
-                       f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
-                       f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.")
+        raise StepFailure(
+            PropagationReason.ALREADY_EXISTS,
+            f"{ftype.kind} {resource.qualified_name} already exists on {cluster.name} and was not created by "
+            f"FedPortal; it is left untouched. Delete it, or add the label {MANAGED_LABEL}=true to adopt it.",
+        )
     common = render_args(resource, revision, cluster, live=live)
     try:
         manifest = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
@@ -163,20 +208,41 @@ def _read_then_apply(resource: FederatedResource, revision: Revision, cluster: C
     template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if (
-        live is not None and pv.status == PropagationReason.OK and pv.template_hash == template_hash
-        and pv.override_hash == override_hash and pv.version == object_version(live) and pv.revision_id == revision.pk
+        live is not None
+        and pv.status == PropagationReason.OK
+        and pv.template_hash == template_hash
+        and pv.override_hash == override_hash
+        and pv.version == object_version(live)
+        and pv.revision_id == revision.pk
     ):
         return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, live))
     try:
-        result = kube.apply_object(conn, manifest, plural=ftype.plural, namespaced=ftype.namespaced,
-                                   field_manager="fedportal", field_validation="Strict", force=True, timeout=kube_timeout())
+        result = kube.apply_object(
+            conn,
+            manifest,
+            plural=ftype.plural,
+            namespaced=ftype.namespaced,
+            field_manager="fedportal",
+            field_validation="Strict",
+            force=True,
+            timeout=kube_timeout(),
+        )
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND and ftype.namespaced and live is None:
             # the namespace is missing (no GET of it on the common path: the apply says so)
             return Step(cluster, pv, NEEDS_NAMESPACE)
         raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
-    return Step(cluster, pv, APPLIED, existed=live is not None, manifest=manifest, template_hash=template_hash,
-                 override_hash=override_hash, obj=result.object, warnings=list(result.warnings))
+    return Step(
+        cluster,
+        pv,
+        APPLIED,
+        existed=live is not None,
+        manifest=manifest,
+        template_hash=template_hash,
+        override_hash=override_hash,
+        obj=result.object,
+        warnings=list(result.warnings),
+    )
 
 
 def _shared_manifest(revision: Revision, ftype: FederatedType, common: dict, override_hash: str, *, replicas) -> dict:
@@ -208,10 +274,18 @@ def hash_template(revision: Revision, ftype: FederatedType, common: dict) -> str
 def delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
     ftype = resource.type
     try:
-        deleted = kube.delete_object(connection_for(cluster), api_version=ftype.api_version, plural=ftype.plural,
-                                     namespace=resource.namespace or None, name=resource.name, timeout=kube_timeout())
+        deleted = kube.delete_object(
+            connection_for(cluster),
+            api_version=ftype.api_version,
+            plural=ftype.plural,
+            namespace=resource.namespace or None,
+            name=resource.name,
+            timeout=kube_timeout(),
+        )
     except kube.KubeError as exc:
         if exc.transient:
-            raise StepFailure(PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True) from None
+            raise StepFailure(
+                PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True
+            ) from None
         raise StepFailure(PropagationReason.DELETION_FAILED, exc.message) from None
     return Step(cluster, pv, DELETED if deleted else GONE)

@@ -6,16 +6,17 @@ from django.db.models import Q
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster
+from federation import schedule
 from federation.choices import (
     PropagationReason,
     Retention,
     TargetAction,
 )
 from federation.models import FederatedResource, Revision
-from federation import schedule
 from federation.placement import ClusterRef
 
 # --- planning ---------------------------------------------------------------------------------
+
 
 @dataclass
 class ClusterPlan:
@@ -35,20 +36,31 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
         clusters = list(clusters)
         rows = {c.name: (c.pk, c.labels, c.state, c.isolated) for c in clusters}
     else:  # the placement is decided on names, labels and readiness; full rows only for the clusters it names
-        rows = {name: (pk, labels, state, isolated) for pk, name, labels, state, isolated
-                in Cluster.objects.values_list("pk", "name", "labels", "state", "isolated")}
+        rows = {
+            name: (pk, labels, state, isolated)
+            for pk, name, labels, state, isolated in Cluster.objects.values_list(
+                "pk", "name", "labels", "state", "isolated"
+            )
+        }
     refs = [ClusterRef(name, value[1] or {}) for name, value in rows.items()]
-    schedulable = {name for name, (_, _, state, isolated) in rows.items() if state == ClusterState.READY and not isolated}
+    schedulable = {
+        name for name, (_, _, state, isolated) in rows.items() if state == ClusterState.READY and not isolated
+    }
     loaded_here = existing is None
     if loaded_here:
         # what planning reads of each PropagatedVersion (the applied manifest and status only for replicas)
         fields = ["id", "resource_id", "cluster_id", "status"] + (
-            ["applied_manifest", "remote_status"] if revision.scheduling else [])
+            ["applied_manifest", "remote_status"] if revision.scheduling else []
+        )
         existing = list(resource.propagated_versions.only(*fields))
     names = {value[0]: name for name, value in rows.items()}
-    decision = schedule.decide(resource, revision, refs, schedulable,
-                               {names[pv.cluster_id]: pv for pv in existing if pv.cluster_id in names}
-                               if revision.scheduling else {})
+    decision = schedule.decide(
+        resource,
+        revision,
+        refs,
+        schedulable,
+        {names[pv.cluster_id]: pv for pv in existing if pv.cluster_id in names} if revision.scheduling else {},
+    )
     candidates = decision.targets
     if clusters is None:
         held = {pv.cluster_id for pv in existing} if loaded_here else set()
@@ -67,13 +79,29 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
     for name in sorted(candidates):
         cluster = by_name[name]
         if cluster.isolated:
-            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_ISOLATED,
-                                     message=f"{name} is isolated{': ' + cluster.isolated_reason if cluster.isolated_reason else ''}; not propagated until the isolation is lifted."))
+            plans.append(
+                ClusterPlan(
+                    cluster,
+                    TargetAction.SKIP,
+                    reason=PropagationReason.CLUSTER_ISOLATED,
+                    message=f"{name} is isolated{': ' + cluster.isolated_reason if cluster.isolated_reason else ''}; not propagated until the isolation is lifted.",
+                )
+            )
         elif cluster.state != ClusterState.READY:
-            plans.append(ClusterPlan(cluster, TargetAction.SKIP, reason=PropagationReason.CLUSTER_NOT_READY,
-                                     message=f"{name} is {cluster.state}; propagation resumes when it is Ready again."))
+            plans.append(
+                ClusterPlan(
+                    cluster,
+                    TargetAction.SKIP,
+                    reason=PropagationReason.CLUSTER_NOT_READY,
+                    message=f"{name} is {cluster.state}; propagation resumes when it is Ready again.",
+                )
+            )
         else:
-            plans.append(ClusterPlan(cluster, TargetAction.APPLY, replicas=replicas.get(name) if decision.replicas is not None else None))
+            plans.append(
+                ClusterPlan(
+                    cluster, TargetAction.APPLY, replicas=replicas.get(name) if decision.replicas is not None else None
+                )
+            )
     targeted = set(candidates)
     removal = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
     for pv in existing:

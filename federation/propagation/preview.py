@@ -18,9 +18,9 @@ from federation.diffs import (
 from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
+from federation.preview_checks import manifest_warnings
 from federation.propagation.common import kube_timeout, render_args
 from federation.propagation.namespaces import missing_namespaces
-from federation.preview_checks import manifest_warnings
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
     MANAGED_LABEL,
@@ -29,6 +29,7 @@ from federation.rendering import (
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 # --- preview -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class ClusterPreview:
@@ -57,6 +58,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             preview.message = mask_secrets(preview.message, known=known)
             preview.warnings = mask_secrets(list(preview.warnings), secret=True, known=known)
         return preview
+
     no_namespace = missing_namespaces(resource, revision, plans)
 
     def one(plan: ClusterPlan) -> ClusterPreview:
@@ -65,8 +67,14 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             return ClusterPreview(cluster, "skip", message=f"{plan.reason}: {plan.message}")
         try:
             conn = connection_for(cluster)
-            live = kube.get_object(conn, api_version=ftype.api_version, plural=ftype.plural,
-                                   namespace=resource.namespace or None, name=resource.name, timeout=min(kube_timeout(), 5.0))
+            live = kube.get_object(
+                conn,
+                api_version=ftype.api_version,
+                plural=ftype.plural,
+                namespace=resource.namespace or None,
+                name=resource.name,
+                timeout=min(kube_timeout(), 5.0),
+            )
         except (kube.KubeError, ValueError) as exc:
             return ClusterPreview(cluster, "error", message=f"Cannot read the live object: {exc}")
         preview = one_preview(plan, live)
@@ -79,10 +87,15 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         if plan.action in (TargetAction.DELETE, TargetAction.ORPHAN):
             verb = "delete" if plan.action == TargetAction.DELETE else "orphan"
             text = "will be deleted" if verb == "delete" else "will be left in place (retention Orphan)"
-            return ClusterPreview(cluster, verb, message=f"Left the placement: {text}." if live else "Left the placement; nothing there.")
+            return ClusterPreview(
+                cluster, verb, message=f"Left the placement: {text}." if live else "Left the placement; nothing there."
+            )
         try:
-            manifest = render_manifest(overrides=revision.overrides, replicas=plan.replicas,
-                                       **render_args(resource, revision, cluster, live=live))
+            manifest = render_manifest(
+                overrides=revision.overrides,
+                replicas=plan.replicas,
+                **render_args(resource, revision, cluster, live=live),
+            )
         except OverrideError as exc:
             return ClusterPreview(cluster, "error", message=str(exc))
         warnings = manifest_warnings(manifest, cluster)
@@ -90,18 +103,42 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             warnings.insert(0, no_namespace[cluster.name])
         shown = mask_secrets(manifest, secret=secret)
         if live is None:
-            message = (f"Cannot be created until namespace {resource.namespace} exists (NamespaceNotFederated)."
-                       if cluster.name in no_namespace else "Will be created.")
-            return ClusterPreview(cluster, "create", dump_yaml(shown), unified_yaml_diff(None, shown, after_label="rendered"),
-                              plan.replicas, message, warnings)
+            message = (
+                f"Cannot be created until namespace {resource.namespace} exists (NamespaceNotFederated)."
+                if cluster.name in no_namespace
+                else "Will be created."
+            )
+            return ClusterPreview(
+                cluster,
+                "create",
+                dump_yaml(shown),
+                unified_yaml_diff(None, shown, after_label="rendered"),
+                plan.replicas,
+                message,
+                warnings,
+            )
         if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
-            return ClusterPreview(cluster, "error", dump_yaml(shown), "", plan.replicas,
-                              "An object with this name exists and was not created by FedPortal (AlreadyExists).", warnings)
+            return ClusterPreview(
+                cluster,
+                "error",
+                dump_yaml(shown),
+                "",
+                plan.replicas,
+                "An object with this name exists and was not created by FedPortal (AlreadyExists).",
+                warnings,
+            )
         changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
         live_view = mask_secrets(_project(strip_server_fields(live), manifest), secret=secret)
         diff = unified_yaml_diff(live_view, shown, before_label="live", after_label="rendered")
-        return ClusterPreview(cluster, "update" if changes else "unchanged", dump_yaml(shown), diff,
-                              plan.replicas, f"{len(changes)} field(s) change." if changes else "No change.", warnings)
+        return ClusterPreview(
+            cluster,
+            "update" if changes else "unchanged",
+            dump_yaml(shown),
+            diff,
+            plan.replicas,
+            f"{len(changes)} field(s) change." if changes else "No change.",
+            warnings,
+        )
 
     # I/O-bound (one GET per cluster): a thread pool, results in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(plans)))) as pool:

@@ -14,6 +14,7 @@ from federation.models import PropagationRun
 
 # --- progress and conditions ---------------------------------------------------------------------
 
+
 @dataclass
 class RunProgress:
     total: int = 0

@@ -47,8 +47,18 @@ def pv_for(resource, cluster) -> PropagatedVersion:
 
 
 # what propagation reads of a PropagatedVersion (not the applied manifest or the drift)
-_PV_FIELDS = ("id", "resource_id", "cluster_id", "status", "template_hash", "override_hash", "version", "revision_id",
-              "remote_status", "live_uid")
+_PV_FIELDS = (
+    "id",
+    "resource_id",
+    "cluster_id",
+    "status",
+    "template_hash",
+    "override_hash",
+    "version",
+    "revision_id",
+    "remote_status",
+    "live_uid",
+)
 
 
 def pvs_for(resource, clusters) -> dict[int, PropagatedVersion]:
@@ -57,8 +67,10 @@ def pvs_for(resource, clusters) -> dict[int, PropagatedVersion]:
     by_id = {c.pk: c for c in clusters}
 
     def load(ids):
-        return {pv.cluster_id: pv for pv in PropagatedVersion.objects.only(*_PV_FIELDS)
-                .filter(resource=resource, cluster_id__in=ids)}
+        return {
+            pv.cluster_id: pv
+            for pv in PropagatedVersion.objects.only(*_PV_FIELDS).filter(resource=resource, cluster_id__in=ids)
+        }
 
     found = load(list(by_id))
     created = create_missing_pvs(resource, clusters, present=set(found))
@@ -76,8 +88,9 @@ def create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
     ``present`` (Pending, as a new row is; one another process made meanwhile is left as it is).
     Returns those clusters' ids."""
     missing = [c for c in clusters if c.pk not in present]
-    bulk.insert_values(PropagatedVersion, [{"resource_id": resource.pk, "cluster_id": c.pk} for c in missing],
-                       ignore_conflicts=True)
+    bulk.insert_values(
+        PropagatedVersion, [{"resource_id": resource.pk, "cluster_id": c.pk} for c in missing], ignore_conflicts=True
+    )
     return [c.pk for c in missing]
 
 
@@ -98,10 +111,17 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
     resource, revision, actor = run.resource, run.revision, run.actor
     outcomes, events, finished = {}, [], {}
     now = timezone.now()
-    applied = [(target, step, applied_fields(resource, revision, step, now=now))
-               for target, step in steps if step.outcome == APPLIED]
-    applied_events = prepare_events([applied_event(resource, revision, step, fields, replicas=target.replicas, actor=actor)
-                                     for target, step, fields in applied])
+    applied = [
+        (target, step, applied_fields(resource, revision, step, now=now))
+        for target, step in steps
+        if step.outcome == APPLIED
+    ]
+    applied_events = prepare_events(
+        [
+            applied_event(resource, revision, step, fields, replicas=target.replicas, actor=actor)
+            for target, step, fields in applied
+        ]
+    )
     with transaction.atomic():
         write_applied({step.pv: fields for _, step, fields in applied})
         for target, step in steps:
@@ -110,13 +130,19 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
                 failure = step.failure
                 if failure.transient and target.attempts < max_attempts():
                     delay = backoff_seconds(target.attempts)
-                    message = f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
+                    message = (
+                        f"{failure.message} Retrying in {delay:g}s (attempt {target.attempts} of {max_attempts()})."
+                    )
                     status_change(pv, failure.reason, message, actor=actor, events=events)  # audited when it changes
                     PropagationTarget.objects.filter(pk=target.pk).update(
-                        state=TargetState.RETRYING, lease_until=now + timedelta(seconds=delay),
-                        reason=failure.reason, message=message)
-                    outcomes[target.cluster_id] = TargetOutcome(state=TargetState.RETRYING, reason=failure.reason,
-                                                                message=message, retry_in=delay)
+                        state=TargetState.RETRYING,
+                        lease_until=now + timedelta(seconds=delay),
+                        reason=failure.reason,
+                        message=message,
+                    )
+                    outcomes[target.cluster_id] = TargetOutcome(
+                        state=TargetState.RETRYING, reason=failure.reason, message=message, retry_in=delay
+                    )
                     continue
                 status_change(pv, failure.reason, failure.message, actor=actor, events=events)
                 result = (TargetState.FAILED, failure.reason, failure.message, False)
@@ -129,16 +155,37 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
                     pv.remote_status = step.remote_status
                 result = (TargetState.DONE, PropagationReason.OK, "Up to date.", False)
             elif step.outcome == ORPHANED:
-                status_change(pv, PropagationReason.ORPHANED, f"Left on {cluster.name} (retention Orphan).", actor=actor,
-                               events=events, sync_state=SyncState.UNKNOWN, drift=[])
+                status_change(
+                    pv,
+                    PropagationReason.ORPHANED,
+                    f"Left on {cluster.name} (retention Orphan).",
+                    actor=actor,
+                    events=events,
+                    sync_state=SyncState.UNKNOWN,
+                    drift=[],
+                )
                 result = (TargetState.DONE, PropagationReason.ORPHANED, "Orphaned.", False)
             elif step.outcome in (DELETED, GONE):
                 deleted = step.outcome == DELETED
-                status_change(pv, PropagationReason.REMOVED,
-                               f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
-                               actor=actor, events=events, applied_manifest=None, sync_state=SyncState.UNKNOWN, drift=[],
-                               version="", remote_status=None, live_uid="")
-                result = (TargetState.DONE, PropagationReason.REMOVED, "Deleted." if deleted else "Already gone.", deleted)
+                status_change(
+                    pv,
+                    PropagationReason.REMOVED,
+                    f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
+                    actor=actor,
+                    events=events,
+                    applied_manifest=None,
+                    sync_state=SyncState.UNKNOWN,
+                    drift=[],
+                    version="",
+                    remote_status=None,
+                    live_uid="",
+                )
+                result = (
+                    TargetState.DONE,
+                    PropagationReason.REMOVED,
+                    "Deleted." if deleted else "Already gone.",
+                    deleted,
+                )
             else:  # SUPERSEDED
                 result = (TargetState.DONE, "", "Superseded by a newer propagation run.", False)
             finished.setdefault(result, []).append(target.pk)
@@ -147,7 +194,8 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
         # most targets of a chunk end the same way: one UPDATE per distinct ending
         for (state, reason, message, changed), pks in finished.items():
             PropagationTarget.objects.filter(pk__in=pks).update(
-                state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=now)
+                state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=now
+            )
         append_events(applied_events + prepare_events(events))
     return outcomes
 
@@ -160,12 +208,18 @@ def finish_run_if_complete(run_id: int) -> None:
     failed = counts.get(TargetState.FAILED, 0)
     done = counts.get(TargetState.DONE, 0)
     state = RunState.SUCCEEDED if not failed else (RunState.FAILED if not done else RunState.PARTIALLY_FAILED)
-    finished = PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(state=state, finished_at=timezone.now())
+    finished = PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(
+        state=state, finished_at=timezone.now()
+    )
     if finished:
         run = PropagationRun.objects.select_related("resource__type").get(pk=run_id)
-        record_event("federation.run.finish", actor=None, obj=run.resource,
-                     summary=f"Propagation run {run_id} of {run.resource} finished: {state} ({done} done, {failed} failed)",
-                     after={"run": run_id, "state": state, "done": done, "failed": failed})
+        record_event(
+            "federation.run.finish",
+            actor=None,
+            obj=run.resource,
+            summary=f"Propagation run {run_id} of {run.resource} finished: {state} ({done} done, {failed} failed)",
+            after={"run": run_id, "state": state, "done": done, "failed": failed},
+        )
 
 
 def status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:
@@ -176,29 +230,51 @@ def status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, ev
     for key, value in fields.items():
         setattr(pv, key, value)
     if before != reason:
-        events.append(dict(action="federation.propagation.status", actor=actor, obj=pv.resource, cluster=pv.cluster.name,
-                           summary=f"{pv.resource} on {pv.cluster.name}: {before} -> {reason}" + (f" ({message})" if message else ""),
-                           before={"status": before}, after={"status": reason, "message": message}))
+        events.append(
+            dict(
+                action="federation.propagation.status",
+                actor=actor,
+                obj=pv.resource,
+                cluster=pv.cluster.name,
+                summary=f"{pv.resource} on {pv.cluster.name}: {before} -> {reason}"
+                + (f" ({message})" if message else ""),
+                before={"status": before},
+                after={"status": reason, "message": message},
+            )
+        )
 
 
 def applied_fields(resource: FederatedResource, revision: Revision, step: Step, *, now) -> dict:
     """What an applied target writes on its PropagatedVersion (the same fields for every target)."""
     obj = step.obj
     return dict(
-        revision=revision, template_hash=step.template_hash, override_hash=step.override_hash,
-        version=object_version(obj), status=PropagationReason.OK, message="; ".join(step.warnings),
-        applied_manifest=step.manifest, sync_state=SyncState.IN_SYNC, drift=[],
+        revision=revision,
+        template_hash=step.template_hash,
+        override_hash=step.override_hash,
+        version=object_version(obj),
+        status=PropagationReason.OK,
+        message="; ".join(step.warnings),
+        applied_manifest=step.manifest,
+        sync_state=SyncState.IN_SYNC,
+        drift=[],
         **live_identity(obj),
-        propagated_at=now, last_attempt_at=now, remote_status=remote_status(resource.type, obj),
+        propagated_at=now,
+        last_attempt_at=now,
+        remote_status=remote_status(resource.type, obj),
     )
 
 
-def applied_event(resource: FederatedResource, revision: Revision, step: Step, fields: dict, *, replicas, actor) -> dict:
+def applied_event(
+    resource: FederatedResource, revision: Revision, step: Step, fields: dict, *, replicas, actor
+) -> dict:
     verb = "Updated" if step.existed else "Created"
     return dict(
-        action="federation.propagation.apply", actor=actor, obj=resource, cluster=step.cluster.name,
+        action="federation.propagation.apply",
+        actor=actor,
+        obj=resource,
+        cluster=step.cluster.name,
         summary=f"{verb} {resource.type.kind} {resource.qualified_name} on {step.cluster.name} "
-                f"(revision {revision.number}, {fields['version']})",
+        f"(revision {revision.number}, {fields['version']})",
         before={"status": step.pv.status, "version": step.pv.version},
         after={"status": PropagationReason.OK, "version": fields["version"], "replicas": replicas},
     )

@@ -36,15 +36,18 @@ def resume_stale_targets(*, stale_seconds: float | None = None) -> int:
         | Q(state=TargetState.PENDING, lease_until__lt=cutoff)
     )
     # a run whose last targets were written by a worker that died before it closed the run
-    settled = (PropagationRun.objects.filter(finished_at__isnull=True, started_at__lt=cutoff)
-               .exclude(targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]))
+    settled = PropagationRun.objects.filter(finished_at__isnull=True, started_at__lt=cutoff).exclude(
+        targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
+    )
     for run_id in settled.values_list("pk", flat=True)[:1000]:
         finish_run_if_complete(run_id)
     found = list(stale.order_by("run_id", "cluster_id").values_list("pk", "run_id", "cluster_id")[:10000])
     if not found:
         return 0
     # PENDING targets are stamped so that the next sweep waits another grace period for them
-    PropagationTarget.objects.filter(pk__in=[pk for pk, _, _ in found], state=TargetState.PENDING).update(lease_until=now)
+    PropagationTarget.objects.filter(pk__in=[pk for pk, _, _ in found], state=TargetState.PENDING).update(
+        lease_until=now
+    )
     by_run: dict[int, list[int]] = {}
     for _, run_id, cluster_id in found:
         by_run.setdefault(run_id, []).append(cluster_id)
@@ -58,11 +61,16 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
     """Resources skipped on a cluster that was not Ready (or isolated) get a re-sync once it is
     Ready again; this is how a cluster that was down converges without anyone clicking. So do
     targets that waited for a namespace that has been propagated since (``retry_all_namespace_waiters``)."""
-    waiting = (PropagatedVersion.objects.filter(
-        status__in=[PropagationReason.CLUSTER_NOT_READY, PropagationReason.CLUSTER_ISOLATED],
-        cluster__state=ClusterState.READY, cluster__isolated=False)
+    waiting = (
+        PropagatedVersion.objects.filter(
+            status__in=[PropagationReason.CLUSTER_NOT_READY, PropagationReason.CLUSTER_ISOLATED],
+            cluster__state=ClusterState.READY,
+            cluster__isolated=False,
+        )
         .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
-        .select_related("resource", "cluster").distinct())
+        .select_related("resource", "cluster")
+        .distinct()
+    )
     count = 0
     for pv in waiting:
         try:
@@ -77,19 +85,31 @@ def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[
     """Targets that failed NamespaceNotFederated in ``namespace`` on ``cluster_ids`` (where that
     namespace has just been propagated) get a re-sync of their last propagated revision: one run per
     resource. Called by the worker when a Namespace's run finishes, and by the periodic sweep."""
-    waiting = (PropagatedVersion.objects.filter(status=PropagationReason.NAMESPACE_NOT_FEDERATED,
-                                                resource__namespace=namespace, cluster_id__in=list(cluster_ids),
-                                                resource__propagated_revision__isnull=False)
-               .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
-               .values_list("resource_id", "cluster_id"))
+    waiting = (
+        PropagatedVersion.objects.filter(
+            status=PropagationReason.NAMESPACE_NOT_FEDERATED,
+            resource__namespace=namespace,
+            cluster_id__in=list(cluster_ids),
+            resource__propagated_revision__isnull=False,
+        )
+        .exclude(resource__runs__targets__state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING])
+        .values_list("resource_id", "cluster_id")
+    )
     by_resource: dict[int, set[int]] = {}
     for resource_id, cluster_id in waiting:
         by_resource.setdefault(resource_id, set()).add(cluster_id)
     runs = []
     for resource in FederatedResource.objects.filter(pk__in=by_resource).order_by("pk"):
         try:
-            runs.append(propagate_revision(resource, actor=actor, revision=resource.propagated_revision,
-                                           trigger=RunTrigger.RESYNC, only_clusters=by_resource[resource.pk]))
+            runs.append(
+                propagate_revision(
+                    resource,
+                    actor=actor,
+                    revision=resource.propagated_revision,
+                    trigger=RunTrigger.RESYNC,
+                    only_clusters=by_resource[resource.pk],
+                )
+            )
         except PropagationError as exc:
             logger.info("retry of %s after namespace %s skipped: %s", resource, namespace, exc)
     return runs
@@ -97,11 +117,14 @@ def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[
 
 def retry_all_namespace_waiters(*, actor=None) -> int:
     """The sweep's share: every NamespaceNotFederated target whose namespace is now OK on its cluster."""
-    ns_ok = (PropagatedVersion.objects.filter(status=PropagationReason.OK, resource__type__group="",
-                                              resource__type__kind="Namespace")
-             .values_list("resource__name", "cluster_id"))
-    waiting = set(PropagatedVersion.objects.filter(status=PropagationReason.NAMESPACE_NOT_FEDERATED)
-                  .values_list("resource__namespace", "cluster_id"))
+    ns_ok = PropagatedVersion.objects.filter(
+        status=PropagationReason.OK, resource__type__group="", resource__type__kind="Namespace"
+    ).values_list("resource__name", "cluster_id")
+    waiting = set(
+        PropagatedVersion.objects.filter(status=PropagationReason.NAMESPACE_NOT_FEDERATED).values_list(
+            "resource__namespace", "cluster_id"
+        )
+    )
     by_namespace: dict[str, list[int]] = {}
     for name, cluster_id in ns_ok:
         if (name, cluster_id) in waiting:

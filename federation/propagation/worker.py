@@ -71,8 +71,15 @@ FLUSH_SECONDS = 1.0  # how long finished targets of a chunk may wait for slower 
 
 # What a chunk reads of its targets and their clusters (a cluster row is wide: its inventory, probe
 # state and labels are not needed to apply): the connection, and the version that failure messages name.
-CHUNK_TARGET_FIELDS = ("id", "run_id", "cluster_id", "action", "replicas", "attempts",
-                       *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")))
+CHUNK_TARGET_FIELDS = (
+    "id",
+    "run_id",
+    "cluster_id",
+    "action",
+    "replicas",
+    "attempts",
+    *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")),
+)
 
 
 def claim_targets(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget]:
@@ -80,14 +87,22 @@ def claim_targets(run_id: int, cluster_ids: list[int]) -> list[PropagationTarget
     now = timezone.now()
     # a stamp unique to this call, so we can read back which rows we won
     stamp = now + timedelta(seconds=lease_seconds(), microseconds=random.randrange(1, 999_999))
-    (PropagationTarget.objects.filter(run_id=run_id, cluster_id__in=cluster_ids,
-                                      state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING])
-     # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
-     .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-     .update(state=TargetState.RUNNING, lease_until=stamp, attempts=F("attempts") + 1))
-    return list(PropagationTarget.objects.select_related("cluster").only(*CHUNK_TARGET_FIELDS)
-                .filter(run_id=run_id, cluster_id__in=cluster_ids, state=TargetState.RUNNING, lease_until=stamp)
-                .order_by("cluster_id"))
+    (
+        PropagationTarget.objects.filter(
+            run_id=run_id,
+            cluster_id__in=cluster_ids,
+            state__in=[TargetState.PENDING, TargetState.RETRYING, TargetState.RUNNING],
+        )
+        # RETRYING: nobody holds it (lease_until is when the retry is due); others: free or expired lease
+        .filter(Q(state=TargetState.RETRYING) | Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(state=TargetState.RUNNING, lease_until=stamp, attempts=F("attempts") + 1)
+    )
+    return list(
+        PropagationTarget.objects.select_related("cluster")
+        .only(*CHUNK_TARGET_FIELDS)
+        .filter(run_id=run_id, cluster_id__in=cluster_ids, state=TargetState.RUNNING, lease_until=stamp)
+        .order_by("cluster_id")
+    )
 
 
 _pool_lock = threading.Lock()
@@ -119,10 +134,14 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     if not targets:
         return outcomes
     # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
-    run = (PropagationRun.objects.select_related("resource__type", "revision", "actor").defer("revision__placement")
-           .annotate(has_newer_run=Exists(PropagationRun.objects.filter(resource=OuterRef("resource"),
-                                                                        pk__gt=OuterRef("pk"))))
-           .get(pk=run_id))
+    run = (
+        PropagationRun.objects.select_related("resource__type", "revision", "actor")
+        .defer("revision__placement")
+        .annotate(
+            has_newer_run=Exists(PropagationRun.objects.filter(resource=OuterRef("resource"), pk__gt=OuterRef("pk")))
+        )
+        .get(pk=run_id)
+    )
     resource = run.resource
     pvs = pvs_for(resource, [t.cluster for t in targets])
     newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
@@ -148,8 +167,11 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
 def _retry_waiting_for(namespace: FederatedResource, cluster_ids: list[int]) -> None:
     """The namespace is now on (some of) these clusters: the targets that failed waiting for it are
     re-synced (by the system, as the periodic sweep would)."""
-    ready = list(PropagatedVersion.objects.filter(resource=namespace, cluster_id__in=cluster_ids,
-                                                  status=PropagationReason.OK).values_list("cluster_id", flat=True))
+    ready = list(
+        PropagatedVersion.objects.filter(
+            resource=namespace, cluster_id__in=cluster_ids, status=PropagationReason.OK
+        ).values_list("cluster_id", flat=True)
+    )
     if ready:
         retry_namespace_waiters(namespace.name, ready, actor=None)
 
@@ -159,8 +181,11 @@ def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[
     wins). Usually there is no later run, as the run's ``has_newer_run`` says."""
     if not run.has_newer_run:
         return set()
-    return set(PropagationTarget.objects.filter(run__resource_id=run.resource_id, cluster_id__in=cluster_ids,
-                                                run_id__gt=run.pk).values_list("cluster_id", flat=True))
+    return set(
+        PropagationTarget.objects.filter(
+            run__resource_id=run.resource_id, cluster_id__in=cluster_ids, run_id__gt=run.pk
+        ).values_list("cluster_id", flat=True)
+    )
 
 
 def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
@@ -182,7 +207,9 @@ def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedV
     cluster = target.cluster
     try:
         if target.action == TargetAction.APPLY:
-            return apply_step(run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas)
+            return apply_step(
+                run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas
+            )
         if target.action == TargetAction.ORPHAN:
             return Step(cluster, pv, ORPHANED)
         return delete_step(run.resource, cluster, pv)
@@ -190,8 +217,14 @@ def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedV
         return Step(cluster, pv, FAILED, failure=failure)
     except Exception as exc:  # noqa: BLE001 - a credential that cannot be decrypted and the like
         logger.exception("propagation of run %s to %s failed", run.pk, cluster.name)
-        return Step(cluster, pv, FAILED, failure=StepFailure(PropagationReason.CLUSTER_NOT_READY,
-                                                           f"Cannot reach {cluster.name}: {type(exc).__name__}"))
+        return Step(
+            cluster,
+            pv,
+            FAILED,
+            failure=StepFailure(
+                PropagationReason.CLUSTER_NOT_READY, f"Cannot reach {cluster.name}: {type(exc).__name__}"
+            ),
+        )
 
 
 def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: Step) -> Step:
@@ -204,8 +237,11 @@ def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: St
         _ensure_namespace(run.resource, step.cluster, conn, actor=run.actor)
         step = apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
         if step.outcome == NEEDS_NAMESPACE:
-            raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
-                           f"Namespace {run.resource.namespace} is still missing on {step.cluster.name}.", transient=True)
+            raise StepFailure(
+                PropagationReason.NAMESPACE_NOT_FEDERATED,
+                f"Namespace {run.resource.namespace} is still missing on {step.cluster.name}.",
+                transient=True,
+            )
         return step
     except StepFailure as failure:
         return Step(step.cluster, step.pv, FAILED, failure=failure)
@@ -222,17 +258,26 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
     ns_type = _namespace_type()
     ns_resource = None
     if ns_type is not None:
-        ns_resource = (FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
-                       .filter(type=ns_type, name=resource.namespace).first())
+        ns_resource = (
+            FederatedResource.objects.select_related("type", "current_revision", "propagated_revision")
+            .filter(type=ns_type, name=resource.namespace)
+            .first()
+        )
     revision = ns_resource and (ns_resource.propagated_revision or ns_resource.current_revision)
-    if revision is None or cluster.name not in {p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY}:
-        raise StepFailure(PropagationReason.NAMESPACE_NOT_FEDERATED,
-                       f"Namespace {resource.namespace} does not exist on {cluster.name} and is not federated to it; "
-                       f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.")
+    if revision is None or cluster.name not in {
+        p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY
+    }:
+        raise StepFailure(
+            PropagationReason.NAMESPACE_NOT_FEDERATED,
+            f"Namespace {resource.namespace} does not exist on {cluster.name} and is not federated to it; "
+            f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.",
+        )
     _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
 
 
-def _apply_on_cluster(resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn) -> None:
+def _apply_on_cluster(
+    resource: FederatedResource, revision: Revision, cluster: Cluster, *, replicas, actor, conn
+) -> None:
     """Apply one resource on one cluster and record it at once (the namespace a chunk found missing)."""
     step = apply_step(resource, revision, cluster, pv_for(resource, cluster), conn, replicas=replicas)
     if step.outcome == APPLIED:

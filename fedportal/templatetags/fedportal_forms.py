@@ -10,7 +10,9 @@ register = template.Library()
 def form_errors(form, prefix: str = "", *, non_field: bool = True) -> list[dict]:
     items = []
     if non_field:
-        items += [{"label": prefix.strip(" ·"), "message": message, "anchor": ""} for message in form.non_field_errors()]
+        items += [
+            {"label": prefix.strip(" ·"), "message": message, "anchor": ""} for message in form.non_field_errors()
+        ]
     for field in form:
         for message in field.errors:
             label = f"{prefix}{field.label}" if not field.is_hidden else prefix.strip(" ·")
@@ -23,7 +25,9 @@ def formset_errors(formset) -> list[dict]:
     anchor = getattr(formset, "anchor", "")
     items = [{"label": row_label + "s", "message": m, "anchor": anchor} for m in formset.non_form_errors()]
     # errors a service found in the rows as a whole (set by the view)
-    items += [{"label": row_label + "s", "message": m, "anchor": anchor} for m in getattr(formset, "service_errors", [])]
+    items += [
+        {"label": row_label + "s", "message": m, "anchor": anchor} for m in getattr(formset, "service_errors", [])
+    ]
     for number, row in enumerate(formset.forms, start=1):
         items += form_errors(row, prefix=f"{row_label} {number} · ")
     return items

@@ -67,8 +67,11 @@ class Http:
 def ready_fleet(fleet, celery_worker):
     clusters = register_fleet(fleet, MEMBERS)
     run = propagation.propagate_revision(federate_namespace("shop", MEMBERS))
-    wait_for(lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(), timeout=60,
-             message="namespace propagation")
+    wait_for(
+        lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(),
+        timeout=60,
+        message="namespace propagation",
+    )
     return clusters
 
 
@@ -80,17 +83,26 @@ def test_ci_pipeline_over_http(live_server, fleet, ready_fleet, operator, approv
     assert created.status_code == 201, created.text
     [result] = created.json()["results"]
     assert (result["kind"], result["namespace"], result["name"], result["action"], result["revision"]) == (
-        "Deployment", "shop", "ci-web", "created", 1)
+        "Deployment",
+        "shop",
+        "ci-web",
+        "created",
+        1,
+    )
     resource_id = result["id"]
     detail = ci.get(f"/api/v1/resources/{resource_id}").json()
     assert detail["placement"] == {"clusters": ["m128", "m131"]} and detail["condition"] == "NotPropagated"
 
     key = {"Idempotency-Key": "pipeline-42-open"}
-    opened = ci.post("/api/v1/change-requests", json={"resource_id": resource_id, "title": "ci-web from CI"}, headers=key)
+    opened = ci.post(
+        "/api/v1/change-requests", json={"resource_id": resource_id, "title": "ci-web from CI"}, headers=key
+    )
     assert opened.status_code == 201, opened.text
     change = opened.json()
     assert change["state"] == "Draft" and change["target_clusters"] == ["m128", "m131"]
-    replay = ci.post("/api/v1/change-requests", json={"resource_id": resource_id, "title": "ci-web from CI"}, headers=key)
+    replay = ci.post(
+        "/api/v1/change-requests", json={"resource_id": resource_id, "title": "ci-web from CI"}, headers=key
+    )
     assert replay.status_code == 201 and replay.json()["id"] == change["id"]
     assert replay.headers["Idempotent-Replayed"] == "true"
     assert ChangeRequest.objects.count() == 1
@@ -122,7 +134,10 @@ def test_ci_pipeline_over_http(live_server, fleet, ready_fleet, operator, approv
             break
         time.sleep(0.5)
     assert state["state"] == "Applied", state
-    assert {(r["cluster"], r["state"], r["reason"]) for r in state["outcome"]} == {("m128", "done", "OK"), ("m131", "done", "OK")}
+    assert {(r["cluster"], r["state"], r["reason"]) for r in state["outcome"]} == {
+        ("m128", "done", "OK"),
+        ("m131", "done", "OK"),
+    }
     assert [a["approver"] for a in state["approval_list"]] == [approver.username]
 
     m128 = fleet.get_object("m128", "apps/v1", "Deployment", "shop", "ci-web")

@@ -24,6 +24,10 @@ def test_every_dashboard_query_names_a_served_metric(client):
         served |= {family.name + suffix for suffix in suffixes}
     dashboard = json.loads(DASHBOARD.read_text())
     assert dashboard["uid"] == "fedportal" and len(dashboard["panels"]) >= 10
-    used = {name for panel in dashboard["panels"] for target in panel["targets"]
-            for name in re.findall(r"\bfedportal_[a-z_]+", target["expr"])}
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bfedportal_[a-z_]+", target["expr"])
+    }
     assert used and used <= served, sorted(used - served)

@@ -37,7 +37,10 @@ def test_cluster_list_filters_by_label_selector_state_and_version(viewer_api):
     ClusterFactory(name="a", labels={"env": "prod", "tier": "web"}, server_version="v1.27.3", version_minor=27)
     ClusterFactory(name="b", labels={"env": "prod"}, server_version="v1.28.1", version_minor=28)
     ClusterFactory(name="c", labels={"env": "dev", "tier": "web"}, state=ClusterState.OFFLINE)
-    names = lambda **q: [c["name"] for c in viewer_api.get("/api/v1/clusters", q).json()["items"]]
+
+    def names(**q):
+        return [c["name"] for c in viewer_api.get("/api/v1/clusters", q).json()["items"]]
+
     assert names() == ["a", "b", "c"]
     assert names(label_selector="env=prod") == ["a", "b"]
     assert names(label_selector="env=prod,tier") == ["a"]
@@ -46,9 +49,16 @@ def test_cluster_list_filters_by_label_selector_state_and_version(viewer_api):
     assert names(version="v1.27.3") == ["a"]
 
 
-@pytest.mark.parametrize("query,field", [({"state": "Sleeping"}, "state"), ({"version": "latest"}, "version"),
-                                         ({"label_selector": "bad key!"}, "label_selector"), ({"limit": 0}, "limit"),
-                                         ({"limit": 501}, "limit")])
+@pytest.mark.parametrize(
+    "query,field",
+    [
+        ({"state": "Sleeping"}, "state"),
+        ({"version": "latest"}, "version"),
+        ({"label_selector": "bad key!"}, "label_selector"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 501}, "limit"),
+    ],
+)
 def test_cluster_list_bad_filter_is_a_4xx_naming_the_field(viewer_api, query, field):
     response = viewer_api.get("/api/v1/clusters", query)
     assert response.status_code in (400, 422)
@@ -87,7 +97,9 @@ def test_cluster_detail_has_versions_and_inventory_and_never_credentials(viewer_
 
 
 def test_register_cluster_with_bad_input_is_400_with_fields_and_writes_nothing(api_as, admin_user):
-    response = api_as(admin_user).post("/api/v1/clusters", {"name": "Bad_Name", "api_server": "ftp://x", "verify": False})
+    response = api_as(admin_user).post(
+        "/api/v1/clusters", {"name": "Bad_Name", "api_server": "ftp://x", "verify": False}
+    )
     assert response.status_code == 400
     assert "name" in response.json()["fields"] or "api_server" in response.json()["fields"], response.json()
     assert not AuditEvent.objects.filter(action="cluster.register").exists()
@@ -95,8 +107,16 @@ def test_register_cluster_with_bad_input_is_400_with_fields_and_writes_nothing(a
 
 def test_admin_registers_updates_labels_and_rotates_credentials(api_as, admin_user):
     client = api_as(admin_user)
-    created = client.post("/api/v1/clusters", {"name": "west", "api_server": "https://west.example:6443",
-                                                "labels": {"env": "dev"}, "token": "first", "verify": False})
+    created = client.post(
+        "/api/v1/clusters",
+        {
+            "name": "west",
+            "api_server": "https://west.example:6443",
+            "labels": {"env": "dev"},
+            "token": "first",
+            "verify": False,
+        },
+    )
     assert created.status_code == 201, created.content
     cluster_id = created.json()["id"]
     assert "first" not in created.content.decode()
@@ -105,7 +125,10 @@ def test_admin_registers_updates_labels_and_rotates_credentials(api_as, admin_us
     rotated = client.post(f"/api/v1/clusters/{cluster_id}/rotate-credentials", {"token": "second", "verify": False})
     assert rotated.status_code == 200 and "second" not in rotated.content.decode()
     assert list(AuditEvent.objects.filter(cluster="west").order_by("id").values_list("action", flat=True)) == [
-        "cluster.register", "cluster.edit", "cluster.rotate_credentials"]
+        "cluster.register",
+        "cluster.edit",
+        "cluster.rotate_credentials",
+    ]
 
 
 def test_create_resource_from_yaml_and_from_json_manifest(operator_api):
@@ -114,13 +137,32 @@ def test_create_resource_from_yaml_and_from_json_manifest(operator_api):
     [result] = created.json()["results"]
     resource = FederatedResource.objects.get(pk=result["id"])
     assert (resource.name, resource.namespace, result["action"]) == ("settings", "default", "created")
-    same = operator_api.post("/api/v1/resources", {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
-                             "metadata": {"name": "settings", "namespace": "default"}, "data": {"colour": "blue"}}})
+    same = operator_api.post(
+        "/api/v1/resources",
+        {
+            "manifest": {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "default"},
+                "data": {"colour": "blue"},
+            }
+        },
+    )
     assert same.status_code == 200 and same.json()["results"][0]["action"] == "unchanged"
-    changed = operator_api.request("PUT", f"/api/v1/resources/{resource.pk}", data=CONFIGMAP_YAML.replace("blue", "red"),
-                                   content_type="application/yaml")
-    assert changed.json()["results"][0] == {"id": resource.pk, "kind": "ConfigMap", "namespace": "default",
-                                            "name": "settings", "action": "configured", "revision": 2}
+    changed = operator_api.request(
+        "PUT",
+        f"/api/v1/resources/{resource.pk}",
+        data=CONFIGMAP_YAML.replace("blue", "red"),
+        content_type="application/yaml",
+    )
+    assert changed.json()["results"][0] == {
+        "id": resource.pk,
+        "kind": "ConfigMap",
+        "namespace": "default",
+        "name": "settings",
+        "action": "configured",
+        "revision": 2,
+    }
 
 
 def test_types_list_what_may_be_federated(viewer_api):
@@ -136,24 +178,31 @@ def test_put_of_another_resources_manifest_is_400_and_changes_nothing(operator_a
     operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
     resource = FederatedResource.objects.get()
     other = CONFIGMAP_YAML.replace("settings", "other")
-    response = operator_api.request("PUT", f"/api/v1/resources/{resource.pk}", data=other, content_type="application/yaml")
+    response = operator_api.request(
+        "PUT", f"/api/v1/resources/{resource.pk}", data=other, content_type="application/yaml"
+    )
     assert response.status_code == 400
     assert FederatedResource.objects.count() == 1
 
 
 def test_dry_run_saves_nothing(operator_api):
-    response = operator_api.request("POST", "/api/v1/resources?dry_run=true", data=CONFIGMAP_YAML, content_type="application/yaml")
+    response = operator_api.request(
+        "POST", "/api/v1/resources?dry_run=true", data=CONFIGMAP_YAML, content_type="application/yaml"
+    )
     assert response.status_code == 200 and response.json()["results"][0]["id"] is None
     assert not FederatedResource.objects.exists()
 
 
-@pytest.mark.parametrize("body,content_type,status", [
-    ("kind: [", "application/yaml", 400),
-    ("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "application/yaml", 400),
-    ('{"manifest": 5}', "application/json", 400),
-    ("{not json", "application/json", 400),
-    ("<xml/>", "application/xml", 415),
-])
+@pytest.mark.parametrize(
+    "body,content_type,status",
+    [
+        ("kind: [", "application/yaml", 400),
+        ("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "application/yaml", 400),
+        ('{"manifest": 5}', "application/json", 400),
+        ("{not json", "application/json", 400),
+        ("<xml/>", "application/xml", 415),
+    ],
+)
 def test_bad_manifests_are_4xx_json(operator_api, body, content_type, status):
     response = operator_api.request("POST", "/api/v1/resources", data=body, content_type=content_type)
     assert response.status_code == status, response.content
@@ -208,7 +257,12 @@ def test_change_request_actions_and_errors(operator_api, api_as, approver, confi
 
 
 def test_missing_objects_are_404_json(viewer_api):
-    for path in ("/api/v1/clusters/999", "/api/v1/resources/999", "/api/v1/change-requests/999", "/api/v1/nothing-here"):
+    for path in (
+        "/api/v1/clusters/999",
+        "/api/v1/resources/999",
+        "/api/v1/change-requests/999",
+        "/api/v1/nothing-here",
+    ):
         response = viewer_api.get(path)
         assert response.status_code == 404 and response.json()["error"] == "not_found", path
 
@@ -218,10 +272,14 @@ def test_audit_list_filters_and_cursor(viewer_api):
         record_event("test.api", summary=f"event {i}", cluster="east" if i % 2 else "")
     body = viewer_api.get("/api/v1/audit/events", {"action": "test.*", "limit": 2}).json()
     assert [e["summary"] for e in body["items"]] == ["event 4", "event 3"]
-    rest = viewer_api.get("/api/v1/audit/events", {"action": "test.*", "limit": 10, "cursor": body["next_cursor"]}).json()
+    rest = viewer_api.get(
+        "/api/v1/audit/events", {"action": "test.*", "limit": 10, "cursor": body["next_cursor"]}
+    ).json()
     assert [e["summary"] for e in rest["items"]] == ["event 2", "event 1", "event 0"] and rest["next_cursor"] is None
     assert [e["summary"] for e in viewer_api.get("/api/v1/audit/events", {"cluster": "east"}).json()["items"]] == [
-        "event 3", "event 1"]
+        "event 3",
+        "event 1",
+    ]
     bad = viewer_api.get("/api/v1/audit/events", {"action": "a*b*"})
     assert bad.status_code == 400 and "action" in bad.json()["fields"]
 

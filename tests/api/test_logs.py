@@ -22,10 +22,11 @@ def parse_lines(text: str) -> list[dict]:
 
 
 def test_log_format_json_configures_every_process_from_the_settings():
-    code = ("import django, logging; django.setup(); "
-            "logging.getLogger('fedportal.check').warning('hello %s', 'world')")
+    code = "import django, logging; django.setup(); logging.getLogger('fedportal.check').warning('hello %s', 'world')"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "fedportal.settings_test", "LOG_FORMAT": "json"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     [entry] = [e for e in parse_lines(done.stderr) if e["logger"] == "fedportal.check"]
     assert entry["message"] == "hello world" and entry["level"] == "WARNING" and entry["time"].endswith("Z")
     assert set(entry) >= {"time", "level", "logger", "message", "request_id", "user", "cluster", "change_request"}
@@ -33,8 +34,15 @@ def test_log_format_json_configures_every_process_from_the_settings():
 
 def test_a_bad_log_format_stops_start_up():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "fedportal.settings_test", "LOG_FORMAT": "xml"}
-    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode != 0 and "LOG_FORMAT='xml'" in done.stderr
 
 
@@ -70,7 +78,11 @@ def test_an_api_call_logs_one_json_line_with_request_id_user_and_change_request(
     last = entries[-1]
     assert last["message"].startswith(f"GET /api/v1/change-requests/{cr['id']} 200")
     assert (last["request_id"], last["user"], last["change_request"], last["cluster"]) == (
-        "req-123", operator.username, cr["id"], None)
+        "req-123",
+        operator.username,
+        cr["id"],
+        None,
+    )
     assert response["X-Request-ID"] == "req-123"
     assert entries[0]["change_request"] is None and entries[0]["user"] == operator.username
 
@@ -86,10 +98,15 @@ def test_worker_logs_are_json_lines_with_the_task_id_and_cluster(celery_worker_f
     # the session's worker (if another test started it) consumes the same queues: probe until one
     # of the probes lands on this worker
     for attempt in range(12):
-        cluster = ClusterFactory(name=f"nowhere-{attempt}", api_server=f"http://127.0.0.1:9/{attempt}", last_probe_at=None)
+        cluster = ClusterFactory(
+            name=f"nowhere-{attempt}", api_server=f"http://127.0.0.1:9/{attempt}", last_probe_at=None
+        )
         result = probe_cluster_task.delay(cluster.pk)
-        wait_for(lambda pk=cluster.pk: Cluster.objects.filter(pk=pk, last_probe_at__isnull=False).exists(), timeout=60,
-                 message="the probe")
+        wait_for(
+            lambda pk=cluster.pk: Cluster.objects.filter(pk=pk, last_probe_at__isnull=False).exists(),
+            timeout=60,
+            message="the probe",
+        )
         if wait_for_line(worker, f"probe nowhere-{attempt} "):
             break
     else:

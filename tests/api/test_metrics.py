@@ -26,8 +26,11 @@ TOKEN = "metrics-s3cret"
 
 def samples(text: str) -> dict[tuple, float]:
     """{(sample name, ((label, value), ...)): value} from the exposition text."""
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def scrape(client) -> dict[tuple, float]:
@@ -80,10 +83,14 @@ def test_metrics_after_a_propagation_show_the_exact_values(client, fleet, celery
     run = propagation.propagate_revision(federate_namespace("shop", members))
     wait_for(lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(), timeout=60)
     resource = web_deployment(name="web", placement={"clusters": members}, actor=operator)
-    cr = services.approve(services.submit(services.create_change_request(resource, actor=operator), actor=operator),
-                          actor=approver)
-    wait_for(lambda: ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLIED).exists(), timeout=90,
-             message="change request applied")
+    cr = services.approve(
+        services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver
+    )
+    wait_for(
+        lambda: ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLIED).exists(),
+        timeout=90,
+        message="change request applied",
+    )
     fleet.set_down("m131", mode="refused")
     before = scrape(client)
     probe_cluster(Cluster.objects.get(name="m128"))
@@ -101,8 +108,14 @@ def test_metrics_after_a_propagation_show_the_exact_values(client, fleet, celery
     assert values[("fedportal_propagation_duration_seconds_bucket", (("le", "120.0"),))] == 4  # each took < 2 min
     assert values[("fedportal_propagation_duration_seconds_bucket", (("le", "0.25"),))] <= 4
     assert 0 < values[("fedportal_propagation_duration_seconds_sum", ())] < 4 * 120
-    assert sum(v for (name, labels), v in values.items()
-               if name == "fedportal_propagated_versions" and ("status", "OK") in labels) == 4
+    assert (
+        sum(
+            v
+            for (name, labels), v in values.items()
+            if name == "fedportal_propagated_versions" and ("status", "OK") in labels
+        )
+        == 4
+    )
     # change requests
     assert values[("fedportal_change_requests", (("state", "Applied"),))] == 1
     assert values[("fedportal_change_requests", (("state", "Draft"),))] == 0
@@ -116,12 +129,17 @@ def test_metrics_after_a_propagation_show_the_exact_values(client, fleet, celery
     # broker and compliance
     assert values[("fedportal_broker_up", ())] == 1
     assert {labels for (name, labels) in values if name == "fedportal_celery_queue_depth"} == {
-        (("queue", "default"),), (("queue", "probes"),), (("queue", "propagation"),)}
+        (("queue", "default"),),
+        (("queue", "probes"),),
+        (("queue", "propagation"),),
+    }
     from drift.selectors import fleet_compliance
 
     report, _ = fleet_compliance()
     expected = {c.name: c.score for c in report.clusters}
-    assert {dict(labels)["cluster"]: v for (name, labels), v in values.items() if name == "fedportal_compliance_score"} == expected
+    assert {
+        dict(labels)["cluster"]: v for (name, labels), v in values.items() if name == "fedportal_compliance_score"
+    } == expected
 
 
 @pytest.mark.django_db
@@ -132,11 +150,18 @@ def test_probe_latency_from_other_processes_is_merged_in_multiprocess_mode(clien
     import subprocess
     import sys
 
-    code = ("from fedportal.metrics import observe_probe; "
-            "observe_probe(0.2, reachable=True); observe_probe(0.03, reachable=True); observe_probe(4.0, reachable=False)")
+    code = (
+        "from fedportal.metrics import observe_probe; "
+        "observe_probe(0.2, reachable=True); observe_probe(0.03, reachable=True); observe_probe(4.0, reachable=False)"
+    )
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path.parent), env={**env, "PYTHONPATH": os.getcwd()},
-                   check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=str(tmp_path.parent),
+        env={**env, "PYTHONPATH": os.getcwd()},
+        check=True,
+        timeout=60,
+    )
     with override_settings(FEDPORTAL_METRICS_TOKEN=TOKEN, PROMETHEUS_MULTIPROC_DIR=str(tmp_path)):
         values = scrape(client)
     assert values[("fedportal_probe_latency_seconds_count", (("reachable", "true"),))] == 2

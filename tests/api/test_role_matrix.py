@@ -16,8 +16,12 @@ pytestmark = pytest.mark.django_db
 
 READ = Role.VIEWER
 
-CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "rm-api", "namespace": "default"},
-             "data": {"k": "v"}}
+CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "rm-api", "namespace": "default"},
+    "data": {"k": "v"},
+}
 
 
 def _cluster() -> dict:
@@ -41,9 +45,15 @@ def _change(state: str = "Draft") -> dict:
 
     resource = FederatedResource.objects.get(pk=_resource()["resource_id"])
     revision = resource.current_revision
-    cr = ChangeRequest.objects.create(kind="create", state=state, title="api role matrix", resource=resource,
-                                      resource_repr=str(resource), proposed_revision=revision,
-                                      proposed_hash=revision.content_hash)
+    cr = ChangeRequest.objects.create(
+        kind="create",
+        state=state,
+        title="api role matrix",
+        resource=resource,
+        resource_repr=str(resource),
+        proposed_revision=revision,
+        proposed_hash=revision.content_hash,
+    )
     return {"change_id": cr.pk}
 
 
@@ -56,11 +66,18 @@ def _own_token(user) -> dict:
 # (method, path) -> (role needed, sample path kwargs (callable, gets the user), JSON body)
 EXPECTED = {
     ("GET", "/api/v1/clusters"): (READ, None, None),
-    ("POST", "/api/v1/clusters"): (Role.ADMIN, None, {"name": "rm-new", "api_server": "https://rm-new.example:6443",
-                                                     "token": "t0k3n", "verify": False}),
+    ("POST", "/api/v1/clusters"): (
+        Role.ADMIN,
+        None,
+        {"name": "rm-new", "api_server": "https://rm-new.example:6443", "token": "t0k3n", "verify": False},
+    ),
     ("GET", "/api/v1/clusters/{cluster_id}"): (READ, _cluster, None),
     ("PATCH", "/api/v1/clusters/{cluster_id}"): (Role.ADMIN, _cluster, {"labels": {"env": "dev"}, "verify": False}),
-    ("POST", "/api/v1/clusters/{cluster_id}/rotate-credentials"): (Role.ADMIN, _cluster, {"token": "n3w", "verify": False}),
+    ("POST", "/api/v1/clusters/{cluster_id}/rotate-credentials"): (
+        Role.ADMIN,
+        _cluster,
+        {"token": "n3w", "verify": False},
+    ),
     ("GET", "/api/v1/types"): (READ, None, None),
     ("GET", "/api/v1/resources"): (READ, None, None),
     ("POST", "/api/v1/resources"): (Role.OPERATOR, None, {"manifest": CONFIGMAP}),
@@ -72,7 +89,11 @@ EXPECTED = {
     ("GET", "/api/v1/change-requests/{change_id}"): (READ, _change, None),
     ("POST", "/api/v1/change-requests/{change_id}/submit"): (Role.OPERATOR, _change, {}),
     ("POST", "/api/v1/change-requests/{change_id}/approve"): (Role.APPROVER, lambda: _change("Submitted"), {}),
-    ("POST", "/api/v1/change-requests/{change_id}/reject"): (Role.APPROVER, lambda: _change("Submitted"), {"comment": "no"}),
+    ("POST", "/api/v1/change-requests/{change_id}/reject"): (
+        Role.APPROVER,
+        lambda: _change("Submitted"),
+        {"comment": "no"},
+    ),
     # a finished request: the state is refused (409) before the author check, for every operator
     ("POST", "/api/v1/change-requests/{change_id}/cancel"): (Role.OPERATOR, lambda: _change("Cancelled"), {}),
     ("GET", "/api/v1/drift/skew"): (READ, None, None),

@@ -27,8 +27,13 @@ schema.app = get_wsgi_application()
 schema.config.phases.update(phases=["examples", "fuzzing"])
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
-ROLES = {"viewer": (Role.VIEWER,), "operator": (Role.OPERATOR,), "approver": (Role.APPROVER,), "admin": (Role.ADMIN,),
-         "nobody": ()}
+ROLES = {
+    "viewer": (Role.VIEWER,),
+    "operator": (Role.OPERATOR,),
+    "approver": (Role.APPROVER,),
+    "admin": (Role.ADMIN,),
+    "nobody": (),
+}
 
 
 @pytest.fixture(autouse=True)
@@ -52,9 +57,17 @@ def role_tokens(make_user):
 
 @pytest.mark.django_db
 @schema.parametrize()
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@settings(
+    max_examples=6,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
+)
 def test_api_conforms_to_its_schema_for_every_role(case, role_tokens):
     if case.path.startswith("/api/v1/clusters") and case.method in ("POST", "PATCH") and isinstance(case.body, dict):
         case.body["verify"] = False

@@ -38,9 +38,16 @@ def test_create_token_command_refuses_unknown_user_and_bad_duration(operator):
     assert not ApiToken.objects.exists()
 
 
-@pytest.mark.parametrize("text,expected", [("30d", timedelta(days=30)), ("12h", timedelta(hours=12)),
-                                           ("2w", timedelta(weeks=2)), ("90m", timedelta(minutes=90)),
-                                           ("1s", timedelta(seconds=1))])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("30d", timedelta(days=30)),
+        ("12h", timedelta(hours=12)),
+        ("2w", timedelta(weeks=2)),
+        ("90m", timedelta(minutes=90)),
+        ("1s", timedelta(seconds=1)),
+    ],
+)
 def test_parse_duration(text, expected):
     assert parse_duration(text) == expected
 
@@ -111,8 +118,9 @@ def test_profile_page_creates_a_token_shown_once_then_revokes_it(client, operato
     assert api.get("/api/v1/clusters", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
     assert client.post(f"/profile/tokens/{token.pk}/revoke").status_code == 302
     assert api.get("/api/v1/clusters", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
-    assert list(AuditEvent.objects.filter(action__startswith="api.token.").order_by("id").values_list("action", flat=True)) == [
-        "api.token.create", "api.token.revoke"]
+    assert list(
+        AuditEvent.objects.filter(action__startswith="api.token.").order_by("id").values_list("action", flat=True)
+    ) == ["api.token.create", "api.token.revoke"]
 
 
 def test_profile_page_refuses_a_bad_lifetime_with_a_form_error(client, operator):

@@ -38,8 +38,15 @@ def make_resource(db, operator):
 
     def make(name="web", clusters=("dev-a",), **kw):
         namespace_everywhere("shop")
-        return services.create_resource(ftype("Deployment"), namespace="shop", name=name, template=WEB_TEMPLATE,
-                                        placement={"clusters": list(clusters)}, actor=operator, **kw)
+        return services.create_resource(
+            ftype("Deployment"),
+            namespace="shop",
+            name=name,
+            template=WEB_TEMPLATE,
+            placement={"clusters": list(clusters)},
+            actor=operator,
+            **kw,
+        )
 
     return make
 

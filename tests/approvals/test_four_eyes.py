@@ -26,17 +26,24 @@ def replicas(n):
 
 def edit(resource, actor, n, clusters=("dev-a",), **settings):
     resource = FederatedResource.objects.get(pk=resource.pk)
-    return federation_services.update_resource(resource, template=replicas(n), placement={"clusters": list(clusters)},
-                                               actor=actor, **settings)
+    return federation_services.update_resource(
+        resource, template=replicas(n), placement={"clusters": list(clusters)}, actor=actor, **settings
+    )
 
 
 def set_settings(resource, actor, clusters=("dev-a",), **settings):
     """Change retention / drift policy only (same content: no new revision)."""
     resource = FederatedResource.objects.select_related("current_revision").get(pk=resource.pk)
     current = resource.current_revision
-    revision = federation_services.update_resource(resource, template=current.template, placement=current.placement,
-                                                   overrides=current.overrides, scheduling=current.scheduling,
-                                                   actor=actor, **settings)
+    revision = federation_services.update_resource(
+        resource,
+        template=current.template,
+        placement=current.placement,
+        overrides=current.overrides,
+        scheduling=current.scheduling,
+        actor=actor,
+        **settings,
+    )
     assert revision.pk == current.pk
     return revision
 
@@ -51,8 +58,10 @@ def applied(resource, author, approver):
 def mark_present(resource, *clusters):
     for cluster in clusters:
         PropagatedVersion.objects.update_or_create(
-            resource=resource, cluster=cluster,
-            defaults={"status": "OK", "applied_manifest": {"kind": "Deployment", "metadata": {"name": resource.name}}})
+            resource=resource,
+            cluster=cluster,
+            defaults={"status": "OK", "applied_manifest": {"kind": "Deployment", "metadata": {"name": resource.name}}},
+        )
 
 
 @pytest.fixture
@@ -68,7 +77,10 @@ def carol(make_user):
 
 # --- finding 1: four-eyes bypass ---------------------------------------------------------------
 
-def test_operator_approver_cannot_repoint_someone_elses_request_at_his_revision_and_approve_it(dev_resource, operator, bob):
+
+def test_operator_approver_cannot_repoint_someone_elses_request_at_his_revision_and_approve_it(
+    dev_resource, operator, bob
+):
     """The attack as the issue tells it: operator A submits; B (operator+approver) edits the
     resource, uses "revise" on A's request so it proposes B's revision, then approves it alone."""
     cr = submitted(dev_resource, operator)
@@ -84,7 +96,9 @@ def test_operator_approver_cannot_repoint_someone_elses_request_at_his_revision_
     assert not PropagationRun.objects.filter(resource=dev_resource, revision=bobs).exists()
 
 
-def test_content_author_approval_never_counts_even_when_an_admin_repoints(dev_resource, operator, bob, admin_user, carol):
+def test_content_author_approval_never_counts_even_when_an_admin_repoints(
+    dev_resource, operator, bob, admin_user, carol
+):
     cr = submitted(dev_resource, operator)
     bobs = edit(dev_resource, bob, 7)
     cr = services.revise_change_request(cr, actor=admin_user, revision=bobs)  # allowed, audited as an admin's
@@ -100,7 +114,7 @@ def test_content_author_approval_never_counts_even_when_an_admin_repoints(dev_re
 
 
 def test_approval_from_the_author_of_an_earlier_unapplied_revision_does_not_count(dev_resource, operator, bob, carol):
-    edit(dev_resource, bob, 5)            # revision 2, by B
+    edit(dev_resource, bob, 5)  # revision 2, by B
     third = edit(dev_resource, operator, 6)  # revision 3, by A, on top of B's
     cr = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
     assert cr.proposed_revision == third
@@ -113,10 +127,10 @@ def test_approval_from_the_author_of_an_earlier_unapplied_revision_does_not_coun
 
 
 def test_revisions_already_applied_do_not_make_their_author_a_content_author(dev_resource, operator, bob, carol):
-    edit(dev_resource, bob, 5)                      # B's revision 2 ...
+    edit(dev_resource, bob, 5)  # B's revision 2 ...
     resource = applied(dev_resource, operator, carol)  # ... reaches the clusters through A's request
     assert resource.propagated_revision.number == 2
-    edit(resource, operator, 6)                     # A's revision 3
+    edit(resource, operator, 6)  # A's revision 3
     cr = submitted(FederatedResource.objects.get(pk=dev_resource.pk), operator)
     assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
 
@@ -157,8 +171,10 @@ def test_detail_page_offers_revise_and_approve_only_to_who_may(client, dev_resou
 
 # --- finding 3: retention and drift policy are part of the approved content --------------------------
 
+
 def test_retention_flip_after_one_prod_approval_voids_it_and_refreshes_the_diff(
-        prod_resource, prod_cluster, dev_cluster, operator, approver, second_approver, django_capture_on_commit_callbacks):
+    prod_resource, prod_cluster, dev_cluster, operator, approver, second_approver, django_capture_on_commit_callbacks
+):
     set_settings(prod_resource, operator, clusters=("prod-a", "dev-a"), retention=Retention.ORPHAN)
     resource = FederatedResource.objects.get(pk=prod_resource.pk)
     mark_present(resource, prod_cluster, dev_cluster)
@@ -175,7 +191,9 @@ def test_retention_flip_after_one_prod_approval_voids_it_and_refreshes_the_diff(
     summary = services.approval_summary(cr)
     assert (summary.valid, summary.void) == (0, 1)
     assert sorted((d["cluster"], d["action"], d["message"]) for d in cr.diffs) == [
-        ("dev-a", "delete", "Will be deleted."), ("prod-a", "delete", "Will be deleted.")]
+        ("dev-a", "delete", "Will be deleted."),
+        ("prod-a", "delete", "Will be deleted."),
+    ]
     assert AuditEvent.objects.filter(action="approvals.change.content_changed", object_id=str(cr.pk)).count() == 1
     cr = services.approve(cr, actor=second_approver)
     assert cr.state == ChangeState.SUBMITTED, "the approval given for Orphan does not count for Delete"
@@ -184,7 +202,9 @@ def test_retention_flip_after_one_prod_approval_voids_it_and_refreshes_the_diff(
     assert cr.state == ChangeState.APPLYING
 
 
-def test_a_settings_change_that_bypasses_the_hook_is_still_caught_before_apply(dev_resource, dev_cluster, operator, approver, settings):
+def test_a_settings_change_that_bypasses_the_hook_is_still_caught_before_apply(
+    dev_resource, dev_cluster, operator, approver, settings
+):
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
     resource = applied(dev_resource, operator, approver)
     mark_present(resource, dev_cluster)
@@ -199,7 +219,9 @@ def test_a_settings_change_that_bypasses_the_hook_is_still_caught_before_apply(d
     assert [d["action"] for d in cr.diffs] == ["delete"]
 
 
-def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_back(dev_resource, operator, approver, settings):
+def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_back(
+    dev_resource, operator, approver, settings
+):
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
     cr = services.approve(submitted(dev_resource, operator), actor=approver)
     assert cr.state == ChangeState.APPROVED
@@ -212,7 +234,8 @@ def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_
 
 
 def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
-        dev_resource, dev_cluster, operator, admin_user, approver, settings):
+    dev_resource, dev_cluster, operator, admin_user, approver, settings
+):
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
     mark_present(dev_resource, dev_cluster)
     cr = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=dev_cluster, actor=admin_user)
@@ -230,7 +253,10 @@ def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
 
 # --- upgrade: open requests move to the new hash, keeping their approvals -----------------------------
 
-def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals(prod_resource, prod_cluster, operator, approver):
+
+def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals(
+    prod_resource, prod_cluster, operator, approver
+):
     from importlib import import_module
 
     from django.apps import apps
@@ -253,7 +279,9 @@ def test_migration_moves_open_requests_to_the_new_hash_and_keeps_their_approvals
     assert ChangeRequest.objects.get(pk=finished.pk).proposed_hash == "old", "finished requests are left alone"
 
 
-def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(dev_resource, make_resource, operator, bob, carol):
+def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(
+    dev_resource, make_resource, operator, bob, carol
+):
     from federation.approvals.selectors import inbox_for
 
     edit(dev_resource, bob, 5)  # B's revision 2 of web
@@ -263,7 +291,9 @@ def test_the_inbox_leaves_out_requests_proposing_the_approvers_own_revisions(dev
     assert list(inbox_for(bob)) == [api]
 
 
-def test_approving_content_that_changed_unseen_is_refused_and_the_diff_refreshed(dev_resource, dev_cluster, operator, approver):
+def test_approving_content_that_changed_unseen_is_refused_and_the_diff_refreshed(
+    dev_resource, dev_cluster, operator, approver
+):
     resource = applied(dev_resource, operator, approver)
     mark_present(resource, dev_cluster)
     cr = submitted(resource, operator, kind=ChangeKind.DELETE)

@@ -29,12 +29,17 @@ def ready_fleet(fleet, celery_worker):
     clusters = register_fleet(fleet, MEMBERS)
     ns = federate_namespace("shop", MEMBERS)
     run = propagation.propagate_revision(ns)
-    wait_for(lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(), timeout=60,
-             message="namespace propagation")
+    wait_for(
+        lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(),
+        timeout=60,
+        message="namespace propagation",
+    )
     return clusters
 
 
-def test_approved_request_reaches_the_clusters_with_per_cluster_results(fleet, ready_fleet, operator, approver, second_approver):
+def test_approved_request_reaches_the_clusters_with_per_cluster_results(
+    fleet, ready_fleet, operator, approver, second_approver
+):
     resource = web_deployment(name="web", placement={"clusters": ["m127", "m128"]}, actor=operator)
     cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
     assert cr.required_approvals == 2, "m127 is labelled env=prod"
@@ -45,7 +50,10 @@ def test_approved_request_reaches_the_clusters_with_per_cluster_results(fleet, r
     assert cr.state == ChangeState.APPLYING
     cr = wait_for(lambda: settled(cr), timeout=90, message="request settled")
     assert cr.state == ChangeState.APPLIED
-    assert {(r["cluster"], r["state"], r["reason"]) for r in cr.outcome} == {("m127", "done", "OK"), ("m128", "done", "OK")}
+    assert {(r["cluster"], r["state"], r["reason"]) for r in cr.outcome} == {
+        ("m127", "done", "OK"),
+        ("m128", "done", "OK"),
+    }
     assert deployment(fleet, "m127", "web") is not None and deployment(fleet, "m128", "web") is not None
     assert deployment(fleet, "m130", "web") is None
 
@@ -61,14 +69,26 @@ def test_rejected_request_never_reaches_a_cluster(fleet, ready_fleet, operator, 
 
 
 def test_blocking_preflight_overridden_then_field_unsupported_on_one_cluster_is_partially_failed(
-        fleet, ready_fleet, operator, approver, second_approver, admin_user):
+    fleet, ready_fleet, operator, approver, second_approver, admin_user
+):
     from tests.federation.factories import WEB_TEMPLATE
 
-    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
-        "metadata": {"labels": {"app": "web"}},
-        "spec": {"initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                 "containers": [{"name": "web", "image": "nginx:1.25"}]}}}}
-    resource = web_deployment(name="sidecar", placement={"clusters": ["m127", "m128"]}, template=template, actor=operator)
+    template = {
+        **WEB_TEMPLATE,
+        "spec": {
+            **WEB_TEMPLATE["spec"],
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                    "containers": [{"name": "web", "image": "nginx:1.25"}],
+                },
+            },
+        },
+    }
+    resource = web_deployment(
+        name="sidecar", placement={"clusters": ["m127", "m128"]}, template=template, actor=operator
+    )
     cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
     # drift's API-compatibility preflight (registered in drift's AppConfig) blocks v1.27
     assert [(p["cluster_name"], p["severity"]) for p in cr.preflight] == [("m127", "blocking")]
@@ -84,10 +104,14 @@ def test_blocking_preflight_overridden_then_field_unsupported_on_one_cluster_is_
 
 def test_delete_request_removes_objects_then_the_resource(fleet, ready_fleet, operator, approver):
     resource = web_deployment(name="gone", placement={"clusters": ["m128", "m131"]}, actor=operator)
-    cr = services.approve(services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver)
+    cr = services.approve(
+        services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver
+    )
     assert wait_for(lambda: settled(cr), timeout=90).state == ChangeState.APPLIED
     assert deployment(fleet, "m131", "gone") is not None
-    delete = services.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator, kind=ChangeKind.DELETE)
+    delete = services.create_change_request(
+        FederatedResource.objects.get(pk=resource.pk), actor=operator, kind=ChangeKind.DELETE
+    )
     assert {d["cluster"]: d["action"] for d in delete.diffs} == {"m128": "delete", "m131": "delete"}
     delete = services.approve(services.submit(delete, actor=operator), actor=approver)
     delete = wait_for(lambda: settled(delete), timeout=90, message="delete settled")
@@ -96,12 +120,17 @@ def test_delete_request_removes_objects_then_the_resource(fleet, ready_fleet, op
     assert not FederatedResource.objects.filter(pk=resource.pk).exists()
 
 
-def test_unjoin_request_removes_propagated_objects_then_unjoins(fleet, ready_fleet, operator, approver, second_approver,
-                                                               admin_user):
+def test_unjoin_request_removes_propagated_objects_then_unjoins(
+    fleet, ready_fleet, operator, approver, second_approver, admin_user
+):
     resource = web_deployment(name="leaving", placement={"clusters": ["m131"]}, actor=operator)
-    cr = services.approve(services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver)
+    cr = services.approve(
+        services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver
+    )
     assert wait_for(lambda: settled(cr), timeout=90).state == ChangeState.APPLIED
-    unjoin = services.create_change_request(kind=ChangeKind.UNJOIN, cluster=Cluster.objects.get(name="m131"), actor=admin_user)
+    unjoin = services.create_change_request(
+        kind=ChangeKind.UNJOIN, cluster=Cluster.objects.get(name="m131"), actor=admin_user
+    )
     assert {d["resource"] for d in unjoin.diffs} >= {str(resource)}
     # it deletes Namespace shop from m131: the most severe change, the production approval count on a dev cluster
     assert unjoin.required_approvals == 2

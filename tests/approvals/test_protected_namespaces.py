@@ -20,8 +20,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def system_resource(dev_cluster, operator):
-    return federation_services.create_resource(ftype("Deployment"), namespace="kube-system", name="agent",
-                                               template=WEB_TEMPLATE, placement={"clusters": ["dev-a"]}, actor=operator)
+    return federation_services.create_resource(
+        ftype("Deployment"),
+        namespace="kube-system",
+        name="agent",
+        template=WEB_TEMPLATE,
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
 
 
 def test_default_protected_namespaces():
@@ -29,7 +35,10 @@ def test_default_protected_namespaces():
 
 
 def test_no_change_request_for_an_object_in_a_protected_namespace(system_resource, operator):
-    with pytest.raises(services.TransitionError, match="kube-system is a protected namespace: .* only through an admin's emergency apply"):
+    with pytest.raises(
+        services.TransitionError,
+        match="kube-system is a protected namespace: .* only through an admin's emergency apply",
+    ):
         services.create_change_request(system_resource, actor=operator)
     with pytest.raises(services.TransitionError, match="protected namespace"):
         services.create_change_request(system_resource, actor=operator, kind=ChangeKind.DELETE)
@@ -37,13 +46,21 @@ def test_no_change_request_for_an_object_in_a_protected_namespace(system_resourc
 
 
 def test_a_federated_namespace_named_like_a_protected_one_is_protected(dev_cluster, operator):
-    namespace = federation_services.create_resource(ftype("Namespace"), namespace="", name="kube-public", template={},
-                                                    placement={"clusters": ["dev-a"]}, actor=operator)
+    namespace = federation_services.create_resource(
+        ftype("Namespace"),
+        namespace="",
+        name="kube-public",
+        template={},
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
     with pytest.raises(services.TransitionError, match="kube-public is a protected namespace"):
         services.create_change_request(namespace, actor=operator)
 
 
-def test_propagation_itself_refuses_protected_objects_except_in_an_emergency(system_resource, dev_cluster, operator, admin_user):
+def test_propagation_itself_refuses_protected_objects_except_in_an_emergency(
+    system_resource, dev_cluster, operator, admin_user
+):
     with pytest.raises(propagation.PropagationError, match="kube-system is a protected namespace"):
         propagation.propagate_revision(system_resource, actor=operator)
     with pytest.raises(propagation.PropagationError, match="kube-system is a protected namespace"):
@@ -70,7 +87,9 @@ def test_the_setting_decides_which_namespaces_are_protected(dev_resource, system
 
 def test_request_change_page_says_why_with_a_409(client, system_resource, operator):
     client.force_login(operator)
-    response = client.post(reverse("approvals:change_create", args=[system_resource.pk]), {"title": "", "kind": "", "revision": ""})
+    response = client.post(
+        reverse("approvals:change_create", args=[system_resource.pk]), {"title": "", "kind": "", "revision": ""}
+    )
     assert response.status_code == 409
     assert "kube-system is a protected namespace" in response.content.decode()
     assert not ChangeRequest.objects.exists()

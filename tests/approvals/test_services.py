@@ -3,7 +3,6 @@
 import pytest
 from django.core.exceptions import PermissionDenied
 
-from fedportal.models import AuditEvent
 from federation import services as federation_services
 from federation.approvals import services
 from federation.approvals.choices import ChangeKind, ChangeState, Severity
@@ -11,6 +10,7 @@ from federation.approvals.models import ChangeRequest
 from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
 from federation.models import FederatedResource, PropagationRun
 from federation.rendering import content_hash
+from fedportal.models import AuditEvent
 from tests.approvals.factories import draft, submitted
 from tests.federation.factories import WEB_TEMPLATE
 
@@ -18,8 +18,11 @@ pytestmark = pytest.mark.django_db
 
 
 def actions_for(cr):
-    return list(AuditEvent.objects.filter(object_type="approvals.changerequest", object_id=str(cr.pk))
-                .order_by("id").values_list("action", flat=True))
+    return list(
+        AuditEvent.objects.filter(object_type="approvals.changerequest", object_id=str(cr.pk))
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
 
 
 def test_draft_of_a_never_propagated_resource_is_a_create_with_targets_and_diff(dev_resource, operator):
@@ -27,8 +30,9 @@ def test_draft_of_a_never_propagated_resource_is_a_create_with_targets_and_diff(
     assert cr.state == ChangeState.DRAFT and cr.kind == ChangeKind.CREATE
     assert cr.proposed_revision == dev_resource.current_revision
     # what approvers agree to: the revision's content and the resource's retention and drift policy
-    assert cr.proposed_hash == content_hash({"revision": dev_resource.current_revision.content_hash,
-                                             "retention": "Delete", "drift_policy": "Report"})
+    assert cr.proposed_hash == content_hash(
+        {"revision": dev_resource.current_revision.content_hash, "retention": "Delete", "drift_policy": "Report"}
+    )
     assert cr.target_clusters == ["dev-a"] and cr.required_approvals == 1
     assert [d["cluster"] for d in cr.diffs] == ["dev-a"] and cr.diffs_at is not None
     assert actions_for(cr) == ["approvals.change.create"]
@@ -76,8 +80,12 @@ def test_required_approvals_follow_settings(prod_resource, operator, settings):
 def test_editing_after_approval_voids_it(prod_resource, operator, approver, second_approver, settings):
     cr = submitted(prod_resource, operator)
     services.approve(cr, actor=approver)
-    new = federation_services.update_resource(prod_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 3}},
-                                              placement={"clusters": ["prod-a", "dev-a"]}, actor=operator)
+    new = federation_services.update_resource(
+        prod_resource,
+        template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 3}},
+        placement={"clusters": ["prod-a", "dev-a"]},
+        actor=operator,
+    )
     cr = services.revise_change_request(cr, actor=operator, revision=new)
     summary = services.approval_summary(cr)
     assert (summary.valid, summary.void) == (0, 1)
@@ -90,8 +98,12 @@ def test_revising_an_approved_request_sends_it_back_to_submitted(dev_resource, o
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
     cr = services.approve(submitted(dev_resource, operator), actor=approver)
     assert cr.state == ChangeState.APPROVED
-    new = federation_services.update_resource(dev_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 2}},
-                                              placement={"clusters": ["dev-a"]}, actor=operator)
+    new = federation_services.update_resource(
+        dev_resource,
+        template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 2}},
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
     cr = services.revise_change_request(cr, actor=operator, revision=new)
     assert cr.state == ChangeState.SUBMITTED
     with pytest.raises(services.TransitionError, match="only a Approved request can be applied"):
@@ -101,9 +113,11 @@ def test_revising_an_approved_request_sends_it_back_to_submitted(dev_resource, o
 def test_rejected_request_never_reaches_a_cluster(dev_resource, operator, approver):
     cr = services.reject(submitted(dev_resource, operator), actor=approver, comment="wrong image")
     assert cr.state == ChangeState.REJECTED
-    for call in (lambda: services.apply_change_request(cr, actor=operator),
-                 lambda: services.approve(cr, actor=approver),
-                 lambda: services.submit(cr, actor=operator)):
+    for call in (
+        lambda: services.apply_change_request(cr, actor=operator),
+        lambda: services.approve(cr, actor=approver),
+        lambda: services.submit(cr, actor=operator),
+    ):
         with pytest.raises(services.TransitionError):
             call()
     assert not PropagationRun.objects.filter(resource=dev_resource).exists()
@@ -151,10 +165,18 @@ def test_approved_request_applies_and_records_per_cluster_outcome(dev_resource, 
     assert cr.state == ChangeState.APPLYING
     cr = services.sync_change_request(cr)  # the not-Ready cluster is skipped: the run ends at once
     assert cr.state == ChangeState.APPLIED
-    assert [(r["cluster"], r["action"], r["state"], r["reason"]) for r in cr.outcome] == [("dev-a", "skip", "done", "ClusterNotReady")]
+    assert [(r["cluster"], r["action"], r["state"], r["reason"]) for r in cr.outcome] == [
+        ("dev-a", "skip", "done", "ClusterNotReady")
+    ]
     assert services.sync_change_request(cr).state == ChangeState.APPLIED, "idempotent"
-    assert actions_for(cr) == ["approvals.change.create", "approvals.change.submit", "approvals.change.approve",
-                               "approvals.change.approved", "approvals.change.apply", "approvals.change.finish"]
+    assert actions_for(cr) == [
+        "approvals.change.create",
+        "approvals.change.submit",
+        "approvals.change.approve",
+        "approvals.change.approved",
+        "approvals.change.apply",
+        "approvals.change.finish",
+    ]
 
 
 def test_emergency_apply_is_admin_only_audited_and_flagged(dev_resource, operator, approver, admin_user):
@@ -169,14 +191,18 @@ def test_emergency_apply_is_admin_only_audited_and_flagged(dev_resource, operato
     assert "INC-42" in event.summary and event.actor == admin_user
 
 
-def test_preflight_blocking_problem_stops_approval_until_an_admin_overrides(dev_resource, operator, approver, admin_user):
+def test_preflight_blocking_problem_stops_approval_until_an_admin_overrides(
+    dev_resource, operator, approver, admin_user
+):
     def check(cr):
         return [PreflightProblem("dev-a", Severity.BLOCKING, "apps/v1 Deployment field x is not served")]
 
     register_preflight(check)
     try:
         cr = submitted(dev_resource, operator)
-        assert cr.preflight == [{"cluster_name": "dev-a", "severity": "blocking", "message": "apps/v1 Deployment field x is not served"}]
+        assert cr.preflight == [
+            {"cluster_name": "dev-a", "severity": "blocking", "message": "apps/v1 Deployment field x is not served"}
+        ]
         with pytest.raises(services.TransitionError, match="blocking"):
             services.approve(cr, actor=approver)
         with pytest.raises(PermissionDenied):
@@ -253,13 +279,21 @@ def test_rollback_request_proposes_the_rolled_back_content(dev_resource, operato
     services.sync_change_request(cr)
     first = dev_resource.current_revision
     dev_resource.refresh_from_db()
-    federation_services.update_resource(dev_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 5}},
-                                        placement={"clusters": ["dev-a"]}, actor=operator)
+    federation_services.update_resource(
+        dev_resource,
+        template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 5}},
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
     dev_resource.refresh_from_db()
     back = federation_services.rollback_resource(dev_resource, to_revision=first, actor=operator)
-    rollback = draft(FederatedResource.objects.get(pk=dev_resource.pk), operator, kind=ChangeKind.ROLLBACK, revision=back)
+    rollback = draft(
+        FederatedResource.objects.get(pk=dev_resource.pk), operator, kind=ChangeKind.ROLLBACK, revision=back
+    )
     assert rollback.kind == ChangeKind.ROLLBACK and back.content_hash == first.content_hash
-    assert rollback.proposed_hash == content_hash({"revision": first.content_hash, "retention": "Delete", "drift_policy": "Report"})
+    assert rollback.proposed_hash == content_hash(
+        {"revision": first.content_hash, "retention": "Delete", "drift_policy": "Report"}
+    )
 
 
 def test_a_request_for_what_the_clusters_already_have_is_refused(dev_resource, operator, approver):
@@ -273,7 +307,9 @@ def test_auto_apply_failure_keeps_the_approval_and_says_why(dev_resource, operat
 
     cr = submitted(dev_resource, operator)
     type(dev_resource.type).objects.filter(pk=dev_resource.type_id).update(propagation=Toggle.DISABLED)
-    with pytest.raises(services.TransitionError, match="approved, but applying it failed: Propagation of deployments.apps is Disabled"):
+    with pytest.raises(
+        services.TransitionError, match="approved, but applying it failed: Propagation of deployments.apps is Disabled"
+    ):
         services.approve(cr, actor=approver)
     cr.refresh_from_db()
     assert cr.state == ChangeState.APPROVED and not PropagationRun.objects.filter(resource=dev_resource).exists()
@@ -283,17 +319,23 @@ def test_cluster_with_propagated_objects_needs_a_change_request_to_unjoin(dev_cl
     from federation.models import PropagatedVersion
 
     assert not services.cluster_has_propagated_objects(dev_cluster)
-    PropagatedVersion.objects.create(resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"})
+    PropagatedVersion.objects.create(
+        resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"}
+    )
     assert services.cluster_has_propagated_objects(dev_cluster)
 
 
-def test_unjoin_page_sends_a_cluster_with_propagated_objects_to_a_change_request(client, admin_user, dev_cluster, dev_resource):
+def test_unjoin_page_sends_a_cluster_with_propagated_objects_to_a_change_request(
+    client, admin_user, dev_cluster, dev_resource
+):
     from django.urls import reverse
 
     from clusters.models import Cluster
     from federation.models import PropagatedVersion
 
-    PropagatedVersion.objects.create(resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"})
+    PropagatedVersion.objects.create(
+        resource=dev_resource, cluster=dev_cluster, status="OK", applied_manifest={"kind": "Deployment"}
+    )
     client.force_login(admin_user)
     url = reverse("clusters:cluster_unjoin", args=[dev_cluster.pk])
     page = client.get(url).content.decode()
@@ -304,7 +346,9 @@ def test_unjoin_page_sends_a_cluster_with_propagated_objects_to_a_change_request
     assert Cluster.objects.filter(pk=dev_cluster.pk).exists()
 
 
-def test_approving_rechecks_required_approvals_but_keeps_the_diff_taken_at_submit(prod_resource, operator, approver, prod_cluster):
+def test_approving_rechecks_required_approvals_but_keeps_the_diff_taken_at_submit(
+    prod_resource, operator, approver, prod_cluster
+):
     cr = services.submit(services.create_change_request(prod_resource, actor=operator), actor=operator)
     taken = cr.diffs_at
     assert cr.required_approvals == 2

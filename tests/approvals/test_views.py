@@ -19,6 +19,7 @@ def login(client, user):
 
 # --- list -------------------------------------------------------------------------------------------
 
+
 def test_list_full_page_filters_and_fragment(client, dev_resource, prod_resource, operator, viewer):
     a = draft(dev_resource, operator)
     b = submitted(prod_resource, operator)
@@ -41,10 +42,19 @@ def test_list_bad_filter_is_a_form_error_not_a_500(client, viewer):
     assert response.status_code == 200 and b"errorlist" in response.content
 
 
-def test_list_paginates_with_a_fixed_number_of_queries(client, dev_resource, operator, viewer, django_assert_max_num_queries):
+def test_list_paginates_with_a_fixed_number_of_queries(
+    client, dev_resource, operator, viewer, django_assert_max_num_queries
+):
     for _ in range(30):
-        ChangeRequest.objects.create(kind="edit", title="bulk", resource=dev_resource, resource_repr=str(dev_resource),
-                                     proposed_revision=dev_resource.current_revision, author=operator, author_name=operator.username)
+        ChangeRequest.objects.create(
+            kind="edit",
+            title="bulk",
+            resource=dev_resource,
+            resource_repr=str(dev_resource),
+            proposed_revision=dev_resource.current_revision,
+            author=operator,
+            author_name=operator.username,
+        )
     login(client, viewer)
     with django_assert_max_num_queries(12):
         first = client.get(reverse("approvals:change_list"), **HX)
@@ -68,8 +78,10 @@ def test_list_without_role_is_forbidden(client, nobody):
 
 # --- inbox and badge ------------------------------------------------------------------------------
 
-def test_inbox_shows_submitted_requests_waiting_for_me_excluding_my_own(client, dev_resource, prod_resource, operator,
-                                                                        approver, admin_user, django_assert_max_num_queries):
+
+def test_inbox_shows_submitted_requests_waiting_for_me_excluding_my_own(
+    client, dev_resource, prod_resource, operator, approver, admin_user, django_assert_max_num_queries
+):
     waiting = submitted(dev_resource, operator)
     own = submitted(prod_resource, admin_user)
     draft(dev_resource, operator)
@@ -119,11 +131,14 @@ def test_home_panel_full_and_fragment(client, dev_resource, operator, approver, 
 def test_nav_has_the_approvals_link_with_an_htmx_badge(client, approver):
     login(client, approver)
     response = client.get(reverse("home"))
-    assert reverse("approvals:badge").encode() in response.content and b'hx-trigger="load, every 30s"' in response.content
+    assert (
+        reverse("approvals:badge").encode() in response.content and b'hx-trigger="load, every 30s"' in response.content
+    )
     assert reverse("approvals:summary").encode() in response.content, "the home panel loads the change-request summary"
 
 
 # --- detail -----------------------------------------------------------------------------------------
+
 
 def test_detail_shows_diff_preflight_approvals_and_audit_trail(client, prod_resource, operator, approver):
     cr = submitted(prod_resource, operator)
@@ -164,6 +179,7 @@ def test_detail_offers_buttons_per_role(client, dev_resource, operator, approver
 
 # --- transitions ------------------------------------------------------------------------------------
 
+
 def test_submit_without_js_redirects_back(client, dev_resource, operator):
     cr = draft(dev_resource, operator)
     login(client, operator)
@@ -178,7 +194,11 @@ def test_htmx_approve_with_comment_swaps_the_panel(client, prod_resource, operat
     login(client, approver)
     response = client.post(reverse("approvals:change_approve", args=[cr.pk]), {"comment": "LGTM"}, **HX)
     assert response.status_code == 200 and b"<html" not in response.content
-    assert b'id="cr-panel"' in response.content and b"LGTM" in response.content and b"Approvals: 1 of 2" in response.content
+    assert (
+        b'id="cr-panel"' in response.content
+        and b"LGTM" in response.content
+        and b"Approvals: 1 of 2" in response.content
+    )
 
 
 def test_htmx_reject_without_comment_is_a_400_with_the_reason(client, dev_resource, operator, approver):
@@ -211,7 +231,14 @@ def test_author_approving_own_request_is_403_with_the_reason(client, dev_resourc
 def test_transitions_need_their_role(client, dev_resource, operator, viewer, approver):
     cr = draft(dev_resource, operator)
     login(client, viewer)
-    for name in ("change_submit", "change_approve", "change_reject", "change_cancel", "change_apply", "change_override"):
+    for name in (
+        "change_submit",
+        "change_approve",
+        "change_reject",
+        "change_cancel",
+        "change_apply",
+        "change_override",
+    ):
         assert client.post(reverse(f"approvals:{name}", args=[cr.pk]), **HX).status_code == 403, name
     login(client, approver)
     assert client.post(reverse("approvals:change_submit", args=[cr.pk])).status_code == 403
@@ -236,8 +263,12 @@ def test_refresh_and_revise_from_current(client, dev_resource, operator):
     from tests.federation.factories import WEB_TEMPLATE
 
     cr = draft(dev_resource, operator)
-    new = federation_services.update_resource(dev_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 4}},
-                                              placement={"clusters": ["dev-a"]}, actor=operator)
+    new = federation_services.update_resource(
+        dev_resource,
+        template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 4}},
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
     login(client, operator)
     body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content
     assert b"newer revision" in body
@@ -248,6 +279,7 @@ def test_refresh_and_revise_from_current(client, dev_resource, operator):
 
 
 # --- create, unjoin, emergency ----------------------------------------------------------------------
+
 
 def test_request_change_page_opens_a_draft(client, dev_resource, operator):
     login(client, operator)
@@ -297,7 +329,9 @@ def test_unjoin_request_page(client, dev_cluster, operator, admin_user):
 
 def test_request_change_page_prefills_kind_and_revision_from_the_query(client, dev_resource, operator):
     login(client, operator)
-    response = client.get(reverse("approvals:change_create", args=[dev_resource.pk]), {"kind": "rollback", "revision": "1"})
+    response = client.get(
+        reverse("approvals:change_create", args=[dev_resource.pk]), {"kind": "rollback", "revision": "1"}
+    )
     assert b'<option value="rollback" selected>' in response.content
 
 
@@ -307,8 +341,12 @@ def test_list_counts_only_valid_approvals(client, prod_resource, operator, appro
 
     cr = submitted(prod_resource, operator)
     services.approve(cr, actor=approver)
-    new = federation_services.update_resource(prod_resource, template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 6}},
-                                              placement={"clusters": ["prod-a", "dev-a"]}, actor=operator)
+    new = federation_services.update_resource(
+        prod_resource,
+        template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 6}},
+        placement={"clusters": ["prod-a", "dev-a"]},
+        actor=operator,
+    )
     services.revise_change_request(cr, actor=operator, revision=new)
     login(client, viewer)
     assert b"<td>0 / 2</td>" in client.get(reverse("approvals:change_list"), **HX).content

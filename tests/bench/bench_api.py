@@ -43,25 +43,45 @@ def make_change_requests(count: int) -> int:
     from federation.approvals.models import Approval, ChangeRequest
     from tests.federation.factories import ftype
 
-    resources = [services.create_resource(ftype("ConfigMap"), namespace="bench", name=f"cm-{i:02d}",
-                                          template={"data": {"i": str(i)}}, placement={"clusters": ["c-0001"]})
-                 for i in range(50)]
+    resources = [
+        services.create_resource(
+            ftype("ConfigMap"),
+            namespace="bench",
+            name=f"cm-{i:02d}",
+            template={"data": {"i": str(i)}},
+            placement={"clusters": ["c-0001"]},
+        )
+        for i in range(50)
+    ]
     states = ChangeState.values
     now = timezone.now()
     rows = []
     for i in range(count):
         resource = resources[i % len(resources)]
         revision = resource.current_revision
-        rows.append(ChangeRequest(
-            kind="edit", state=states[i % len(states)], title=f"bench change {i}", author_name="bench-operator",
-            resource=resource, resource_repr=str(resource), proposed_revision=revision,
-            proposed_hash=revision.content_hash, target_clusters=["c-0001"], required_approvals=1,
-            created_at=now - timezone.timedelta(seconds=count - i),
-        ))
+        rows.append(
+            ChangeRequest(
+                kind="edit",
+                state=states[i % len(states)],
+                title=f"bench change {i}",
+                author_name="bench-operator",
+                resource=resource,
+                resource_repr=str(resource),
+                proposed_revision=revision,
+                proposed_hash=revision.content_hash,
+                target_clusters=["c-0001"],
+                required_approvals=1,
+                created_at=now - timezone.timedelta(seconds=count - i),
+            )
+        )
     ChangeRequest.objects.bulk_create(rows, batch_size=1000)
-    approvals = [Approval(change_request_id=pk, approver_name="bench-approver", decision=Decision.APPROVE,
-                          content_hash=content_hash)
-                 for pk, content_hash in ChangeRequest.objects.values_list("pk", "proposed_hash") if pk % 3 == 0]
+    approvals = [
+        Approval(
+            change_request_id=pk, approver_name="bench-approver", decision=Decision.APPROVE, content_hash=content_hash
+        )
+        for pk, content_hash in ChangeRequest.objects.values_list("pk", "proposed_hash")
+        if pk % 3 == 0
+    ]
     Approval.objects.bulk_create(approvals, batch_size=2000)
     return ChangeRequest.objects.count()
 
@@ -128,8 +148,12 @@ def load(port: int, token: str, paths: list[str], clients: int, seconds: float) 
             n += 1
             started = time.perf_counter()
             try:
-                response = http.request("GET", f"http://127.0.0.1:{port}{path}",
-                                        headers={"Authorization": f"Bearer {token}"}, redirect=False)
+                response = http.request(
+                    "GET",
+                    f"http://127.0.0.1:{port}{path}",
+                    headers={"Authorization": f"Bearer {token}"},
+                    redirect=False,
+                )
                 ok, status = response.status == 200, response.status
             except Exception as exc:  # noqa: BLE001
                 ok, status = False, type(exc).__name__
@@ -149,9 +173,15 @@ def load(port: int, token: str, paths: list[str], clients: int, seconds: float) 
     def pct(p):
         return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
 
-    return {"p50_ms": pct(0.50), "p95_ms": pct(0.95), "p99_ms": pct(0.99), "errors": len(errors),
-            "requests": len(timings), "requests_per_second": round(len(timings) / seconds, 1),
-            "error_samples": sorted(set(errors))[:5]}
+    return {
+        "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "errors": len(errors),
+        "requests": len(timings),
+        "requests_per_second": round(len(timings) / seconds, 1),
+        "error_samples": sorted(set(errors))[:5],
+    }
 
 
 def main() -> int:
@@ -176,12 +206,21 @@ def main() -> int:
         from tests.fleet_fixtures import free_port
 
         port = free_port()
-        server = start_gunicorn(env.env, port, env.work / "gunicorn.log", workers=args.gunicorn_workers,
-                                threads=args.gunicorn_threads)
+        server = start_gunicorn(
+            env.env, port, env.work / "gunicorn.log", workers=args.gunicorn_workers, threads=args.gunicorn_threads
+        )
         load(port, token, list(LISTS.values()), 2, 3)  # warm both workers
         figures.update(load(port, token, list(LISTS.values()), args.clients, args.seconds))
-        figures.update({"clusters": len(clusters), "change_requests": change_requests, "setup_seconds": round(setup_s, 1),
-                        "clients": args.clients, "load_seconds": args.seconds, "database": env.database})
+        figures.update(
+            {
+                "clusters": len(clusters),
+                "change_requests": change_requests,
+                "setup_seconds": round(setup_s, 1),
+                "clients": args.clients,
+                "load_seconds": args.seconds,
+                "database": env.database,
+            }
+        )
     finally:
         if server is not None:
             server.terminate()

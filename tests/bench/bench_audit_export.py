@@ -100,7 +100,7 @@ def fill_audit_log(rows: int) -> float:
     length = head.length
     base = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=rows)
     actions = ["cluster.probe", "federation.resource.update", "changerequest.approve", "auth.login", "drift.detect"]
-    payloads = ["", "=HYPERLINK(\"http://evil.example\")", "+1+1", "@SUM(A1)", "-2"]
+    payloads = ["", '=HYPERLINK("http://evil.example")', "+1+1", "@SUM(A1)", "-2"]
     done = 0
     while done < rows:
         batch = []
@@ -176,10 +176,14 @@ def start_gunicorn(env: dict[str, str], port: int) -> tuple[subprocess.Popen, in
         [
             str(Path(sys.executable).parent / "gunicorn"),
             "fedportal.wsgi:application",
-            "--workers", "1",
-            "--bind", f"127.0.0.1:{port}",
-            "--timeout", "900",
-            "--log-level", "warning",
+            "--workers",
+            "1",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "900",
+            "--log-level",
+            "warning",
         ],
         cwd=ROOT,
         env=env,
@@ -222,7 +226,7 @@ def main() -> int:
     if "FEDPORTAL_BENCH_PG_ADMIN_URL" in env:
         throwaway_postgres(env, create=True)
     elif env["DATABASE_URL"].startswith("sqlite:///"):
-        db_file = Path(env["DATABASE_URL"][len("sqlite:///"):])
+        db_file = Path(env["DATABASE_URL"][len("sqlite:///") :])
         if not KEEP:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{db_file}{suffix}").unlink(missing_ok=True)

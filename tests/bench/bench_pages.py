@@ -54,11 +54,18 @@ def make_clusters(count: int) -> list:
         kubelets = {f"node-{n}": f"v1.{max(minor - (n % 3), 25)}.{n}" for n in range(3)}
         state = ClusterState.READY if i % 20 else rng.choice([ClusterState.NOT_READY, ClusterState.OFFLINE])
         cluster = Cluster(
-            name=f"c-{i:04d}", api_server=f"http://10.{i // 250}.{i % 250}.1:6443",
+            name=f"c-{i:04d}",
+            api_server=f"http://10.{i // 250}.{i % 250}.1:6443",
             role=ClusterRole.HOST if i == 0 else ClusterRole.MEMBER,
             labels={"env": ["prod", "staging", "dev"][i % 3], "region": ["eu", "us", "ap"][i % 3 if i % 2 else 0]},
-            state=state, server_version=version, version_major=1, version_minor=minor, platform="linux/amd64",
-            kubelet_versions=kubelets, node_count=3, region="eu-west-1",
+            state=state,
+            server_version=version,
+            version_major=1,
+            version_minor=minor,
+            platform="linux/amd64",
+            kubelet_versions=kubelets,
+            node_count=3,
+            region="eu-west-1",
         )
         cluster.set_credentials({"token": f"token-{i}"})
         rows.append(cluster)
@@ -68,9 +75,16 @@ def make_clusters(count: int) -> list:
     for cluster in clusters:
         for back in (2, 1, 0):
             minor = max(25, cluster.version_minor - back)
-            samples.append(VersionSample(cluster=cluster, git_version=f"v1.{minor}.0", version_major=1,
-                                         version_minor=minor, platform="linux/amd64",
-                                         kubelet_versions=cluster.kubelet_versions))
+            samples.append(
+                VersionSample(
+                    cluster=cluster,
+                    git_version=f"v1.{minor}.0",
+                    version_major=1,
+                    version_minor=minor,
+                    platform="linux/amd64",
+                    kubelet_versions=cluster.kubelet_versions,
+                )
+            )
     VersionSample.objects.bulk_create(samples, batch_size=2000)
     return clusters
 
@@ -103,26 +117,39 @@ def make_resources(count: int, clusters) -> int:
             pod = {"containers": [container]}
             if i % 9 == 0:  # a v1.28+ field: the compatibility matrix has findings
                 pod["initContainers"] = [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]
-            template = {"metadata": {"labels": {"app": f"web-{i}"}},
-                        "spec": {"replicas": 1 + i % 3, "selector": {"matchLabels": {"app": f"web-{i}"}},
-                                 "template": {"metadata": {"labels": {"app": f"web-{i}"}}, "spec": pod}}}
+            template = {
+                "metadata": {"labels": {"app": f"web-{i}"}},
+                "spec": {
+                    "replicas": 1 + i % 3,
+                    "selector": {"matchLabels": {"app": f"web-{i}"}},
+                    "template": {"metadata": {"labels": {"app": f"web-{i}"}}, "spec": pod},
+                },
+            }
         elif kind == "ConfigMap":
             template = {"data": {"key": f"value-{i}", "mode": "bench"}}
         else:
             template = {"spec": {"selector": {"app": f"web-{i}"}, "ports": [{"port": 80, "targetPort": 8080}]}}
-        services.create_resource(_ftype(kind), namespace="shop", name=f"{kind.lower()}-{i:03d}", template=template,
-                                 placement=placement)
+        services.create_resource(
+            _ftype(kind), namespace="shop", name=f"{kind.lower()}-{i:03d}", template=template, placement=placement
+        )
     resources = list(FederatedResource.objects.select_related("current_revision"))
     batch, written = [], 0
     for r_index, resource in enumerate(resources):
         for c_index, cluster in enumerate(clusters):
             drifted = (r_index * 31 + c_index) % 97 == 0
-            batch.append(PropagatedVersion(
-                resource=resource, cluster=cluster, revision=resource.current_revision, template_hash="t" * 64,
-                override_hash="o" * 64, version="gen:1", status=PropagationReason.OK,
-                sync_state=SyncState.OUT_OF_SYNC if drifted else SyncState.IN_SYNC,
-                drift=[{"path": "/spec/replicas", "before": 1, "after": 3, "change": "changed"}] if drifted else [],
-            ))
+            batch.append(
+                PropagatedVersion(
+                    resource=resource,
+                    cluster=cluster,
+                    revision=resource.current_revision,
+                    template_hash="t" * 64,
+                    override_hash="o" * 64,
+                    version="gen:1",
+                    status=PropagationReason.OK,
+                    sync_state=SyncState.OUT_OF_SYNC if drifted else SyncState.IN_SYNC,
+                    drift=[{"path": "/spec/replicas", "before": 1, "after": 3, "change": "changed"}] if drifted else [],
+                )
+            )
             if len(batch) >= 5000:
                 PropagatedVersion.objects.bulk_create(batch)
                 written += len(batch)
@@ -182,10 +209,27 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
 
     log = open(log_path, "w")
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "fedportal.wsgi:application", "--workers", str(workers),
-         "--threads", str(threads), "--worker-class", "gthread", "--bind", f"127.0.0.1:{port}", "--timeout", "120",
-         "--log-level", "warning"],
-        cwd=Path(__file__).resolve().parents[2], env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            str(Path(sys.executable).parent / "gunicorn"),
+            "fedportal.wsgi:application",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--worker-class",
+            "gthread",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--timeout",
+            "120",
+            "--log-level",
+            "warning",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
     def up():
         if server.poll() is not None:
@@ -216,8 +260,9 @@ def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float)
             n += 1
             started = time.perf_counter()
             try:
-                response = http.request("GET", f"http://127.0.0.1:{port}{path}", headers={"Cookie": cookie},
-                                        redirect=False)
+                response = http.request(
+                    "GET", f"http://127.0.0.1:{port}{path}", headers={"Cookie": cookie}, redirect=False
+                )
                 ok = response.status == 200
                 status = response.status
             except Exception as exc:  # noqa: BLE001
@@ -238,9 +283,15 @@ def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float)
     def pct(p):
         return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
 
-    return {"p50_ms": pct(0.50), "p95_ms": pct(0.95), "p99_ms": pct(0.99), "errors": len(errors),
-            "requests": len(timings), "requests_per_second": round(len(timings) / seconds, 1),
-            "error_samples": sorted(set(errors))[:5]}
+    return {
+        "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "errors": len(errors),
+        "requests": len(timings),
+        "requests_per_second": round(len(timings) / seconds, 1),
+        "error_samples": sorted(set(errors))[:5],
+    }
 
 
 def main() -> None:
@@ -276,15 +327,25 @@ def main() -> None:
         from tests.fleet_fixtures import free_port
 
         port = free_port()
-        server = start_gunicorn(env.env, port, env.work / "gunicorn.log", workers=args.gunicorn_workers,
-                                threads=args.gunicorn_threads)
+        server = start_gunicorn(
+            env.env, port, env.work / "gunicorn.log", workers=args.gunicorn_workers, threads=args.gunicorn_threads
+        )
         # one warm-up request per page and worker (the caches are per process with CACHE_URL=locmem)
         load(port, f"{cookie_name}={session_key}", list(urls.values()), 2, 3)
         figures.update(load(port, f"{cookie_name}={session_key}", list(urls.values()), args.clients, args.seconds))
-        figures.update({"clusters": len(clusters), "resources": args.resources, "propagated_versions": pvs,
-                        "setup_seconds": round(setup_s, 1), "clients": args.clients, "load_seconds": args.seconds,
-                        "gunicorn_workers": args.gunicorn_workers, "gunicorn_threads": args.gunicorn_threads,
-                        "database": env.database})
+        figures.update(
+            {
+                "clusters": len(clusters),
+                "resources": args.resources,
+                "propagated_versions": pvs,
+                "setup_seconds": round(setup_s, 1),
+                "clients": args.clients,
+                "load_seconds": args.seconds,
+                "gunicorn_workers": args.gunicorn_workers,
+                "gunicorn_threads": args.gunicorn_threads,
+                "database": env.database,
+            }
+        )
     finally:
         if server is not None:
             server.terminate()

@@ -51,8 +51,12 @@ def poll_once(total: int, timeout: float, *, inventory: bool = False) -> float:
     requested = timezone.now()
     started = time.perf_counter()
     poll_fleet_task.apply_async((requested.isoformat(),))
-    wait_until(lambda: Cluster.objects.filter(last_probe_at__gte=requested).count() >= total,
-               timeout=timeout, interval=0.05, message="every cluster probed")
+    wait_until(
+        lambda: Cluster.objects.filter(last_probe_at__gte=requested).count() >= total,
+        timeout=timeout,
+        interval=0.05,
+        message="every cluster probed",
+    )
     return time.perf_counter() - started
 
 
@@ -69,8 +73,9 @@ def baseline(fleet, names, concurrency: int, *, same_calls: bool = False) -> flo
     def call(api):
         if same_calls:  # what one probe asks: readiness, version, nodes
             core = client.CoreV1Api(api.api_client)
-            api.api_client.call_api("/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False,
-                                    _request_timeout=(10, 10))
+            api.api_client.call_api(
+                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=(10, 10)
+            )
             core.list_node(limit=500, _request_timeout=(10, 10))
         return api.get_code(_request_timeout=(10, 10)).git_version
 
@@ -105,8 +110,9 @@ def main() -> None:
 
         batch = args.batch or settings.FEDPORTAL_PROBE_BATCH_SIZE
         tuning = {"FEDPORTAL_PROBE_THREADS": str(args.probe_threads), "FEDPORTAL_PROBE_BATCH_SIZE": str(batch)}
-        workers = [start_worker(env.env, f"poll{i}", concurrency=args.threads, extra_env=tuning)
-                   for i in range(args.workers)]
+        workers = [
+            start_worker(env.env, f"poll{i}", concurrency=args.threads, extra_env=tuning) for i in range(args.workers)
+        ]
         warm = poll_once(len(names), timeout=600)
         rounds = [poll_once(len(names), timeout=600) for _ in range(args.rounds)]
         seconds = sorted(rounds)[len(rounds) // 2]
@@ -123,16 +129,26 @@ def main() -> None:
         fleet.stop()
         env.teardown()
     result = {
-        "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
+        "seconds": round(seconds, 2),
+        "baseline_seconds": round(base, 2),
+        "ratio": round(seconds / base, 2),
         "same_calls_baseline_seconds": round(base_same, 2),
-        "inventory_seconds": round(inventory_seconds, 2), "inventory_ratio": round(inventory_seconds / base, 2),
+        "inventory_seconds": round(inventory_seconds, 2),
+        "inventory_ratio": round(inventory_seconds / base, 2),
         "inventory_same_calls_ratio": round(inventory_seconds / base_same, 2),
-        "warmup_seconds": round(warm, 2), "rounds": [round(r, 2) for r in rounds],
+        "warmup_seconds": round(warm, 2),
+        "rounds": [round(r, 2) for r in rounds],
         "inventory_rounds": [round(r, 2) for r in inventory_rounds],
-        "clusters": len(names), "ready": ready, "version_samples": samples,
-        "workers": args.workers, "threads_per_worker": args.threads, "probe_threads": args.probe_threads,
-        "batch": batch, "concurrency": concurrency,
-        "database": env.database, "broker": env.broker,
+        "clusters": len(names),
+        "ready": ready,
+        "version_samples": samples,
+        "workers": args.workers,
+        "threads_per_worker": args.threads,
+        "probe_threads": args.probe_threads,
+        "batch": batch,
+        "concurrency": concurrency,
+        "database": env.database,
+        "broker": env.broker,
     }
     print(json.dumps({f"poll_{args.clusters}": result}))
 

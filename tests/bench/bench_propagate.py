@@ -37,8 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.harness import (  # noqa: E402
-    BenchEnv, cpu_seconds, fleet_versions, register_clusters, start_worker, wait_until)
+from tests.bench.harness import BenchEnv, cpu_seconds, fleet_versions, register_clusters, start_worker, wait_until  # noqa: E402
 from tests.fleet_fixtures import start_fleet  # noqa: E402
 
 NAMESPACE = "bench"
@@ -47,10 +46,18 @@ NAMESPACE = "bench"
 def template(round_no: int) -> dict:
     return {
         "metadata": {"labels": {"app": "web"}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
-                                                       "env": [{"name": "ROUND", "value": str(round_no)}]}]}}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "web", "image": "nginx:1.25", "env": [{"name": "ROUND", "value": str(round_no)}]}
+                    ]
+                },
+            },
+        },
     }
 
 
@@ -74,8 +81,11 @@ def users():
     from fedportal.roles import Role
 
     made = []
-    for name, role in (("bench-operator", Role.OPERATOR), ("bench-approver-1", Role.APPROVER),
-                       ("bench-approver-2", Role.APPROVER)):
+    for name, role in (
+        ("bench-operator", Role.OPERATOR),
+        ("bench-approver-1", Role.APPROVER),
+        ("bench-approver-2", Role.APPROVER),
+    ):
         user = User.objects.create_user(name, password="bench-pass-1")
         user.groups.add(Group.objects.get_or_create(name=role)[0])
         made.append(user)
@@ -92,12 +102,17 @@ def ok_count(resource, revision) -> int:
 def federate_namespace(names, timeout: float) -> None:
     from federation import propagation, services
 
-    ns = services.create_resource(ftype("Namespace"), namespace="", name=NAMESPACE, template={},
-                                  placement={"clusters": list(names)})
+    ns = services.create_resource(
+        ftype("Namespace"), namespace="", name=NAMESPACE, template={}, placement={"clusters": list(names)}
+    )
     propagation.propagate_revision(ns)
     ns.refresh_from_db()
-    wait_until(lambda: ok_count(ns, ns.current_revision) >= len(names), timeout=timeout, interval=0.2,
-               message="namespace on every cluster")
+    wait_until(
+        lambda: ok_count(ns, ns.current_revision) >= len(names),
+        timeout=timeout,
+        interval=0.2,
+        message="namespace on every cluster",
+    )
 
 
 def propagate_100(names, rounds: int, operator, approvers) -> tuple[list[float], list[float]]:
@@ -105,8 +120,13 @@ def propagate_100(names, rounds: int, operator, approvers) -> tuple[list[float],
     from federation.approvals import services as approvals
     from federation.approvals.choices import ChangeState
 
-    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name="web100", template=template(0),
-                                        placement={"clusters": list(names)})
+    resource = services.create_resource(
+        ftype("Deployment"),
+        namespace=NAMESPACE,
+        name="web100",
+        template=template(0),
+        placement={"clusters": list(names)},
+    )
     timings, approve_ms = [], []
     for round_no in range(1, rounds + 2):  # round 0 creates the objects; not measured
         if round_no > 1:
@@ -124,8 +144,12 @@ def propagate_100(names, rounds: int, operator, approvers) -> tuple[list[float],
         if cr.state == ChangeState.SUBMITTED:
             approvals.approve(cr, actor=approvers[-1])
         approve_ms.append((time.perf_counter() - started) * 1000)
-        wait_until(lambda: ok_count(resource, revision) >= len(names), timeout=120, interval=0.01,
-                   message=f"round {round_no}: 100 PropagatedVersions")
+        wait_until(
+            lambda: ok_count(resource, revision) >= len(names),
+            timeout=120,
+            interval=0.01,
+            message=f"round {round_no}: 100 PropagatedVersions",
+        )
         if round_no > 1:
             timings.append((time.perf_counter() - started) * 1000)
     return timings, approve_ms[1:]
@@ -144,8 +168,9 @@ def propagate_new_deployment(names, name: str) -> float:
     """Seconds from propagate_revision of a new Deployment ``name`` to every PropagatedVersion OK."""
     from federation import propagation, services
 
-    resource = services.create_resource(ftype("Deployment"), namespace=NAMESPACE, name=name, template=template(0),
-                                        placement={"clusters": list(names)})
+    resource = services.create_resource(
+        ftype("Deployment"), namespace=NAMESPACE, name=name, template=template(0), placement={"clusters": list(names)}
+    )
     started = time.perf_counter()
     run = propagation.propagate_revision(resource)
     wait_until(lambda: run_finished(run), timeout=600, interval=0.05, message=f"propagation run of {name}")
@@ -206,15 +231,25 @@ class BaselineLoop:
 
     def run(self, name: str) -> float:
         """Seconds to apply a new Deployment ``name`` on every cluster."""
-        manifest = {"apiVersion": "apps/v1", "kind": "Deployment", **template(0),
-                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "web"}}}
+        manifest = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            **template(0),
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "web"}},
+        }
 
         def apply(api):
-            resp = api.call_api(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}", "PATCH",
-                                query_params=[("fieldManager", "bench"), ("fieldValidation", "Strict"), ("force", "true")],
-                                header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-                                body=manifest, auth_settings=["BearerToken"], _preload_content=False,
-                                _return_http_data_only=True, _request_timeout=(10, 10))
+            resp = api.call_api(
+                f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}",
+                "PATCH",
+                query_params=[("fieldManager", "bench"), ("fieldValidation", "Strict"), ("force", "true")],
+                header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+                body=manifest,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=(10, 10),
+            )
             return resp.status
 
         started = time.perf_counter()
@@ -246,19 +281,31 @@ def main() -> None:
         register_clusters(fleet, names, versions=fleet_versions(fleet))
         operator, approvers = users()
         # the baseline's concurrency: --threads requests in flight per worker process (its apply pool)
-        workers = [start_worker(env.env, f"prop{i}", concurrency=args.threads,
-                                extra_env={"FEDERATION_THREADS": str(args.threads)}) for i in range(args.workers)]
+        workers = [
+            start_worker(
+                env.env, f"prop{i}", concurrency=args.threads, extra_env={"FEDERATION_THREADS": str(args.threads)}
+            )
+            for i in range(args.workers)
+        ]
         concurrency = args.workers * args.threads
         federate_namespace(names, timeout=600)
-        common = {"workers": args.workers, "threads_per_worker": args.threads, "database": env.database,
-                  "broker": env.broker}
+        common = {
+            "workers": args.workers,
+            "threads_per_worker": args.threads,
+            "database": env.database,
+            "broker": env.broker,
+        }
         if args.only in (None, "100"):
             timings, approve_ms = propagate_100(names[:100], args.rounds, operator, approvers)
             results["propagate_100"] = {
                 "p50_ms": round(statistics.median(timings), 1),
                 "p99_ms": round(sorted(timings)[max(0, int(len(timings) * 0.99 + 0.5) - 1)], 1),
-                "max_ms": round(max(timings), 1), "rounds": len(timings), "targets": 100,
-                "approve_call_p50_ms": round(statistics.median(approve_ms), 1), **common}
+                "max_ms": round(max(timings), 1),
+                "rounds": len(timings),
+                "targets": 100,
+                "approve_call_p50_ms": round(statistics.median(approve_ms), 1),
+                **common,
+            }
             print(json.dumps({"propagate_100": results["propagate_100"]}), flush=True)
         if args.only in (None, "1000"):
             pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid]}
@@ -274,11 +321,18 @@ def main() -> None:
             seconds, base = (statistics.median(r[i] for r in rounds) for i in (0, 1))
             cpu = {kind: statistics.median(r[2][kind] for r in rounds) for kind in pids}
             results[f"propagate_{len(names)}"] = {
-                "seconds": round(seconds, 2), "baseline_seconds": round(base, 2), "ratio": round(seconds / base, 2),
-                "rounds": len(rounds), "seconds_each": [round(r[0], 2) for r in rounds],
+                "seconds": round(seconds, 2),
+                "baseline_seconds": round(base, 2),
+                "ratio": round(seconds / base, 2),
+                "rounds": len(rounds),
+                "seconds_each": [round(r[0], 2) for r in rounds],
                 "baseline_seconds_each": [round(r[1], 2) for r in rounds],
-                "targets": len(names), "concurrency": concurrency,
-                "worker_cpu_seconds": cpu["workers"], "simulator_cpu_seconds": cpu["simulator"], **common}
+                "targets": len(names),
+                "concurrency": concurrency,
+                "worker_cpu_seconds": cpu["workers"],
+                "simulator_cpu_seconds": cpu["simulator"],
+                **common,
+            }
     finally:
         for worker in workers:
             worker.stop()

@@ -7,6 +7,7 @@ kubernetes client on an idle fleet).
 
     .venv/bin/python tests/bench/bench_simulator.py [--clusters 1000] [--objects 30]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,21 +29,38 @@ from tests.fleet_fixtures import start_fleet  # noqa: E402
 
 
 def _deployment(i: int) -> dict:
-    return {"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": f"web-{i}", "labels": {"app": f"web-{i}", "tier": "bench"}},
-            "spec": {"replicas": 1 + i % 3, "selector": {"matchLabels": {"app": f"web-{i}"}},
-                     "template": {"metadata": {"labels": {"app": f"web-{i}"}},
-                                  "spec": {"containers": [{"name": "web", "image": "nginx:1.25",
-                                                           "ports": [{"containerPort": 80}],
-                                                           "env": [{"name": "N", "value": str(i)}]}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"web-{i}", "labels": {"app": f"web-{i}", "tier": "bench"}},
+        "spec": {
+            "replicas": 1 + i % 3,
+            "selector": {"matchLabels": {"app": f"web-{i}"}},
+            "template": {
+                "metadata": {"labels": {"app": f"web-{i}"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "nginx:1.25",
+                            "ports": [{"containerPort": 80}],
+                            "env": [{"name": "N", "value": str(i)}],
+                        }
+                    ]
+                },
+            },
+        },
+    }
 
 
 def populate(fleet, names, per_cluster: int) -> int:
     http = urllib3.PoolManager(maxsize=4)
     created = 0
     for name in names:
-        base, headers = fleet.url(name), {"Authorization": f"Bearer {fleet.token(name)}",
-                                          "Content-Type": "application/json"}
+        base, headers = (
+            fleet.url(name),
+            {"Authorization": f"Bearer {fleet.token(name)}", "Content-Type": "application/json"},
+        )
 
         def post(path, body):
             resp = http.request("POST", base + path, body=json.dumps(body).encode(), headers=headers)
@@ -55,12 +73,18 @@ def populate(fleet, names, per_cluster: int) -> int:
             if kind == 0:
                 post("/apis/apps/v1/namespaces/bench/deployments", _deployment(i))
             elif kind == 1:
-                post("/api/v1/namespaces/bench/configmaps",
-                     {"metadata": {"name": f"cfg-{i}"}, "data": {"k": "v" * 64, "i": str(i)}})
+                post(
+                    "/api/v1/namespaces/bench/configmaps",
+                    {"metadata": {"name": f"cfg-{i}"}, "data": {"k": "v" * 64, "i": str(i)}},
+                )
             else:
-                post("/api/v1/namespaces/bench/services",
-                     {"metadata": {"name": f"svc-{i}"}, "spec": {"selector": {"app": f"web-{i}"},
-                                                                "ports": [{"port": 80}]}})
+                post(
+                    "/api/v1/namespaces/bench/services",
+                    {
+                        "metadata": {"name": f"svc-{i}"},
+                        "spec": {"selector": {"app": f"web-{i}"}, "ports": [{"port": 80}]},
+                    },
+                )
             created += 1
     return created
 
@@ -87,8 +111,11 @@ def schema_checks_seconds(clusters: int = 1000, manifests: int = 200) -> float:
     spread over v1.25-v1.33 (the drift app's compatibility sweep)."""
     from clusters import schemas
     from tests.simulator.conftest import deployment
-    docs = [deployment(f"d{i}", replicas=i % 5, init_restart_policy="Always" if i % 4 == 0 else None)
-            for i in range(manifests)]
+
+    docs = [
+        deployment(f"d{i}", replicas=i % 5, init_restart_policy="Always" if i % 4 == 0 else None)
+        for i in range(manifests)
+    ]
     started = time.perf_counter()
     for cluster in range(clusters):
         minor = 25 + cluster % 9
@@ -117,11 +144,21 @@ def main() -> None:
     finally:
         fleet.stop()
     checks_s = schema_checks_seconds()
-    print(json.dumps({f"simulator_{args.clusters}": {
-        "rss_mb": round(stats["rssMb"], 1), "version_p50_ms": round(p50, 2),
-        "schema_checks_1000x200_s": round(checks_s, 2),
-        "objects": stats["objects"], "created": created, "boot_s": round(boot_s, 1),
-        "populate_s": round(populate_s, 1)}}))
+    print(
+        json.dumps(
+            {
+                f"simulator_{args.clusters}": {
+                    "rss_mb": round(stats["rssMb"], 1),
+                    "version_p50_ms": round(p50, 2),
+                    "schema_checks_1000x200_s": round(checks_s, 2),
+                    "objects": stats["objects"],
+                    "created": created,
+                    "boot_s": round(boot_s, 1),
+                    "populate_s": round(populate_s, 1),
+                }
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

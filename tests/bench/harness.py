@@ -122,10 +122,33 @@ class Worker:
         self.log_path = Path(env["FEDPORTAL_VAR_DIR"]) / f"worker-{name}.log"
         self.log_path.write_text("")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "fedportal", "worker", "-Q", queues, "-P", "threads",
-             "-c", str(concurrency), "-n", f"{name}-{os.getpid()}@%h", "--without-mingle", "--without-gossip",
-             "--without-heartbeat", "-l", "INFO", "--logfile", str(self.log_path)],
-            cwd=ROOT, env={**env, **(extra_env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "fedportal",
+                "worker",
+                "-Q",
+                queues,
+                "-P",
+                "threads",
+                "-c",
+                str(concurrency),
+                "-n",
+                f"{name}-{os.getpid()}@%h",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-l",
+                "INFO",
+                "--logfile",
+                str(self.log_path),
+            ],
+            cwd=ROOT,
+            env={**env, **(extra_env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
         self._wait_ready()
 
@@ -162,8 +185,16 @@ def register_clusters(fleet, names, *, versions: dict | None = None):
     for name in names:
         version = (versions or {}).get(name) or "v1.29.0"
         minor = int(version.lstrip("v").split(".")[1])
-        cluster = Cluster(name=name, api_server=fleet.url(name), labels=fleet.labels(name), role=ClusterRole.MEMBER,
-                          state=ClusterState.READY, server_version=version, version_major=1, version_minor=minor)
+        cluster = Cluster(
+            name=name,
+            api_server=fleet.url(name),
+            labels=fleet.labels(name),
+            role=ClusterRole.MEMBER,
+            state=ClusterState.READY,
+            server_version=version,
+            version_major=1,
+            version_minor=minor,
+        )
         cluster.set_credentials({"token": fleet.token(name)})
         rows.append(cluster)
     Cluster.objects.bulk_create(rows, batch_size=500)

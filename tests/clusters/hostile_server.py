@@ -40,8 +40,11 @@ class HostileServer:
                         head, data = data.split(b"\r\n\r\n", 1)
                         target = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
                         server.requests.append(target)
-                        auth = [line.split(b":", 1)[1].strip().decode() for line in head.split(b"\r\n")[1:]
-                                if line.lower().startswith(b"authorization:")]
+                        auth = [
+                            line.split(b":", 1)[1].strip().decode()
+                            for line in head.split(b"\r\n")[1:]
+                            if line.lower().startswith(b"authorization:")
+                        ]
                         server.authorizations.append(auth[0] if auth else "")
                         if not server.answer(self.request, target):
                             return
@@ -76,7 +79,7 @@ class HostileServer:
             return False
         if self.mode in ("huge", "huge_error"):  # a body without end, as fast as the client reads
             status = b"200 OK" if self.mode == "huge" else b"500 Internal Server Error"
-            sock.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n\r\n{\"x\": \"")
+            sock.sendall(b"HTTP/1.1 " + status + b'\r\nContent-Type: application/json\r\n\r\n{"x": "')
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not self.stopped.is_set():
                 sock.sendall(CHUNK)
@@ -93,8 +96,10 @@ class HostileServer:
                 items = [{"metadata": {"name": f"node-{page}-{i}"}, "status": {}} for i in range(self.items_per_page)]
                 body = {"kind": "NodeList", "items": items, "metadata": {"continue": f"page-{page}"}}
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
-                         + payload)
+            sock.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
+                + payload
+            )
             return True
         if self.mode == "status":  # a fixed status with ``body`` (an error page full of whatever)
             sock.sendall(b"HTTP/1.1 " + self.status + b"\r\nContent-Length: %d\r\n\r\n" % len(self.body) + self.body)

@@ -17,7 +17,8 @@ URL = reverse("clusters:cluster_bulk_label")
 @pytest.fixture
 def fleet_of_five():
     return [ClusterFactory(name=f"eu-{n}", labels={"env": "prod", "old": "x"}) for n in range(3)] + [
-        ClusterFactory(name=f"us-{n}", labels={"env": "dev"}) for n in range(2)]
+        ClusterFactory(name=f"us-{n}", labels={"env": "dev"}) for n in range(2)
+    ]
 
 
 def labels() -> dict:
@@ -25,13 +26,16 @@ def labels() -> dict:
 
 
 def test_service_adds_and_removes_and_audits_each_changed_cluster(admin_user, fleet_of_five):
-    changed = bulk_label_clusters(Cluster.objects.filter(name__startswith="eu-"), add={"tier": "gold"},
-                                  remove=["old"], actor=admin_user)
+    changed = bulk_label_clusters(
+        Cluster.objects.filter(name__startswith="eu-"), add={"tier": "gold"}, remove=["old"], actor=admin_user
+    )
     assert changed == ["eu-0", "eu-1", "eu-2"]
     assert labels()["eu-1"] == {"env": "prod", "tier": "gold"} and labels()["us-0"] == {"env": "dev"}
     events = AuditEvent.objects.filter(action="cluster.labels").order_by("id")
     assert [e.cluster for e in events] == ["eu-0", "eu-1", "eu-2"]
-    assert events[0].before == {"labels": {"env": "prod", "old": "x"}} and events[0].after == {"labels": {"env": "prod", "tier": "gold"}}
+    assert events[0].before == {"labels": {"env": "prod", "old": "x"}} and events[0].after == {
+        "labels": {"env": "prod", "tier": "gold"}
+    }
     assert bulk_label_clusters(Cluster.objects.filter(name="eu-0"), add={"tier": "gold"}, actor=admin_user) == []
 
 
@@ -50,23 +54,26 @@ def test_ticked_clusters_get_the_labels_and_the_list_keeps_its_filter(client, ad
     picked = [str(Cluster.objects.get(name=n).pk) for n in ("eu-0", "us-1")]
     response = client.post(URL, {"ids": picked, "add": "tier=gold", "q": "u"})
     assert response.status_code == 302 and response["Location"] == reverse("clusters:cluster_list") + "?q=u"
-    assert {n for n, l in labels().items() if l.get("tier") == "gold"} == {"eu-0", "us-1"}
+    assert {n for n, lab in labels().items() if lab.get("tier") == "gold"} == {"eu-0", "us-1"}
 
 
 def test_every_cluster_matching_the_filter(client, admin_user, fleet_of_five):
     client.force_login(admin_user)
     response = client.post(URL, {"all_matching": "1", "label": "env=prod", "add": "region=eu", "remove": "old"})
     assert response.status_code == 302
-    assert {n for n, l in labels().items() if l.get("region") == "eu"} == {"eu-0", "eu-1", "eu-2"}
-    assert all("old" not in l for l in labels().values())
+    assert {n for n, lab in labels().items() if lab.get("region") == "eu"} == {"eu-0", "eu-1", "eu-2"}
+    assert all("old" not in lab for lab in labels().values())
 
 
-@pytest.mark.parametrize("data", [
-    {"add": "tier=gold"},  # nothing ticked, not "all matching"
-    {"ids": ["1"], "add": "", "remove": ""},  # nothing to do
-    {"ids": ["1"], "add": "no-equals-sign"},
-    {"all_matching": "1", "version": "banana", "add": "a=b"},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"add": "tier=gold"},  # nothing ticked, not "all matching"
+        {"ids": ["1"], "add": "", "remove": ""},  # nothing to do
+        {"ids": ["1"], "add": "no-equals-sign"},
+        {"all_matching": "1", "version": "banana", "add": "a=b"},
+    ],
+)
 def test_bad_bulk_input_changes_nothing(client, admin_user, fleet_of_five, data):
     before = labels()
     client.force_login(admin_user)

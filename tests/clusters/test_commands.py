@@ -67,17 +67,23 @@ def test_poll_versions_inline_probes_without_a_worker(fleet, capsys):
     call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "m127", "--context", "m130")
     fleet.set_down("m130")
     call_command("poll_versions", "--inline", "--concurrency", "1")
-    assert dict(Cluster.objects.values_list("name", "state")) == {"m127": ClusterState.READY, "m130": ClusterState.NOT_READY}
+    assert dict(Cluster.objects.values_list("name", "state")) == {
+        "m127": ClusterState.READY,
+        "m130": ClusterState.NOT_READY,
+    }
     assert "m130" in capsys.readouterr().out
 
 
 def test_import_kubeconfig_update_existing_refreshes_credentials_and_keeps_role_and_labels(fleet, capsys):
-    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--host", "host", "--label", "env=a")
+    call_command(
+        "import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--host", "host", "--label", "env=a"
+    )
     with pytest.raises(CommandError, match="already registered"):
         call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host")
     Cluster.objects.filter(name="host").update(api_server="http://127.0.0.1:9/old")
-    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", update_existing=True,
-                 host_context="host")
+    call_command(
+        "import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", update_existing=True, host_context="host"
+    )
     cluster = Cluster.objects.get(name="host")
     assert cluster.api_server == fleet.url("host") and cluster.credential_version == 2
     assert cluster.role == ClusterRole.HOST and cluster.labels == {"env": "a"}
@@ -88,12 +94,22 @@ def test_import_kubeconfig_update_existing_refreshes_credentials_and_keeps_role_
 
 def test_import_kubeconfig_update_existing_merges_labels_given_on_the_command_line(fleet):
     call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--label", "env=a")
-    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "host", "--update-existing",
-                 "--label", "region=eu", "--label", "env=b")
+    call_command(
+        "import_kubeconfig",
+        str(fleet.kubeconfig_path),
+        "--context",
+        "host",
+        "--update-existing",
+        "--label",
+        "region=eu",
+        "--label",
+        "env=b",
+    )
     assert Cluster.objects.get(name="host").labels == {"env": "b", "region": "eu"}
 
 
 # --- issue 23 item 9: re-import skips existing clusters with a report; labels per context by pattern ---
+
 
 def test_import_kubeconfig_skip_existing_imports_the_new_ones_and_says_which_it_skipped(fleet, capsys):
     call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--context", "m127", "--context", "m128")
@@ -109,8 +125,14 @@ def test_import_kubeconfig_skip_existing_imports_the_new_ones_and_says_which_it_
 
 
 def test_import_kubeconfig_labels_for_all_and_derived_from_the_context_name(fleet):
-    call_command("import_kubeconfig", str(fleet.kubeconfig_path), "--label", "team=fed",
-                 "--labels-from-context", r"m(?P<minor>1\d\d)")
+    call_command(
+        "import_kubeconfig",
+        str(fleet.kubeconfig_path),
+        "--label",
+        "team=fed",
+        "--labels-from-context",
+        r"m(?P<minor>1\d\d)",
+    )
     labels = dict(Cluster.objects.values_list("name", "labels"))
     assert labels["m127"] == {"team": "fed", "minor": "127"}
     assert labels["host"] == {"team": "fed"}  # no match: only the labels for all

@@ -17,8 +17,9 @@ NEW_SERVER_NEEDS_CREDENTIALS = (
     "A new API server needs its credentials: enter the bearer token or client certificate and key for it "
     "(the stored ones are not sent to another host)."
 )
-PLAIN_HTTP = ("Bearer tokens and client keys are sent only over https:// "
-              "(plain http:// is allowed to loopback addresses only).")
+PLAIN_HTTP = (
+    "Bearer tokens and client keys are sent only over https:// (plain http:// is allowed to loopback addresses only)."
+)
 CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
 KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"
 
@@ -83,12 +84,19 @@ def test_the_edit_form_asks_for_credentials_only_when_the_server_changes():
     assert same.changes()["token"] is None
     moved = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443"})
     assert not moved.is_valid() and moved.errors == {"token": ["Enter the bearer token."]}
-    with_token = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443",
-                                                       "token": "new-token"})
+    with_token = ClusterEditForm.for_cluster(
+        cluster, {**base, "api_server": "https://new.example.test:6443", "token": "new-token"}
+    )
     assert with_token.is_valid() and with_token.changes()["token"] == "new-token"
-    with_cert = ClusterEditForm.for_cluster(cluster, {**base, "api_server": "https://new.example.test:6443",
-                                                      "auth_method": "client_certificate",
-                                                      "client_certificate": CERT})
+    with_cert = ClusterEditForm.for_cluster(
+        cluster,
+        {
+            **base,
+            "api_server": "https://new.example.test:6443",
+            "auth_method": "client_certificate",
+            "client_certificate": CERT,
+        },
+    )
     assert not with_cert.is_valid() and with_cert.errors == {"client_key": ["Paste the client key."]}
 
 
@@ -96,8 +104,10 @@ def test_the_edit_form_asks_for_credentials_only_when_the_server_changes():
 def test_the_edit_page_refuses_a_new_server_without_credentials(client, admin_user, hostile):
     cluster = ClusterFactory(api_server="https://old.example.test:6443", token="stored-token")
     client.force_login(admin_user)
-    response = client.post(reverse("clusters:cluster_edit", args=[cluster.pk]),
-                            {"api_server": hostile.url, "role": "member", "labels": "env=prod"})
+    response = client.post(
+        reverse("clusters:cluster_edit", args=[cluster.pk]),
+        {"api_server": hostile.url, "role": "member", "labels": "env=prod"},
+    )
     assert response.status_code == 400 and "Enter the bearer token." in response.content.decode()
     assert hostile.requests == []
     assert Cluster.objects.get(pk=cluster.pk).api_server == "https://old.example.test:6443"
@@ -107,11 +117,14 @@ def test_the_edit_page_refuses_a_new_server_without_credentials(client, admin_us
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url, credentials", [
-    ("http://10.0.0.5:6443", {"token": "t"}),
-    ("http://cluster.example.test", {"token": "t"}),
-    ("http://10.0.0.5:6443", {"client_certificate": CERT, "client_key": KEY}),
-])
+@pytest.mark.parametrize(
+    "url, credentials",
+    [
+        ("http://10.0.0.5:6443", {"token": "t"}),
+        ("http://cluster.example.test", {"token": "t"}),
+        ("http://10.0.0.5:6443", {"client_certificate": CERT, "client_key": KEY}),
+    ],
+)
 def test_credentials_over_plain_http_to_a_remote_host_are_refused(url, credentials):
     with pytest.raises(ValidationError) as info:
         services.register_cluster(name="plain", api_server=url, verify=False, **credentials)
@@ -120,8 +133,9 @@ def test_credentials_over_plain_http_to_a_remote_host_are_refused(url, credentia
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8001", "http://localhost:8001", "http://[::1]:8001",
-                                 "https://10.0.0.5:6443"])
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:8001", "http://localhost:8001", "http://[::1]:8001", "https://10.0.0.5:6443"]
+)
 def test_loopback_http_and_any_https_are_allowed(url):
     cluster = services.register_cluster(name="ok", api_server=url, token="t", verify=False, probe=False)
     assert cluster.api_server == url
@@ -157,8 +171,10 @@ def test_the_kubernetes_client_itself_never_sends_a_token_over_plain_http():
     with pytest.raises(kube.KubePermanentError) as info:
         kube.get_version(conn, timeout=30)
     assert info.value.kind == kube.KIND_NOT_ALLOWED
-    assert info.value.message == ("Refusing to send credentials to http://192.0.2.1:6443 over plain http:// "
-                                  "(only loopback addresses may use http://).")
+    assert info.value.message == (
+        "Refusing to send credentials to http://192.0.2.1:6443 over plain http:// "
+        "(only loopback addresses may use http://)."
+    )
 
 
 # --- "Test connection": status and reason only, no link-local or metadata (finding 13) --------------------------
@@ -179,23 +195,28 @@ def test_the_test_connection_page_never_shows_the_targets_body(client, admin_use
     hostile.mode, hostile.body = "status", b"SENTINEL-BODY"
     hostile.status = b"403 Forbidden"
     client.force_login(admin_user)
-    response = client.post(reverse("clusters:cluster_test_connection"),
-                           {"name": "x", "api_server": hostile.url, "auth_method": "token", "token": "t"},
-                           HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("clusters:cluster_test_connection"),
+        {"name": "x", "api_server": hostile.url, "auth_method": "token", "token": "t"},
+        HTTP_HX_REQUEST="true",
+    )
     page = response.content.decode()
     assert "answered HTTP 403 Forbidden." in page and "SENTINEL-BODY" not in page
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("https://169.254.169.254", "169.254.169.254 is a link-local address (169.254.169.254)"),
-    ("https://169.254.10.1:6443", "169.254.10.1 is a link-local address (169.254.10.1)"),
-    ("https://[fe80::1]:6443", "fe80::1 is a link-local address (fe80::1)"),
-    ("https://[::ffff:169.254.169.254]", "::ffff:169.254.169.254 is a link-local address (169.254.169.254)"),
-    ("https://[fd00:ec2::254]", "fd00:ec2::254 is a cloud metadata address (fd00:ec2::254)"),
-    ("http://metadata.google.internal", "metadata.google.internal is a cloud metadata service"),
-    ("http://METADATA.google.internal.", "metadata.google.internal is a cloud metadata service"),
-    ("https://instance-data", "instance-data is a cloud metadata service"),
-])
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("https://169.254.169.254", "169.254.169.254 is a link-local address (169.254.169.254)"),
+        ("https://169.254.10.1:6443", "169.254.10.1 is a link-local address (169.254.10.1)"),
+        ("https://[fe80::1]:6443", "fe80::1 is a link-local address (fe80::1)"),
+        ("https://[::ffff:169.254.169.254]", "::ffff:169.254.169.254 is a link-local address (169.254.169.254)"),
+        ("https://[fd00:ec2::254]", "fd00:ec2::254 is a cloud metadata address (fd00:ec2::254)"),
+        ("http://metadata.google.internal", "metadata.google.internal is a cloud metadata service"),
+        ("http://METADATA.google.internal.", "metadata.google.internal is a cloud metadata service"),
+        ("https://instance-data", "instance-data is a cloud metadata service"),
+    ],
+)
 def test_link_local_and_metadata_addresses_are_refused(url, reason):
     assert addresses.blocked_reason(url) == reason
     result = services.test_connection(kube.ClusterConnection(name="x", api_server=url), timeout=30)

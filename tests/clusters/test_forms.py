@@ -101,7 +101,9 @@ def test_filter_form_drops_invalid_values():
 
 
 def test_client_key_is_a_textarea_that_never_renders_the_key_back():
-    form = ClusterRegisterForm({**BASE, "auth_method": "client_certificate", "token": "", "client_key": "PRIVATE-KEY-TEXT"})
+    form = ClusterRegisterForm(
+        {**BASE, "auth_method": "client_certificate", "token": "", "client_key": "PRIVATE-KEY-TEXT"}
+    )
     form.is_valid()
     html = str(form["client_key"])
     assert "<textarea" in html and "PRIVATE-KEY-TEXT" not in html

@@ -7,8 +7,7 @@ import pytest
 
 from clusters import kube, services
 from clusters.models import Cluster
-from clusters.probing import probe_clusters
-from clusters.probing import probe_budget_seconds
+from clusters.probing import probe_budget_seconds, probe_clusters
 from tests.clusters.factories import ClusterFactory
 from tests.clusters.hostile_server import HostileServer
 
@@ -52,8 +51,9 @@ def test_a_body_without_end_is_cut_at_the_byte_cap(hostile, settings, mode):
     hostile.mode = mode
     error, seconds = timed(lambda: kube.get_version(connection(hostile), timeout=20))
     assert (error.kind, type(error)) == (kube.KIND_TOO_LARGE, kube.KubePermanentError)
-    assert error.message == (f"{hostile.url} sent more than 1048576 bytes; FedPortal stopped reading "
-                             "(FEDPORTAL_KUBE_MAX_RESPONSE_BYTES).")
+    assert error.message == (
+        f"{hostile.url} sent more than 1048576 bytes; FedPortal stopped reading (FEDPORTAL_KUBE_MAX_RESPONSE_BYTES)."
+    )
     assert seconds < 15
 
 

@@ -102,7 +102,8 @@ def test_refreshes_spread_over_the_period(settings):
     for pk in range(1, 101):
         cluster = Cluster(pk=pk, state=ClusterState.READY, server_version="v1.30.1", inventory_at=now)
         version = kube.VersionInfo(git_version="v1.30.1", major=1, minor=30, platform="linux/amd64")
-        due_after.append(next(s for s in range(0, 61) if probing.inventory_due(
-            cluster, version, now + timedelta(seconds=s))))
+        due_after.append(
+            next(s for s in range(0, 61) if probing.inventory_due(cluster, version, now + timedelta(seconds=s)))
+        )
     assert min(due_after) >= 30 and max(due_after) <= 60
     assert len(set(due_after)) >= 10  # not one poll for the whole fleet

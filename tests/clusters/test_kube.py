@@ -125,11 +125,18 @@ def test_server_side_apply_get_list_delete_round_trip(fleet):
     result = kube.apply_object(c, manifest, plural="configmaps", namespaced=True, timeout=3)
     assert result.object["data"] == {"a": "1"}
     assert kube.get_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3)
-    listed = kube.list_objects(c, api_version="v1", plural="configmaps", namespace="default", label_selector="app=fp", timeout=3)
+    listed = kube.list_objects(
+        c, api_version="v1", plural="configmaps", namespace="default", label_selector="app=fp", timeout=3
+    )
     assert [o["metadata"]["name"] for o in listed] == ["fp-test"]
     assert kube.delete_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3)
-    assert not kube.delete_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3)
-    assert kube.get_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3) is None
+    assert not kube.delete_object(
+        c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3
+    )
+    assert (
+        kube.get_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3)
+        is None
+    )
 
 
 def test_strict_field_validation_rejects_unknown_fields_and_warn_returns_warnings(fleet):
@@ -162,7 +169,9 @@ def test_tls_fleet_verifies_with_the_ca_and_rejects_without_it(fleet_factory):
     tls_fleet = fleet_factory({"clusters": DEFAULT_FLEET["clusters"][:2]}, tls=True)
     assert kube.get_version(conn(tls_fleet, "m127"), timeout=3).git_version == "v1.27.3"
     bad_ca = kube.ClusterConnection(
-        name="m127", api_server=tls_fleet.url("m127"), token=tls_fleet.token("m127"),
+        name="m127",
+        api_server=tls_fleet.url("m127"),
+        token=tls_fleet.token("m127"),
     )
     with pytest.raises(kube.KubePermanentError) as info:
         kube.get_version(bad_ca, timeout=3)
@@ -210,8 +219,9 @@ def _pki(tmp_path):
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = cert("test-ca", "test-ca", ca_key.public_key(), ca_key, ca=True)
     server_key = ec.generate_private_key(ec.SECP256R1())
-    server = cert("127.0.0.1", "test-ca", server_key.public_key(), ca_key,
-                  san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    server = cert(
+        "127.0.0.1", "test-ca", server_key.public_key(), ca_key, san=[x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    )
     client_key = ec.generate_private_key(ec.SECP256R1())
     client = cert("fedportal", "test-ca", client_key.public_key(), ca_key)
     for name, text in {"ca.crt": ca, "server.crt": server, "server.key": key_pem(server_key)}.items():
@@ -255,7 +265,9 @@ def mtls_server(tmp_path):
 
 def test_client_certificate_authentication_over_mutual_tls(mtls_server):
     url, ca, client_cert, client_key = mtls_server
-    c = kube.ClusterConnection(name="mtls", api_server=url, client_certificate=client_cert, client_key=client_key, ca_data=ca)
+    c = kube.ClusterConnection(
+        name="mtls", api_server=url, client_certificate=client_cert, client_key=client_key, ca_data=ca
+    )
     info = kube.get_version(c, timeout=3)
     assert info.git_version == "v1.30.2" and info.platform == "fedportal"  # the server saw our certificate
     without_cert = kube.ClusterConnection(name="mtls", api_server=url, token="t", ca_data=ca)

@@ -40,7 +40,11 @@ def alias_bomb(levels: int = 9) -> str:
 def test_a_plain_kubeconfig_parses():
     [context] = parse_kubeconfig(kubeconfig())
     assert (context.name, context.server, context.token, context.insecure_skip_tls_verify) == (
-        "a", "https://c.example:6443", "abc", False)
+        "a",
+        "https://c.example:6443",
+        "abc",
+        False,
+    )
 
 
 def test_an_alias_bomb_is_refused_without_expanding():
@@ -69,7 +73,10 @@ def test_tags_are_refused(tagged):
         (kubeconfig(token="[a, b]"), "user 'u': token must be a string, not list"),
         (kubeconfig(token="{x: 1}"), "user 'u': token must be a string, not dict"),
         (kubeconfig(token="true"), "user 'u': token must be a string, not bool"),
-        (GOOD.replace('"https://c.example:6443"', "6443") % ("", "abc"), "cluster 'c': server must be a string, not int"),
+        (
+            GOOD.replace('"https://c.example:6443"', "6443") % ("", "abc"),
+            "cluster 'c': server must be a string, not int",
+        ),
         (kubeconfig(", certificate-authority-data: 123"), "certificate-authority-data must be a string"),
         (kubeconfig().replace("user: u}", "user: u, namespace: 7}"), "context 'a': namespace must be a string"),
         (kubeconfig().replace("{cluster: c,", "{cluster: [c],"), "context 'a': cluster must be a string"),

@@ -23,8 +23,9 @@ def _client(user) -> Client:
 
 
 def _cluster(name, version, probed_at):
-    return Cluster.objects.create(name=name, api_server=f"https://{name}.example:6443", server_version=version,
-                                  last_probe_at=probed_at)
+    return Cluster.objects.create(
+        name=name, api_server=f"https://{name}.example:6443", server_version=version, last_probe_at=probed_at
+    )
 
 
 def test_rows_are_cached_until_a_probe_writes_a_cluster_row(viewer):
@@ -88,7 +89,8 @@ def test_a_probe_that_commits_with_an_older_time_still_refreshes_the_rows(viewer
     newer = _cluster("m1", "v1.29.0", t0)
     older = _cluster("m2", "v1.28.0", t0 - timedelta(seconds=30))
     client.get(LIST)
-    Cluster.objects.filter(pk=older.pk).update(server_version="v1.28.7", last_probe_at=t0 - timedelta(seconds=1),
-                                               consecutive_successes=1)
+    Cluster.objects.filter(pk=older.pk).update(
+        server_version="v1.28.7", last_probe_at=t0 - timedelta(seconds=1), consecutive_successes=1
+    )
     assert Cluster.objects.order_by("-last_probe_at").first() == newer  # the newest time did not move
     assert "v1.28.7" in client.get(LIST).content.decode()

@@ -51,16 +51,19 @@ def test_credentials_no_key_opens_stop_the_rotation_and_nothing_changes(settings
     settings.FEDPORTAL_ENCRYPTION_KEYS = [kept]
     ClusterFactory(name="fine", token="t")
     before = {name: stored(name) for name in ("orphan", "fine")}
-    with pytest.raises(CommandError, match="No configured FEDPORTAL_ENCRYPTION_KEY opens the credentials of orphan; "
-                                           "nothing was re-encrypted"):
+    with pytest.raises(
+        CommandError,
+        match="No configured FEDPORTAL_ENCRYPTION_KEY opens the credentials of orphan; nothing was re-encrypted",
+    ):
         call_command("rotate_encryption_key", stdout=io.StringIO())
     assert {name: stored(name) for name in ("orphan", "fine")} == before
     assert not AuditEvent.objects.filter(action="cluster.rotate_encryption_key").exists()
 
 
 def test_the_service_checks_the_role(viewer):
-    from clusters.services.encryption import rotate_encryption_key
     from django.core.exceptions import PermissionDenied
+
+    from clusters.services.encryption import rotate_encryption_key
 
     with pytest.raises(PermissionDenied):
         rotate_encryption_key(actor=viewer)

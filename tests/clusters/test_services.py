@@ -7,7 +7,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from clusters import kube, probing, services
+from clusters import probing, services
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, ClusterStateChange, PollRequest, VersionSample

@@ -12,9 +12,9 @@ from django.utils import timezone
 from clusters.choices import ClusterRole, ClusterState
 from clusters.models import Cluster, PollRequest
 from clusters.views import IMPORT_SESSION_KEY
-from tests.clusters.test_kubeconfig import alias_bomb
 from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory, ClusterStateChangeFactory, VersionSampleFactory
+from tests.clusters.test_kubeconfig import alias_bomb
 
 pytestmark = pytest.mark.django_db
 
@@ -138,8 +138,15 @@ def test_viewer_cannot_post_to_admin_views(login, viewer, cluster):
 
 
 def test_list_filters_by_label_role_state_and_version(login, viewer):
-    ClusterFactory(name="a", labels={"env": "prod", "topology.kubernetes.io/region": "eu"}, version_minor=27, server_version="v1.27.3")
-    ClusterFactory(name="b", labels={"env": "dev"}, state=ClusterState.OFFLINE, version_minor=28, server_version="v1.28.2")
+    ClusterFactory(
+        name="a",
+        labels={"env": "prod", "topology.kubernetes.io/region": "eu"},
+        version_minor=27,
+        server_version="v1.27.3",
+    )
+    ClusterFactory(
+        name="b", labels={"env": "dev"}, state=ClusterState.OFFLINE, version_minor=28, server_version="v1.28.2"
+    )
     ClusterFactory(name="h", host=True, labels={}, version_minor=29, server_version="v1.29.4")
     client = login(viewer)
 
@@ -226,8 +233,15 @@ def test_detail_shows_version_platform_history_kubelets_and_last_error(login, vi
     ClusterStateChangeFactory(cluster=cluster, from_state="Ready", to_state="NotReady", reason="Timed out")
     VersionSampleFactory(cluster=cluster, git_version="v1.28.2")
     content = login(viewer).get(reverse("clusters:cluster_detail", args=[cluster.pk])).content.decode()
-    for text in ("v1.28.2", "linux/arm64", "m128-node-2", "v1.27.9", "Timed out after 3s", "NotReady",
-                 "node list and /readyz read 2\xa0minutes ago"):
+    for text in (
+        "v1.28.2",
+        "linux/arm64",
+        "m128-node-2",
+        "v1.27.9",
+        "Timed out after 3s",
+        "NotReady",
+        "node list and /readyz read 2\xa0minutes ago",
+    ):
         assert text in content
     assert "very-secret-token" not in content
 
@@ -410,14 +424,18 @@ def test_malformed_kubeconfig_is_a_form_error(login, admin_user, text, message):
     "text, message",
     [
         # broken YAML after a token: the error names the line, the form comes back empty
-        ("apiVersion: v1\nusers:\n- name: u\n  user: {token: sentinel-token-0123456789}\ncontexts: [oops\n", "not valid YAML"),
+        (
+            "apiVersion: v1\nusers:\n- name: u\n  user: {token: sentinel-token-0123456789}\ncontexts: [oops\n",
+            "not valid YAML",
+        ),
         # valid YAML that is not a kubeconfig
         ("users:\n- name: u\n  user: {token: sentinel-token-0123456789}\n", "no contexts"),
     ],
 )
 def test_refused_kubeconfig_is_not_echoed_back(login, admin_user, text, message, htmx):
     response = login(admin_user).post(
-        reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text}, **(HX if htmx else {}))
+        reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text}, **(HX if htmx else {})
+    )
     content = response.content.decode()
     assert response.status_code == 400 and message in content
     assert "sentinel-token-0123456789" not in content
@@ -427,7 +445,9 @@ def test_refused_kubeconfig_is_not_echoed_back(login, admin_user, text, message,
 
 def test_choosing_an_unknown_context_is_a_form_error(login, admin_user, fleet):
     client = login(admin_user)
-    client.post(reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": fleet.kubeconfig_path.read_text()})
+    client.post(
+        reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": fleet.kubeconfig_path.read_text()}
+    )
     response = client.post(reverse("clusters:cluster_import"), {"step": "choose", "contexts": ["nope"]})
     assert response.status_code == 400 and "nope is not one of the available choices" in response.content.decode()
     assert not Cluster.objects.exists()
@@ -553,6 +573,7 @@ def test_detail_summary_and_poll_pages_use_a_fixed_number_of_queries(login, view
 
 # --- issue 23 item 9: the UI import skips registered clusters and says which; labels by pattern -----
 
+
 def test_ui_import_skips_registered_clusters_and_derives_labels(client, admin_user, fleet):
     from clusters.services.kubeconfig import import_kubeconfig
 
@@ -563,8 +584,17 @@ def test_ui_import_skips_registered_clusters_and_derives_labels(client, admin_us
     body = page.content.decode()
     assert 'id="select-all-contexts"' in body and "js/select-all.js" in body
     assert '<option value="skip" selected>' in body
-    response = client.post(url, {"step": "choose", "contexts": ["m127", "m128", "m130"], "existing": "skip",
-                                 "labels": "team=fed", "label_pattern": r"m(?P<minor>\d+)"}, follow=True)
+    response = client.post(
+        url,
+        {
+            "step": "choose",
+            "contexts": ["m127", "m128", "m130"],
+            "existing": "skip",
+            "labels": "team=fed",
+            "label_pattern": r"m(?P<minor>\d+)",
+        },
+        follow=True,
+    )
     assert response.status_code == 200
     texts = [str(m) for m in response.context["messages"]]
     assert "Imported 2 cluster(s): m128, m130." in texts

@@ -2,7 +2,6 @@
 
 import pytest
 
-
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
@@ -34,15 +33,25 @@ def test_drift_matrix_heatmap_cell_opens_pair_and_csv_downloads(page, login, liv
 
 
 def test_compat_red_cell_and_compliance_report_csv(page, login, live_server, viewer, sim_fleet):  # noqa: F811
-    from tests.drift.conftest import deployment_type
     from federation.services import create_resource
+    from tests.drift.conftest import deployment_type
 
-    pod = {"containers": [{"name": "app", "image": "nginx"}],
-           "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]}
-    create_resource(deployment_type(), namespace="default", name="web",
-                    template={"spec": {"selector": {"matchLabels": {"app": "web"}},
-                                       "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod}}},
-                    placement={"clusterSelector": {}})
+    pod = {
+        "containers": [{"name": "app", "image": "nginx"}],
+        "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+    }
+    create_resource(
+        deployment_type(),
+        namespace="default",
+        name="web",
+        template={
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod},
+            }
+        },
+        placement={"clusterSelector": {}},
+    )
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     login(page, viewer)

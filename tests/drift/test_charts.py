@@ -18,9 +18,11 @@ def valid(fig: dict) -> dict:
 
 
 def fleet(n):
-    return [ClusterVersion("host", "host", "v1.29.0")] + [
-        ClusterVersion(f"m{i}", "member", f"v1.{25 + i % 7}.0") for i in range(n - 1)
-    ] + [ClusterVersion("odd", "member", "who-knows")]
+    return (
+        [ClusterVersion("host", "host", "v1.29.0")]
+        + [ClusterVersion(f"m{i}", "member", f"v1.{25 + i % 7}.0") for i in range(n - 1)]
+        + [ClusterVersion("odd", "member", "who-knows")]
+    )
 
 
 def test_skew_heatmap_is_clusters_by_clusters_with_severity_text():

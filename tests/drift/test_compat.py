@@ -110,7 +110,12 @@ def test_api_removed_before_the_schema_range_is_still_incompatible():
 
 
 def test_api_not_yet_present_says_first_version():
-    vap = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "x"}, "spec": {}}
+    vap = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "x"},
+        "spec": {},
+    }
     result = check_manifest(vap, 29)
     [problem] = result.problems
     assert problem.code == CompatProblemCode.API_NOT_YET
@@ -125,8 +130,12 @@ def test_api_not_yet_present_says_first_version():
 def test_an_api_in_the_schemas_but_off_by_default_is_not_served():
     """kube-apiserver's DefaultAPIResourceConfigSource (pkg/controlplane/instance.go): alpha and
     post-KEP-3136 betas are off; a cluster whose discovery lists the group-version accepts it."""
-    vac = {"apiVersion": "storage.k8s.io/v1beta1", "kind": "VolumeAttributesClass",
-           "metadata": {"name": "fast"}, "driverName": "csi.example.com"}
+    vac = {
+        "apiVersion": "storage.k8s.io/v1beta1",
+        "kind": "VolumeAttributesClass",
+        "metadata": {"name": "fast"},
+        "driverName": "csi.example.com",
+    }
     default = check_manifest(vac, "v1.32.0")
     assert default.status == CompatStatus.INCOMPATIBLE
     [problem] = default.problems
@@ -150,7 +159,9 @@ def test_custom_resource_is_unverifiable():
     assert result.problems[0].code == CompatProblemCode.UNKNOWN_KIND
 
 
-@pytest.mark.parametrize("bad", [None, [], "text", {"kind": "Deployment"}, {"apiVersion": "apps/v1"}, {"apiVersion": 3, "kind": []}])
+@pytest.mark.parametrize(
+    "bad", [None, [], "text", {"kind": "Deployment"}, {"apiVersion": "apps/v1"}, {"apiVersion": 3, "kind": []}]
+)
 def test_malformed_manifests_are_reported_not_raised(bad):
     result = check_manifest(bad, 29)
     assert result.status in (CompatStatus.INCOMPATIBLE, CompatStatus.UNVERIFIABLE)
@@ -236,7 +247,10 @@ field_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_siz
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["/spec", "/spec/template/spec", "/spec/template/spec/containers/0", "/metadata"]), field_names),
+        st.tuples(
+            st.sampled_from(["/spec", "/spec/template/spec", "/spec/template/spec/containers/0", "/metadata"]),
+            field_names,
+        ),
         min_size=1,
         max_size=4,
     ),

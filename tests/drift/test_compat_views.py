@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 
 from drift import compat
-from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 from fedportal.models import AuditEvent
+from tests.drift.conftest import deployment_type
 
 MATRIX = reverse("drift:compat_matrix")
 EXPORT = reverse("drift:compat_export")
@@ -23,7 +23,12 @@ def deployment_template(app, *, sidecar=False):
     pod = {"containers": [{"name": "app", "image": "nginx"}]}
     if sidecar:
         pod["initContainers"] = [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]
-    return {"spec": {"selector": {"matchLabels": {"app": app}}, "template": {"metadata": {"labels": {"app": app}}, "spec": pod}}}
+    return {
+        "spec": {
+            "selector": {"matchLabels": {"app": app}},
+            "template": {"metadata": {"labels": {"app": app}}, "spec": pod},
+        }
+    }
 
 
 @pytest.fixture
@@ -34,7 +39,10 @@ def deployments():
 @pytest.fixture
 def sidecar_resource(sim_fleet, deployments):
     return create_resource(
-        deployments, namespace="default", name="web", template=deployment_template("web", sidecar=True),
+        deployments,
+        namespace="default",
+        name="web",
+        template=deployment_template("web", sidecar=True),
         placement={"clusterSelector": {}},
     )
 
@@ -49,8 +57,14 @@ def test_v1_28_only_field_is_red_for_every_v1_25_to_v1_27_target(viewer_client, 
     [(resource, cells)] = response.context["grid"]
     statuses = {cell.cluster: cell.status for cell in cells}
     assert statuses == {
-        "host": "compatible", "m25": "incompatible", "m26": "incompatible", "m27": "incompatible",
-        "m28": "compatible", "m29": "compatible", "m30": "compatible", "m31": "compatible",
+        "host": "compatible",
+        "m25": "incompatible",
+        "m26": "incompatible",
+        "m27": "incompatible",
+        "m28": "compatible",
+        "m29": "compatible",
+        "m30": "compatible",
+        "m31": "compatible",
     }
     body = response.content.decode()
     assert "compat-incompatible" in body and cell_url(resource, "m27") in body
@@ -58,7 +72,10 @@ def test_v1_28_only_field_is_red_for_every_v1_25_to_v1_27_target(viewer_client, 
 
 def test_override_removing_the_field_turns_the_cell_green(viewer_client, sim_fleet, deployments):
     create_resource(
-        deployments, namespace="default", name="web", template=deployment_template("web", sidecar=True),
+        deployments,
+        namespace="default",
+        name="web",
+        template=deployment_template("web", sidecar=True),
         placement={"clusters": ["m27", "m28"]},
         overrides=[{"clusterName": "m27", "clusterOverrides": [{"op": "remove", "path": SIDECAR}]}],
     )
@@ -117,12 +134,23 @@ def test_compat_export_lists_targets_with_fields_and_fixes(viewer_client, sideca
 def test_compat_matrix_queries_do_not_grow_with_resources_or_clusters(
     viewer_client, sim_fleet, deployments, make_cluster, django_assert_max_num_queries
 ):
-    create_resource(deployments, namespace="default", name="r0", template=deployment_template("r0"), placement={"clusterSelector": {}})
+    create_resource(
+        deployments,
+        namespace="default",
+        name="r0",
+        template=deployment_template("r0"),
+        placement={"clusterSelector": {}},
+    )
     with django_assert_max_num_queries(10):
         viewer_client.get(MATRIX)
     for i in range(1, 30):
-        create_resource(deployments, namespace="default", name=f"r{i}", template=deployment_template(f"r{i}", sidecar=i % 2 == 0),
-                        placement={"clusterSelector": {}})
+        create_resource(
+            deployments,
+            namespace="default",
+            name=f"r{i}",
+            template=deployment_template(f"r{i}", sidecar=i % 2 == 0),
+            placement={"clusterSelector": {}},
+        )
     for i in range(40):
         make_cluster(f"x{i}", f"v1.{25 + i % 7}.0")
     compat.clear_cache()

@@ -14,12 +14,12 @@ from django.utils import timezone
 from clusters.models import Cluster
 from drift import selectors, services
 from drift.compliance import evaluate_cluster
-from drift.models import ComplianceSnapshot, VersionPolicy
+from drift.models import VersionPolicy
 from federation.choices import PropagationReason, SyncState
 from federation.models import PropagatedVersion
-from tests.drift.conftest import deployment_type
 from federation.services import create_resource
 from fedportal.models import AuditEvent
+from tests.drift.conftest import deployment_type
 
 REPORT = reverse("drift:compliance_report")
 EXPORT = reverse("drift:compliance_export")
@@ -33,18 +33,31 @@ def sidecar_template(app="web"):
         "containers": [{"name": "app", "image": "nginx"}],
         "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
     }
-    return {"spec": {"selector": {"matchLabels": {"app": app}}, "template": {"metadata": {"labels": {"app": app}}, "spec": pod}}}
+    return {
+        "spec": {
+            "selector": {"matchLabels": {"app": app}},
+            "template": {"metadata": {"labels": {"app": app}}, "spec": pod},
+        }
+    }
 
 
 @pytest.fixture
 def governed_fleet(sim_fleet):
     host, members = sim_fleet
     ftype = deployment_type()
-    resource = create_resource(ftype, namespace="default", name="web", template=sidecar_template(), placement={"clusterSelector": {}})
+    resource = create_resource(
+        ftype, namespace="default", name="web", template=sidecar_template(), placement={"clusterSelector": {}}
+    )
     by_name = {m.name: m for m in members}
-    PropagatedVersion.objects.create(resource=resource, cluster=by_name["m29"], status=PropagationReason.OK, sync_state=SyncState.OUT_OF_SYNC)
-    PropagatedVersion.objects.create(resource=resource, cluster=by_name["m28"], status=PropagationReason.OK, sync_state=SyncState.IN_SYNC)
-    PropagatedVersion.objects.create(resource=resource, cluster=by_name["m26"], status=PropagationReason.FIELD_NOT_SUPPORTED)
+    PropagatedVersion.objects.create(
+        resource=resource, cluster=by_name["m29"], status=PropagationReason.OK, sync_state=SyncState.OUT_OF_SYNC
+    )
+    PropagatedVersion.objects.create(
+        resource=resource, cluster=by_name["m28"], status=PropagationReason.OK, sync_state=SyncState.IN_SYNC
+    )
+    PropagatedVersion.objects.create(
+        resource=resource, cluster=by_name["m26"], status=PropagationReason.FIELD_NOT_SUPPORTED
+    )
     return host, by_name, resource
 
 
@@ -52,22 +65,45 @@ def governed_fleet(sim_fleet):
 
 
 def test_clean_cluster_scores_100_and_is_compliant():
-    result = evaluate_cluster(name="a", role="member", version="v1.29.0", isolated=False, skew_severity=None,
-                              skew_messages=[], compat={"compatible": 3}, propagation={"in_sync": 3})
+    result = evaluate_cluster(
+        name="a",
+        role="member",
+        version="v1.29.0",
+        isolated=False,
+        skew_severity=None,
+        skew_messages=[],
+        compat={"compatible": 3},
+        propagation={"in_sync": 3},
+    )
     assert result.compliant and result.score == 100
 
 
 def test_p3_and_unverifiable_are_reported_but_not_violations():
-    result = evaluate_cluster(name="a", role="member", version="", isolated=False, skew_severity="P3",
-                              skew_messages=["unknown"], compat={"unverifiable": 2}, propagation={})
+    result = evaluate_cluster(
+        name="a",
+        role="member",
+        version="",
+        isolated=False,
+        skew_severity="P3",
+        skew_messages=["unknown"],
+        compat={"unverifiable": 2},
+        propagation={},
+    )
     assert result.compliant and result.score == 100
     assert "2 unverifiable" in result.rules[1].explanation
 
 
 def test_each_failing_rule_costs_its_points():
-    result = evaluate_cluster(name="a", role="member", version="v1.25.0", isolated=True, skew_severity="P0",
-                              skew_messages=["far behind"], compat={"incompatible": 1, "compatible": 1},
-                              propagation={"failed": 1, "out_of_sync": 1, "in_sync": 2})
+    result = evaluate_cluster(
+        name="a",
+        role="member",
+        version="v1.25.0",
+        isolated=True,
+        skew_severity="P0",
+        skew_messages=["far behind"],
+        compat={"incompatible": 1, "compatible": 1},
+        propagation={"failed": 1, "out_of_sync": 1, "in_sync": 2},
+    )
     assert not result.compliant
     assert result.failed_rules == ["version_policy", "api_compat", "propagation", "resource_drift", "isolation"]
     assert result.score == round(100 - 50 - 15 - 5 - 2.5 - 10)
@@ -79,7 +115,10 @@ def test_fleet_report_combines_skew_compat_propagation_and_drift(governed_fleet,
     by_name = {c.name: c for c in report.clusters}
     assert by_name["m25"].compat["incompatible"] == 1 and "api_compat" in by_name["m25"].failed_rules
     assert by_name["m26"].propagation["failed"] == 1
-    assert by_name["m29"].propagation["out_of_sync"] == 1 and by_name["m29"].failed_rules == ["version_policy", "resource_drift"]
+    assert by_name["m29"].propagation["out_of_sync"] == 1 and by_name["m29"].failed_rules == [
+        "version_policy",
+        "resource_drift",
+    ]
     assert by_name["m28"].failed_rules == ["version_policy"]  # P2 member skew with m31
     assert by_name["host"].compat["compatible"] == 1
     # the host answers for members newer than it (m30, m31), not for members behind it
@@ -153,11 +192,10 @@ def test_snapshot_records_the_report_and_feeds_the_trend(viewer_client, governed
 
 
 def test_admin_isolates_and_restores_with_audit_and_propagation_skips_it(admin_user, governed_fleet):
-    from federation.propagation import plan_targets
-    from tests.federation.factories import namespace_everywhere
-
     from clusters.choices import ClusterState
     from clusters.selectors import ready_members
+    from federation.propagation import plan_targets
+    from tests.federation.factories import namespace_everywhere
 
     host, members, resource = governed_fleet
     namespace_everywhere("default")  # KubeFed places a namespaced resource only where its namespace is federated
@@ -175,7 +213,9 @@ def test_admin_isolates_and_restores_with_audit_and_propagation_skips_it(admin_u
     services.restore_cluster(cluster, actor=admin_user, note="upgraded to v1.28")
     cluster.refresh_from_db()
     assert not cluster.isolated
-    actions = list(AuditEvent.objects.filter(action__in=["cluster.isolate", "cluster.restore"]).values_list("action", flat=True))
+    actions = list(
+        AuditEvent.objects.filter(action__in=["cluster.isolate", "cluster.restore"]).values_list("action", flat=True)
+    )
     assert sorted(actions) == ["cluster.isolate", "cluster.restore"]
     with pytest.raises(services.IsolationError, match="not isolated"):
         services.restore_cluster(cluster, actor=admin_user)

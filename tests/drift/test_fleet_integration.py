@@ -6,8 +6,8 @@ from clusters.probing import probe_cluster
 from clusters.services import register_cluster
 from drift import selectors
 from drift.choices import Severity
-from tests.drift.conftest import deployment_type
 from federation.services import create_resource
+from tests.drift.conftest import deployment_type
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,14 +29,25 @@ def test_poll_detects_upgrade_and_matrices_follow(fleet):
     clusters = []
     for name in fleet.names:
         role = "host" if name == "host" else "member"
-        clusters.append(register_cluster(name=name, api_server=fleet.url(name), role=role, labels=fleet.labels(name),
-                                         token=fleet.token(name), insecure_skip_tls_verify=True, probe=False))
+        clusters.append(
+            register_cluster(
+                name=name,
+                api_server=fleet.url(name),
+                role=role,
+                labels=fleet.labels(name),
+                token=fleet.token(name),
+                insecure_skip_tls_verify=True,
+                probe=False,
+            )
+        )
     for cluster in clusters:
         probe_cluster(cluster)
     severities = {r.name: r.severity for r in selectors.skew_overview().member_rows}
     assert severities["m127"] == Severity.P0  # v1.27 vs host v1.29
     ftype = deployment_type()
-    resource = create_resource(ftype, namespace="default", name="web", template=SIDECAR_TEMPLATE, placement={"clusterSelector": {}})
+    resource = create_resource(
+        ftype, namespace="default", name="web", template=SIDECAR_TEMPLATE, placement={"clusterSelector": {}}
+    )
     cells = selectors.compat_row(resource, selectors.fleet_rows())
     assert cells["m127"].status == "incompatible" and cells["m128"].status == "compatible"
 
@@ -64,7 +75,9 @@ def test_fleetctl_upgrade_is_found_by_the_next_poll_and_the_report_follows(fleet
 
     register_fleet(fleet)
     ftype = deployment_type()
-    resource = create_resource(ftype, namespace="default", name="web", template=SIDECAR_TEMPLATE, placement={"clusterSelector": {}})
+    resource = create_resource(
+        ftype, namespace="default", name="web", template=SIDECAR_TEMPLATE, placement={"clusterSelector": {}}
+    )
     assert selectors.compat_row(resource, selectors.fleet_rows())["m127"].status == "incompatible"
 
     call_command("fleetctl", "--state", str(state_path_for(fleet.kubeconfig_path)), "version", "m127", "v1.28.7")

@@ -13,18 +13,32 @@ pytestmark = pytest.mark.django_db
 
 
 def plain_template(app="web"):
-    return {"spec": {"selector": {"matchLabels": {"app": app}},
-                     "template": {"metadata": {"labels": {"app": app}}, "spec": {"containers": [{"name": "a", "image": "nginx"}]}}}}
+    return {
+        "spec": {
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"containers": [{"name": "a", "image": "nginx"}]},
+            },
+        }
+    }
 
 
 def test_drift_check_is_registered():
     assert compat_preflight in registered_checks()
 
 
-def test_v1_28_field_blocks_approval_for_v1_25_to_v1_27_targets(sim_fleet, operator, approver, admin_user, make_cluster):
+def test_v1_28_field_blocks_approval_for_v1_25_to_v1_27_targets(
+    sim_fleet, operator, approver, admin_user, make_cluster
+):
     make_cluster("unknown-v", "", labels={})
-    resource = create_resource(deployment_type(), namespace="default", name="web", template=sidecar_template(),
-                               placement={"clusterSelector": {}})
+    resource = create_resource(
+        deployment_type(),
+        namespace="default",
+        name="web",
+        template=sidecar_template(),
+        placement={"clusterSelector": {}},
+    )
     cr = approvals.create_change_request(resource, actor=operator)
     blocking = {p["cluster_name"] for p in cr.preflight if p["severity"] == "blocking"}
     warnings = {p["cluster_name"] for p in cr.preflight if p["severity"] == "warning"}
@@ -45,18 +59,25 @@ def test_compatible_proposal_has_no_blocking_problem_and_isolated_targets_only_w
     from drift.services import isolate_cluster
 
     host, members = sim_fleet
-    resource = create_resource(deployment_type(), namespace="default", name="web", template=plain_template(),
-                               placement={"clusterSelector": {}})
+    resource = create_resource(
+        deployment_type(), namespace="default", name="web", template=plain_template(), placement={"clusterSelector": {}}
+    )
     cr = approvals.create_change_request(resource, actor=operator)
     assert [p for p in cr.preflight if p["severity"] == "blocking"] == []
     isolate_cluster(members[0], actor=admin_user, reason="upgrading")
-    resource2 = create_resource(deployment_type(), namespace="default", name="side", template=sidecar_template(),
-                                placement={"clusters": ["m25", "m28"]})
+    resource2 = create_resource(
+        deployment_type(),
+        namespace="default",
+        name="side",
+        template=sidecar_template(),
+        placement={"clusters": ["m25", "m28"]},
+    )
     cr2 = approvals.create_change_request(resource2, actor=operator)
     assert [(p["cluster_name"], p["severity"]) for p in cr2.preflight] == [("m25", "warning")]
 
 
 # --- the same verdict on the federation preview --------------------------------------------------
+
 
 def test_drift_check_answers_for_the_federation_preview():
     from drift.preflight import compat_preview_check
@@ -74,8 +95,12 @@ def _cluster(name, version):
 def test_preview_check_names_the_fix_and_the_version_that_accepts_the_field():
     from drift.preflight import compat_preview_check
 
-    manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
-                **sidecar_template()}
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        **sidecar_template(),
+    }
     (warning,) = compat_preview_check(manifest, _cluster("m25", "v1.25.1"))
     assert warning.startswith("Incompatible with m25 (v1.25.1): ")
     assert "override remove /spec/template/spec/initContainers/0/restartPolicy" in warning and "v1.28" in warning
@@ -85,8 +110,12 @@ def test_preview_check_names_the_fix_and_the_version_that_accepts_the_field():
 def test_preview_check_reports_a_removed_api_version_and_what_replaces_it():
     from drift.preflight import compat_preview_check
 
-    pdb = {"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
-           "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}}
+    pdb = {
+        "apiVersion": "policy/v1beta1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
     (warning,) = compat_preview_check(pdb, _cluster("m26", "v1.26.1"))
     assert "policy/v1beta1" in warning and "policy/v1" in warning
 

@@ -7,8 +7,8 @@ from django.urls import reverse
 
 from clusters.models import Cluster
 from drift import compat, selectors
-from tests.drift.conftest import deployment_type
 from federation.services import create_resource
+from tests.drift.conftest import deployment_type
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +18,13 @@ def big_fleet():
     Cluster.objects.bulk_create(
         [Cluster(name="host", api_server="https://host.example:6443", role="host", server_version="v1.29.1")]
         + [
-            Cluster(name=f"c{i:04d}", api_server=f"https://c{i}.example:6443", server_version=f"v1.{25 + i % 7}.{i % 5}",
-                    labels={"env": "prod" if i % 2 else "dev"}, kubelet_versions={f"n{i}": f"v1.{24 + i % 7}.0"})
+            Cluster(
+                name=f"c{i:04d}",
+                api_server=f"https://c{i}.example:6443",
+                server_version=f"v1.{25 + i % 7}.{i % 5}",
+                labels={"env": "prod" if i % 2 else "dev"},
+                kubelet_versions={f"n{i}": f"v1.{24 + i % 7}.0"},
+            )
             for i in range(999)
         ]
     )
@@ -28,10 +33,18 @@ def big_fleet():
         pod = {"containers": [{"name": "app", "image": f"app:{i}"}]}
         if i % 4 == 0:
             pod["initContainers"] = [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}]
-        create_resource(ftype, namespace="default", name=f"app-{i}",
-                        template={"spec": {"selector": {"matchLabels": {"app": f"a{i}"}},
-                                           "template": {"metadata": {"labels": {"app": f"a{i}"}}, "spec": pod}}},
-                        placement={"clusterSelector": {}})
+        create_resource(
+            ftype,
+            namespace="default",
+            name=f"app-{i}",
+            template={
+                "spec": {
+                    "selector": {"matchLabels": {"app": f"a{i}"}},
+                    "template": {"metadata": {"labels": {"app": f"a{i}"}}, "spec": pod},
+                }
+            },
+            placement={"clusterSelector": {}},
+        )
 
 
 def test_pages_at_fleet_scale(viewer_client, big_fleet, django_assert_max_num_queries):

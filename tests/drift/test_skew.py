@@ -161,7 +161,11 @@ version_text = st.one_of(
     st.text(max_size=12),
 )
 cluster_lists = st.lists(
-    st.tuples(st.sampled_from(["host", "member"]), version_text, st.dictionaries(st.text(max_size=4), version_text, max_size=3)),
+    st.tuples(
+        st.sampled_from(["host", "member"]),
+        version_text,
+        st.dictionaries(st.text(max_size=4), version_text, max_size=3),
+    ),
     max_size=8,
 )
 

@@ -256,8 +256,15 @@ def test_admin_edits_policy_and_it_is_audited_and_used(admin_client_, sim_fleet)
 
 
 def test_policy_rejects_bad_values_without_saving(admin_client_, sim_fleet):
-    response = admin_client_.post(POLICY, {"host_member_max_minor_skew": -1, "member_member_max_minor_skew": 99,
-                                           "kubelet_max_older_minors": "x", "kubelet_max_older_minors_before_1_28": 2})
+    response = admin_client_.post(
+        POLICY,
+        {
+            "host_member_max_minor_skew": -1,
+            "member_member_max_minor_skew": 99,
+            "kubelet_max_older_minors": "x",
+            "kubelet_max_older_minors_before_1_28": 2,
+        },
+    )
     assert response.status_code == 400
     assert not VersionPolicy.objects.exists()
     assert not AuditEvent.objects.filter(action="drift.policy.update").exists()
@@ -317,6 +324,8 @@ def test_compat_matrix_only_findings_hides_clean_clusters_and_resources(viewer_c
     rows, kept = only_findings(grid, clusters)
     assert [c.name for c in kept] == ["b", "d"]
     assert [(name, [c.status for c in cells]) for name, cells in rows] == [
-        ("web", ["incompatible", "compatible"]), ("api", ["compatible", "unverifiable"])]
+        ("web", ["incompatible", "compatible"]),
+        ("api", ["compatible", "unverifiable"]),
+    ]
     response = viewer_client.get(reverse("drift:compat_matrix"), {"findings": "on"})
     assert response.status_code == 200 and 'name="findings"' in response.content.decode()

@@ -68,8 +68,13 @@ def test_operator_submits_second_user_approves_change_propagates_and_is_audited(
         # the audit page shows each step, and its CSV download contains them
         other.goto(f"{live_server.url}/audit/?object_type=approvals.changerequest&object_id={cr.pk}")
         listing = other.locator("main").inner_text()
-        steps = ["approvals.change.create", "approvals.change.submit", "approvals.change.approve",
-                 "approvals.change.apply", "approvals.change.finish"]
+        steps = [
+            "approvals.change.create",
+            "approvals.change.submit",
+            "approvals.change.approve",
+            "approvals.change.apply",
+            "approvals.change.finish",
+        ]
         for action in steps:
             assert action in listing, action
         with other.expect_download() as download_info:

@@ -88,5 +88,10 @@ def test_operator_creates_overrides_propagates_and_sees_every_cluster(
     for name in MEMBERS:
         assert name in table
     assert page.locator("#cluster-status [data-status=OK]").count() == 4
-    assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27-alpine"
+    assert (
+        fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web")["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+        == "nginx:1.27-alpine"
+    )
     assert fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web")["spec"]["replicas"] == 3

@@ -36,7 +36,11 @@ def test_resource_page_shows_a_new_revision_without_a_reload(page, live_server, 
     page.evaluate("window.notReloaded = true")
     from federation import services
 
-    services.update_resource(resource, template={**resource.current_revision.template, "spec": {"replicas": 3}},
-                             placement={"clusters": ["east"]}, actor=operator)
+    services.update_resource(
+        resource,
+        template={**resource.current_revision.template, "spec": {"replicas": 3}},
+        placement={"clusters": ["east"]},
+        actor=operator,
+    )
     page.wait_for_selector("#resource-status dd a:text-is('2')", timeout=25_000)
     assert page.evaluate("window.notReloaded") is True

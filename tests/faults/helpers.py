@@ -4,19 +4,24 @@ objects, and checks that nothing was lost or duplicated."""
 from django.db.models import Count
 
 from clusters.models import VersionSample
+from federation import services
 from federation.choices import PropagationReason, RunState
 from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
 from tests.bench.harness import register_clusters
 from tests.federation.factories import ftype
-from federation import services
 
 __all__ = ["register_clusters", "federate", "assert_converged", "assert_one_sample_per_cluster", "finished_run"]
 
 WEB_TEMPLATE = {
     "metadata": {"labels": {"app": "web"}},
-    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-             "template": {"metadata": {"labels": {"app": "web"}},
-                          "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}}},
+    "spec": {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]},
+        },
+    },
 }
 
 
@@ -25,8 +30,9 @@ def fleet_versions(fleet) -> dict[str, str]:
 
 
 def federate(kind: str, name: str, clusters, *, namespace: str = "", template=None):
-    return services.create_resource(ftype(kind), namespace=namespace, name=name, template=template or {},
-                                    placement={"clusters": list(clusters)})
+    return services.create_resource(
+        ftype(kind), namespace=namespace, name=name, template=template or {}, placement={"clusters": list(clusters)}
+    )
 
 
 def finished_run(run):
@@ -42,7 +48,11 @@ def assert_converged(resource, run, cluster_names, fleet, *, api_version: str, k
     assert not targets.values("cluster").annotate(n=Count("id")).filter(n__gt=1).exists()
     pvs = PropagatedVersion.objects.filter(resource=resource)
     assert pvs.count() == len(cluster_names), "one PropagatedVersion per (resource, cluster)"
-    wrong = list(pvs.exclude(status=PropagationReason.OK, revision=run.revision).values_list("cluster__name", "status", "message"))
+    wrong = list(
+        pvs.exclude(status=PropagationReason.OK, revision=run.revision).values_list(
+            "cluster__name", "status", "message"
+        )
+    )
     assert not wrong, wrong[:5]
     missing = [n for n in cluster_names if fleet.get_object(n, api_version, kind, namespace, resource.name) is None]
     assert not missing, missing[:5]
@@ -50,5 +60,7 @@ def assert_converged(resource, run, cluster_names, fleet, *, api_version: str, k
 
 def assert_one_sample_per_cluster(cluster_ids):
     """Versions did not change, so each cluster has exactly one VersionSample (nothing duplicated)."""
-    counts = dict(VersionSample.objects.filter(cluster_id__in=cluster_ids).values_list("cluster_id").annotate(n=Count("id")))
+    counts = dict(
+        VersionSample.objects.filter(cluster_id__in=cluster_ids).values_list("cluster_id").annotate(n=Count("id"))
+    )
     assert counts == {pk: 1 for pk in cluster_ids}, {k: v for k, v in counts.items() if v != 1} or "missing samples"

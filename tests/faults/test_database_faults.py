@@ -41,12 +41,29 @@ def web_server(transactional_db):
         started = cursor.fetchone()[0]
     port = free_port()
     log = Path(settings.VAR_DIR) / f"gunicorn-{settings.TEST_RUN_ID}.log"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
-           "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID, "DATABASE_URL": shared.test_database_url()}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
+        "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
+        "DATABASE_URL": shared.test_database_url(),
+    }
     with open(log, "w") as out:
-        server = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "fedportal.wsgi:application",
-                                   "--workers", "1", "--bind", f"127.0.0.1:{port}", "--log-level", "warning"],
-                                  cwd=shared.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "gunicorn"),
+                "fedportal.wsgi:application",
+                "--workers",
+                "1",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--log-level",
+                "warning",
+            ],
+            cwd=shared.ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while _get(url + "/healthz", "") != 200:
@@ -74,12 +91,14 @@ def test_next_request_works_after_the_database_connection_is_dropped(web_server,
     params = connection.get_connection_params()
     params.pop("cursor_factory", None)
     params.pop("context", None)
-    with psycopg.connect(**{k: v for k, v in params.items() if k in ("dbname", "user", "password", "host", "port")},
-                         autocommit=True) as admin:
+    with psycopg.connect(
+        **{k: v for k, v in params.items() if k in ("dbname", "user", "password", "host", "port")}, autocommit=True
+    ) as admin:
         killed = admin.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid NOT IN (%s, pg_backend_pid()) AND backend_start >= %s",
-            (mine, started)).fetchone()[0]
+            (mine, started),
+        ).fetchone()[0]
     assert killed >= 1, "the web server's connection was terminated"
     assert _get(url, cookie) == 200, "the next request reconnects"
     assert _get(url, cookie) == 200

@@ -24,8 +24,11 @@ def poll_and_wait(ids, *, timeout: float = 60, message: str = "every cluster pro
     """What beat does every period: enqueue a fleet poll; wait until every cluster row is written."""
     requested = timezone.now()
     poll_fleet_task.apply_async((requested.isoformat(),))
-    wait_for(lambda: Cluster.objects.filter(pk__in=ids, last_probe_at__gte=requested).count() == len(ids),
-             timeout=timeout, message=message)
+    wait_for(
+        lambda: Cluster.objects.filter(pk__in=ids, last_probe_at__gte=requested).count() == len(ids),
+        timeout=timeout,
+        message=message,
+    )
 
 
 def test_one_api_call_in_five_failing_never_marks_a_cluster_offline(fleet_factory, celery_worker):
@@ -70,17 +73,42 @@ def _restart_redis(url: str) -> None:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", str(parts.port or 6379)
     subprocess.run(["redis-cli", "-h", host, "-p", port, "shutdown", "nosave"], capture_output=True, timeout=20)
-    wait_for(lambda: subprocess.run(["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True).returncode != 0,
-             timeout=20, message="redis stopped")
+    wait_for(
+        lambda: subprocess.run(["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True).returncode != 0,
+        timeout=20,
+        message="redis stopped",
+    )
     time.sleep(2)
     Path("/var/lib/redis").mkdir(parents=True, exist_ok=True)
     Path("/var/log/redis").mkdir(parents=True, exist_ok=True)
     # the command the machine notes give (/work/.library/env/machines/python-svc.md), as .ci/run uses
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", port, "--save", "",
-                    "--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log"],
-                   check=True, timeout=30)
-    wait_for(lambda: subprocess.run(["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True).returncode == 0,
-             timeout=30, message="redis back")
+    subprocess.run(
+        [
+            "redis-server",
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "-::1",
+            "--port",
+            port,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/var/lib/redis",
+            "--logfile",
+            "/var/log/redis/ci.log",
+        ],
+        check=True,
+        timeout=30,
+    )
+    wait_for(
+        lambda: subprocess.run(["redis-cli", "-h", host, "-p", port, "ping"], capture_output=True).returncode == 0,
+        timeout=30,
+        message="redis back",
+    )
 
 
 def _bounce_filesystem_broker(seconds: float) -> None:

@@ -5,13 +5,19 @@ from collections import Counter
 
 import pytest
 
-from fedportal.models import AuditEvent
 from federation import propagation
 from federation.choices import PropagationReason, TargetState
 from federation.models import PropagatedVersion, PropagationTarget
 from federation.tasks import resume_stale_targets_task
+from fedportal.models import AuditEvent
 from tests.faults.helpers import (
-    WEB_TEMPLATE, assert_converged, federate, finished_run, fleet_versions, register_clusters)
+    WEB_TEMPLATE,
+    assert_converged,
+    federate,
+    finished_run,
+    fleet_versions,
+    register_clusters,
+)
 from tests.utils import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -23,8 +29,11 @@ def test_clusters_down_during_propagation_converge_when_back_and_say_why(fleet_f
     register_clusters(fleet, names, versions=fleet_versions(fleet))
     ns = federate("Namespace", "shop", names)
     propagation.propagate_revision(ns)
-    wait_for(lambda: PropagatedVersion.objects.filter(resource=ns, status=PropagationReason.OK).count() == 10,
-             timeout=60, message="namespace everywhere")
+    wait_for(
+        lambda: PropagatedVersion.objects.filter(resource=ns, status=PropagationReason.OK).count() == 10,
+        timeout=60,
+        message="namespace everywhere",
+    )
     down = names[:3]  # 30%
     for name in down:
         fleet.set_down(name)
@@ -35,10 +44,16 @@ def test_clusters_down_during_propagation_converge_when_back_and_say_why(fleet_f
     def statuses():
         return dict(PropagatedVersion.objects.filter(resource=resource).values_list("cluster__name", "status"))
 
-    wait_for(lambda: all(statuses().get(n) == PropagationReason.OK for n in names[3:]), timeout=60,
-             message="the 7 healthy clusters")
-    wait_for(lambda: all(statuses().get(n) == PropagationReason.CLUSTER_NOT_READY for n in down), timeout=30,
-             message="the 3 down clusters report why")
+    wait_for(
+        lambda: all(statuses().get(n) == PropagationReason.OK for n in names[3:]),
+        timeout=60,
+        message="the 7 healthy clusters",
+    )
+    wait_for(
+        lambda: all(statuses().get(n) == PropagationReason.CLUSTER_NOT_READY for n in down),
+        timeout=30,
+        message="the 3 down clusters report why",
+    )
     for pv in PropagatedVersion.objects.filter(resource=resource, cluster__name__in=down):
         assert "unreachable" in pv.message and "Retrying in" in pv.message, pv.message
     assert finished_run(run) is None, "the run waits for the clusters that are down"
@@ -88,10 +103,15 @@ def test_worker_killed_mid_fan_out_a_new_worker_finishes_it(fleet_factory, celer
     while finished_run(run) is None and time.monotonic() < deadline:
         resume_stale_targets_task.delay(5)
         time.sleep(5)
-    assert finished_run(run) is not None, Counter(PropagationTarget.objects.filter(run=run).values_list("state", flat=True))
+    assert finished_run(run) is not None, Counter(
+        PropagationTarget.objects.filter(run=run).values_list("state", flat=True)
+    )
     assert_converged(resource, run, names, fleet, api_version="v1", kind="Namespace")
     # a finished target is never redone: at most the targets in flight at the kill were applied twice
-    applies = Counter(AuditEvent.objects.filter(action="federation.propagation.apply", object_id=str(resource.pk))
-                      .values_list("cluster", flat=True))
+    applies = Counter(
+        AuditEvent.objects.filter(action="federation.propagation.apply", object_id=str(resource.pk)).values_list(
+            "cluster", flat=True
+        )
+    )
     assert set(applies) == set(names)
     assert sum(n - 1 for n in applies.values()) <= 16, applies.most_common(5)

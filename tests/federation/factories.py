@@ -28,9 +28,14 @@ def register_fleet(fleet, names=None) -> dict[str, Cluster]:
         version = fleet.version(name)
         minor = int(version.lstrip("v").split(".")[1])
         cluster = Cluster(
-            name=name, api_server=fleet.url(name), labels=fleet.labels(name),
-            role=ClusterRole.HOST if name == "host" else ClusterRole.MEMBER, state=ClusterState.READY,
-            server_version=version, version_major=1, version_minor=minor,
+            name=name,
+            api_server=fleet.url(name),
+            labels=fleet.labels(name),
+            role=ClusterRole.HOST if name == "host" else ClusterRole.MEMBER,
+            state=ClusterState.READY,
+            server_version=version,
+            version_major=1,
+            version_minor=minor,
         )
         cluster.set_credentials({"token": fleet.token(name)})
         cluster.save()
@@ -55,8 +60,9 @@ def ftype(kind: str) -> FederatedType:
 
 
 def federate_namespace(name: str, clusters, *, actor=None):
-    return services.create_resource(ftype("Namespace"), namespace="", name=name, template={},
-                                     placement={"clusters": list(clusters)}, actor=actor)
+    return services.create_resource(
+        ftype("Namespace"), namespace="", name=name, template={}, placement={"clusters": list(clusters)}, actor=actor
+    )
 
 
 def namespace_everywhere(name: str):
@@ -65,20 +71,34 @@ def namespace_everywhere(name: str):
     from federation.models import FederatedResource
 
     found = FederatedResource.objects.filter(type=ftype("Namespace"), name=name).first()
-    return found or services.create_resource(ftype("Namespace"), namespace="", name=name, template={},
-                                             placement={"clusterSelector": {}})
+    return found or services.create_resource(
+        ftype("Namespace"), namespace="", name=name, template={}, placement={"clusterSelector": {}}
+    )
 
 
-def web_deployment(*, namespace="shop", name="web", placement=None, overrides=None, scheduling=None, template=None, **kw):
-    return services.create_resource(ftype("Deployment"), namespace=namespace, name=name, template=template or WEB_TEMPLATE,
-                                    placement=placement, overrides=overrides, scheduling=scheduling, **kw)
+def web_deployment(
+    *, namespace="shop", name="web", placement=None, overrides=None, scheduling=None, template=None, **kw
+):
+    return services.create_resource(
+        ftype("Deployment"),
+        namespace=namespace,
+        name=name,
+        template=template or WEB_TEMPLATE,
+        placement=placement,
+        overrides=overrides,
+        scheduling=scheduling,
+        **kw,
+    )
 
 
 def drain(run, *, rounds: int = 3):
     """Run every pending/retrying target of a run in this process (what the worker would do)."""
     for _ in range(rounds):
-        pending = list(PropagationTarget.objects.filter(run=run, state__in=[TargetState.PENDING, TargetState.RETRYING])
-                       .values_list("cluster_id", flat=True))
+        pending = list(
+            PropagationTarget.objects.filter(
+                run=run, state__in=[TargetState.PENDING, TargetState.RETRYING]
+            ).values_list("cluster_id", flat=True)
+        )
         if not pending:
             return
         for cluster_id in pending:

@@ -5,13 +5,11 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-
-from fedportal.roles import Role
 import yaml
 from django.core.management import CommandError, call_command
 
-from federation import propagation
 from federation.models import FederatedResource, Revision
+from fedportal.roles import Role
 from tests.clusters.factories import ClusterFactory
 from tests.federation.factories import drain, register_fleet
 
@@ -32,8 +30,15 @@ def clusters():
 
 
 def test_apply_every_enabled_kubefed_example(clusters):
-    for name in ("federatednamespace", "federateddeployment", "federatedconfigmap", "federatedsecret",
-                 "federatedservice", "federatedserviceaccount", "federateddeployment-rsp"):
+    for name in (
+        "federatednamespace",
+        "federateddeployment",
+        "federatedconfigmap",
+        "federatedsecret",
+        "federatedservice",
+        "federatedserviceaccount",
+        "federateddeployment-rsp",
+    ):
         out = fedctl("apply", "-f", str(EXAMPLES / f"{name}.yaml"), "--cluster-map", MAP)
         assert "created" in out or "configured" in out, out
     assert FederatedResource.objects.count() == 6
@@ -48,8 +53,10 @@ def test_apply_plain_objects_like_kubefedctl_federate(clusters):
     assert "deployment/default/nginx created" in out
 
 
-INGRESS_REFUSAL = (r"spec.rules\[0\].http.paths\[0\].backend uses serviceName/servicePort, the extensions/v1beta1 "
-                   r"Ingress .* removed it in 1.22 .* backend.service.name")
+INGRESS_REFUSAL = (
+    r"spec.rules\[0\].http.paths\[0\].backend uses serviceName/servicePort, the extensions/v1beta1 "
+    r"Ingress .* removed it in 1.22 .* backend.service.name"
+)
 # Every file of the KubeFed examples, in the order KubeFed's docs apply them, and what FedPortal makes of it:
 # (file, outcome printed, or the reason it is refused).
 EXAMPLE_OUTCOMES = [
@@ -59,9 +66,15 @@ EXAMPLE_OUTCOMES = [
     ("deployment", "deployment/default/nginx created (revision 1)"),
     ("service", "service/default/nginx created (revision 1)"),
     ("federatedclusterrole", "clusterrole/test-clusterrole created (revision 1)"),
-    ("federatedclusterrolebinding", CommandError("ClusterRoleBinding is not enabled.*fedctl enable ClusterRoleBinding")),
+    (
+        "federatedclusterrolebinding",
+        CommandError("ClusterRoleBinding is not enabled.*fedctl enable ClusterRoleBinding"),
+    ),
     ("federatedconfigmap", "configmap/test-namespace/test-configmap created (revision 1)"),
-    ("federateddeployment-rsp", CommandError("no FederatedDeployment test-namespace/test-deployment in this file or already")),
+    (
+        "federateddeployment-rsp",
+        CommandError("no FederatedDeployment test-namespace/test-deployment in this file or already"),
+    ),
     ("federateddeployment", "deployment/test-namespace/test-deployment created (revision 1)"),
     ("federateddeployment-rsp", "deployment/test-namespace/test-deployment configured (revision 2)"),
     ("federatedingress", CommandError(INGRESS_REFUSAL)),
@@ -86,7 +99,8 @@ def test_every_kubefed_example_file_is_applied_or_refused_with_a_reason(clusters
     assert deployment.scheduling["totalReplicas"] == 10 and deployment.placement == {"clusters": ["east", "west"]}
     # kubefedctl federate places a plain object with an empty clusterSelector (every cluster)
     assert FederatedResource.objects.get(name="nginx", type__kind="Deployment").current_revision.placement == {
-        "clusterSelector": {}}
+        "clusterSelector": {}
+    }
 
 
 def test_plain_namespace_over_a_federated_namespace_changes_nothing(clusters):
@@ -95,9 +109,14 @@ def test_plain_namespace_over_a_federated_namespace_changes_nothing(clusters):
     fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", MAP)
     namespace = FederatedResource.objects.get(name="test-namespace")
     assert namespace.current_revision.placement == {"clusters": ["east", "west"]}
-    assert fedctl("apply", "-f", str(EXAMPLES / "namespace.yaml")).strip() == "namespace/test-namespace unchanged (revision 1)"
+    assert (
+        fedctl("apply", "-f", str(EXAMPLES / "namespace.yaml")).strip()
+        == "namespace/test-namespace unchanged (revision 1)"
+    )
     namespace.refresh_from_db()
-    assert namespace.current_revision.number == 1 and namespace.current_revision.placement == {"clusters": ["east", "west"]}
+    assert namespace.current_revision.number == 1 and namespace.current_revision.placement == {
+        "clusters": ["east", "west"]
+    }
 
 
 def test_plain_deployment_over_a_scheduled_one_keeps_placement_overrides_and_scheduling(clusters, tmp_path):
@@ -112,7 +131,11 @@ def test_plain_deployment_over_a_scheduled_one_keeps_placement_overrides_and_sch
     assert "configured (revision 3)" in fedctl("apply", "-f", str(path))
     after = FederatedResource.objects.get(name="test-deployment").current_revision
     assert after.template["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
-    assert (after.placement, after.overrides, after.scheduling) == (before.placement, before.overrides, before.scheduling)
+    assert (after.placement, after.overrides, after.scheduling) == (
+        before.placement,
+        before.overrides,
+        before.scheduling,
+    )
     # and a Federated<Kind> without an RSP keeps the scheduling too (in KubeFed the RSP is its own object)
     fedctl("apply", "-f", str(EXAMPLES / "federateddeployment.yaml"), "--cluster-map", MAP)
     assert FederatedResource.objects.get(name="test-deployment").current_revision.scheduling == before.scheduling
@@ -127,18 +150,24 @@ def test_enable_then_apply(clusters):
     assert "jobs.batch" in fedctl("enable", "Job", "--group", "batch", "--version", "v1")
     assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedjob.yaml"), "--cluster-map", MAP)
     assert "clusterrolebindings.rbac.authorization.k8s.io" in fedctl(
-        "enable", "ClusterRoleBinding", "--group", "rbac.authorization.k8s.io", "--version", "v1", "--cluster-scoped")
+        "enable", "ClusterRoleBinding", "--group", "rbac.authorization.k8s.io", "--version", "v1", "--cluster-scoped"
+    )
     assert "created" in fedctl("apply", "-f", str(EXAMPLES / "federatedclusterrolebinding.yaml"), "--cluster-map", MAP)
 
 
-@pytest.mark.parametrize("content, message", [
-    ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nspec: {}\n", "no metadata.name"),
-    ("a: [1", "Invalid YAML"),
-    ("a: &x 1\nb: *x\n", "aliases"),
-    ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: c, namespace: s}\n"
-     "spec: {template: {data: {a: b}}, overrides: [{clusterName: east, clusterOverrides: [{path: /data/zz, op: remove}]}]}\n",
-     "/data/zz does not exist"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nspec: {}\n", "no metadata.name"),
+        ("a: [1", "Invalid YAML"),
+        ("a: &x 1\nb: *x\n", "aliases"),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: c, namespace: s}\n"
+            "spec: {template: {data: {a: b}}, overrides: [{clusterName: east, clusterOverrides: [{path: /data/zz, op: remove}]}]}\n",
+            "/data/zz does not exist",
+        ),
+    ],
+)
 def test_malformed_files_are_rejected_and_nothing_changes(clusters, tmp_path, content, message):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
@@ -175,14 +204,16 @@ def test_propagate_and_status(fleet, admin_user):
     by_cluster = {c["cluster"]: c for c in status["clusters"]}
     assert by_cluster["m128"]["status"] == "OK" and by_cluster["m128"]["version"].startswith(("rv:", "gen:"))
     assert fleet.get_object("m130", "v1", "ConfigMap", "test-namespace", "test-configmap")["data"] == {"foo": "bar"}
-    assert json.loads(fedctl("status", "test-namespace/test-configmap", "-o", "json"))["clusters"][1]["cluster"] == "m130"
+    assert (
+        json.loads(fedctl("status", "test-namespace/test-configmap", "-o", "json"))["clusters"][1]["cluster"] == "m130"
+    )
     with pytest.raises(CommandError, match="No federated resource"):
         fedctl("status", "nope/nothing")
 
 
 def test_propagate_is_the_admins_audited_emergency_path(fleet, operator, admin_user):
-    from fedportal.models import AuditEvent
     from federation.approvals.models import ChangeRequest
+    from fedportal.models import AuditEvent
 
     register_fleet(fleet, ["m128"])
     fedctl("apply", "-f", str(EXAMPLES / "federatednamespace.yaml"), "--cluster-map", "cluster1=m128,cluster2=m128")
@@ -217,7 +248,10 @@ def test_plan_explains_every_cluster(clusters):
     assert data["excluded"] == {"lab": "Namespace test-namespace is not placed on lab"}
     rows = {row["cluster"]: row for row in data["clusters"]}
     assert {n: (r["weight"], r["planned"], r["replicas"]) for n, r in rows.items()} == {
-        "east": (2, 4, 4), "west": (3, 6, 6), "lab": (None, 0, 0)}
+        "east": (2, 4, 4),
+        "west": (3, 6, 6),
+        "lab": (None, 0, 0),
+    }
     assert rows["east"]["reason"] == "weight 2 of 5"
     assert rows["lab"]["reason"].startswith("no preference for lab and no '*': 0 replicas")
     table = fedctl("plan", "test-namespace/test-deployment")

@@ -25,8 +25,15 @@ def test_new_resource_with_untouched_override_row_saves(client, operator, cluste
     client.force_login(operator)
     url = reverse("federation:resource_create")
     data = submitted_fields(client.get(url).content.decode(), "resource-form")
-    data.update({"type": [str(ftype("Deployment").pk)], "namespace": ["shop"], "name": ["web"],
-                 "clusters": ["east"], "_save": ["1"]})
+    data.update(
+        {
+            "type": [str(ftype("Deployment").pk)],
+            "namespace": ["shop"],
+            "name": ["web"],
+            "clusters": ["east"],
+            "_save": ["1"],
+        }
+    )
     response = client.post(url, data)
     assert response.status_code == 302
     revision = FederatedResource.objects.get(name="web").current_revision
@@ -37,9 +44,15 @@ def test_new_resource_with_untouched_override_row_saves(client, operator, cluste
 def test_editing_keeps_overrides_and_scheduling_and_adds_no_wildcard_row(client, operator, clusters):
     resource = web_deployment(
         placement={"clusters": ["east", "west"]},
-        overrides=[{"clusterName": "west", "clusterOverrides": [{"op": "replace", "path": IMAGE, "value": "nginx:1.27"}]}],
-        scheduling={"totalReplicas": 4, "rebalance": False, "intersectWithClusterSelector": False,
-                    "clusters": {"east": {"weight": 2}}},
+        overrides=[
+            {"clusterName": "west", "clusterOverrides": [{"op": "replace", "path": IMAGE, "value": "nginx:1.27"}]}
+        ],
+        scheduling={
+            "totalReplicas": 4,
+            "rebalance": False,
+            "intersectWithClusterSelector": False,
+            "clusters": {"east": {"weight": 2}},
+        },
     )
     stored_clusters = resource.current_revision.scheduling["clusters"]
     client.force_login(operator)
@@ -64,12 +77,21 @@ def test_half_filled_override_row_is_an_error_with_a_summary_link(client, operat
     client.force_login(operator)
     url = reverse("federation:resource_create")
     data = submitted_fields(client.get(url).content.decode(), "resource-form")
-    data.update({"type": [str(ftype("Deployment").pk)], "namespace": ["shop"], "name": ["web"],
-                 "clusters": ["east"], "ov-0-path": [IMAGE], "ov-0-value": ["nginx:1.27"], "_save": ["1"]})
+    data.update(
+        {
+            "type": [str(ftype("Deployment").pk)],
+            "namespace": ["shop"],
+            "name": ["web"],
+            "clusters": ["east"],
+            "ov-0-path": [IMAGE],
+            "ov-0-value": ["nginx:1.27"],
+            "_save": ["1"],
+        }
+    )
     response = client.post(url, data)
     assert response.status_code == 400
     html = response.content.decode()
-    summary = html[html.index('id="error-summary"'):]
+    summary = html[html.index('id="error-summary"') :]
     summary = summary[: summary.index("</div>")]
     assert 'href="#id_ov-0-cluster"' in summary
     assert "Override 1 · Cluster: This field is required." in summary
@@ -79,14 +101,22 @@ def test_half_filled_override_row_is_an_error_with_a_summary_link(client, operat
 
 def test_register_form_errors_are_summarised_at_the_top(client, admin_user):
     client.force_login(admin_user)
-    response = client.post(reverse("clusters:cluster_create"),
-                           {"name": "Not A Label", "api_server": "https://x.example.test:6443", "role": "member",
-                            "auth_method": "token", "token": ""}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("clusters:cluster_create"),
+        {
+            "name": "Not A Label",
+            "api_server": "https://x.example.test:6443",
+            "role": "member",
+            "auth_method": "token",
+            "token": "",
+        },
+        HTTP_HX_REQUEST="true",
+    )
     assert response.status_code == 400
     html = response.content.decode()
     start = html.index('id="error-summary"')
     assert start < html.index('id="id_name"')
-    summary = html[start: html.index("</div>", start)]
+    summary = html[start : html.index("</div>", start)]
     assert 'href="#id_name"' in summary
     assert 'href="#id_token"' in summary
     assert "Bearer token: Enter the bearer token." in summary

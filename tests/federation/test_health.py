@@ -16,8 +16,14 @@ CASES = [
     ("Deployment", {"replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 3}, H),
     ("Deployment", {"replicas": 5, "updatedReplicas": 5, "availableReplicas": 0, "unavailableReplicas": 5}, P),
     ("Deployment", {"replicas": 3, "updatedReplicas": 1, "availableReplicas": 3}, P),
-    ("Deployment", {"replicas": 3, "conditions": [{"type": "Progressing", "status": "False",
-                                                    "reason": "ProgressDeadlineExceeded"}]}, D),
+    (
+        "Deployment",
+        {
+            "replicas": 3,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}],
+        },
+        D,
+    ),
     ("StatefulSet", {"replicas": 2, "readyReplicas": 1}, P),
     ("StatefulSet", {"replicas": 2, "readyReplicas": 2, "currentRevision": "a", "updateRevision": "a"}, H),
     ("DaemonSet", {"desiredNumberScheduled": 4, "updatedNumberScheduled": 4, "numberAvailable": 3}, P),
@@ -45,15 +51,24 @@ def resource_on_three(db):
         ClusterFactory(name=name)
     resource = web_deployment(placement={"clusters": ["east", "north", "west"]})
     rows = {
-        "east": dict(status=PropagationReason.OK, version="gen:1", sync_state=SyncState.IN_SYNC,
-                     remote_status={"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}),
-        "north": dict(status=PropagationReason.OK, version="gen:1", sync_state=SyncState.IN_SYNC,
-                      remote_status={"replicas": 5, "updatedReplicas": 5, "unavailableReplicas": 5}),
+        "east": dict(
+            status=PropagationReason.OK,
+            version="gen:1",
+            sync_state=SyncState.IN_SYNC,
+            remote_status={"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2},
+        ),
+        "north": dict(
+            status=PropagationReason.OK,
+            version="gen:1",
+            sync_state=SyncState.IN_SYNC,
+            remote_status={"replicas": 5, "updatedReplicas": 5, "unavailableReplicas": 5},
+        ),
         "west": dict(status=PropagationReason.CREATION_FAILED, version="", sync_state=SyncState.UNKNOWN),
     }
     for cluster_name, fields in rows.items():
-        PropagatedVersion.objects.create(resource=resource, cluster=ClusterFactory._meta.model.objects.get(name=cluster_name),
-                                         **fields)
+        PropagatedVersion.objects.create(
+            resource=resource, cluster=ClusterFactory._meta.model.objects.get(name=cluster_name), **fields
+        )
     PropagatedVersion.objects.filter(cluster__name="east").update(sync_state=SyncState.OUT_OF_SYNC)
     return resource
 
@@ -69,7 +84,7 @@ def test_resource_page_has_a_health_column_and_status_filters(client, viewer, re
     response = client.get(url)
     assert shown(response) == {"east": H, "north": P, "west": M}
     body = response.content.decode()
-    assert '<th>Health</th>' in body and 'data-health="Progressing">Progressing</span>' in body
+    assert "<th>Health</th>" in body and 'data-health="Progressing">Progressing</span>' in body
     assert shown(client.get(url, {"show": "unhealthy"})) == {"north": P, "west": M}
     assert shown(client.get(url, {"show": "failing"})) == {"west": M}
     assert shown(client.get(url, {"show": "outofsync"})) == {"east": H}

@@ -20,15 +20,25 @@ def finished(run):
 
 
 def status(resource, cluster):
-    return PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster).values_list("status", flat=True).first()
+    return (
+        PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster)
+        .values_list("status", flat=True)
+        .first()
+    )
 
 
 @pytest.fixture
 def ready_fleet(fleet, celery_worker):
     clusters = register_fleet(fleet, MEMBERS)
     ns = federate_namespace("shop", MEMBERS)
-    wait_for(lambda: finished(propagation.propagate_revision(ns)) or PropagationRun.objects.filter(
-        resource=ns, finished_at__isnull=False).exists(), timeout=60, message="namespace propagation")
+    wait_for(
+        lambda: (
+            finished(propagation.propagate_revision(ns))
+            or PropagationRun.objects.filter(resource=ns, finished_at__isnull=False).exists()
+        ),
+        timeout=60,
+        message="namespace propagation",
+    )
     return clusters
 
 
@@ -45,21 +55,28 @@ def test_deployment_with_override_and_weighted_rsp_lands_on_four_clusters(fleet,
     objects = {n: fleet.get_object(n, "apps/v1", "Deployment", "shop", "web") for n in MEMBERS}
     assert {n: o["spec"]["replicas"] for n, o in objects.items()} == {"m127": 4, "m128": 2, "m130": 2, "m131": 2}
     assert {n: o["spec"]["template"]["spec"]["containers"][0]["image"] for n, o in objects.items()} == {
-        "m127": "nginx:1.25", "m128": "nginx:1.25", "m130": "nginx:1.25", "m131": "nginx:1.27-alpine"}
+        "m127": "nginx:1.25",
+        "m128": "nginx:1.25",
+        "m130": "nginx:1.25",
+        "m131": "nginx:1.27-alpine",
+    }
     # the same revision again writes nothing (status updates by the roll-out bump resourceVersion,
     # so compare generations, and no target reports a write)
     second = propagation.propagate_revision(resource)
     second = wait_for(lambda: finished(second), timeout=60, message="second run finished")
     assert second.state == RunState.SUCCEEDED and not second.targets.filter(changed=True).exists()
-    assert {n: fleet.get_object(n, "apps/v1", "Deployment", "shop", "web")["metadata"]["generation"] for n in MEMBERS} == {
-        n: o["metadata"]["generation"] for n, o in objects.items()}
+    assert {
+        n: fleet.get_object(n, "apps/v1", "Deployment", "shop", "web")["metadata"]["generation"] for n in MEMBERS
+    } == {n: o["metadata"]["generation"] for n, o in objects.items()}
 
 
 def test_cluster_down_during_propagation_converges_after_it_returns(fleet, ready_fleet, settings):
     fleet.set_down("m130")
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
-    wait_for(lambda: status(resource, "m130") == PropagationReason.CLUSTER_NOT_READY, timeout=60, message="m130 retrying")
+    wait_for(
+        lambda: status(resource, "m130") == PropagationReason.CLUSTER_NOT_READY, timeout=60, message="m130 retrying"
+    )
     wait_for(lambda: all(status(resource, n) == PropagationReason.OK for n in ("m127", "m128", "m131")), timeout=60)
     assert finished(run) is None, "the run waits for the down cluster"
     fleet.set_up("m130")
@@ -69,10 +86,19 @@ def test_cluster_down_during_propagation_converges_after_it_returns(fleet, ready
 
 
 def test_v128_field_fails_on_v127_only(fleet, ready_fleet):
-    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
-        "metadata": {"labels": {"app": "web"}},
-        "spec": {"initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                 "containers": [{"name": "web", "image": "nginx:1.25"}]}}}}
+    template = {
+        **WEB_TEMPLATE,
+        "spec": {
+            **WEB_TEMPLATE["spec"],
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                    "containers": [{"name": "web", "image": "nginx:1.25"}],
+                },
+            },
+        },
+    }
     resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
     started = propagation.propagate_revision(resource)
     run = wait_for(lambda: finished(started), timeout=60, message="run finished")
@@ -91,11 +117,17 @@ def test_drift_detected_by_the_periodic_task_and_enforce_repairs(fleet, ready_fl
     for name in ("reported", "enforced"):
         fleet.external_edit("m128", "apps/v1", "Deployment", "shop", name, {"spec": {"replicas": 7}})
     detect_drift_task.delay()
-    drifted = wait_for(lambda: PropagatedVersion.objects.filter(resource=report, sync_state=SyncState.OUT_OF_SYNC).first(),
-                       timeout=60, message="drift reported")
+    drifted = wait_for(
+        lambda: PropagatedVersion.objects.filter(resource=report, sync_state=SyncState.OUT_OF_SYNC).first(),
+        timeout=60,
+        message="drift reported",
+    )
     assert drifted.drift == [{"path": "/spec/replicas", "before": 1, "after": 7, "change": "changed"}]
-    repaired = wait_for(lambda: PropagatedVersion.objects.filter(resource=enforce, drift_repaired_at__isnull=False).first(),
-                        timeout=60, message="drift repaired")
+    repaired = wait_for(
+        lambda: PropagatedVersion.objects.filter(resource=enforce, drift_repaired_at__isnull=False).first(),
+        timeout=60,
+        message="drift repaired",
+    )
     assert repaired.sync_state == SyncState.IN_SYNC
     assert fleet.get_object("m128", "apps/v1", "Deployment", "shop", "enforced")["spec"]["replicas"] == 1
     assert fleet.get_object("m128", "apps/v1", "Deployment", "shop", "reported")["spec"]["replicas"] == 7
@@ -124,7 +156,17 @@ def test_fedctl_propagate_wait_reports_each_cluster(fleet, ready_fleet, admin_us
 
     web_deployment(placement={"clusters": ["m128", "m130"]})
     out = StringIO()
-    call_command("fedctl", "propagate", "shop/web", "--as", admin_user.username, "--wait", "--timeout", "60", stdout=out,
-                 stderr=StringIO())
+    call_command(
+        "fedctl",
+        "propagate",
+        "shop/web",
+        "--as",
+        admin_user.username,
+        "--wait",
+        "--timeout",
+        "60",
+        stdout=out,
+        stderr=StringIO(),
+    )
     text = out.getvalue()
     assert "m128: OK" in text and "m130: OK" in text and "Succeeded" in text

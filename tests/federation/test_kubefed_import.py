@@ -46,7 +46,10 @@ def test_federated_deployment_and_rsp_are_parsed_with_cluster_mapping():
     assert resource.placement == {"clusters": ["east", "west"]}
     assert resource.overrides[0]["clusterName"] == "west"
     (rsp,) = result.scheduling
-    assert rsp.target_kind == "Deployment" and rsp.preference["clusters"] == {"east": {"weight": 2, "minReplicas": 0}, "*": {"weight": 1, "minReplicas": 0}}
+    assert rsp.target_kind == "Deployment" and rsp.preference["clusters"] == {
+        "east": {"weight": 2, "minReplicas": 0},
+        "*": {"weight": 1, "minReplicas": 0},
+    }
 
 
 def test_unknown_cluster_is_a_clear_error():
@@ -60,10 +63,22 @@ def test_unknown_cluster_is_a_clear_error():
         ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\n", "no metadata.name"),
         ("kind: FederatedDeployment\nmetadata: {name: x}\n", "no apiVersion"),
         ("apiVersion: types.kubefed.io/v1beta1\nkind: Deployment\nmetadata: {name: x}\n", "not a Federated<Kind>"),
-        ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec: {placment: {}}\n", "unknown spec field 'placment'"),
-        ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec: {placement: {clusters: x}}\n", "must be a list"),
-        ("apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec:\n  overrides: [{clusterName: a, clusterOverrides: [{op: move, path: /a}]}]\n", "op 'move'"),
-        ("apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: x}\nspec: {targetKind: Deployment, totalReplicas: 1}\n", "targetKind"),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec: {placment: {}}\n",
+            "unknown spec field 'placment'",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec: {placement: {clusters: x}}\n",
+            "must be a list",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedDeployment\nmetadata: {name: x}\nspec:\n  overrides: [{clusterName: a, clusterOverrides: [{op: move, path: /a}]}]\n",
+            "op 'move'",
+        ),
+        (
+            "apiVersion: scheduling.kubefed.io/v1alpha1\nkind: ReplicaSchedulingPreference\nmetadata: {name: x}\nspec: {targetKind: Deployment, totalReplicas: 1}\n",
+            "targetKind",
+        ),
         ("apiVersion: core.kubefed.io/v1beta1\nkind: KubeFedCluster\nmetadata: {name: x}\n", "control-plane"),
         ("a: [1", "Invalid YAML"),
         ("", "no YAML documents"),
@@ -83,8 +98,12 @@ def test_every_kubefed_example_parses(path):
 def test_kubefed_example_deployment_overrides_apply_to_the_rendered_template():
     (resource,) = parse_documents((EXAMPLES / "federateddeployment.yaml").read_text(), cluster_map=MAP).resources
     manifest = render_manifest(
-        target=TargetType("apps/v1", "Deployment"), template=resource.template, namespace=resource.namespace,
-        name=resource.name, cluster="west", overrides=resource.overrides,
+        target=TargetType("apps/v1", "Deployment"),
+        template=resource.template,
+        namespace=resource.namespace,
+        name=resource.name,
+        cluster="west",
+        overrides=resource.overrides,
     )
     assert manifest["spec"]["replicas"] == 5
     assert manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.17.0-alpine"

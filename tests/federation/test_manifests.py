@@ -94,18 +94,23 @@ def test_dump_is_stable():
 
 def test_timestamps_stay_strings_like_kubectl():
     assert load_yaml("date: 2024-01-01\nwhen: 2001-12-14t21:59:43.10-05:00\n") == {
-        "date": "2024-01-01", "when": "2001-12-14t21:59:43.10-05:00"}
+        "date": "2024-01-01",
+        "when": "2001-12-14t21:59:43.10-05:00",
+    }
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a: !!binary aGVsbG8=\n", r"tags \(tag:yaml.org,2002:binary\) are not allowed at line 1"),
-    ("a: !!set {x, y}\n", r"tags \(tag:yaml.org,2002:set\)"),
-    ("a: !custom x\n", r"tags \(!custom\)"),
-    ("a: !!str 5\n", "tags"),
-    ("a: .nan\n", "not finite"),
-    ("a: .inf\n", "not finite"),
-    ("? [1, 2]\n: x\n", "unhashable|not a string"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a: !!binary aGVsbG8=\n", r"tags \(tag:yaml.org,2002:binary\) are not allowed at line 1"),
+        ("a: !!set {x, y}\n", r"tags \(tag:yaml.org,2002:set\)"),
+        ("a: !custom x\n", r"tags \(!custom\)"),
+        ("a: !!str 5\n", "tags"),
+        ("a: .nan\n", "not finite"),
+        ("a: .inf\n", "not finite"),
+        ("? [1, 2]\n: x\n", "unhashable|not a string"),
+    ],
+)
 def test_values_json_cannot_hold_are_refused(text, message):
     with pytest.raises(ManifestError, match=message):
         load_yaml(text)

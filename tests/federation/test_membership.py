@@ -25,7 +25,11 @@ WEB = {"clusterSelector": {"matchLabels": {"tier": "web"}}}
 
 
 def status(resource, cluster):
-    return PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster).values_list("status", flat=True).first()
+    return (
+        PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster)
+        .values_list("status", flat=True)
+        .first()
+    )
 
 
 @pytest.fixture
@@ -51,7 +55,9 @@ def test_a_relabelled_cluster_gets_what_the_approved_placement_selects(fleet, la
     assert [(c.resource.name, c.action) for c in membership_changes(m130)] == [("shop", APPLY), ("web", APPLY)]
     runs = reconcile_cluster_membership(m130, reason="labels changed")
     assert [list(r.targets.values_list("cluster__name", "action")) for r in runs] == [
-        [("m130", TargetAction.APPLY)], [("m130", TargetAction.APPLY)]]
+        [("m130", TargetAction.APPLY)],
+        [("m130", TargetAction.APPLY)],
+    ]
     assert all(r.actor is None for r in runs)
     assert status(web, "m130") == PropagationReason.PENDING  # listed, pending until done
     for run in runs:
@@ -59,8 +65,12 @@ def test_a_relabelled_cluster_gets_what_the_approved_placement_selects(fleet, la
     assert status(web, "m130") == PropagationReason.OK
     assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web") is not None
     event = AuditEvent.objects.get(action="federation.resource.membership", object_repr=str(web))
-    assert event.actor is None and event.after == {"run": runs[1].pk, "action": APPLY, "cluster": "m130",
-                                                   "reason": "labels changed"}
+    assert event.actor is None and event.after == {
+        "run": runs[1].pk,
+        "action": APPLY,
+        "cluster": "m130",
+        "reason": "labels changed",
+    }
     assert membership_changes(m130) == []  # nothing left to do: reconciling twice is a no-op
 
 
@@ -71,15 +81,20 @@ def test_the_resource_page_lists_the_joining_cluster_as_pending(client, fleet, l
     client.force_login(viewer)
     page = client.get(reverse("federation:resource_detail", args=[web.pk])).content.decode()
     assert '<tr data-cluster="m130">' in page
-    row = page[page.index('<tr data-cluster="m130">'):]
-    assert 'data-status="Pending">Pending</span>' in row[:row.index("</tr>")]
+    row = page[page.index('<tr data-cluster="m130">') :]
+    assert 'data-status="Pending">Pending</span>' in row[: row.index("</tr>")]
 
 
-@pytest.mark.parametrize("retention, expected, remains", [
-    (Retention.DELETE, PropagationReason.REMOVED, False),
-    (Retention.ORPHAN, PropagationReason.ORPHANED, True),
-])
-def test_a_cluster_relabelled_out_of_the_placement_loses_it_per_retention(fleet, labelled, retention, expected, remains):
+@pytest.mark.parametrize(
+    "retention, expected, remains",
+    [
+        (Retention.DELETE, PropagationReason.REMOVED, False),
+        (Retention.ORPHAN, PropagationReason.ORPHANED, True),
+    ],
+)
+def test_a_cluster_relabelled_out_of_the_placement_loses_it_per_retention(
+    fleet, labelled, retention, expected, remains
+):
     web = web_deployment(placement=WEB, retention=retention)
     drain(propagation.propagate_revision(web))
     assert status(web, "m128") == PropagationReason.OK
@@ -116,7 +131,9 @@ def test_with_the_setting_a_change_request_is_opened_instead(client, fleet, labe
     m130 = relabel(labelled["m130"], {"tier": "web"})
     opened = reconcile_cluster_membership(m130, reason="labels changed")
     assert [(cr.resource.name, cr.kind, cr.state, cr.author) for cr in opened] == [
-        ("shop", ChangeKind.RECONCILE, ChangeState.DRAFT, None), ("web", ChangeKind.RECONCILE, ChangeState.DRAFT, None)]
+        ("shop", ChangeKind.RECONCILE, ChangeState.DRAFT, None),
+        ("web", ChangeKind.RECONCILE, ChangeState.DRAFT, None),
+    ]
     cr = opened[1]
     assert cr.title == "Reconcile Deployment shop/web: m130 labels changed"
     web.refresh_from_db()
@@ -134,7 +151,9 @@ def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_captur
     from federation import enqueue
 
     sent = []
-    monkeypatch.setattr(enqueue, "reconcile_membership", lambda cluster_id, reason, **kw: sent.append((cluster_id, reason)))
+    monkeypatch.setattr(
+        enqueue, "reconcile_membership", lambda cluster_id, reason, **kw: sent.append((cluster_id, reason))
+    )
     from tests.clusters.factories import ClusterFactory
 
     cluster = ClusterFactory(name="late")
@@ -144,7 +163,9 @@ def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_captur
     assert sent == [(cluster.pk, "labels changed")]
 
 
-def test_the_reconcile_change_request_once_approved_propagates_to_the_cluster(fleet, labelled, settings, operator, approver):
+def test_the_reconcile_change_request_once_approved_propagates_to_the_cluster(
+    fleet, labelled, settings, operator, approver
+):
     from federation.approvals import services as approvals
 
     settings.FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = True

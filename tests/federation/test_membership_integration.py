@@ -17,12 +17,18 @@ WEB = {"clusterSelector": {"matchLabels": {"tier": "web"}}}
 
 
 def status(resource, cluster):
-    return PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster).values_list("status", flat=True).first()
+    return (
+        PropagatedVersion.objects.filter(resource=resource, cluster__name=cluster)
+        .values_list("status", flat=True)
+        .first()
+    )
 
 
 def finished(resource):
-    return PropagationRun.objects.filter(resource=resource).exists() and not PropagationRun.objects.filter(
-        resource=resource, finished_at__isnull=True).exists()
+    return (
+        PropagationRun.objects.filter(resource=resource).exists()
+        and not PropagationRun.objects.filter(resource=resource, finished_at__isnull=True).exists()
+    )
 
 
 def test_a_cluster_registered_later_gets_the_label_placed_resource_and_loses_it_when_relabelled(fleet, celery_worker):
@@ -36,12 +42,18 @@ def test_a_cluster_registered_later_gets_the_label_placed_resource_and_loses_it_
         wait_for(lambda resource=resource: finished(resource), timeout=60, message=f"{resource} propagated")
     assert status(web, "m128") == PropagationReason.OK
 
-    m130 = cluster_services.register_cluster(name="m130", api_server=fleet.url("m130"), token=fleet.token("m130"),
-                                             labels={"tier": "web"})  # the system (actor None), as a command would
-    wait_for(lambda: fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web"), timeout=120,
-             message="web propagated to the cluster that joined")
+    m130 = cluster_services.register_cluster(
+        name="m130", api_server=fleet.url("m130"), token=fleet.token("m130"), labels={"tier": "web"}
+    )  # the system (actor None), as a command would
+    wait_for(
+        lambda: fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web"),
+        timeout=120,
+        message="web propagated to the cluster that joined",
+    )
     wait_for(lambda: status(web, "m130") == PropagationReason.OK, timeout=60, message="m130 recorded OK")
-    assert AuditEvent.objects.filter(action="federation.resource.membership", object_repr=str(web), cluster="m130").exists()
+    assert AuditEvent.objects.filter(
+        action="federation.resource.membership", object_repr=str(web), cluster="m130"
+    ).exists()
 
     cluster_services.update_cluster(m130, labels={"tier": "batch"}, verify=False)
     wait_for(lambda: status(web, "m130") == PropagationReason.REMOVED, timeout=120, message="web removed from m130")

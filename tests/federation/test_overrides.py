@@ -56,7 +56,9 @@ def test_missing_path_for_replace_or_remove_names_path_and_cluster(op):
 
 def test_list_index_out_of_range_is_missing():
     with pytest.raises(OverrideError, match="containers/3/image"):
-        apply_overrides(DEPLOYMENT, overrides({"path": "/spec/template/spec/containers/3/image", "value": "x"}), cluster="c2")
+        apply_overrides(
+            DEPLOYMENT, overrides({"path": "/spec/template/spec/containers/3/image", "value": "x"}), cluster="c2"
+        )
 
 
 @pytest.mark.parametrize(

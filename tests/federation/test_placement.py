@@ -49,10 +49,17 @@ def test_kubefed_style_cluster_entries_are_accepted():
 
 def test_match_labels_and_expressions_all_operators():
     assert select({"clusterSelector": {"matchLabels": {"env": "prod"}}}) == ["east", "west"]
-    assert select({"clusterSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu", "us-west"]}]}}) == ["lab", "west"]
-    assert select({"clusterSelector": {"matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["eu"]}]}}) == ["east", "west"]
+    assert select(
+        {"clusterSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu", "us-west"]}]}}
+    ) == ["lab", "west"]
+    assert select(
+        {"clusterSelector": {"matchExpressions": [{"key": "region", "operator": "NotIn", "values": ["eu"]}]}}
+    ) == ["east", "west"]
     assert select({"clusterSelector": {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}}) == ["lab"]
-    assert select({"clusterSelector": {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}}) == ["east", "west"]
+    assert select({"clusterSelector": {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}}) == [
+        "east",
+        "west",
+    ]
 
 
 def test_not_in_matches_clusters_without_the_label():

@@ -11,11 +11,19 @@ from federation.preview_checks import (
 )
 
 V128_SIDECAR = {
-    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-    "spec": {"selector": {"matchLabels": {"app": "web"}},
-             "template": {"metadata": {"labels": {"app": "web"}},
-                          "spec": {"initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                                   "containers": [{"name": "web", "image": "nginx"}]}}},
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                "containers": [{"name": "web", "image": "nginx"}],
+            },
+        },
+    },
 }
 
 

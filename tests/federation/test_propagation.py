@@ -8,12 +8,12 @@ import pytest
 from clusters import kube
 from clusters.choices import ClusterState
 from clusters.services import connection_for
-from fedportal.models import AuditEvent
 from federation import propagation, services
 from federation.choices import Condition, DriftPolicy, PropagationReason, Retention, RunState, SyncState, TargetState
 from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation import network, record, worker
 from federation.rendering import MANAGED_LABEL
+from fedportal.models import AuditEvent
 from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
 from tests.utils import wait_for
 
@@ -86,10 +86,19 @@ def test_task_body_is_idempotent(fleet, fleet_clusters):
 
 
 def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_clusters):
-    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
-        "metadata": {"labels": {"app": "web"}},
-        "spec": {"initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                 "containers": [{"name": "web", "image": "nginx:1.25"}]}}}}
+    template = {
+        **WEB_TEMPLATE,
+        "spec": {
+            **WEB_TEMPLATE["spec"],
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                    "containers": [{"name": "web", "image": "nginx:1.25"}],
+                },
+            },
+        },
+    }
     resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
     assert previews["m127"].warnings and "restartPolicy" in previews["m127"].warnings[0]
@@ -150,10 +159,25 @@ def test_federated_namespace_is_created_first(fleet):
 
 def test_unmanaged_object_is_already_exists_and_left_alone(fleet, fleet_clusters):
     conn = connection_for(fleet_clusters["m128"])
-    kube.apply_object(conn, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shop"},
-                             "data": {"owner": "someone-else"}}, plural="configmaps", namespaced=True, field_manager="kubectl")
-    resource = services.create_resource(services.find_type("ConfigMap"), namespace="shop", name="cfg",
-                                        template={"data": {"owner": "fedportal"}}, placement={"clusters": ["m128"]})
+    kube.apply_object(
+        conn,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cfg", "namespace": "shop"},
+            "data": {"owner": "someone-else"},
+        },
+        plural="configmaps",
+        namespaced=True,
+        field_manager="kubectl",
+    )
+    resource = services.create_resource(
+        services.find_type("ConfigMap"),
+        namespace="shop",
+        name="cfg",
+        template={"data": {"owner": "fedportal"}},
+        placement={"clusters": ["m128"]},
+    )
     drain(propagation.propagate_revision(resource))
     assert pv(resource, "m128").status == PropagationReason.ALREADY_EXISTS
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "cfg")["data"] == {"owner": "someone-else"}
@@ -169,18 +193,34 @@ def calls_between(before: dict[str, int], after: dict[str, int]) -> dict[str, in
 
 
 def new_image(resource, image: str):
-    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {
-        "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": image}]}}}}
+    template = {
+        **WEB_TEMPLATE,
+        "spec": {
+            **WEB_TEMPLATE["spec"],
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+        },
+    }
     return services.update_resource(resource, template=template, placement={"clusters": ["m128"]})
 
 
 def replace_outside(fleet, cluster):
     """Someone else deletes shop/web on ``cluster`` and makes their own Deployment of that name."""
     fleet.external_delete(cluster.name, "apps/v1", "Deployment", "shop", "web")
-    theirs = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-              "spec": {"selector": {"matchLabels": {"app": "theirs"}}, "template": {
-                  "metadata": {"labels": {"app": "theirs"}},
-                  "spec": {"containers": [{"name": "theirs", "image": "busybox"}]}}}}
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {
+                "metadata": {"labels": {"app": "theirs"}},
+                "spec": {"containers": [{"name": "theirs", "image": "busybox"}]},
+            },
+        },
+    }
     kube.apply_object(connection_for(cluster), theirs, plural="deployments", namespaced=True, field_manager="kubectl")
 
 
@@ -193,15 +233,29 @@ def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_
     assert pv(resource, "m128").live_uid == live(fleet, "m128")["metadata"]["uid"]
     # someone else's object of that name: the apply naming a fresh uid is refused, the read decides
     conn = connection_for(fleet_clusters["m128"])
-    kube.apply_object(conn, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "theirs", "namespace": "shop"},
-                             "data": {"owner": "someone-else"}}, plural="configmaps", namespaced=True, field_manager="kubectl")
+    kube.apply_object(
+        conn,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "theirs", "namespace": "shop"},
+            "data": {"owner": "someone-else"},
+        },
+        plural="configmaps",
+        namespaced=True,
+        field_manager="kubectl",
+    )
     before = served(fleet, "m128")
-    cfg = services.create_resource(services.find_type("ConfigMap"), namespace="shop", name="theirs",
-                                   template={"data": {"owner": "fedportal"}}, placement={"clusters": ["m128"]})
+    cfg = services.create_resource(
+        services.find_type("ConfigMap"),
+        namespace="shop",
+        name="theirs",
+        template={"data": {"owner": "fedportal"}},
+        placement={"clusters": ["m128"]},
+    )
     drain(propagation.propagate_revision(cfg))
     after = served(fleet, "m128")
-    assert calls_between(before, after) == {
-        "PATCH": 1, "GET": 1}
+    assert calls_between(before, after) == {"PATCH": 1, "GET": 1}
     assert pv(cfg, "m128").status == PropagationReason.ALREADY_EXISTS
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "theirs")["data"] == {"owner": "someone-else"}
 
@@ -251,10 +305,13 @@ def test_an_object_deleted_outside_is_created_again_by_the_next_revision(fleet, 
     drain(propagation.propagate_revision(resource))
     obj = live(fleet, "m128")
     assert obj["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
-    assert pv(resource, "m128").status == PropagationReason.OK and pv(resource, "m128").live_uid == obj["metadata"]["uid"]
+    assert (
+        pv(resource, "m128").status == PropagationReason.OK and pv(resource, "m128").live_uid == obj["metadata"]["uid"]
+    )
     assert obj["metadata"]["uid"] != old_uid
-    assert AuditEvent.objects.filter(action="federation.propagation.apply", summary__startswith="Created",
-                                     summary__contains="revision 2").exists()
+    assert AuditEvent.objects.filter(
+        action="federation.propagation.apply", summary__startswith="Created", summary__contains="revision 2"
+    ).exists()
 
 
 def test_down_cluster_retries_and_converges_when_back(fleet, fleet_clusters, settings):
@@ -318,10 +375,13 @@ def test_rsp_moves_replicas_away_from_unready_clusters(fleet, fleet_clusters):
     assert sum(live(fleet, n)["spec"]["replicas"] for n in ("m127", "m128", "m130")) == 9
 
 
-@pytest.mark.parametrize("retention, expect_present, status", [
-    (Retention.DELETE, False, PropagationReason.REMOVED),
-    (Retention.ORPHAN, True, PropagationReason.ORPHANED),
-])
+@pytest.mark.parametrize(
+    "retention, expect_present, status",
+    [
+        (Retention.DELETE, False, PropagationReason.REMOVED),
+        (Retention.ORPHAN, True, PropagationReason.ORPHANED),
+    ],
+)
 def test_clusters_leaving_the_placement_delete_or_orphan(fleet, fleet_clusters, retention, expect_present, status):
     resource = web_deployment(placement={"clusters": ["m128", "m130"]}, retention=retention)
     drain(propagation.propagate_revision(resource))
@@ -337,8 +397,14 @@ def test_clusters_leaving_the_placement_delete_or_orphan(fleet, fleet_clusters, 
 def test_external_edit_is_drift_with_a_field_diff(fleet, fleet_clusters, policy):
     resource = web_deployment(placement={"clusters": ["m128", "m130"]}, drift_policy=policy)
     drain(propagation.propagate_revision(resource))
-    fleet.external_edit("m130", "apps/v1", "Deployment", "shop", "web",
-                        {"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "evil:latest"}]}}}})
+    fleet.external_edit(
+        "m130",
+        "apps/v1",
+        "Deployment",
+        "shop",
+        "web",
+        {"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "evil:latest"}]}}}},
+    )
     summary = propagation.detect_drift()
     assert summary.checked == 6  # 4 namespaces + 2 deployments
     assert summary.out_of_sync + summary.repaired == 1
@@ -376,7 +442,13 @@ def test_a_field_removed_outside_fedportal_is_drift(fleet, fleet_clusters):
 def test_deleted_object_is_drift(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
-    kube.delete_object(connection_for(fleet_clusters["m128"]), api_version="apps/v1", plural="deployments", namespace="shop", name="web")
+    kube.delete_object(
+        connection_for(fleet_clusters["m128"]),
+        api_version="apps/v1",
+        plural="deployments",
+        namespace="shop",
+        name="web",
+    )
     summary = propagation.detect_drift(resource=resource)
     assert summary.checked == 1 and summary.errors == 0, summary
     assert pv(resource, "m128").drift[0]["change"] == "removed"
@@ -392,8 +464,9 @@ def test_an_object_made_again_outside_is_drift_and_never_taken_over(fleet, fleet
     assert summary.out_of_sync == 1 and summary.repaired == 0, summary
     version = pv(resource, "m128")
     assert version.sync_state == SyncState.OUT_OF_SYNC
-    assert version.drift == [{"path": "/metadata/uid", "before": ours, "after": live(fleet, "m128")["metadata"]["uid"],
-                              "change": "replaced"}]
+    assert version.drift == [
+        {"path": "/metadata/uid", "before": ours, "after": live(fleet, "m128")["metadata"]["uid"], "change": "replaced"}
+    ]
     obj = live(fleet, "m128")
     assert [c["image"] for c in obj["spec"]["template"]["spec"]["containers"]] == ["busybox"]
     assert MANAGED_LABEL not in (obj["metadata"].get("labels") or {})
@@ -431,12 +504,18 @@ def test_preview_shows_create_update_unchanged_and_delete(fleet, fleet_clusters)
     assert {n: p.action for n, p in previews.items()} == {"m128": "create", "m130": "create"}
     assert "image: nginx:1.25" in previews["m128"].rendered_yaml
     drain(propagation.propagate_revision(resource))
-    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128", "m131"]},
-                             overrides=[{"clusterName": "m128", "clusterOverrides": [{"path": IMAGE, "value": "nginx:1.26"}]}])
+    services.update_resource(
+        resource,
+        template=WEB_TEMPLATE,
+        placement={"clusters": ["m128", "m131"]},
+        overrides=[{"clusterName": "m128", "clusterOverrides": [{"path": IMAGE, "value": "nginx:1.26"}]}],
+    )
     resource.refresh_from_db()
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
     assert {n: p.action for n, p in previews.items()} == {"m128": "update", "m130": "delete", "m131": "create"}
-    assert "-      - image: nginx:1.25" in previews["m128"].diff and "+      - image: nginx:1.26" in previews["m128"].diff
+    assert (
+        "-      - image: nginx:1.25" in previews["m128"].diff and "+      - image: nginx:1.26" in previews["m128"].diff
+    )
 
 
 def test_preview_of_unreachable_cluster_is_an_error_row(fleet, fleet_clusters):
@@ -462,15 +541,20 @@ def test_drift_is_not_judged_while_a_propagation_is_in_flight(fleet, fleet_clust
     assert propagation.detect_drift(resource=resource).checked == 0
 
 
-@pytest.mark.parametrize("message", [
-    'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.template.spec.initContainers[0].restartPolicy"',
-    "failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): .spec.template.spec.initContainers[0].restartPolicy: field not declared in schema",
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: unknown field "spec.template.spec.initContainers[0].restartPolicy"',
+        "failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): .spec.template.spec.initContainers[0].restartPolicy: field not declared in schema",
+    ],
+)
 def test_field_rejections_are_field_not_supported_in_both_spellings(message):
     from clusters.models import Cluster
 
     cluster = Cluster(name="old", server_version="v1.27.3")
-    failure = network.classify_failure(kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster)
+    failure = network.classify_failure(
+        kube.KubePermanentError(message, kind=kube.KIND_BAD_REQUEST, status=400), existed=True, cluster=cluster
+    )
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message and "v1.27.3" in failure.message
 
@@ -478,10 +562,15 @@ def test_field_rejections_are_field_not_supported_in_both_spellings(message):
 def test_apply_typed_patch_500_naming_an_undeclared_field_is_field_not_supported_not_a_retry():
     from clusters.models import Cluster
 
-    message = ("failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
-               ".spec.template.spec.initContainers[0].restartPolicy: field not declared in schema")
-    failure = network.classify_failure(kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
-                                    existed=False, cluster=Cluster(name="old", server_version="v1.27.3"))
+    message = (
+        "failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
+        ".spec.template.spec.initContainers[0].restartPolicy: field not declared in schema"
+    )
+    failure = network.classify_failure(
+        kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
+        existed=False,
+        cluster=Cluster(name="old", server_version="v1.27.3"),
+    )
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message
 
@@ -493,13 +582,20 @@ def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():
     invalid = kube.KubePermanentError("422 Invalid: spec.replicas must be >= 0", kind=kube.KIND_INVALID, status=422)
     assert network.classify_failure(invalid, existed=False, cluster=cluster).reason == PropagationReason.CREATION_FAILED
     assert network.classify_failure(invalid, existed=True, cluster=cluster).reason == PropagationReason.UPDATE_FAILED
-    down = network.classify_failure(kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster)
+    down = network.classify_failure(
+        kube.KubeTransientError("refused", kind=kube.KIND_REFUSED), existed=True, cluster=cluster
+    )
     assert down.transient and down.reason == PropagationReason.CLUSTER_NOT_READY
 
 
 def test_secret_values_are_masked_in_preview_and_drift(fleet, fleet_clusters):
-    resource = services.create_resource(services.find_type("Secret"), namespace="shop", name="db",
-                                        template={"data": {"password": "czNjcjN0"}}, placement={"clusters": ["m128"]})
+    resource = services.create_resource(
+        services.find_type("Secret"),
+        namespace="shop",
+        name="db",
+        template={"data": {"password": "czNjcjN0"}},
+        placement={"clusters": ["m128"]},
+    )
     (preview,) = propagation.preview_revision(resource)
     assert "czNjcjN0" not in preview.rendered_yaml + preview.diff and "<secret hmac:" in preview.rendered_yaml
     drain(propagation.propagate_revision(resource))
@@ -516,17 +612,22 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
 
     from django.utils import timezone
 
-    from fedportal.audit import verify_chain
     from federation.models import PropagationTarget
+    from fedportal.audit import verify_chain
 
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
     held = fleet_clusters["m130"]
     PropagationTarget.objects.filter(run=run, cluster=held).update(
-        state=TargetState.RUNNING, lease_until=timezone.now() + timedelta(minutes=5))  # another worker's
+        state=TargetState.RUNNING, lease_until=timezone.now() + timedelta(minutes=5)
+    )  # another worker's
     outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
     assert outcomes[held.pk].skipped
-    assert {name for name, c in fleet_clusters.items() if outcomes[c.pk].state == TargetState.DONE} == {"m127", "m128", "m131"}
+    assert {name for name, c in fleet_clusters.items() if outcomes[c.pk].state == TargetState.DONE} == {
+        "m127",
+        "m128",
+        "m131",
+    }
     assert all(outcomes[c.pk].changed for name, c in fleet_clusters.items() if name != "m130")
     assert live(fleet, "m130") is None, "the held target was left to its holder"
     run.refresh_from_db()
@@ -542,12 +643,18 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
 
 
 def test_retries_are_grouped_by_delay():
-    outcomes = {3: propagation.TargetOutcome(retry_in=4.0), 1: propagation.TargetOutcome(retry_in=2.0),
-                2: propagation.TargetOutcome(retry_in=2.0), 4: propagation.TargetOutcome(state=TargetState.DONE)}
+    outcomes = {
+        3: propagation.TargetOutcome(retry_in=4.0),
+        1: propagation.TargetOutcome(retry_in=2.0),
+        2: propagation.TargetOutcome(retry_in=2.0),
+        4: propagation.TargetOutcome(state=TargetState.DONE),
+    }
     assert propagation.retries_by_delay(outcomes) == {2.0: [1, 2], 4.0: [3]}
 
 
-def test_planning_reads_a_fixed_number_of_rows_whatever_was_propagated(fleet, fleet_clusters, django_assert_max_num_queries):
+def test_planning_reads_a_fixed_number_of_rows_whatever_was_propagated(
+    fleet, fleet_clusters, django_assert_max_num_queries
+):
     resource = web_deployment(placement={"clusters": MEMBERS})
     drain(propagation.propagate_revision(resource))
     resource.refresh_from_db()
@@ -584,20 +691,31 @@ def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_c
     with CaptureQueriesContext(connection) as queries:
         outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
     assert {o.state for o in outcomes.values()} == {TargetState.DONE}
-    writes = [q["sql"] for q in queries.captured_queries
-              if 'UPDATE "federation_propagatedversion"' in q["sql"] and "applied_manifest" in q["sql"]]
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if 'UPDATE "federation_propagatedversion"' in q["sql"] and "applied_manifest" in q["sql"]
+    ]
     assert 1 <= len(writes) < len(MEMBERS), writes  # one (executemany) per flush of the chunk
     resource.refresh_from_db()
     for name in MEMBERS:
         row, obj = pv(resource, name), live(fleet, name)
-        assert (row.status, row.revision_id, row.sync_state) == (PropagationReason.OK, resource.current_revision_id, SyncState.IN_SYNC)
+        assert (row.status, row.revision_id, row.sync_state) == (
+            PropagationReason.OK,
+            resource.current_revision_id,
+            SyncState.IN_SYNC,
+        )
         assert (row.live_uid, row.live_resource_version) == (obj["metadata"]["uid"], obj["metadata"]["resourceVersion"])
         assert row.version == f"gen:{obj['metadata']['generation']}" and row.propagated_at is not None
-        assert row.applied_manifest["spec"]["template"]["spec"]["containers"][0]["image"] == \
-            obj["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert (
+            row.applied_manifest["spec"]["template"]["spec"]["containers"][0]["image"]
+            == obj["spec"]["template"]["spec"]["containers"][0]["image"]
+        )
 
 
-def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(fleet, fleet_clusters, django_assert_num_queries):
+def test_the_network_half_of_a_chunk_reads_nothing_its_claim_did_not_load(
+    fleet, fleet_clusters, django_assert_num_queries
+):
     # the claim loads a few of each cluster's fields; a field read but not loaded would cost a query
     # per cluster, from a pool thread that must not touch the database
     resource = web_deployment(placement={"clusters": MEMBERS})
@@ -635,7 +753,7 @@ def test_starting_a_run_is_the_same_number_of_queries_for_two_clusters_or_four(f
     counts = []
     for name, members in (("two", MEMBERS[:2]), ("four", MEMBERS[2:])):
         register_fleet(fleet, members)  # two registered clusters, then four
-        resource = web_deployment(name=name, placement={"clusters": MEMBERS[:len(counts) * 2 + 2]})
+        resource = web_deployment(name=name, placement={"clusters": MEMBERS[: len(counts) * 2 + 2]})
         with CaptureQueriesContext(connection) as queries:
             propagation.propagate_revision(resource)
         counts.append(len(queries.captured_queries))

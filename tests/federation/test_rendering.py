@@ -2,7 +2,14 @@ import pytest
 
 from federation.diffs import diff_desired_live, diff_objects, strip_server_fields, unified_yaml_diff
 from federation.overrides import OverrideError, normalize_overrides
-from federation.rendering import MANAGED_LABEL, REVISION_ANNOTATION, TargetType, content_hash, override_hash, render_manifest
+from federation.rendering import (
+    MANAGED_LABEL,
+    REVISION_ANNOTATION,
+    TargetType,
+    content_hash,
+    override_hash,
+    render_manifest,
+)
 
 DEPLOYMENT = TargetType("apps/v1", "Deployment", True)
 TEMPLATE = {
@@ -34,7 +41,12 @@ def test_cluster_scoped_types_have_no_namespace():
 
 def test_overrides_then_scheduled_replicas():
     overrides = normalize_overrides(
-        [{"clusterName": "c1", "clusterOverrides": [{"path": "/spec/template/spec/containers/0/image", "value": "nginx:1.25"}]}]
+        [
+            {
+                "clusterName": "c1",
+                "clusterOverrides": [{"path": "/spec/template/spec/containers/0/image", "value": "nginx:1.25"}],
+            }
+        ]
     )
     manifest = render(overrides=overrides, replicas=4)
     assert manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.25"
@@ -43,7 +55,9 @@ def test_overrides_then_scheduled_replicas():
 
 
 def test_bad_override_raises_with_cluster():
-    overrides = normalize_overrides([{"clusterName": "c1", "clusterOverrides": [{"path": "/spec/paused", "value": True}]}])
+    overrides = normalize_overrides(
+        [{"clusterName": "c1", "clusterOverrides": [{"path": "/spec/paused", "value": True}]}]
+    )
     with pytest.raises(OverrideError, match="c1"):
         render(overrides=overrides)
 
@@ -51,7 +65,13 @@ def test_bad_override_raises_with_cluster():
 def test_service_cluster_ip_and_node_ports_are_retained_from_live():
     target = TargetType("v1", "Service", True)
     template = {"spec": {"type": "NodePort", "ports": [{"name": "http", "port": 80}]}}
-    live = {"spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"], "ports": [{"name": "http", "port": 80, "nodePort": 30080}]}}
+    live = {
+        "spec": {
+            "clusterIP": "10.0.0.7",
+            "clusterIPs": ["10.0.0.7"],
+            "ports": [{"name": "http", "port": 80, "nodePort": 30080}],
+        }
+    }
     manifest = render(target=target, template=template, live=live)
     assert manifest["spec"]["clusterIP"] == "10.0.0.7"
     assert manifest["spec"]["ports"][0]["nodePort"] == 30080
@@ -60,7 +80,12 @@ def test_service_cluster_ip_and_node_ports_are_retained_from_live():
 
 def test_job_selector_retained_unless_manual():
     target = TargetType("batch/v1", "Job", True)
-    live = {"spec": {"selector": {"matchLabels": {"controller-uid": "u"}}, "template": {"metadata": {"labels": {"controller-uid": "u"}}}}}
+    live = {
+        "spec": {
+            "selector": {"matchLabels": {"controller-uid": "u"}},
+            "template": {"metadata": {"labels": {"controller-uid": "u"}}},
+        }
+    }
     manifest = render(target=target, template={"spec": {"template": {"metadata": {"labels": {"app": "x"}}}}}, live=live)
     assert manifest["spec"]["selector"] == {"matchLabels": {"controller-uid": "u"}}
     assert manifest["spec"]["template"]["metadata"]["labels"] == {"controller-uid": "u", "app": "x"}

@@ -27,7 +27,9 @@ def clusters():
 
 
 def planned(resource):
-    return {p.cluster.name: (p.action, p.replicas) for p in propagation.plan_targets(resource, resource.current_revision)}
+    return {
+        p.cluster.name: (p.action, p.replicas) for p in propagation.plan_targets(resource, resource.current_revision)
+    }
 
 
 def test_rsp_without_clusters_defaults_to_star_weight_1(clusters):
@@ -44,24 +46,28 @@ def test_clusters_without_a_preference_are_placed_with_zero_replicas(clusters):
 
 def test_without_intersect_the_rsp_placement_wins_over_the_cluster_selector(clusters):
     # KubeFed: without intersectWithClusterSelector the RSP schedules over every joined (Ready) cluster.
-    resource = web_deployment(placement={"clusterSelector": {"matchLabels": {"region": "eu"}}},
-                              scheduling={"totalReplicas": 3, "clusters": {"*": {"weight": 1}}})
+    resource = web_deployment(
+        placement={"clusterSelector": {"matchLabels": {"region": "eu"}}},
+        scheduling={"totalReplicas": 3, "clusters": {"*": {"weight": 1}}},
+    )
     assert set(planned(resource)) == {"eu-1", "eu-2", "us-1"}
 
 
 def test_intersect_with_cluster_selector_schedules_only_over_the_selected_clusters(clusters):
     # KubeFed Plugin.GetResourceClusters (selectorOnly): the clusters list is ignored, the selector decides.
-    resource = web_deployment(placement={"clusters": ["us-1"], "clusterSelector": {"matchLabels": {"region": "eu"}}},
-                              scheduling={"totalReplicas": 4, "intersectWithClusterSelector": True,
-                                          "clusters": {"*": {"weight": 1}}})
+    resource = web_deployment(
+        placement={"clusters": ["us-1"], "clusterSelector": {"matchLabels": {"region": "eu"}}},
+        scheduling={"totalReplicas": 4, "intersectWithClusterSelector": True, "clusters": {"*": {"weight": 1}}},
+    )
     assert planned(resource) == {"eu-1": ("apply", 2), "eu-2": ("apply", 2)}
 
 
 def test_intersect_without_a_selector_leaves_the_rsp_idle_and_the_placement_stands(clusters):
     # KubeFed ReplicaScheduler.Reconcile: no preferred clusters -> nothing to do; the resource's own placement
     # (and the template's replicas) stay.
-    resource = web_deployment(placement={"clusters": ["us-1"]},
-                              scheduling={"totalReplicas": 4, "intersectWithClusterSelector": True})
+    resource = web_deployment(
+        placement={"clusters": ["us-1"]}, scheduling={"totalReplicas": 4, "intersectWithClusterSelector": True}
+    )
     assert planned(resource) == {"us-1": ("apply", None)}
     assert "does nothing" in schedule.decide_for(resource).note
 
@@ -87,14 +93,21 @@ def test_not_ready_clusters_are_skipped_and_left_out_of_scheduling(clusters):
 
 def present(resource, cluster, *, replicas, status):
     return PropagatedVersion.objects.create(
-        resource=resource, cluster=cluster, status=PropagationReason.OK,
-        applied_manifest={"spec": {"replicas": replicas}}, remote_status=status)
+        resource=resource,
+        cluster=cluster,
+        status=PropagationReason.OK,
+        applied_manifest={"spec": {"replicas": replicas}},
+        remote_status=status,
+    )
 
 
 def progressing(ready, replicas, *, ago):
     stamp = (timezone.now() - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"replicas": replicas, "readyReplicas": ready,
-            "conditions": [{"type": "Progressing", "status": "True", "lastUpdateTime": stamp, "lastTransitionTime": stamp}]}
+    return {
+        "replicas": replicas,
+        "readyReplicas": ready,
+        "conditions": [{"type": "Progressing", "status": "True", "lastUpdateTime": stamp, "lastTransitionTime": stamp}],
+    }
 
 
 def test_current_replicas_are_the_members_ready_replicas(clusters):

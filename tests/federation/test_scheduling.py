@@ -32,7 +32,9 @@ def test_tie_break_hashes_cluster_name_then_key():
     names = ["eu-1", "eu-2", "us-1", "us-2"]
     replicas, _ = plan({"totalReplicas": 1, "clusters": {"*": {"weight": 1}}}, names, key=key)
     assert replicas[min(names, key=lambda n: fnv32(n + key))] == 1
-    assert min(names, key=lambda n: fnv32(n + key)) != min(names, key=lambda n: fnv32(key + n))  # the order matters here
+    assert min(names, key=lambda n: fnv32(n + key)) != min(
+        names, key=lambda n: fnv32(key + n)
+    )  # the order matters here
 
 
 def test_issue_examples_rebalance_false_reserves_running_replicas():
@@ -53,8 +55,12 @@ def test_clusters_without_preference_get_zero_replicas():
 
 
 def test_scheduled_replicas_add_overflow_as_kubefed_does():
-    replicas, overflow = plan({"totalReplicas": 50, "rebalance": True, "clusters": {"*": {"weight": 1}}},
-                              ["A", "B", "C"], key="", capacity={"C": 10})
+    replicas, overflow = plan(
+        {"totalReplicas": 50, "rebalance": True, "clusters": {"*": {"weight": 1}}},
+        ["A", "B", "C"],
+        key="",
+        capacity={"C": 10},
+    )
     assert scheduled_replicas(replicas, overflow) == {"A": 20, "B": 20, "C": 17}
 
 
@@ -134,8 +140,9 @@ def room(spec, available, capacity):
 @given(specs, available_names, counts, counts)
 def test_plan_properties(spec, available, current, capacity):
     replicas, overflow = plan(spec, available, key="ns/x", current=current, capacity=capacity)
-    assert (replicas, overflow) == plan(spec, list(reversed(available)), key="ns/x", current=dict(current),
-                                        capacity=dict(capacity)), "deterministic, whatever the clusters' order"
+    assert (replicas, overflow) == plan(
+        spec, list(reversed(available)), key="ns/x", current=dict(current), capacity=dict(capacity)
+    ), "deterministic, whatever the clusters' order"
     assert set(replicas) == set(available), "every available cluster is in the plan, 0 without a preference"
     assert sum(replicas.values()) <= spec["totalReplicas"]
     for name, count in replicas.items():
@@ -159,7 +166,9 @@ def test_plan_properties(spec, available, current, capacity):
 @given(specs, available_names, counts, counts)
 def test_minimums_come_first(spec, available, current, capacity):
     replicas, _ = plan(spec, available, key="ns/x", current=current, capacity=capacity)
-    wanted = {n: min(pref_of(spec, n).get("minReplicas", 0), capacity.get(n, 10**9)) for n in available if pref_of(spec, n)}
+    wanted = {
+        n: min(pref_of(spec, n).get("minReplicas", 0), capacity.get(n, 10**9)) for n in available if pref_of(spec, n)
+    }
     if sum(wanted.values()) <= spec["totalReplicas"]:
         for name, minimum in wanted.items():
             assert replicas[name] >= minimum, "minReplicas respected when the total covers them"
@@ -186,7 +195,9 @@ def test_rebalance_false_never_moves_a_running_replica_unless_forced(spec, avail
 @given(st.integers(0, 500), st.lists(st.integers(1, 10), min_size=1, max_size=6))
 def test_unbounded_weighted_plans_place_everything_roughly_by_weight(total, weights):
     clusters = {f"c{i}": {"weight": w} for i, w in enumerate(weights)}
-    replicas, overflow = plan({"totalReplicas": total, "rebalance": True, "clusters": clusters}, list(clusters), key="k")
+    replicas, overflow = plan(
+        {"totalReplicas": total, "rebalance": True, "clusters": clusters}, list(clusters), key="k"
+    )
     assert sum(replicas.values()) == total and overflow == {}
     weight_sum = sum(weights)
     for i, w in enumerate(weights):

@@ -8,8 +8,10 @@ def rows(spec, clusters, **kw):
 
 
 def test_capped_at_max_replicas():
-    found = rows({"totalReplicas": 30, "clusters": {"eu-1": {"weight": 1, "maxReplicas": 10}, "*": {"weight": 1}}},
-                 ["eu-1", "eu-2"])
+    found = rows(
+        {"totalReplicas": 30, "clusters": {"eu-1": {"weight": 1, "maxReplicas": 10}, "*": {"weight": 1}}},
+        ["eu-1", "eu-2"],
+    )
     assert (found["eu-1"].planned, found["eu-1"].reason) == (10, "capped at maxReplicas 10")
     assert (found["eu-2"].planned, found["eu-2"].reason) == (20, "weight 1 of 2")
 
@@ -20,8 +22,11 @@ def test_kept_running_with_rebalance_off():
 
 
 def test_capacity_moves_replicas_and_names_where():
-    found = rows({"totalReplicas": 34, "rebalance": True, "clusters": {"*": {"weight": 1}}}, ["eu-1", "eu-2"],
-                 capacity={"eu-1": 10})
+    found = rows(
+        {"totalReplicas": 34, "rebalance": True, "clusters": {"*": {"weight": 1}}},
+        ["eu-1", "eu-2"],
+        capacity={"eu-1": 10},
+    )
     row = found["eu-1"]
     assert (row.capacity, row.planned, row.overflow, row.replicas) == (10, 10, 7, 17)
     assert row.reason == "capacity 10: 7 moved to eu-2; overflow 7 asked for on top, in case capacity frees up"
@@ -29,8 +34,12 @@ def test_capacity_moves_replicas_and_names_where():
 
 
 def test_no_preference_and_rebalanced_replicas_are_named():
-    found = rows({"totalReplicas": 4, "rebalance": True, "clusters": {"a": {"weight": 1}}}, ["a", "b"], current={"b": 3})
+    found = rows(
+        {"totalReplicas": 4, "rebalance": True, "clusters": {"a": {"weight": 1}}}, ["a", "b"], current={"b": 3}
+    )
     assert found["b"].weight is None and found["b"].reason.startswith("no preference for b and no '*': 0 replicas")
     assert found["a"].reason == "weight 1 of 1"
-    moved = rows({"totalReplicas": 4, "rebalance": True, "clusters": {"*": {"weight": 1}}}, ["a", "b"], current={"b": 4})
+    moved = rows(
+        {"totalReplicas": 4, "rebalance": True, "clusters": {"*": {"weight": 1}}}, ["a", "b"], current={"b": 4}
+    )
     assert moved["b"].reason == "2 of 4 running moved (rebalance on)"

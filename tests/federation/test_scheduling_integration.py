@@ -31,8 +31,10 @@ def test_replicas_that_do_not_fit_on_a_full_cluster_move_to_the_others(fleet, ce
     first = propagation.propagate_revision(namespace)
     wait_for(lambda: finished(first), timeout=60, message="namespace propagated")
     fleet.admin("POST", "/clusters/m128/capacity", {"pods": 1})  # m128 can run one pod
-    resource = web_deployment(placement={"clusters": MEMBERS},
-                              scheduling={"totalReplicas": 8, "rebalance": True, "clusters": {"*": {"weight": 1}}})
+    resource = web_deployment(
+        placement={"clusters": MEMBERS},
+        scheduling={"totalReplicas": 8, "rebalance": True, "clusters": {"*": {"weight": 1}}},
+    )
     run = propagation.propagate_revision(resource)
     wait_for(lambda: finished(run), timeout=60, message="first run")
     assert {n: live(fleet, n)["spec"]["replicas"] for n in MEMBERS} == {"m127": 2, "m128": 2, "m130": 2, "m131": 2}

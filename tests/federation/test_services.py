@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from fedportal.models import AuditEvent
 from federation import services
 from federation.choices import Toggle
 from federation.models import FederatedResource, FederatedType, Revision
+from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory
 from tests.federation.factories import WEB_TEMPLATE, ftype, web_deployment
 
@@ -64,13 +64,19 @@ def test_withdraw_makes_the_empty_placement_revision_in_the_appliers_name(cluste
     revision = services.withdraw_resource(resource, actor=approver, message="Delete (CR-7)")
     assert (revision.number, revision.placement, revision.template) == (2, {"clusters": []}, WEB_TEMPLATE)
     assert revision.author == approver and revision.message == "Delete (CR-7)"
-    assert AuditEvent.objects.get(action="federation.resource.update", summary__startswith="Revision 2").actor == approver
+    assert (
+        AuditEvent.objects.get(action="federation.resource.update", summary__startswith="Revision 2").actor == approver
+    )
 
 
 def test_diff_between_revisions_names_fields(clusters):
     resource = web_deployment(placement={"clusters": ["east"]})
-    new = services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["east"]},
-                                   overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/spec/replicas", "value": 3}]}])
+    new = services.update_resource(
+        resource,
+        template=WEB_TEMPLATE,
+        placement={"clusters": ["east"]},
+        overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/spec/replicas", "value": 3}]}],
+    )
     diff = services.diff_revisions(resource.revisions.get(number=1), new)
     assert [c.path for c in diff.changes] == ["/overrides"]
     assert "+overrides:" in diff.text or "+- clusterName" in diff.text
@@ -82,9 +88,21 @@ def test_diff_between_revisions_names_fields(clusters):
         ({"template": {"kind": "Service"}}, "template", "kind is 'Service'"),
         ({"template": ["a"]}, "template", "mapping"),
         ({"placement": {"clusters": ["mars"]}}, "placement", "Unknown cluster: mars"),
-        ({"placement": {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}}, "placement", "operator 'Is'"),
-        ({"overrides": [{"clusterName": "east", "clusterOverrides": [{"op": "remove", "path": "/spec/paused"}]}]}, "overrides", "/spec/paused"),
-        ({"overrides": [{"clusterName": "mars", "clusterOverrides": [{"path": "/spec/replicas", "value": 1}]}]}, "overrides", "unknown cluster"),
+        (
+            {"placement": {"clusterSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}},
+            "placement",
+            "operator 'Is'",
+        ),
+        (
+            {"overrides": [{"clusterName": "east", "clusterOverrides": [{"op": "remove", "path": "/spec/paused"}]}]},
+            "overrides",
+            "/spec/paused",
+        ),
+        (
+            {"overrides": [{"clusterName": "mars", "clusterOverrides": [{"path": "/spec/replicas", "value": 1}]}]},
+            "overrides",
+            "unknown cluster",
+        ),
         ({"scheduling": {"totalReplicas": -1}}, "scheduling", "between 0"),
         ({"scheduling": {"totalReplicas": 3, "clusters": {"mars": {"weight": 1}}}}, "scheduling", "unknown cluster"),
         ({"namespace": "Bad_NS"}, "namespace", "not a valid name"),
@@ -102,15 +120,20 @@ def test_bad_input_is_rejected_per_field_and_nothing_is_saved(clusters, kwargs, 
 
 def test_bad_override_names_path_and_cluster(clusters):
     with pytest.raises(services.SpecError) as info:
-        web_deployment(overrides=[{"clusterName": "west", "clusterOverrides": [{"path": "/spec/strategy/type", "value": "Recreate"}]}])
+        web_deployment(
+            overrides=[
+                {"clusterName": "west", "clusterOverrides": [{"path": "/spec/strategy/type", "value": "Recreate"}]}
+            ]
+        )
     (message,) = info.value.errors["overrides"]
     assert "/spec/strategy/type" in message and "'west'" in message
 
 
 def test_scheduling_only_for_replica_kinds(clusters):
     with pytest.raises(services.SpecError) as info:
-        services.create_resource(ftype("ConfigMap"), namespace="shop", name="c", template={"data": {}},
-                                 scheduling={"totalReplicas": 2})
+        services.create_resource(
+            ftype("ConfigMap"), namespace="shop", name="c", template={"data": {}}, scheduling={"totalReplicas": 2}
+        )
     assert "Replica scheduling applies" in info.value.errors["scheduling"][0]
 
 
@@ -130,8 +153,14 @@ def test_cluster_scoped_type_refuses_a_namespace(clusters):
 # --- fedctl apply / KubeFed import ---------------------------------------------------------------
 
 CLUSTER_MAP = {"cluster1": "east", "cluster2": "west"}
-ENABLED = ["federatednamespace.yaml", "federateddeployment.yaml", "federatedconfigmap.yaml", "federatedsecret.yaml",
-           "federatedservice.yaml", "federatedserviceaccount.yaml"]
+ENABLED = [
+    "federatednamespace.yaml",
+    "federateddeployment.yaml",
+    "federatedconfigmap.yaml",
+    "federatedsecret.yaml",
+    "federatedservice.yaml",
+    "federatedserviceaccount.yaml",
+]
 
 
 @pytest.mark.parametrize("filename", ENABLED)
@@ -144,11 +173,16 @@ def test_kubefed_examples_of_enabled_types_import(clusters, filename):
 
 def test_kubefed_rsp_attaches_scheduling_to_the_deployment(clusters):
     services.apply_kubefed_file((EXAMPLES / "federateddeployment.yaml").read_text(), cluster_map=CLUSTER_MAP)
-    outcomes = services.apply_kubefed_file((EXAMPLES / "federateddeployment-rsp.yaml").read_text(), cluster_map=CLUSTER_MAP)
+    outcomes = services.apply_kubefed_file(
+        (EXAMPLES / "federateddeployment-rsp.yaml").read_text(), cluster_map=CLUSTER_MAP
+    )
     assert outcomes[0].action == "configured"
     revision = FederatedResource.objects.get().current_revision
     assert revision.number == 2 and revision.scheduling["totalReplicas"] == 10
-    assert revision.scheduling["clusters"] == {"east": {"weight": 2, "minReplicas": 0}, "west": {"weight": 3, "minReplicas": 0}}
+    assert revision.scheduling["clusters"] == {
+        "east": {"weight": 2, "minReplicas": 0},
+        "west": {"weight": 3, "minReplicas": 0},
+    }
 
 
 def test_reapplying_the_same_file_changes_nothing(clusters):
@@ -162,9 +196,18 @@ def test_kubefeds_ten_default_types_are_enabled():
     # KubeFed's Helm chart (charts/kubefed/templates/federatedtypeconfig.yaml) enables ten types; its Ingress is
     # extensions/v1beta1, gone since Kubernetes 1.22, so FedPortal's is networking.k8s.io/v1.
     enabled = {(t.group, t.kind) for t in FederatedType.objects.all() if t.propagation_enabled}
-    assert {("", "Namespace"), ("apps", "Deployment"), ("", "Service"), ("", "ConfigMap"), ("", "Secret"),
-            ("", "ServiceAccount"), ("rbac.authorization.k8s.io", "ClusterRole"), ("networking.k8s.io", "Ingress"),
-            ("batch", "Job"), ("apps", "ReplicaSet")} <= enabled
+    assert {
+        ("", "Namespace"),
+        ("apps", "Deployment"),
+        ("", "Service"),
+        ("", "ConfigMap"),
+        ("", "Secret"),
+        ("", "ServiceAccount"),
+        ("rbac.authorization.k8s.io", "ClusterRole"),
+        ("networking.k8s.io", "Ingress"),
+        ("batch", "Job"),
+        ("apps", "ReplicaSet"),
+    } <= enabled
     assert FederatedType.objects.get(kind="ClusterRole").namespaced is False
 
 
@@ -211,9 +254,14 @@ def test_drift_detection_is_scheduled_by_beat():
 def test_secret_values_never_reach_the_audit_log_or_revision_diffs(clusters):
     import json as _json
 
-    secret = services.create_resource(ftype("Secret"), namespace="shop", name="db", template={"data": {"password": "czNjcjN0"}},
-                                      placement={"clusters": ["east"]},
-                                      overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/data/password", "value": "ZWFzdA=="}]}])
+    secret = services.create_resource(
+        ftype("Secret"),
+        namespace="shop",
+        name="db",
+        template={"data": {"password": "czNjcjN0"}},
+        placement={"clusters": ["east"]},
+        overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/data/password", "value": "ZWFzdA=="}]}],
+    )
     new = services.update_resource(secret, template={"data": {"password": "bjN3"}}, placement={"clusters": ["east"]})
     logged = _json.dumps(list(AuditEvent.objects.values("before", "after", "summary")))
     for value in ("czNjcjN0", "ZWFzdA==", "bjN3"):

@@ -7,8 +7,15 @@ from federation.rendering import content_hash, render_manifest
 
 
 def common(ftype, revision, cluster, live=None):
-    return dict(target=ftype.target, template=revision.template, namespace="shop", name="web", cluster=cluster,
-                revision=revision.number, live=live)
+    return dict(
+        target=ftype.target,
+        template=revision.template,
+        namespace="shop",
+        name="web",
+        cluster=cluster,
+        revision=revision.number,
+        live=live,
+    )
 
 
 def expected(ftype, revision, cluster, live=None):

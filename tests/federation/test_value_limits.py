@@ -36,19 +36,42 @@ CASES = [
     ("Deployment", {"spec": {"replicas": "3"}}, ["spec.replicas must be a whole number, got '3'."]),
     ("Deployment", {"spec": {"replicas": True}}, ["spec.replicas must be a whole number, got True."]),
     ("StatefulSet", {"spec": {"replicas": -5}}, ["spec.replicas must be at least 0, got -5."]),
-    ("ReplicaSet", {"spec": {"replicas": 1, "minReadySeconds": -1}}, ["spec.minReadySeconds must be at least 0, got -1."]),
+    (
+        "ReplicaSet",
+        {"spec": {"replicas": 1, "minReadySeconds": -1}},
+        ["spec.minReadySeconds must be at least 0, got -1."],
+    ),
     ("Deployment", {"spec": {"revisionHistoryLimit": -2}}, ["spec.revisionHistoryLimit must be at least 0, got -2."]),
-    ("Deployment", {"spec": {"minReadySeconds": 30, "progressDeadlineSeconds": 30}},
-     ["spec.progressDeadlineSeconds (30) must be greater than spec.minReadySeconds (30)."]),
-    ("HorizontalPodAutoscaler", {"spec": {"minReplicas": 5, "maxReplicas": 2}},
-     ["spec.maxReplicas (2) must be at least spec.minReplicas (5)."]),
-    ("HorizontalPodAutoscaler", {"spec": {"minReplicas": 0, "maxReplicas": 2}}, ["spec.minReplicas must be at least 1, got 0."]),
-    ("Job", {"spec": {"parallelism": -1, "backoffLimit": -1}},
-     ["spec.parallelism must be at least 0, got -1.", "spec.backoffLimit must be at least 0, got -1."]),
-    ("Deployment", {"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 0}]}]}}}},
-     ["spec.template.spec.containers[0].ports[0].containerPort must be a port number between 1 and 65535, got 0."]),
-    ("Service", {"spec": {"ports": [{"port": 80}, {"port": 70000}]}},
-     ["spec.ports[1].port must be a port number between 1 and 65535, got 70000."]),
+    (
+        "Deployment",
+        {"spec": {"minReadySeconds": 30, "progressDeadlineSeconds": 30}},
+        ["spec.progressDeadlineSeconds (30) must be greater than spec.minReadySeconds (30)."],
+    ),
+    (
+        "HorizontalPodAutoscaler",
+        {"spec": {"minReplicas": 5, "maxReplicas": 2}},
+        ["spec.maxReplicas (2) must be at least spec.minReplicas (5)."],
+    ),
+    (
+        "HorizontalPodAutoscaler",
+        {"spec": {"minReplicas": 0, "maxReplicas": 2}},
+        ["spec.minReplicas must be at least 1, got 0."],
+    ),
+    (
+        "Job",
+        {"spec": {"parallelism": -1, "backoffLimit": -1}},
+        ["spec.parallelism must be at least 0, got -1.", "spec.backoffLimit must be at least 0, got -1."],
+    ),
+    (
+        "Deployment",
+        {"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 0}]}]}}}},
+        ["spec.template.spec.containers[0].ports[0].containerPort must be a port number between 1 and 65535, got 0."],
+    ),
+    (
+        "Service",
+        {"spec": {"ports": [{"port": 80}, {"port": 70000}]}},
+        ["spec.ports[1].port must be a port number between 1 and 65535, got 70000."],
+    ),
     ("ConfigMap", {"data": {"replicas": "-1"}}, []),
 ]
 
@@ -59,6 +82,7 @@ def test_spec_value_problems(kind, manifest, problems):
 
 
 # --- the form -------------------------------------------------------------------------------------
+
 
 def post(client, operator, **changes):
     client.force_login(operator)
@@ -75,18 +99,26 @@ def test_negative_template_replicas_is_an_error_on_the_template_field(client, op
 def test_negative_replicas_in_an_override_names_the_cluster_and_the_field(client, operator, clusters):
     response = post(client, operator, **{"ov-0-op": "replace", "ov-0-path": "/spec/replicas", "ov-0-value": "-3"})
     assert response.status_code == 400
-    assert response.context["overrides"].service_errors == ["Override for cluster 'west': spec.replicas must be at least 0, got -3."]
+    assert response.context["overrides"].service_errors == [
+        "Override for cluster 'west': spec.replicas must be at least 0, got -3."
+    ]
     assert not FederatedResource.objects.exists()
 
 
 def test_rsp_min_above_max_is_an_error_on_the_max_field(client, operator, clusters):
-    response = post(client, operator, rsp_enabled="on", total_replicas="4", **{"rsp-0-min_replicas": "5", "rsp-0-max_replicas": "2"})
+    response = post(
+        client, operator, rsp_enabled="on", total_replicas="4", **{"rsp-0-min_replicas": "5", "rsp-0-max_replicas": "2"}
+    )
     assert response.status_code == 400
-    assert response.context["rsp"].forms[0].errors["max_replicas"] == ["Max replicas (2) cannot be below min replicas (5)."]
+    assert response.context["rsp"].forms[0].errors["max_replicas"] == [
+        "Max replicas (2) cannot be below min replicas (5)."
+    ]
     assert not FederatedResource.objects.exists()
 
 
-@pytest.mark.parametrize("field, value", [("rsp-0-weight", "-1"), ("rsp-0-min_replicas", "-1"), ("rsp-0-max_replicas", "-1")])
+@pytest.mark.parametrize(
+    "field, value", [("rsp-0-weight", "-1"), ("rsp-0-min_replicas", "-1"), ("rsp-0-max_replicas", "-1")]
+)
 def test_negative_rsp_row_values_are_field_errors(client, operator, clusters, field, value):
     response = post(client, operator, rsp_enabled="on", total_replicas="4", **{field: value})
     assert response.status_code == 400
@@ -107,9 +139,16 @@ def test_a_valid_form_still_saves(client, operator, clusters):
 
 # --- the service and fedctl ---------------------------------------------------------------------------
 
+
 def test_service_refuses_negative_replicas_on_update_and_keeps_the_revision(operator, clusters):
-    resource = services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=web(),
-                                        placement={"clusters": ["east"]}, actor=operator)
+    resource = services.create_resource(
+        ftype("Deployment"),
+        namespace="shop",
+        name="web",
+        template=web(),
+        placement={"clusters": ["east"]},
+        actor=operator,
+    )
     with pytest.raises(services.SpecError) as caught:
         services.update_resource(resource, template=web(replicas=-2), placement={"clusters": ["east"]}, actor=operator)
     assert caught.value.errors == {"template": ["spec.replicas must be at least 0, got -2."]}
@@ -141,10 +180,13 @@ spec:
 """
 
 
-@pytest.mark.parametrize("text, message", [
-    (FEDERATED.replace("REPLICAS", "-1"), "spec.replicas must be at least 0, got -1."),
-    (FEDERATED.replace("REPLICAS", "1") + RSP, "east: maxReplicas (1) is below minReplicas (3)."),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (FEDERATED.replace("REPLICAS", "-1"), "spec.replicas must be at least 0, got -1."),
+        (FEDERATED.replace("REPLICAS", "1") + RSP, "east: maxReplicas (1) is below minReplicas (3)."),
+    ],
+)
 def test_fedctl_apply_refuses_the_file_naming_the_field(tmp_path, clusters, text, message):
     path = tmp_path / "web.yaml"
     path.write_text(text)
@@ -156,24 +198,46 @@ def test_fedctl_apply_refuses_the_file_naming_the_field(tmp_path, clusters, text
 
 # --- preflight: a revision stored before these checks existed ----------------------------------------
 
+
 def test_a_stored_revision_with_negative_replicas_blocks_approval(make_user, operator, approver):
     from federation.approvals import services as approvals
     from federation.approvals.choices import Severity
     from federation.models import Revision
 
     ClusterFactory(name="east", state="NotReady")
-    resource = services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=web(),
-                                        placement={"clusters": ["east"]}, actor=operator,
-                                        overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/spec/replicas", "value": 2}]}])
+    resource = services.create_resource(
+        ftype("Deployment"),
+        namespace="shop",
+        name="web",
+        template=web(),
+        placement={"clusters": ["east"]},
+        actor=operator,
+        overrides=[{"clusterName": "east", "clusterOverrides": [{"path": "/spec/replicas", "value": 2}]}],
+    )
     old = resource.current_revision
-    stored = Revision.objects.create(resource=resource, number=2, template=old.template, placement=old.placement,
-                                     overrides=[{"clusterName": "east", "clusterOverrides": [{"op": "replace", "path": "/spec/replicas", "value": -4}]}],
-                                     content_hash="stored-before-the-check", author=operator)
+    stored = Revision.objects.create(
+        resource=resource,
+        number=2,
+        template=old.template,
+        placement=old.placement,
+        overrides=[
+            {"clusterName": "east", "clusterOverrides": [{"op": "replace", "path": "/spec/replicas", "value": -4}]}
+        ],
+        content_hash="stored-before-the-check",
+        author=operator,
+    )
     FederatedResource.objects.filter(pk=resource.pk).update(current_revision=stored)
-    cr = approvals.submit(approvals.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator),
-                          actor=operator)
+    cr = approvals.submit(
+        approvals.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator), actor=operator
+    )
     assert [(p["severity"], p["message"]) for p in cr.preflight] == [
-        (Severity.BLOCKING, ("The API server would reject this revision: Override for cluster 'east': "
-                             "spec.replicas must be at least 0, got -4."))]
+        (
+            Severity.BLOCKING,
+            (
+                "The API server would reject this revision: Override for cluster 'east': "
+                "spec.replicas must be at least 0, got -4."
+            ),
+        )
+    ]
     with pytest.raises(approvals.TransitionError, match="Preflight found blocking problems"):
         approvals.approve(cr, actor=approver)

@@ -37,13 +37,30 @@ def resource(clusters):
 
 def form_data(**overrides):
     data = {
-        "type": ftype("Deployment").pk, "namespace": "shop", "name": "web", "template_yaml": TEMPLATE_YAML,
-        "placement_mode": "clusters", "clusters": ["east", "west"], "selector_yaml": "",
-        "retention": "Delete", "drift_policy": "Report", "message": "",
-        "ov-TOTAL_FORMS": "1", "ov-INITIAL_FORMS": "0", "ov-MIN_NUM_FORMS": "0", "ov-MAX_NUM_FORMS": "200",
-        "ov-0-cluster": "west", "ov-0-op": "replace", "ov-0-path": IMAGE, "ov-0-value": "nginx:1.27",
-        "rsp-TOTAL_FORMS": "1", "rsp-INITIAL_FORMS": "0", "rsp-MIN_NUM_FORMS": "0", "rsp-MAX_NUM_FORMS": "200",
-        "rsp-0-cluster": "*", "rsp-0-weight": "1",
+        "type": ftype("Deployment").pk,
+        "namespace": "shop",
+        "name": "web",
+        "template_yaml": TEMPLATE_YAML,
+        "placement_mode": "clusters",
+        "clusters": ["east", "west"],
+        "selector_yaml": "",
+        "retention": "Delete",
+        "drift_policy": "Report",
+        "message": "",
+        "ov-TOTAL_FORMS": "1",
+        "ov-INITIAL_FORMS": "0",
+        "ov-MIN_NUM_FORMS": "0",
+        "ov-MAX_NUM_FORMS": "200",
+        "ov-0-cluster": "west",
+        "ov-0-op": "replace",
+        "ov-0-path": IMAGE,
+        "ov-0-value": "nginx:1.27",
+        "rsp-TOTAL_FORMS": "1",
+        "rsp-INITIAL_FORMS": "0",
+        "rsp-MIN_NUM_FORMS": "0",
+        "rsp-MAX_NUM_FORMS": "200",
+        "rsp-0-cluster": "*",
+        "rsp-0-weight": "1",
     }
     data.update(overrides)
     return {k: v for k, v in data.items() if v is not None}
@@ -75,7 +92,10 @@ def test_every_read_page_renders_full_and_as_fragment(client, viewer, resource):
 
 def test_users_without_a_role_get_403_everywhere(client, nobody, resource):
     client.force_login(nobody)
-    for url in pages(resource) + [reverse("federation:resource_create"), reverse("federation:resource_preview", args=[resource.pk])]:
+    for url in pages(resource) + [
+        reverse("federation:resource_create"),
+        reverse("federation:resource_preview", args=[resource.pk]),
+    ]:
         assert client.get(url).status_code == 403, url
         assert client.get(url, **HX).status_code == 403, url
 
@@ -107,8 +127,13 @@ def test_resource_list_has_a_fixed_number_of_queries(client, viewer, clusters, d
 def test_drift_list_has_a_fixed_number_of_queries(client, viewer, clusters, django_assert_max_num_queries):
     for i in range(5):
         resource = web_deployment(name=f"web-{i}", placement={"clusters": ["east"]})
-        PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status="OK", sync_state="OutOfSync",
-                                         drift=[{"path": "/spec/replicas", "before": 1, "after": 3, "change": "changed"}])
+        PropagatedVersion.objects.create(
+            resource=resource,
+            cluster=clusters[0],
+            status="OK",
+            sync_state="OutOfSync",
+            drift=[{"path": "/spec/replicas", "before": 1, "after": 3, "change": "changed"}],
+        )
     client.force_login(viewer)
     with django_assert_max_num_queries(8):
         response = client.get(reverse("federation:drift_list"))
@@ -117,13 +142,19 @@ def test_drift_list_has_a_fixed_number_of_queries(client, viewer, clusters, djan
 
 def test_create_through_the_form_saves_revision_with_override_and_rsp(client, operator, clusters):
     client.force_login(operator)
-    response = client.post(reverse("federation:resource_create"), form_data(**{"rsp_enabled": "on", "total_replicas": "4"}))
+    response = client.post(
+        reverse("federation:resource_create"), form_data(**{"rsp_enabled": "on", "total_replicas": "4"})
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     resource = FederatedResource.objects.get()
     revision = resource.current_revision
     assert revision.placement == {"clusters": ["east", "west"]}
-    assert revision.overrides == [{"clusterName": "west", "clusterOverrides": [{"op": "replace", "path": IMAGE, "value": "nginx:1.27"}]}]
-    assert revision.scheduling["totalReplicas"] == 4 and revision.scheduling["clusters"] == {"*": {"weight": 1, "minReplicas": 0}}
+    assert revision.overrides == [
+        {"clusterName": "west", "clusterOverrides": [{"op": "replace", "path": IMAGE, "value": "nginx:1.27"}]}
+    ]
+    assert revision.scheduling["totalReplicas"] == 4 and revision.scheduling["clusters"] == {
+        "*": {"weight": 1, "minReplicas": 0}
+    }
     assert revision.author == operator
 
 
@@ -142,7 +173,10 @@ def test_htmx_create_redirects_with_hx_header(client, operator, clusters):
         ({"template_yaml": "a: " + "x" * 300_000}, "larger than"),
         ({"ov-0-path": "/spec/strategy/type", "ov-0-value": "Recreate"}, "path /spec/strategy/type does not exist"),
         ({"ov-0-path": "spec/replicas"}, "not a JSON pointer"),
-        ({"placement_mode": "selector", "selector_yaml": "matchExpressions: [{key: env, operator: Has}]"}, "operator &#x27;Has&#x27;"),
+        (
+            {"placement_mode": "selector", "selector_yaml": "matchExpressions: [{key: env, operator: Has}]"},
+            "operator &#x27;Has&#x27;",
+        ),
         ({"placement_mode": "selector", "selector_yaml": "matchLabels: [a]"}, "matchLabels must be a mapping"),
         ({"clusters": ["mars"]}, "Select a valid choice"),
         ({"namespace": "Not_Valid"}, "not a valid name"),
@@ -160,7 +194,10 @@ def test_bad_input_is_a_form_error_and_nothing_is_saved(client, operator, cluste
 
 def test_bad_override_error_names_the_cluster(client, operator, clusters):
     client.force_login(operator)
-    response = client.post(reverse("federation:resource_create"), form_data(**{"ov-0-op": "remove", "ov-0-path": "/spec/paused", "ov-0-value": ""}))
+    response = client.post(
+        reverse("federation:resource_create"),
+        form_data(**{"ov-0-op": "remove", "ov-0-path": "/spec/paused", "ov-0-value": ""}),
+    )
     assert response.status_code == 400
     assert "/spec/paused" in response.content.decode() and "&#x27;west&#x27;" in response.content.decode()
 
@@ -185,7 +222,9 @@ def test_add_override_row_via_htmx_and_without_js(client, operator, clusters):
 
 def test_removed_override_rows_are_ignored(client, operator, clusters):
     client.force_login(operator)
-    response = client.post(reverse("federation:resource_create"), form_data(**{"ov-0-DELETE": "on", "ov-0-path": "/nope"}))
+    response = client.post(
+        reverse("federation:resource_create"), form_data(**{"ov-0-DELETE": "on", "ov-0-path": "/nope"})
+    )
     assert response.status_code == 302
     assert FederatedResource.objects.get().current_revision.overrides == []
 
@@ -219,11 +258,31 @@ def test_rollback_and_revision_diff(client, operator, resource):
 def test_type_admin_can_enable_a_type_and_bad_input_is_an_error(client, admin_user):
     client.force_login(admin_user)
     FederatedType.objects.filter(kind="Job").delete()  # enabled by default since 0006_sched_kubefed_default_types
-    ok = client.post(reverse("federation:type_create"), {"group": "batch", "version": "v1", "kind": "Job", "plural": "jobs",
-                                                        "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
+    ok = client.post(
+        reverse("federation:type_create"),
+        {
+            "group": "batch",
+            "version": "v1",
+            "kind": "Job",
+            "plural": "jobs",
+            "scope": "Namespaced",
+            "propagation": "Enabled",
+            "status_collection": "Enabled",
+        },
+    )
     assert ok.status_code == 302 and FederatedType.objects.filter(kind="Job").exists()
-    dup = client.post(reverse("federation:type_create"), {"group": "apps", "version": "v1", "kind": "Deployment", "plural": "deployments",
-                                                         "scope": "Namespaced", "propagation": "Enabled", "status_collection": "Enabled"})
+    dup = client.post(
+        reverse("federation:type_create"),
+        {
+            "group": "apps",
+            "version": "v1",
+            "kind": "Deployment",
+            "plural": "deployments",
+            "scope": "Namespaced",
+            "propagation": "Enabled",
+            "status_collection": "Enabled",
+        },
+    )
     assert dup.status_code == 400 and b"already exists" in dup.content
 
 
@@ -279,12 +338,19 @@ def test_resync_of_a_never_propagated_resource_is_refused(client, operator, reso
 
 def test_resource_page_has_a_scheduling_panel_that_explains_the_plan(client, viewer, clusters):
     federate_namespace("shop", [c.name for c in clusters])
-    resource = web_deployment(scheduling={"totalReplicas": 10, "rebalance": True,
-                                          "clusters": {clusters[0].name: {"weight": 1, "maxReplicas": 3}, "*": {"weight": 1}}})
+    resource = web_deployment(
+        scheduling={
+            "totalReplicas": 10,
+            "rebalance": True,
+            "clusters": {clusters[0].name: {"weight": 1, "maxReplicas": 3}, "*": {"weight": 1}},
+        }
+    )
     client.force_login(viewer)
     page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
     assert 'id="scheduling"' in page and "<h2>Scheduling</h2>" in page
-    assert f'<tr data-plan-cluster="{clusters[0].name}"><td>{clusters[0].name}</td><td>1</td><td>0</td><td>3</td>' in page
+    assert (
+        f'<tr data-plan-cluster="{clusters[0].name}"><td>{clusters[0].name}</td><td>1</td><td>0</td><td>3</td>' in page
+    )
     assert "capped at maxReplicas 3" in page
 
 

@@ -23,4 +23,3 @@ def make_events():
         return [record_event(action, summary=summary or f"event {i}", **kwargs) for i in range(count)]
 
     return make
-

@@ -35,10 +35,18 @@ def admin_client(client, superuser):
 
 
 def change_form(user, **changes):
-    data = {"username": user.username, "first_name": "", "last_name": "", "email": "",
-            "is_active": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00",
-            "initial-date_joined_0": "2026-01-01", "initial-date_joined_1": "00:00:00",
-            "groups": [g.pk for g in user.groups.all()]}
+    data = {
+        "username": user.username,
+        "first_name": "",
+        "last_name": "",
+        "email": "",
+        "is_active": "on",
+        "date_joined_0": "2026-01-01",
+        "date_joined_1": "00:00:00",
+        "initial-date_joined_0": "2026-01-01",
+        "initial-date_joined_1": "00:00:00",
+        "groups": [g.pk for g in user.groups.all()],
+    }
     data.update(changes)
     return {key: value for key, value in data.items() if value is not None}
 
@@ -46,17 +54,26 @@ def change_form(user, **changes):
 def test_creating_a_user_and_making_them_an_approver_in_the_admin_is_audited(admin_client, superuser):
     approver_group, _ = Group.objects.get_or_create(name=Role.APPROVER)
     start = last_id()  # (after the fixtures' own users)
-    response = admin_client.post(reverse("admin:auth_user_add"), {
-        "username": "mallory", "usable_password": "true",
-        "password1": "Very-long-pass-4-tests", "password2": "Very-long-pass-4-tests"}, REMOTE_ADDR="203.0.113.5")
+    response = admin_client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": "mallory",
+            "usable_password": "true",
+            "password1": "Very-long-pass-4-tests",
+            "password2": "Very-long-pass-4-tests",
+        },
+        REMOTE_ADDR="203.0.113.5",
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     mallory = User.objects.get(username="mallory")
     [created] = events("auth.user.create", after=start)
     assert created.actor_name == "root" and created.object_repr == "mallory" and created.source_ip == "203.0.113.5"
     assert created.after == {"username": "mallory", "is_active": True, "is_staff": False, "is_superuser": False}
 
-    response = admin_client.post(reverse("admin:auth_user_change", args=[mallory.pk]),
-                                 change_form(mallory, groups=[approver_group.pk], is_staff="on", is_superuser="on"))
+    response = admin_client.post(
+        reverse("admin:auth_user_change", args=[mallory.pk]),
+        change_form(mallory, groups=[approver_group.pk], is_staff="on", is_superuser="on"),
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     [update] = events("auth.user.update")
     assert update.actor_name == "root"
@@ -80,8 +97,11 @@ def test_memberships_permissions_and_groups_are_audited_from_either_side(make_us
     alice.groups.add(admin_group)
     alice.groups.clear()
     rows = [(e.object_repr, e.after) for e in events("auth.user.groups")]
-    assert rows == [("alice", {"added": ["operator"]}), ("alice", {"added": ["admin"]}),
-                    ("alice", {"removed": ["admin", "operator"]})]
+    assert rows == [
+        ("alice", {"added": ["operator"]}),
+        ("alice", {"added": ["admin"]}),
+        ("alice", {"removed": ["admin", "operator"]}),
+    ]
     permission = Permission.objects.get(codename="change_user")
     alice.user_permissions.add(permission)
     assert events("auth.user.permissions")[-1].after == {"added": ["auth.change_user"]}
@@ -146,8 +166,10 @@ def test_history_cannot_be_deleted_or_edited_through_the_admin(admin_client, adm
     model = type(row)
     delete = admin_client.post(reverse(f"admin:{admin_name}_delete", args=[row.pk]), {"post": "yes"})
     assert delete.status_code == 403
-    bulk = admin_client.post(reverse(f"admin:{admin_name}_changelist"),
-                             {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"})
+    bulk = admin_client.post(
+        reverse(f"admin:{admin_name}_changelist"),
+        {"action": "delete_selected", "_selected_action": [row.pk], "post": "yes"},
+    )
     assert bulk.status_code in (200, 302)
     assert model.objects.filter(pk=row.pk).exists()
     change = admin_client.post(reverse(f"admin:{admin_name}_change", args=[row.pk]), {})

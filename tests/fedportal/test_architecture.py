@@ -60,9 +60,13 @@ def test_arrows_point_one_way():
 
 
 def test_only_kube_imports_kubernetes():
-    found = [f"{path.relative_to(ROOT)}:{line}" for path, tree in SOURCES.items()
-             if path.relative_to(ROOT).parts[0] in APPS and path.relative_to(ROOT) != Path("clusters/kube.py")
-             for line, module, _ in imports(tree) if module.split(".")[0] == "kubernetes"]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path, tree in SOURCES.items()
+        if path.relative_to(ROOT).parts[0] in APPS and path.relative_to(ROOT) != Path("clusters/kube.py")
+        for line, module, _ in imports(tree)
+        if module.split(".")[0] == "kubernetes"
+    ]
     assert not found, f"kubernetes imported outside clusters/kube.py: {found}"
 
 
@@ -92,11 +96,14 @@ def test_no_private_name_crosses_a_module():
                     if alias.name.split(".")[0] in PROJECT:
                         modules_here[alias.asname or alias.name.split(".")[0]] = alias.name
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name)
-                    and node.value.id in modules_here):
+            if (
+                isinstance(node, ast.Attribute)
+                and private(node.attr)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules_here
+            ):
                 found.append(f"{where}:{node.lineno} reaches {node.value.id}.{node.attr}")
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
-                    and PRIVATE_PATH.fullmatch(node.value)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and PRIVATE_PATH.fullmatch(node.value):
                 found.append(f"{where}:{node.lineno} names {node.value}")
     assert not found, "private names used across modules (give them a public name):\n" + "\n".join(found)
 
@@ -132,9 +139,16 @@ def test_readme_layout_names_paths_that_exist():
 def test_readme_layout_names_every_directory_and_package(kind):
     named = set(layout_paths())
     if kind == "top-level directories":
-        there = {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-                 and p.name not in ("var", "staticfiles")}
+        there = {
+            f"{p.name}/"
+            for p in ROOT.iterdir()
+            if p.is_dir() and not p.name.startswith((".", "_")) and p.name not in ("var", "staticfiles")
+        }
     else:
-        there = {f"{p.parent.relative_to(ROOT)}/" for app in APPS for p in (ROOT / app).rglob("__init__.py")
-                 if not {"migrations", "management", "commands", "templatetags"} & set(p.parts)}
+        there = {
+            f"{p.parent.relative_to(ROOT)}/"
+            for app in APPS
+            for p in (ROOT / app).rglob("__init__.py")
+            if not {"migrations", "management", "commands", "templatetags"} & set(p.parts)
+        }
     assert there - named == set(), f"README's Layout does not name: {sorted(there - named)}"

@@ -44,8 +44,10 @@ def verify(*args) -> str:
 
 
 def events(count, **kwargs):
-    return [record_event("test.event", summary=f"event {i}", before={"n": i}, after={"n": i + 1}, **kwargs)
-            for i in range(count)]
+    return [
+        record_event("test.event", summary=f"event {i}", before={"n": i}, after={"n": i + 1}, **kwargs)
+        for i in range(count)
+    ]
 
 
 def column(name):
@@ -140,8 +142,10 @@ def test_deleting_the_newest_events_and_fixing_up_the_head_is_caught_by_the_chec
     AuditChainHead.objects.filter(pk=1).update(last_hash=made[3].hash, length=4)
     result = verify_chain()
     assert not result.ok
-    assert f"recorded 6 events ending in {made[5].hash[:12]}…, found 4: the newest events after event {made[3].pk}" \
+    assert (
+        f"recorded 6 events ending in {made[5].hash[:12]}…, found 4: the newest events after event {made[3].pk}"
         in result.reason
+    )
 
 
 def test_deleting_the_newest_events_and_the_head_row_is_caught():

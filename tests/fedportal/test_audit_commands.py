@@ -34,6 +34,7 @@ def verify() -> str:
 
 # --- verify_audit --------------------------------------------------------------------------------
 
+
 def test_clean_log_verifies(make_events):
     make_events(12)
     assert verify().strip() == "OK: 12 events verified"
@@ -109,7 +110,9 @@ def test_verify_audit_exits_non_zero_from_the_command_line(make_events, tmp_path
     ok = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     chain_id = AuditChainHead.objects.get().chain_id
     assert ok.returncode == 0 and ok.stdout.splitlines() == [
-        "OK: 4 events verified", f"Checkpoint written: chain {chain_id}, 5 events."]  # 4 + its own audit.verify event
+        "OK: 4 events verified",
+        f"Checkpoint written: chain {chain_id}, 5 events.",
+    ]  # 4 + its own audit.verify event
     assert len((tmp_path / f"{chain_id}.jsonl").read_text().splitlines()) == 1
     run_sql(f"UPDATE {TABLE} SET actor_name = 'mallory' WHERE id = %s", [events[1].pk])
     broken = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
@@ -118,6 +121,7 @@ def test_verify_audit_exits_non_zero_from_the_command_line(make_events, tmp_path
 
 
 # --- export_audit --------------------------------------------------------------------------------
+
 
 def read_file(path) -> list[list[str]]:
     text = Path(path).read_text(encoding="utf-8")
@@ -144,7 +148,9 @@ def test_export_audit_filters_by_iso_since_and_until(tmp_path, make_events):
     make_events(2)
     first_time = AuditEvent.objects.order_by("id").first().created_at
     target = tmp_path / "audit.csv"
-    call_command("export_audit", "--since", "2000-01-01", "--until", "2000-01-02", "-o", str(target), stdout=io.StringIO())
+    call_command(
+        "export_audit", "--since", "2000-01-01", "--until", "2000-01-02", "-o", str(target), stdout=io.StringIO()
+    )
     assert len(read_file(target)) == 1
     call_command("export_audit", "--since", first_time.isoformat(), "-o", str(target), stdout=io.StringIO())
     assert [row[3] for row in read_file(target)[1:]] == ["test.event", "test.event", "audit.export"]
@@ -210,8 +216,16 @@ def test_export_audit_filters_by_object_and_cluster(tmp_path):
     record_event("cluster.edit", object_type="clusters.cluster", object_id=4, cluster="east-1", summary="other")
     target = tmp_path / "a.csv"
     call_command(
-        "export_audit", "--object-type", "clusters.cluster", "--object-id", "3", "--cluster", "east-1",
-        "-o", str(target), stdout=io.StringIO(),
+        "export_audit",
+        "--object-type",
+        "clusters.cluster",
+        "--object-id",
+        "3",
+        "--cluster",
+        "east-1",
+        "-o",
+        str(target),
+        stdout=io.StringIO(),
     )
     assert [row[8] for row in read_file(target)[1:]] == ["wanted"]
 
@@ -219,11 +233,23 @@ def test_export_audit_filters_by_object_and_cluster(tmp_path):
 def test_a_batch_of_events_is_stored_as_single_events_are_and_the_chain_still_verifies(admin_user):
     from fedportal.audit import record_events
 
-    spec = dict(actor=admin_user, obj=admin_user, summary="s", before={"pair": (1, 2)}, after={"token": "s3cret", "n": 1})
+    spec = dict(
+        actor=admin_user, obj=admin_user, summary="s", before={"pair": (1, 2)}, after={"token": "s3cret", "n": 1}
+    )
     single = AuditEvent.objects.get(pk=record_event("test.single", cluster="c1", **spec).pk)
     record_events([dict(action="test.batch", cluster="c2", **spec), dict(action="test.batch", summary="by nobody")])
     first, second = AuditEvent.objects.filter(action="test.batch").order_by("id")
-    same = ("actor_id", "actor_name", "object_type", "object_id", "object_repr", "summary", "before", "after", "source_ip")
+    same = (
+        "actor_id",
+        "actor_name",
+        "object_type",
+        "object_id",
+        "object_repr",
+        "summary",
+        "before",
+        "after",
+        "source_ip",
+    )
     assert [getattr(first, f) for f in same] == [getattr(single, f) for f in same]
     assert first.after == {"token": "[redacted]", "n": 1} and first.before == {"pair": [1, 2]} and first.cluster == "c2"
     assert (second.actor_id, second.actor_name, second.object_type) == (None, "system", "")

@@ -24,10 +24,11 @@ def listed_ids(response) -> list[int]:
 def read_csv(response) -> list[list[str]]:
     text = b"".join(response.streaming_content).decode("utf-8")
     assert text.startswith(BOM)
-    return list(csv.reader(io.StringIO(text[len(BOM):])))
+    return list(csv.reader(io.StringIO(text[len(BOM) :])))
 
 
 # --- the list page -------------------------------------------------------------------------------
+
 
 def test_viewer_sees_the_audit_page_newest_first(viewer_client, make_events):
     events = make_events(3)
@@ -147,6 +148,7 @@ def test_list_runs_a_fixed_number_of_queries(viewer_client, make_events, django_
 
 # --- the detail page -----------------------------------------------------------------------------
 
+
 def test_detail_shows_before_and_after_with_secrets_redacted(viewer_client):
     event = record_event(
         "cluster.rotate_credentials",
@@ -168,6 +170,7 @@ def test_detail_of_a_missing_event_is_404(viewer_client):
 
 # --- the CSV export ------------------------------------------------------------------------------
 
+
 def test_export_streams_the_filtered_set_oldest_first(viewer_client, make_events):
     wanted = make_events(3, action="cluster.register", cluster="east-1")
     make_events(2, action="cluster.unjoin")
@@ -183,7 +186,7 @@ def test_export_streams_the_filtered_set_oldest_first(viewer_client, make_events
 
 
 def test_export_neutralises_formula_injection(viewer_client):
-    payloads = ["=HYPERLINK(\"http://evil\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd", "  =1+1"]
+    payloads = ['=HYPERLINK("http://evil")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd", "  =1+1"]
     for payload in payloads:
         record_event("test.injection", summary=payload, object_repr=payload)
     rows = read_csv(viewer_client.get(EXPORT_URL, {"action": "test.injection"}))
@@ -243,14 +246,19 @@ def test_operator_approver_and_admin_can_read_the_audit_log(client, operator, ap
 
 # --- issue 23 item 6: prefix match, hide log-ins, the export follows the page's filter -------------
 
+
 def test_action_filter_matches_a_prefix_and_hide_logins_drops_sign_ins_and_outs(viewer_client, make_events):
     registered = make_events(2, action="cluster.register")
     unjoined = make_events(1, action="cluster.unjoin")
     make_events(1, action="federation.resource.create")
     login = record_event("auth.login", summary="someone logged in")
     failed = record_event("auth.login_failed", summary="a failed log-in")
-    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster."})) == [e.pk for e in reversed(registered + unjoined)]
-    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster.*"})) == [e.pk for e in reversed(registered + unjoined)]
+    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster."})) == [
+        e.pk for e in reversed(registered + unjoined)
+    ]
+    assert listed_ids(viewer_client.get(LIST_URL, {"action": "cluster.*"})) == [
+        e.pk for e in reversed(registered + unjoined)
+    ]
     shown = listed_ids(viewer_client.get(LIST_URL, {"action": "auth", "hide_logins": "on"}))
     assert shown == [failed.pk]
     assert login.pk in listed_ids(viewer_client.get(LIST_URL, {"action": "auth"}))
@@ -264,5 +272,7 @@ def test_list_offers_the_known_actions_and_the_fragment_carries_the_export_link(
     body = viewer_client.get(LIST_URL).content.decode()
     assert '<option value="cluster.register"><option value="cluster.unjoin"></datalist>' in body
     fragment = viewer_client.get(LIST_URL, {"action": "cluster.", "hide_logins": "on"}, HTTP_HX_REQUEST="true")
-    assert (f'id="audit-export" href="{EXPORT_URL}?action=cluster.&amp;hide_logins=on" download hx-swap-oob="true"'
-            in fragment.content.decode())
+    assert (
+        f'id="audit-export" href="{EXPORT_URL}?action=cluster.&amp;hide_logins=on" download hx-swap-oob="true"'
+        in fragment.content.decode()
+    )

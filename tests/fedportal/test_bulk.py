@@ -7,10 +7,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
-from fedportal import bulk
 from federation import services
 from federation.choices import PropagationReason, SyncState
 from federation.models import PropagatedVersion
+from fedportal import bulk
 from tests.federation.factories import WEB_TEMPLATE, ftype
 
 pytestmark = pytest.mark.django_db
@@ -18,8 +18,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def resource(clusters):
-    return services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE,
-                                     placement={"clusters": ["a", "b", "c"]})
+    return services.create_resource(
+        ftype("Deployment"),
+        namespace="shop",
+        name="web",
+        template=WEB_TEMPLATE,
+        placement={"clusters": ["a", "b", "c"]},
+    )
 
 
 @pytest.fixture
@@ -29,11 +34,21 @@ def clusters():
 
 def test_inserted_rows_read_back_as_the_orm_would_have_stored_them(resource, clusters):
     stamp = timezone.now() - timedelta(minutes=3)
-    bulk.insert_values(PropagatedVersion, [
-        dict(resource=resource, cluster=cluster, revision=resource.current_revision, status=PropagationReason.OK,
-             applied_manifest={"spec": {"replicas": i, "labels": {"ü": "ok"}}}, drift=[{"path": "/x"}], propagated_at=stamp)
-        for i, cluster in enumerate(clusters)
-    ])
+    bulk.insert_values(
+        PropagatedVersion,
+        [
+            dict(
+                resource=resource,
+                cluster=cluster,
+                revision=resource.current_revision,
+                status=PropagationReason.OK,
+                applied_manifest={"spec": {"replicas": i, "labels": {"ü": "ok"}}},
+                drift=[{"path": "/x"}],
+                propagated_at=stamp,
+            )
+            for i, cluster in enumerate(clusters)
+        ],
+    )
     rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
     assert sorted(rows) == ["a", "b", "c"]
     assert rows["c"].applied_manifest == {"spec": {"replicas": 2, "labels": {"ü": "ok"}}}
@@ -47,14 +62,21 @@ def test_update_rows_sets_each_rows_own_values_and_only_the_named_fields(resourc
     gone = pvs.pop()
     gone_pk = gone.pk
     gone.delete()
-    bulk.update_rows(PropagatedVersion, {
-        **{pv.pk: {"revision": resource.current_revision, "version": f"gen:{i}", "remote_status": {"replicas": i}}
-           for i, pv in enumerate(pvs)},
-        gone_pk: {"revision": None, "version": "gen:9", "remote_status": None},  # deleted meanwhile: not made again
-    })
+    bulk.update_rows(
+        PropagatedVersion,
+        {
+            **{
+                pv.pk: {"revision": resource.current_revision, "version": f"gen:{i}", "remote_status": {"replicas": i}}
+                for i, pv in enumerate(pvs)
+            },
+            gone_pk: {"revision": None, "version": "gen:9", "remote_status": None},  # deleted meanwhile: not made again
+        },
+    )
     rows = list(PropagatedVersion.objects.order_by("pk"))
     assert [(r.version, r.remote_status, r.message) for r in rows] == [
-        ("gen:0", {"replicas": 0}, "kept"), ("gen:1", {"replicas": 1}, "kept")]
+        ("gen:0", {"replicas": 0}, "kept"),
+        ("gen:1", {"replicas": 1}, "kept"),
+    ]
     assert {r.revision_id for r in rows} == {resource.current_revision_id}
     assert not PropagatedVersion.objects.filter(pk=gone_pk).exists()
 
@@ -68,9 +90,17 @@ def test_nothing_to_write_runs_no_query(django_assert_num_queries):
 def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
     pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c) for c in clusters]
     shared, now = {"spec": {"replicas": 3}}, timezone.now()
-    bulk.update_rows(PropagatedVersion, {
-        pv.pk: {"applied_manifest": shared if i < 2 else {"spec": {"replicas": 1}}, "propagated_at": now, "live_uid": f"u{i}"}
-        for i, pv in enumerate(pvs)})
+    bulk.update_rows(
+        PropagatedVersion,
+        {
+            pv.pk: {
+                "applied_manifest": shared if i < 2 else {"spec": {"replicas": 1}},
+                "propagated_at": now,
+                "live_uid": f"u{i}",
+            }
+            for i, pv in enumerate(pvs)
+        },
+    )
     rows = list(PropagatedVersion.objects.order_by("pk"))
     assert [r.applied_manifest["spec"]["replicas"] for r in rows] == [3, 3, 1]
     assert [r.live_uid for r in rows] == ["u0", "u1", "u2"] and {r.propagated_at for r in rows} == {now}
@@ -78,18 +108,27 @@ def test_a_value_rows_share_is_written_to_each_of_them(resource, clusters):
 
 def test_inserted_rows_take_each_fields_default_for_the_columns_not_given(resource, clusters):
     before = timezone.now()
-    bulk.insert_values(PropagatedVersion, [{"resource_id": resource.pk, "cluster": cluster, "message": f"m{i}"}
-                                           for i, cluster in enumerate(clusters)])
+    bulk.insert_values(
+        PropagatedVersion,
+        [{"resource_id": resource.pk, "cluster": cluster, "message": f"m{i}"} for i, cluster in enumerate(clusters)],
+    )
     rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
     assert sorted(rows) == ["a", "b", "c"] and rows["b"].message == "m1" and rows["a"].resource_id == resource.pk
     for row in rows.values():  # what PropagatedVersion(resource=..., cluster=...).save() would have stored
-        assert (row.status, row.sync_state, row.drift, row.applied_manifest) == (PropagationReason.PENDING, SyncState.UNKNOWN, [], None)
+        assert (row.status, row.sync_state, row.drift, row.applied_manifest) == (
+            PropagationReason.PENDING,
+            SyncState.UNKNOWN,
+            [],
+            None,
+        )
         assert row.updated_at >= before and row.propagated_at is None and row.version == ""
 
 
 def test_ignore_conflicts_skips_rows_already_there_and_a_plain_insert_refuses_them(resource, clusters):
     PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
-    bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": c} for c in clusters], ignore_conflicts=True)
+    bulk.insert_values(
+        PropagatedVersion, [{"resource": resource, "cluster": c} for c in clusters], ignore_conflicts=True
+    )
     assert PropagatedVersion.objects.count() == 3
     assert PropagatedVersion.objects.get(cluster=clusters[0]).status == PropagationReason.OK, "the row there is kept"
     with pytest.raises(IntegrityError), transaction.atomic():

@@ -50,23 +50,30 @@ def group_members(pgid: int) -> list[int]:
 @pytest.fixture
 def demo_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "FEDPORTAL_TEST_RUN_ID")}
-    env.update({
-        "DJANGO_SETTINGS_MODULE": "fedportal.settings",
-        "FEDPORTAL_VAR_DIR": str(tmp_path / "var"),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
-        "CELERY_BROKER_URL": "",
-        "CACHE_URL": "",
-        "FEDPORTAL_BROKER_DIR": str(tmp_path / "broker"),
-    })
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True,
-                   timeout=300)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "fedportal.settings",
+            "FEDPORTAL_VAR_DIR": str(tmp_path / "var"),
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'demo.sqlite3'}",
+            "CELERY_BROKER_URL": "",
+            "CACHE_URL": "",
+            "FEDPORTAL_BROKER_DIR": str(tmp_path / "broker"),
+        }
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
+    )
     return env
 
 
 def test_ctrl_c_then_repeated_sigterm_stops_every_child_before_demo_returns(demo_env):
     demo = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(free_port()), "--fleet-port", str(free_port())],
-        cwd=ROOT, env=demo_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=demo_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines: list[str] = []
     ready = threading.Event()

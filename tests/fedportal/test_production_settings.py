@@ -76,6 +76,8 @@ def test_the_proxy_ssl_header_is_believed_only_behind_a_trusted_proxy(tmp_path):
     assert settings_value("SECURE_PROXY_SSL_HEADER", production_env(), tmp_path) == ["None"]
     with_proxy = production_env(FEDPORTAL_TRUSTED_PROXIES="1")
     assert settings_value("SECURE_PROXY_SSL_HEADER FEDPORTAL_TRUSTED_PROXIES", with_proxy, tmp_path) == [
-        "('HTTP_X_FORWARDED_PROTO', 'https')", "1"]
+        "('HTTP_X_FORWARDED_PROTO', 'https')",
+        "1",
+    ]
     result = manage(["check", "--deploy", "--fail-level", "WARNING"], with_proxy, tmp_path)
     assert result.returncode == 0, result.stderr

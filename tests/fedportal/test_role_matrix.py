@@ -52,9 +52,7 @@ def test_every_url_pattern_is_named():
 
 def test_every_url_has_an_entry_in_the_role_matrix():
     missing = [name for name in PATTERN_NAMES if name not in EXPECTED]
-    assert not missing, (
-        f"URLs with no entry in tests/role_matrix.py EXPECTED (add who may GET/POST them): {missing}"
-    )
+    assert not missing, f"URLs with no entry in tests/role_matrix.py EXPECTED (add who may GET/POST them): {missing}"
 
 
 def test_role_matrix_names_only_existing_urls():
@@ -74,7 +72,9 @@ def test_role_matrix_entries_are_well_formed():
 
 
 def test_patterns_with_parameters_have_sample_kwargs():
-    missing = [name for _, name, entry in ALL_PATTERNS if name and entry.pattern.regex.groupindex and name not in URL_KWARGS]
+    missing = [
+        name for _, name, entry in ALL_PATTERNS if name and entry.pattern.regex.groupindex and name not in URL_KWARGS
+    ]
     assert not missing, f"URLs with parameters need a sample in tests/role_matrix.py URL_KWARGS: {missing}"
 
 

@@ -48,7 +48,7 @@ def forms_of(sentinel: str) -> list[str]:
     forms = {sentinel, b64(sentinel), b64(sentinel).rstrip("="), base64.urlsafe_b64encode(sentinel.encode()).decode()}
     for prefix in ("", "x", "xx"):
         encoded = b64(prefix + sentinel)
-        forms.add(encoded[4 * ((len(prefix) + 2) // 3) + 4:-4])  # a middle slice: alignment-independent
+        forms.add(encoded[4 * ((len(prefix) + 2) // 3) + 4 : -4])  # a middle slice: alignment-independent
     return sorted(form for form in forms if len(form) >= 8)
 
 
@@ -66,10 +66,21 @@ def body(response) -> str:
 
 # --- the masking function itself -----------------------------------------------------------------
 
+
 def test_a_secret_manifest_is_masked_wherever_it_sits():
-    manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "annotations": {
-        "kubectl.kubernetes.io/last-applied-configuration": f'{{"data":{{"p":"{b64(SENTINEL_TEMPLATE)}"}}}}'}},
-        "data": {"p": b64(SENTINEL_TEMPLATE)}, "stringData": {"q": SENTINEL_OVERRIDE}, "type": "Opaque"}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "db",
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": f'{{"data":{{"p":"{b64(SENTINEL_TEMPLATE)}"}}}}'
+            },
+        },
+        "data": {"p": b64(SENTINEL_TEMPLATE)},
+        "stringData": {"q": SENTINEL_OVERRIDE},
+        "type": "Opaque",
+    }
     masked = mask_secrets({"events": [{"after": manifest}]})
     assert not leaks(str(masked))
     secret = masked["events"][0]["after"]
@@ -81,13 +92,21 @@ def test_a_secret_manifest_is_masked_wherever_it_sits():
 
 
 def test_diff_rows_and_override_operations_of_a_secret_are_masked():
-    rows = [{"path": "/data/p", "before": "b2xk", "after": b64(SENTINEL_LIVE), "change": "changed"},
-            {"path": "/metadata/labels/app", "before": "a", "after": "b", "change": "changed"}]
+    rows = [
+        {"path": "/data/p", "before": "b2xk", "after": b64(SENTINEL_LIVE), "change": "changed"},
+        {"path": "/metadata/labels/app", "before": "a", "after": "b", "change": "changed"},
+    ]
     masked = mask_secrets(rows, secret=True)
     assert not leaks(str(masked)) and masked[1] == rows[1]
-    overrides = [{"clusterName": "m128", "clusterOverrides": [
-        {"op": "add", "path": "/data", "value": {"extra": b64(SENTINEL_OVERRIDE)}},
-        {"op": "replace", "path": "/metadata/labels/tier", "value": "web"}]}]
+    overrides = [
+        {
+            "clusterName": "m128",
+            "clusterOverrides": [
+                {"op": "add", "path": "/data", "value": {"extra": b64(SENTINEL_OVERRIDE)}},
+                {"op": "replace", "path": "/metadata/labels/tier", "value": "web"},
+            ],
+        }
+    ]
     masked = mask_secrets({"template": {"data": {"p": b64(SENTINEL_TEMPLATE)}}, "overrides": overrides}, secret=True)
     assert not leaks(str(masked))
     assert masked["overrides"][0]["clusterOverrides"][1]["value"] == "web"
@@ -120,6 +139,7 @@ def test_restore_masked_keeps_untouched_values_and_takes_typed_ones():
 
 # --- the whole site ----------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def secret_world(fleet, operator, approver, admin_user):
     """A federated Secret in every state a page can show it in; returns the objects URLs need."""
@@ -127,11 +147,18 @@ def secret_world(fleet, operator, approver, admin_user):
     drain(propagation.propagate_revision(federate_namespace("shop", MEMBERS)))
     secret_type = services.find_type("Secret")
     resource = services.create_resource(
-        secret_type, namespace="shop", name="db", actor=operator,
+        secret_type,
+        namespace="shop",
+        name="db",
+        actor=operator,
         template={"type": "Opaque", "data": {"password": b64(SENTINEL_TEMPLATE)}},
         placement={"clusters": MEMBERS},
-        overrides=[{"clusterName": "m128", "clusterOverrides": [
-            {"op": "add", "path": "/data/extra", "value": b64(SENTINEL_OVERRIDE)}]}],
+        overrides=[
+            {
+                "clusterName": "m128",
+                "clusterOverrides": [{"op": "add", "path": "/data/extra", "value": b64(SENTINEL_OVERRIDE)}],
+            }
+        ],
     )
     drain(propagation.propagate_revision(resource))
     assert fleet.get_object("m128", "v1", "Secret", "shop", "db")["data"]["extra"] == b64(SENTINEL_OVERRIDE)
@@ -140,9 +167,16 @@ def secret_world(fleet, operator, approver, admin_user):
     propagation.detect_drift(resource=resource)
     # a second revision with a new value, requested as a change (diffs and preflight taken)
     revision = services.update_resource(
-        resource, template={"type": "Opaque", "data": {"password": b64(SENTINEL_REVISION)}},
-        placement={"clusters": MEMBERS}, overrides=resource.current_revision.overrides, scheduling=None,
-        retention=resource.retention, drift_policy=resource.drift_policy, actor=operator, message="rotate")
+        resource,
+        template={"type": "Opaque", "data": {"password": b64(SENTINEL_REVISION)}},
+        placement={"clusters": MEMBERS},
+        overrides=resource.current_revision.overrides,
+        scheduling=None,
+        retention=resource.retention,
+        drift_policy=resource.drift_policy,
+        actor=operator,
+        message="rotate",
+    )
     cr = approvals.create_change_request(resource, actor=operator, revision=revision)
     cr = approvals.submit(cr, actor=operator)
     assert cr.diffs and not leaks(str(cr.diffs))
@@ -184,7 +218,7 @@ def test_no_url_command_or_export_shows_a_secret_value(client, secret_world, vie
     checked = set()
     for who in (viewer, operator, approver):
         client.force_login(who)
-        for route, name, pattern in ALL_PATTERNS:
+        for _route, name, pattern in ALL_PATTERNS:
             params = set(pattern.pattern.regex.groupindex)
             for kwargs in kwargs_for(name, params, secret_world):
                 base = reverse(name, kwargs=kwargs)
@@ -196,19 +230,33 @@ def test_no_url_command_or_export_shows_a_secret_value(client, secret_world, vie
                         assert not found, f"{who.username} GET {base + query} {headers}: {found}"
                         checked.add(name)
     # the pages that show the Secret's content were really fetched with content
-    assert {"drift:compat_cell", "federation:resource_preview", "federation:revision_detail", "federation:drift_list",
-            "approvals:change_detail", "federation:resource_edit", "audit:event_detail", "audit:event_export",
-            "drift:compat_export"} <= checked
+    assert {
+        "drift:compat_cell",
+        "federation:resource_preview",
+        "federation:revision_detail",
+        "federation:drift_list",
+        "approvals:change_detail",
+        "federation:resource_edit",
+        "audit:event_detail",
+        "audit:event_export",
+        "drift:compat_export",
+    } <= checked
     client.force_login(operator)
     edit = body(client.get(reverse("federation:resource_edit", args=[secret_world["resource"].pk])))
     assert "password: &lt;secret hmac:" in edit or "password: '&lt;secret hmac:" in edit
 
     outputs = []
-    for args in (("fedctl", "get", "-o", "json"), ("fedctl", "get", "-o", "yaml"),
-                 ("fedctl", "status", "shop/db", "--kind", "Secret", "-o", "json"),
-                 ("fedctl", "status", "shop/db", "--kind", "Secret", "-o", "yaml"),
-                 ("changes", "list", "-o", "json"), ("drift_report", "-o", "json"), ("drift_report", "-o", "csv"),
-                 ("export_audit", "-o", "-"), ("verify_audit",)):
+    for args in (
+        ("fedctl", "get", "-o", "json"),
+        ("fedctl", "get", "-o", "yaml"),
+        ("fedctl", "status", "shop/db", "--kind", "Secret", "-o", "json"),
+        ("fedctl", "status", "shop/db", "--kind", "Secret", "-o", "yaml"),
+        ("changes", "list", "-o", "json"),
+        ("drift_report", "-o", "json"),
+        ("drift_report", "-o", "csv"),
+        ("export_audit", "-o", "-"),
+        ("verify_audit",),
+    ):
         out, err = io.StringIO(), io.StringIO()
         try:
             call_command(*args, stdout=out, stderr=err)
@@ -236,11 +284,26 @@ def test_an_operator_edits_a_secret_without_seeing_its_values(client, secret_wor
     assert override_row["value"].strip("'\"") == mask_token(b64(SENTINEL_OVERRIDE))
 
     def post(template_yaml, override_value):
-        data = {"template_yaml": template_yaml, "placement_mode": "clusters", "clusters": MEMBERS,
-                "retention": resource.retention, "drift_policy": resource.drift_policy, "message": "edit",
-                "ov-TOTAL_FORMS": "1", "ov-INITIAL_FORMS": "1", "ov-MIN_NUM_FORMS": "0", "ov-MAX_NUM_FORMS": "200",
-                "ov-0-cluster": "m128", "ov-0-op": "add", "ov-0-path": "/data/extra", "ov-0-value": override_value,
-                "rsp-TOTAL_FORMS": "0", "rsp-INITIAL_FORMS": "0", "rsp-MIN_NUM_FORMS": "0", "rsp-MAX_NUM_FORMS": "200"}
+        data = {
+            "template_yaml": template_yaml,
+            "placement_mode": "clusters",
+            "clusters": MEMBERS,
+            "retention": resource.retention,
+            "drift_policy": resource.drift_policy,
+            "message": "edit",
+            "ov-TOTAL_FORMS": "1",
+            "ov-INITIAL_FORMS": "1",
+            "ov-MIN_NUM_FORMS": "0",
+            "ov-MAX_NUM_FORMS": "200",
+            "ov-0-cluster": "m128",
+            "ov-0-op": "add",
+            "ov-0-path": "/data/extra",
+            "ov-0-value": override_value,
+            "rsp-TOTAL_FORMS": "0",
+            "rsp-INITIAL_FORMS": "0",
+            "rsp-MIN_NUM_FORMS": "0",
+            "rsp-MAX_NUM_FORMS": "200",
+        }
         return client.post(reverse("federation:resource_edit", args=[resource.pk]), data)
 
     # everything left masked, a label added: the stored values are kept
@@ -260,7 +323,9 @@ def test_an_operator_edits_a_secret_without_seeing_its_values(client, secret_wor
     assert resource.current_revision.overrides[0]["clusterOverrides"][0]["value"] == b64(SENTINEL_OVERRIDE)
     # a token that matches no stored value (here: copied to a new key) is a form error, nothing saved
     number = resource.current_revision.number
-    copied = typed.replace("password: bmV3LXZhbHVl", f"password: bmV3LXZhbHVl\n  copy: '{override_row['value'].strip(chr(39))}'")
+    copied = typed.replace(
+        "password: bmV3LXZhbHVl", f"password: bmV3LXZhbHVl\n  copy: '{override_row['value'].strip(chr(39))}'"
+    )
     response = post(copied, override_row["value"])
     assert response.status_code == 400 and "/data/copy: the value is hidden" in body(response)
     resource.refresh_from_db()
@@ -279,8 +344,14 @@ def test_a_preflight_message_quoting_a_secret_value_is_masked(operator):
         value = change_request.proposed_revision.template["data"]["password"]
         return [PreflightProblem("", "warning", f"data.password: invalid value {value!r}")]
 
-    resource = services.create_resource(services.find_type("Secret"), namespace="shop", name="quoted", actor=operator,
-                                        template={"data": {"password": b64(SENTINEL_TEMPLATE)}}, placement={})
+    resource = services.create_resource(
+        services.find_type("Secret"),
+        namespace="shop",
+        name="quoted",
+        actor=operator,
+        template={"data": {"password": b64(SENTINEL_TEMPLATE)}},
+        placement={},
+    )
     register_preflight(quoting_check)
     try:
         cr = approvals.refresh_change_request(approvals.create_change_request(resource, actor=operator))

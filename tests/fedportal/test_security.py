@@ -22,6 +22,7 @@ def events(action):
 
 # --- logins, failed logins, logouts, lockouts are audited ---------------------------------------
 
+
 @pytest.mark.django_db
 def test_login_through_the_form_is_audited_with_address_and_request_id(client, viewer):
     response = client.post(LOGIN_URL, {"username": viewer.username, "password": PASSWORD}, REMOTE_ADDR="203.0.113.7")
@@ -40,7 +41,9 @@ def test_a_client_supplied_request_id_is_kept(client, viewer):
 
 @pytest.mark.django_db
 def test_failed_login_is_audited_without_the_password(client, viewer):
-    response = client.post(LOGIN_URL, {"username": viewer.username, "password": "wrong-guess-99"}, REMOTE_ADDR="198.51.100.4")
+    response = client.post(
+        LOGIN_URL, {"username": viewer.username, "password": "wrong-guess-99"}, REMOTE_ADDR="198.51.100.4"
+    )
     assert response.status_code == 200 and "form" in response.context
     [event] = events("auth.login_failed")
     assert event.actor_id is None and event.actor_name == "system"
@@ -101,6 +104,7 @@ def test_lockout_is_per_username_and_per_address(client, viewer, operator):
 
 # --- healthz and login-required pages -------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_healthz_answers_anonymously(client):
     response = client.get(reverse("healthz"))
@@ -124,6 +128,7 @@ def test_home_is_403_without_a_role_and_200_for_a_viewer(client, nobody, viewer)
 
 
 # --- settings: the production profile and bad environment values ------------------------------
+
 
 def manage(args, env_overrides, tmp_path):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("FEDPORTAL_", "DATABASE_URL"))}

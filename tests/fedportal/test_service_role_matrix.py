@@ -22,8 +22,13 @@ from fedportal.roles import Role
 pytestmark = pytest.mark.django_db
 
 SERVICE_MODULES = (
-    "federation.services", "federation.propagation", "federation.approvals.services",
-    "clusters.services.registry", "clusters.services.health", "clusters.services.kubeconfig", "drift.services",
+    "federation.services",
+    "federation.propagation",
+    "federation.approvals.services",
+    "clusters.services.registry",
+    "clusters.services.health",
+    "clusters.services.kubeconfig",
+    "drift.services",
 )
 # Functions with an ``actor`` that are not entry points for users: why each is left out.
 NOT_ENTRY_POINTS = {
@@ -61,8 +66,14 @@ class World:
         self.author = make_user("ivy-author", Role.OPERATOR, Role.ADMIN)
         self.cluster = ClusterFactory(name="dev-a", labels={"env": "dev"}, state=ClusterState.NOT_READY)
         self.ready = ClusterFactory(name="ready-a", state=ClusterState.READY, api_server="https://127.0.0.1:1")
-        self.resource = fs.create_resource(ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE,
-                                           placement={"clusters": ["dev-a"]}, actor=self.author)
+        self.resource = fs.create_resource(
+            ftype("Deployment"),
+            namespace="shop",
+            name="web",
+            template=WEB_TEMPLATE,
+            placement={"clusters": ["dev-a"]},
+            actor=self.author,
+        )
 
     def change(self, state="Draft", **kw):
         from federation.approvals import services
@@ -129,71 +140,180 @@ EVERY_ROLE = (VIEWER, OPERATOR, APPROVER)
 
 TABLE = [
     # federation
-    row("federation.services.create_resource", [OPERATOR], lambda w, a: _fs().create_resource(
-        _type("ConfigMap"), namespace="default", name="rm-new", template={"data": {"k": "v"}}, actor=a)),
-    row("federation.services.update_resource", [OPERATOR], lambda w, a: _fs().update_resource(
-        w.resource, template=w.resource.current_revision.template, placement={"clusters": []}, actor=a)),
-    row("federation.services.withdraw_resource", list(APPLIERS), lambda w, a: _fs().withdraw_resource(
-        w.resource, actor=a)),
-    row("federation.services.rollback_resource", [OPERATOR], lambda w, a: _fs().rollback_resource(
-        w.resource, to_revision=w.resource.current_revision, actor=a)),
-    row("federation.services.apply_kubefed_file", [OPERATOR], lambda w, a: _fs().apply_kubefed_file(
-        KUBEFED_CONFIGMAP, actor=a, dry_run=True)),
-    row("federation.services.create_type", [ADMIN], lambda w, a: _fs().create_type(
-        actor=a, group="example.com", version="v1", kind="Widget", plural="widgets", scope="Namespaced",
-        propagation="Enabled", status_collection="Disabled")),
-    row("federation.services.update_type", [ADMIN], lambda w, a: _fs().update_type(
-        _type("ConfigMap"), actor=a, propagation="Disabled")),
-    row("federation.services.enable_type", [ADMIN], lambda w, a: _fs().enable_type(
-        kind="Gadget", group="example.com", version="v1", actor=a)),
-    row("federation.propagation.propagate_revision", APPLIERS, lambda w, a: _prop().propagate_revision(w.resource, actor=a)),
-    row("federation.propagation.remove_from_cluster", APPLIERS, lambda w, a: _prop().remove_from_cluster(
-        w.resource, cluster=w.cluster, actor=a)),
+    row(
+        "federation.services.create_resource",
+        [OPERATOR],
+        lambda w, a: _fs().create_resource(
+            _type("ConfigMap"), namespace="default", name="rm-new", template={"data": {"k": "v"}}, actor=a
+        ),
+    ),
+    row(
+        "federation.services.update_resource",
+        [OPERATOR],
+        lambda w, a: _fs().update_resource(
+            w.resource, template=w.resource.current_revision.template, placement={"clusters": []}, actor=a
+        ),
+    ),
+    row(
+        "federation.services.withdraw_resource",
+        list(APPLIERS),
+        lambda w, a: _fs().withdraw_resource(w.resource, actor=a),
+    ),
+    row(
+        "federation.services.rollback_resource",
+        [OPERATOR],
+        lambda w, a: _fs().rollback_resource(w.resource, to_revision=w.resource.current_revision, actor=a),
+    ),
+    row(
+        "federation.services.apply_kubefed_file",
+        [OPERATOR],
+        lambda w, a: _fs().apply_kubefed_file(KUBEFED_CONFIGMAP, actor=a, dry_run=True),
+    ),
+    row(
+        "federation.services.create_type",
+        [ADMIN],
+        lambda w, a: _fs().create_type(
+            actor=a,
+            group="example.com",
+            version="v1",
+            kind="Widget",
+            plural="widgets",
+            scope="Namespaced",
+            propagation="Enabled",
+            status_collection="Disabled",
+        ),
+    ),
+    row(
+        "federation.services.update_type",
+        [ADMIN],
+        lambda w, a: _fs().update_type(_type("ConfigMap"), actor=a, propagation="Disabled"),
+    ),
+    row(
+        "federation.services.enable_type",
+        [ADMIN],
+        lambda w, a: _fs().enable_type(kind="Gadget", group="example.com", version="v1", actor=a),
+    ),
+    row(
+        "federation.propagation.propagate_revision",
+        APPLIERS,
+        lambda w, a: _prop().propagate_revision(w.resource, actor=a),
+    ),
+    row(
+        "federation.propagation.remove_from_cluster",
+        APPLIERS,
+        lambda w, a: _prop().remove_from_cluster(w.resource, cluster=w.cluster, actor=a),
+    ),
     row("federation.propagation.resync_failed", [OPERATOR], lambda w, a: _prop().resync_failed(w.resource, actor=a)),
-    row("federation.propagation.resync_cluster", [OPERATOR], lambda w, a: _prop().resync_cluster(w.resource, w.cluster, actor=a)),
-    row("federation.propagation.reconcile_waiting_clusters", [OPERATOR], lambda w, a: (
-        w.waiting_on_ready_cluster(), _prop().reconcile_waiting_clusters(actor=a))),
+    row(
+        "federation.propagation.resync_cluster",
+        [OPERATOR],
+        lambda w, a: _prop().resync_cluster(w.resource, w.cluster, actor=a),
+    ),
+    row(
+        "federation.propagation.reconcile_waiting_clusters",
+        [OPERATOR],
+        lambda w, a: (w.waiting_on_ready_cluster(), _prop().reconcile_waiting_clusters(actor=a)),
+    ),
     # change requests
-    row("federation.approvals.services.create_change_request", [OPERATOR], lambda w, a: _ap().create_change_request(
-        w.resource, actor=a)),
-    row("federation.approvals.services.create_change_request(unjoin)", [ADMIN], lambda w, a: _ap().create_change_request(
-        kind="unjoin", cluster=w.cluster, actor=a)),
+    row(
+        "federation.approvals.services.create_change_request",
+        [OPERATOR],
+        lambda w, a: _ap().create_change_request(w.resource, actor=a),
+    ),
+    row(
+        "federation.approvals.services.create_change_request(unjoin)",
+        [ADMIN],
+        lambda w, a: _ap().create_change_request(kind="unjoin", cluster=w.cluster, actor=a),
+    ),
     row("federation.approvals.services.submit", [OPERATOR], lambda w, a: _ap().submit(w.change(), actor=a)),
     row("federation.approvals.services.submit(unjoin)", [ADMIN], lambda w, a: _ap().submit(w.unjoin_draft(), actor=a)),
-    row("federation.approvals.services.approve", [APPROVER], lambda w, a: _ap().approve(w.change("Submitted"), actor=a)),
-    row("federation.approvals.services.reject", [APPROVER], lambda w, a: _ap().reject(
-        w.change("Submitted"), actor=a, comment="no")),
+    row(
+        "federation.approvals.services.approve", [APPROVER], lambda w, a: _ap().approve(w.change("Submitted"), actor=a)
+    ),
+    row(
+        "federation.approvals.services.reject",
+        [APPROVER],
+        lambda w, a: _ap().reject(w.change("Submitted"), actor=a, comment="no"),
+    ),
     row("federation.approvals.services.cancel", [ADMIN], lambda w, a: _ap().cancel(w.change(), actor=a)),
-    row("federation.approvals.services.add_comment", EVERY_ROLE, lambda w, a: _ap().add_comment(w.change(), actor=a, body="hi")),
-    row("federation.approvals.services.override_preflight", [ADMIN], lambda w, a: _ap().override_preflight(
-        w.change(), actor=a, reason="known")),
-    row("federation.approvals.services.apply_change_request", [OPERATOR], lambda w, a: _ap().apply_change_request(
-        w.change("Submitted"), actor=a)),
-    row("federation.approvals.services.emergency_apply", [ADMIN], lambda w, a: _ap().emergency_apply(
-        w.resource, actor=a, reason="outage")),
-    row("federation.approvals.services.revise_change_request", [ADMIN], lambda w, a: _ap().revise_change_request(
-        w.change(), actor=a, revision=w.resource.current_revision)),
-    row("federation.approvals.services.revise_from_current", [ADMIN], lambda w, a: _ap().revise_from_current(
-        w.change(), actor=a)),
-    row("federation.approvals.services.refresh_change_request", APPLIERS, lambda w, a: _ap().refresh_change_request(
-        w.change(), actor=a)),
+    row(
+        "federation.approvals.services.add_comment",
+        EVERY_ROLE,
+        lambda w, a: _ap().add_comment(w.change(), actor=a, body="hi"),
+    ),
+    row(
+        "federation.approvals.services.override_preflight",
+        [ADMIN],
+        lambda w, a: _ap().override_preflight(w.change(), actor=a, reason="known"),
+    ),
+    row(
+        "federation.approvals.services.apply_change_request",
+        [OPERATOR],
+        lambda w, a: _ap().apply_change_request(w.change("Submitted"), actor=a),
+    ),
+    row(
+        "federation.approvals.services.emergency_apply",
+        [ADMIN],
+        lambda w, a: _ap().emergency_apply(w.resource, actor=a, reason="outage"),
+    ),
+    row(
+        "federation.approvals.services.revise_change_request",
+        [ADMIN],
+        lambda w, a: _ap().revise_change_request(w.change(), actor=a, revision=w.resource.current_revision),
+    ),
+    row(
+        "federation.approvals.services.revise_from_current",
+        [ADMIN],
+        lambda w, a: _ap().revise_from_current(w.change(), actor=a),
+    ),
+    row(
+        "federation.approvals.services.refresh_change_request",
+        APPLIERS,
+        lambda w, a: _ap().refresh_change_request(w.change(), actor=a),
+    ),
     # clusters
-    row("clusters.services.registry.register_cluster", [ADMIN], lambda w, a: _cs().register_cluster(
-        name="rm-new", api_server="https://127.0.0.1:1", token="t", actor=a, verify=False, probe=False)),
-    row("clusters.services.registry.update_cluster", [ADMIN], lambda w, a: _cs().update_cluster(
-        w.cluster, actor=a, verify=False, labels={"env": "test"})),
-    row("clusters.services.registry.rotate_credentials", [ADMIN], lambda w, a: _cs().rotate_credentials(
-        w.cluster, token="new-token", actor=a, verify=False)),
-    row("clusters.services.kubeconfig.import_kubeconfig_contexts", [ADMIN], lambda w, a: _cs().import_kubeconfig_contexts(
-        KUBECONFIG, actor=a, verify=False)),
-    row("clusters.services.kubeconfig.import_kubeconfig", [ADMIN], lambda w, a: import_module(
-        "clusters.services.kubeconfig").import_kubeconfig(KUBECONFIG, actor=a, verify=False, skip_existing=True)),
+    row(
+        "clusters.services.registry.register_cluster",
+        [ADMIN],
+        lambda w, a: _cs().register_cluster(
+            name="rm-new", api_server="https://127.0.0.1:1", token="t", actor=a, verify=False, probe=False
+        ),
+    ),
+    row(
+        "clusters.services.registry.update_cluster",
+        [ADMIN],
+        lambda w, a: _cs().update_cluster(w.cluster, actor=a, verify=False, labels={"env": "test"}),
+    ),
+    row(
+        "clusters.services.registry.rotate_credentials",
+        [ADMIN],
+        lambda w, a: _cs().rotate_credentials(w.cluster, token="new-token", actor=a, verify=False),
+    ),
+    row(
+        "clusters.services.kubeconfig.import_kubeconfig_contexts",
+        [ADMIN],
+        lambda w, a: _cs().import_kubeconfig_contexts(KUBECONFIG, actor=a, verify=False),
+    ),
+    row(
+        "clusters.services.kubeconfig.import_kubeconfig",
+        [ADMIN],
+        lambda w, a: import_module("clusters.services.kubeconfig").import_kubeconfig(
+            KUBECONFIG, actor=a, verify=False, skip_existing=True
+        ),
+    ),
     row("clusters.services.registry.unjoin_cluster", [ADMIN], lambda w, a: _cs().unjoin_cluster(w.ready, actor=a)),
-    row("clusters.services.health.request_poll", [OPERATOR], lambda w, a: _cs().request_poll(cluster=w.cluster, actor=a)),
+    row(
+        "clusters.services.health.request_poll", [OPERATOR], lambda w, a: _cs().request_poll(cluster=w.cluster, actor=a)
+    ),
     # drift
-    row("drift.services.isolate_cluster", [ADMIN], lambda w, a: _ds().isolate_cluster(w.cluster, actor=a, reason="skew")),
-    row("drift.services.isolate_cluster(automatic)", [ADMIN], lambda w, a: _ds().isolate_cluster(
-        w.cluster, actor=a, reason="skew", automatic=True)),
+    row(
+        "drift.services.isolate_cluster", [ADMIN], lambda w, a: _ds().isolate_cluster(w.cluster, actor=a, reason="skew")
+    ),
+    row(
+        "drift.services.isolate_cluster(automatic)",
+        [ADMIN],
+        lambda w, a: _ds().isolate_cluster(w.cluster, actor=a, reason="skew", automatic=True),
+    ),
     row("drift.services.restore_cluster", [ADMIN], lambda w, a: _ds().restore_cluster(w.cluster, actor=a)),
     row("drift.services.take_compliance_snapshot", [ADMIN], lambda w, a: _ds().take_compliance_snapshot(actor=a)),
     row("drift.services.update_version_policy", [ADMIN], lambda w, a: _ds().update_version_policy(actor=a)),

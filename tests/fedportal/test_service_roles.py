@@ -15,15 +15,21 @@ pytestmark = pytest.mark.django_db
 
 def test_registering_a_cluster_needs_the_admin_role(operator):
     with pytest.raises(PermissionDenied, match="admin"):
-        cluster_services.register_cluster(name="c1", api_server="https://127.0.0.1:6443", token="t",
-                                          actor=operator, verify=False)
+        cluster_services.register_cluster(
+            name="c1", api_server="https://127.0.0.1:6443", token="t", actor=operator, verify=False
+        )
     assert not Cluster.objects.exists() and not AuditEvent.objects.filter(action__startswith="cluster.").exists()
 
 
 def test_editing_a_federated_resource_needs_the_operator_role(viewer):
     with pytest.raises(PermissionDenied, match="operator"):
-        federation_services.create_resource(federation_services.find_type("ConfigMap"), namespace="shop", name="cfg",
-                                            template={"data": {"a": "b"}}, actor=viewer)
+        federation_services.create_resource(
+            federation_services.find_type("ConfigMap"),
+            namespace="shop",
+            name="cfg",
+            template={"data": {"a": "b"}},
+            actor=viewer,
+        )
     assert not FederatedResource.objects.exists()
 
 

@@ -63,8 +63,11 @@ def test_no_internal_jargon_on_drift_pages(client, viewer):
     ClusterFactory(name="host", role="host")
     ClusterFactory(name="m1")
     client.force_login(viewer)
-    for url in (reverse("drift:skew_matrix"), reverse("drift:skew_pair", args=["host", "m1"]),
-                reverse("drift:compliance_report")):
+    for url in (
+        reverse("drift:skew_matrix"),
+        reverse("drift:skew_pair", args=["host", "m1"]),
+        reverse("drift:compliance_report"),
+    ):
         body = client.get(url).content.decode()
         assert "seed" not in body.lower(), url
     assert "P0: objects fail to sync to the cluster" in client.get(reverse("drift:skew_matrix")).content.decode()

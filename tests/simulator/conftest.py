@@ -1,5 +1,6 @@
 """Shared fixtures for the simulator contract tests: one fleet per module, and kubernetes
 clients built from their own Configuration (never the global default)."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,10 +11,20 @@ from tests.fleet_fixtures import start_fleet
 CONTRACT_FLEET = {
     "defaults": {"rolloutSeconds": 0.5},
     "clusters": [
-        {"name": "host", "role": "host", "version": "v1.29.4", "token": "host-rw", "readonlyToken": "host-ro",
-         "labels": {"region": "eu-west-1", "env": "prod"},
-         "nodes": {"count": 3, "kubeletVersions": ["v1.29.4", "v1.28.9"], "region": "eu-west-1",
-                   "zones": ["eu-west-1a", "eu-west-1b"]}},
+        {
+            "name": "host",
+            "role": "host",
+            "version": "v1.29.4",
+            "token": "host-rw",
+            "readonlyToken": "host-ro",
+            "labels": {"region": "eu-west-1", "env": "prod"},
+            "nodes": {
+                "count": 3,
+                "kubeletVersions": ["v1.29.4", "v1.28.9"],
+                "region": "eu-west-1",
+                "zones": ["eu-west-1a", "eu-west-1b"],
+            },
+        },
         {"name": "m125", "version": "v1.25.16", "labels": {"region": "us-east-1", "env": "dev"}},
         {"name": "m127", "version": "v1.27.3", "labels": {"region": "us-east-1", "env": "prod"}},
         {"name": "m128", "version": "v1.28.2", "labels": {"region": "ap-southeast-1", "env": "staging"}},
@@ -60,8 +71,14 @@ def api(sim):
         c.close()
 
 
-def deployment(name: str, *, replicas: int = 2, labels: dict | None = None, image: str = "nginx:1.25",
-               init_restart_policy: str | None = None) -> dict:
+def deployment(
+    name: str,
+    *,
+    replicas: int = 2,
+    labels: dict | None = None,
+    image: str = "nginx:1.25",
+    init_restart_policy: str | None = None,
+) -> dict:
     labels = labels or {"app": name}
     init = []
     if init_restart_policy:
@@ -70,8 +87,12 @@ def deployment(name: str, *, replicas: int = 2, labels: dict | None = None, imag
     if init:
         pod_spec["initContainers"] = init
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec},
+        },
     }

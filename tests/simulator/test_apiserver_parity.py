@@ -1,5 +1,6 @@
 """The simulator where FedPortal's verdicts and clients depend on kube-apiserver's exact behaviour
 (issue 18). Each test names the apiserver code or convention it reproduces (Kubernetes, Apache-2.0)."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,13 @@ PARITY_FLEET = {
     "defaults": {"rolloutSeconds": 0.3},
     "clusters": [
         {"name": "plain", "role": "host", "version": "v1.32.2", "token": "plain-rw", "readonlyToken": "plain-ro"},
-        {"name": "beta", "version": "v1.32.2", "token": "beta-rw", "readonlyToken": "beta-ro",
-         "runtimeConfig": {"storage.k8s.io/v1beta1": True}},
+        {
+            "name": "beta",
+            "version": "v1.32.2",
+            "token": "beta-rw",
+            "readonlyToken": "beta-ro",
+            "runtimeConfig": {"storage.k8s.io/v1beta1": True},
+        },
         {"name": "old", "version": "v1.29.4", "token": "old-rw"},
     ],
 }
@@ -28,8 +34,17 @@ def pfleet(tmp_path_factory):
     running.stop()
 
 
-def call(fleet, cluster: str, method: str, path: str, body=None, *, token: str | None = None,
-         ctype: str = "application/json", query: str = "") -> tuple[int, bytes, dict]:
+def call(
+    fleet,
+    cluster: str,
+    method: str,
+    path: str,
+    body=None,
+    *,
+    token: str | None = None,
+    ctype: str = "application/json",
+    query: str = "",
+) -> tuple[int, bytes, dict]:
     """(status, raw body, headers) of one request; no client library in between."""
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     url = fleet.url(cluster) + path + (f"?{query}" if query else "")
@@ -51,6 +66,7 @@ def get_json(fleet, cluster: str, path: str, **kw) -> dict:
 
 
 # --- 1. discovery serves what a default apiserver serves -----------------------------------------
+
 
 def served_group_versions(fleet, cluster: str) -> set[str]:
     core = get_json(fleet, cluster, "/api")["versions"]
@@ -80,8 +96,12 @@ def test_runtime_config_switches_an_api_on_for_one_cluster(pfleet):
     the REST paths) on that cluster only."""
     assert served_group_versions(pfleet, "beta") == served_group_versions(pfleet, "plain") | {"storage.k8s.io/v1beta1"}
     assert "apis/storage.k8s.io/v1beta1" in get_json(pfleet, "beta", "/openapi/v3")["paths"]
-    vac = {"apiVersion": "storage.k8s.io/v1beta1", "kind": "VolumeAttributesClass",
-           "metadata": {"name": "fast"}, "driverName": "csi.example.com"}
+    vac = {
+        "apiVersion": "storage.k8s.io/v1beta1",
+        "kind": "VolumeAttributesClass",
+        "metadata": {"name": "fast"},
+        "driverName": "csi.example.com",
+    }
     status, raw, _ = call(pfleet, "beta", "POST", "/apis/storage.k8s.io/v1beta1/volumeattributesclasses", vac)
     assert status == 201, raw
     status, _, _ = call(pfleet, "plain", "POST", "/apis/storage.k8s.io/v1beta1/volumeattributesclasses", vac)
@@ -91,8 +111,9 @@ def test_runtime_config_switches_an_api_on_for_one_cluster(pfleet):
 def test_runtime_config_in_the_fleet_file_is_checked():
     from clusters.simulator.fleet import FleetSpecError, parse_fleet
 
-    spec = parse_fleet({"clusters": [{"name": "a", "version": "v1.30.0",
-                                      "runtimeConfig": "api/alpha=true,batch/v1=false"}]})
+    spec = parse_fleet(
+        {"clusters": [{"name": "a", "version": "v1.30.0", "runtimeConfig": "api/alpha=true,batch/v1=false"}]}
+    )
     assert spec.clusters[0].runtime_config == {"api/alpha": True, "batch/v1": False}
     for bad in ({"not a key!": True}, {"api/beta": "maybe"}, ["api/beta"]):
         with pytest.raises(FleetSpecError):
@@ -112,17 +133,27 @@ def test_switching_an_api_on_for_one_cluster_changes_its_compat_verdict(pfleet):
 
     clusters = {}
     for name in ("plain", "beta"):
-        clusters[name] = register_cluster(name=name, api_server=pfleet.url(name), role="host" if name == "plain" else "member",
-                                          labels={}, token=pfleet.token(name), insecure_skip_tls_verify=True, probe=False)
+        clusters[name] = register_cluster(
+            name=name,
+            api_server=pfleet.url(name),
+            role="host" if name == "plain" else "member",
+            labels={},
+            token=pfleet.token(name),
+            insecure_skip_tls_verify=True,
+            probe=False,
+        )
         probe_cluster(clusters[name])
         clusters[name].refresh_from_db()
     assert "storage.k8s.io/v1beta1" in clusters["beta"].served_apis
     assert "storage.k8s.io/v1beta1" not in clusters["plain"].served_apis
-    ftype, _ = FederatedType.objects.get_or_create(group="storage.k8s.io", kind="VolumeAttributesClass",
-                                                   defaults={"version": "v1beta1", "plural": "volumeattributesclasses",
-                                                             "scope": "Cluster"})
-    resource = create_resource(ftype, namespace="", name="fast", template={"driverName": "csi.example.com"},
-                               placement={"clusterSelector": {}})
+    ftype, _ = FederatedType.objects.get_or_create(
+        group="storage.k8s.io",
+        kind="VolumeAttributesClass",
+        defaults={"version": "v1beta1", "plural": "volumeattributesclasses", "scope": "Cluster"},
+    )
+    resource = create_resource(
+        ftype, namespace="", name="fast", template={"driverName": "csi.example.com"}, placement={"clusterSelector": {}}
+    )
     cells = selectors.compat_row(resource, selectors.fleet_rows())
     assert cells["beta"].status == "compatible"
     assert cells["plain"].status == "incompatible"
@@ -130,11 +161,14 @@ def test_switching_an_api_on_for_one_cluster_changes_its_compat_verdict(pfleet):
     manifest = cells["beta"].manifest
     assert compat_preview_check(manifest, clusters["beta"]) == []
     [warning] = compat_preview_check(manifest, clusters["plain"])
-    assert warning.startswith("Incompatible with plain (v1.32.2): storage.k8s.io/v1beta1 VolumeAttributesClass "
-                              "exists in v1.32 but is not enabled on this cluster")
+    assert warning.startswith(
+        "Incompatible with plain (v1.32.2): storage.k8s.io/v1beta1 VolumeAttributesClass "
+        "exists in v1.32 but is not enabled on this cluster"
+    )
 
 
 # --- 8. Status error bodies, byte for byte ---------------------------------------------------------
+
 
 def test_status_errors_have_the_apiservers_field_order_and_shape(pfleet):
     """k8s.io/apimachinery metav1.Status: fields kind, apiVersion, metadata, status, message, reason,
@@ -142,38 +176,57 @@ def test_status_errors_have_the_apiservers_field_order_and_shape(pfleet):
     apiserver's JSON serializer (encoding/json Encoder) ends the body with a newline."""
     status, raw, _ = call(pfleet, "plain", "GET", "/api/v1/namespaces/default/configmaps/nope")
     assert status == 404
-    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                   b'"message":"configmaps \\"nope\\" not found","reason":"NotFound",'
-                   b'"details":{"name":"nope","kind":"configmaps"},"code":404}\n')
+    assert raw == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"configmaps \\"nope\\" not found","reason":"NotFound",'
+        b'"details":{"name":"nope","kind":"configmaps"},"code":404}\n'
+    )
     status, raw, _ = call(pfleet, "plain", "GET", "/apis/apps/v1/namespaces/default/deployments/nope")
-    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                   b'"message":"deployments.apps \\"nope\\" not found","reason":"NotFound",'
-                   b'"details":{"name":"nope","group":"apps","kind":"deployments"},"code":404}\n')
+    assert raw == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"deployments.apps \\"nope\\" not found","reason":"NotFound",'
+        b'"details":{"name":"nope","group":"apps","kind":"deployments"},"code":404}\n'
+    )
     status, raw, _ = call(pfleet, "plain", "GET", "/api/v1/namespaces", token="wrong")
     assert status == 401
-    assert raw == (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
-                   b'"message":"Unauthorized","reason":"Unauthorized","code":401}\n')
+    assert raw == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+        b'"message":"Unauthorized","reason":"Unauthorized","code":401}\n'
+    )
     bad = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
     status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces/default/configmaps", bad)
     assert status == 422
-    assert raw.endswith(b'"details":{"kind":"ConfigMap","causes":[{"reason":"FieldValueRequired",'
-                        b'"message":"Required value: name or generateName is required","field":"metadata.name"}]},'
-                        b'"code":422}\n')
+    assert raw.endswith(
+        b'"details":{"kind":"ConfigMap","causes":[{"reason":"FieldValueRequired",'
+        b'"message":"Required value: name or generateName is required","field":"metadata.name"}]},'
+        b'"code":422}\n'
+    )
 
 
 # --- 3. dry run ----------------------------------------------------------------------------------
 
+
 def web_deployment(name: str, image: str = "nginx:1.25", replicas: int = 2) -> dict:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "web", "image": image}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+        },
+    }
 
 
 def wait_converged(fleet, cluster: str, name: str) -> dict:
     from tests.utils import wait_for
 
     path = f"/apis/apps/v1/namespaces/default/deployments/{name}"
+
     def done() -> bool:
         obj = get_json(fleet, cluster, path)
         status = obj.get("status", {})
@@ -189,13 +242,21 @@ def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
     controller sees it, so observedGeneration, replicas and the ReplicaSet named in the conditions
     stay as stored (apiserver/pkg/registry/rest/dryrun, pkg/registry/apps/deployment/strategy.go)."""
     path = "/apis/apps/v1/namespaces/default/deployments/dry"
-    status, raw, _ = call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
-                          web_deployment("dry"))
+    status, raw, _ = call(
+        pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments", web_deployment("dry")
+    )
     assert status == 201, raw
     stored = wait_converged(pfleet, "plain", "dry")
     changed = web_deployment("dry", image="nginx:1.27", replicas=3)
-    status, raw, _ = call(pfleet, "plain", "PATCH", path, changed, ctype="application/apply-patch+yaml",
-                          query="dryRun=All&fieldManager=kubectl&force=true")
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "PATCH",
+        path,
+        changed,
+        ctype="application/apply-patch+yaml",
+        query="dryRun=All&fieldManager=kubectl&force=true",
+    )
     assert status == 200, raw
     answer = json.loads(raw)
     assert answer["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
@@ -204,14 +265,21 @@ def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
     assert answer["status"] == stored["status"]
     assert answer["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     assert get_json(pfleet, "plain", path) == stored  # nothing persisted
-    status, raw, _ = call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
-                          web_deployment("dry-new"), query="dryRun=All")
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        web_deployment("dry-new"),
+        query="dryRun=All",
+    )
     assert status == 201
     assert json.loads(raw).get("status", {}) == {}
     assert call(pfleet, "plain", "GET", "/apis/apps/v1/namespaces/default/deployments/dry-new")[0] == 404
 
 
 # --- 5. list, then watch from the list's resourceVersion -----------------------------------------
+
 
 def watch_events(fleet, cluster: str, path: str, rv: str) -> list[dict]:
     status, raw, _ = call(fleet, cluster, "GET", path, query=f"watch=1&resourceVersion={rv}&timeoutSeconds=1")
@@ -237,16 +305,20 @@ def test_a_watch_from_a_lists_resource_version_resumes_on_a_fresh_cluster(pfleet
 
 # --- 6. the scale subresource resizes the current ReplicaSet -------------------------------------
 
+
 def test_scaling_does_not_roll_out_a_new_replica_set(pfleet):
     """pkg/controller/deployment: a change of replicas alone is a scaling event (sync.go
     isScalingEvent): the current ReplicaSet is resized, so UP-TO-DATE is the new count at once and
     the Progressing condition still names the same ReplicaSet."""
     path = "/apis/apps/v1/namespaces/default/deployments/scaled"
-    assert call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments",
-                web_deployment("scaled"))[0] == 201
+    assert (
+        call(pfleet, "plain", "POST", "/apis/apps/v1/namespaces/default/deployments", web_deployment("scaled"))[0]
+        == 201
+    )
     before = wait_converged(pfleet, "plain", "scaled")
-    status, raw, _ = call(pfleet, "plain", "PATCH", path + "/scale", {"spec": {"replicas": 4}},
-                          ctype="application/merge-patch+json")
+    status, raw, _ = call(
+        pfleet, "plain", "PATCH", path + "/scale", {"spec": {"replicas": 4}}, ctype="application/merge-patch+json"
+    )
     assert status == 200, raw
     now = get_json(pfleet, "plain", path)
     assert now["status"]["observedGeneration"] == before["metadata"]["generation"] + 1
@@ -261,6 +333,7 @@ def test_scaling_does_not_roll_out_a_new_replica_set(pfleet):
 
 # --- 4. defaults on create -----------------------------------------------------------------------
 
+
 def create(fleet, cluster: str, path: str, body: dict, **kw) -> tuple[int, dict]:
     status, raw, _ = call(fleet, cluster, "POST", path, body, **kw)
     return status, json.loads(raw)
@@ -269,8 +342,13 @@ def create(fleet, cluster: str, path: str, body: dict, **kw) -> tuple[int, dict]
 def test_a_pod_is_created_pending_with_its_qos_class(pfleet):
     """pkg/registry/core/pod/strategy.go PrepareForCreate: status = {phase: Pending, qosClass};
     no generation before 1.33 (the pod strategy sets none)."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-           "spec": {"containers": [{"name": "c", "image": "busybox"}]}, "status": {"phase": "Running"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Running"},
+    }
     status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/pods", pod)
     assert status == 201
     assert obj["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
@@ -281,13 +359,21 @@ def test_service_defaults_and_allocations(pfleet):
     """SetDefaults_Service and the allocators: clusterIP from the service range, nodePorts in
     30000-32767 for NodePort/LoadBalancer, externalTrafficPolicy Cluster for those, internal
     policy, IP families, allocateLoadBalancerNodePorts, status.loadBalancer {}; no generation."""
-    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
-           "spec": {"type": "LoadBalancer", "selector": {"app": "x"},
-                    "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}]}}
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "lb"},
+        "spec": {
+            "type": "LoadBalancer",
+            "selector": {"app": "x"},
+            "ports": [{"name": "http", "port": 80}, {"name": "https", "port": 443}],
+        },
+    }
     status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/services", svc)
     assert status == 201, obj
     spec = obj["spec"]
     import ipaddress
+
     assert ipaddress.ip_address(spec["clusterIP"]) in ipaddress.ip_network("10.96.0.0/12")
     assert spec["clusterIPs"] == [spec["clusterIP"]]
     ports = [p["nodePort"] for p in spec["ports"]]
@@ -301,16 +387,23 @@ def test_service_defaults_and_allocations(pfleet):
     status, obj = create(pfleet, "plain", "/api/v1/namespaces/default/services", plain)
     assert "externalTrafficPolicy" not in obj["spec"] and "nodePort" not in obj["spec"]["ports"][0]
     # a node port another Service holds: the apiserver's 422
-    taken = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "taken"},
-             "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": ports[0]}]}}
+    taken = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "taken"},
+        "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": ports[0]}]},
+    }
     status, err = create(pfleet, "plain", "/api/v1/namespaces/default/services", taken)
     assert status == 422
-    assert err["message"] == (f'Service "taken" is invalid: spec.ports[0].nodePort: Invalid value: {ports[0]}: '
-                              "provided port is already allocated")
+    assert err["message"] == (
+        f'Service "taken" is invalid: spec.ports[0].nodePort: Invalid value: {ports[0]}: '
+        "provided port is already allocated"
+    )
     outside = {**taken, "spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 8080}]}}
     status, err = create(pfleet, "plain", "/api/v1/namespaces/default/services", outside)
     assert status == 422 and err["message"].endswith(
-        "Invalid value: 8080: provided port is not in the valid range. The range of valid ports is 30000-32767")
+        "Invalid value: 8080: provided port is not in the valid range. The range of valid ports is 30000-32767"
+    )
     # an update leaving the allocated values out keeps them (patchAllocatedValues)
     path = "/api/v1/namespaces/default/services/lb"
     current = get_json(pfleet, "plain", path)
@@ -326,8 +419,12 @@ def test_service_defaults_and_allocations(pfleet):
 def test_job_defaults_and_selector(pfleet):
     """SetDefaults_Job (backoffLimit 6, completions and parallelism 1, completionMode NonIndexed,
     suspend false) and the Job strategy's generated selector on the Job's uid."""
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
-           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+    }
     status, obj = create(pfleet, "plain", "/apis/batch/v1/namespaces/default/jobs", job)
     assert status == 201, obj
     spec, uid = obj["spec"], obj["metadata"]["uid"]
@@ -343,7 +440,10 @@ def test_every_namespace_has_a_default_service_account_and_the_root_ca(pfleet):
     `default` ServiceAccount and a `kube-root-ca.crt` ConfigMap in every namespace; ConfigMaps and
     Namespaces carry no generation."""
     for ns in ("default", "kube-system"):
-        assert get_json(pfleet, "plain", f"/api/v1/namespaces/{ns}/serviceaccounts/default")["metadata"]["name"] == "default"
+        assert (
+            get_json(pfleet, "plain", f"/api/v1/namespaces/{ns}/serviceaccounts/default")["metadata"]["name"]
+            == "default"
+        )
     status, made = create(pfleet, "plain", "/api/v1/namespaces", {"metadata": {"name": "fresh"}})
     assert status == 201 and "generation" not in made["metadata"]
     names = [i["metadata"]["name"] for i in get_json(pfleet, "plain", "/api/v1/namespaces/fresh/configmaps")["items"]]
@@ -370,8 +470,9 @@ def test_fedportal_retains_the_allocated_cluster_ip_and_node_ports(pfleet):
     register_fleet(pfleet, ["beta"])
     drain(propagation.propagate_revision(federate_namespace("retain", ["beta"])))
     template = {"spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"name": "http", "port": 80}]}}
-    resource = services.create_resource(ftype("Service"), namespace="retain", name="web", template=template,
-                                        placement={"clusters": ["beta"]})
+    resource = services.create_resource(
+        ftype("Service"), namespace="retain", name="web", template=template, placement={"clusters": ["beta"]}
+    )
     drain(propagation.propagate_revision(resource))
     first = pfleet.get_object("beta", "v1", "Service", "retain", "web")
     allocated_ip, allocated_port = first["spec"]["clusterIP"], first["spec"]["ports"][0]["nodePort"]
@@ -400,22 +501,37 @@ def apply(fleet, cluster: str, path: str, body: dict, manager: str, force: bool 
 
 
 def entries(obj: dict) -> list[tuple]:
-    return sorted((e["manager"], e["operation"], e.get("subresource", ""), json.dumps(e["fieldsV1"], sort_keys=True))
-                  for e in obj["metadata"].get("managedFields") or [])
+    return sorted(
+        (e["manager"], e["operation"], e.get("subresource", ""), json.dumps(e["fieldsV1"], sort_keys=True))
+        for e in obj["metadata"].get("managedFields") or []
+    )
 
 
 def test_an_apply_conflicts_with_the_same_managers_update(pfleet):
     """structured-merge-diff managers are identified by (manager, operation, subresource)
     (apiserver fieldmanager BuildManagerIdentifier): a field "mgr" set with an Update conflicts
     with an Apply by "mgr" that changes it; printManager names it `"mgr" using v1`."""
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned", "namespace": "default"},
-          "data": {"a": "1"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "owned", "namespace": "default"},
+        "data": {"a": "1"},
+    }
     assert apply(pfleet, "plain", f"{CM}/owned", cm, "mgr")[0] == 201
-    status, raw, _ = call(pfleet, "plain", "PATCH", f"{CM}/owned", {"data": {"x": "1"}},
-                          ctype="application/merge-patch+json", query="fieldManager=mgr")
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "PATCH",
+        f"{CM}/owned",
+        {"data": {"x": "1"}},
+        ctype="application/merge-patch+json",
+        query="fieldManager=mgr",
+    )
     assert status == 200, raw
-    assert entries(json.loads(raw)) == [("mgr", "Apply", "", '{"f:data": {"f:a": {}}}'),
-                                        ("mgr", "Update", "", '{"f:data": {"f:x": {}}}')]
+    assert entries(json.loads(raw)) == [
+        ("mgr", "Apply", "", '{"f:data": {"f:a": {}}}'),
+        ("mgr", "Update", "", '{"f:data": {"f:x": {}}}'),
+    ]
     status, err = apply(pfleet, "plain", f"{CM}/owned", {**cm, "data": {"a": "1", "x": "2"}}, "mgr")
     assert status == 409
     assert err["message"] == 'Apply failed with 1 conflict: conflict with "mgr" using v1: .data.x'
@@ -431,17 +547,27 @@ def test_scale_then_server_side_apply_conflicts_on_replicas(pfleet):
     path = "/apis/apps/v1/namespaces/default/deployments/ssa-scaled"
     status, _ = apply(pfleet, "plain", path, web_deployment("ssa-scaled"), "deployer")
     assert status == 201
-    status, raw, _ = call(pfleet, "plain", "PATCH", path + "/scale", {"spec": {"replicas": 5}},
-                          ctype="application/merge-patch+json", query="fieldManager=kubectl-scale")
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "PATCH",
+        path + "/scale",
+        {"spec": {"replicas": 5}},
+        ctype="application/merge-patch+json",
+        query="fieldManager=kubectl-scale",
+    )
     assert status == 200, raw
     live = get_json(pfleet, "plain", path)
     scale_entry = [e for e in live["metadata"]["managedFields"] if e["manager"] == "kubectl-scale"]
     assert [(e["operation"], e["subresource"], e["apiVersion"], e["fieldsV1"]) for e in scale_entry] == [
-        ("Update", "scale", "apps/v1", {"f:spec": {"f:replicas": {}}})]
+        ("Update", "scale", "apps/v1", {"f:spec": {"f:replicas": {}}})
+    ]
     status, err = apply(pfleet, "plain", path, web_deployment("ssa-scaled"), "deployer")
     assert status == 409
-    assert err["message"] == ('Apply failed with 1 conflict: conflict with "kubectl-scale" with subresource '
-                              '"scale" using apps/v1: .spec.replicas')
+    assert err["message"] == (
+        'Apply failed with 1 conflict: conflict with "kubectl-scale" with subresource '
+        '"scale" using apps/v1: .spec.replicas'
+    )
     assert get_json(pfleet, "plain", path)["spec"]["replicas"] == 5
 
 
@@ -451,8 +577,9 @@ def test_a_status_write_gets_its_own_entry(pfleet):
     assert create(pfleet, "plain", "/api/v1/namespaces/default/services", svc)[0] == 201
     path = "/api/v1/namespaces/default/services/st/status"
     body = {"spec": {"ports": [{"port": 81}]}, "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}}
-    status, raw, _ = call(pfleet, "plain", "PATCH", path, body, ctype="application/merge-patch+json",
-                          query="fieldManager=lb-controller")
+    status, raw, _ = call(
+        pfleet, "plain", "PATCH", path, body, ctype="application/merge-patch+json", query="fieldManager=lb-controller"
+    )
     assert status == 200, raw
     obj = json.loads(raw)
     assert obj["status"]["loadBalancer"]["ingress"] == [{"ip": "192.0.2.7"}]
@@ -467,32 +594,64 @@ def test_client_written_managed_fields(pfleet):
     (kubectl's csaupgrade moves kubectl-client-side-apply's fields to its Apply entry this way);
     [] is ignored and [{}] strips them all; an apply may not carry any."""
     path = f"{CM}/migrated"
-    status, raw, _ = call(pfleet, "plain", "POST", CM, {"metadata": {"name": "migrated"}, "data": {"a": "1", "b": "2"}},
-                          query="fieldManager=kubectl-client-side-apply")
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "POST",
+        CM,
+        {"metadata": {"name": "migrated"}, "data": {"a": "1", "b": "2"}},
+        query="fieldManager=kubectl-client-side-apply",
+    )
     assert status == 201, raw
-    migrated = [{"manager": "kubectl", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
-                 "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}}}}]
-    status, raw, _ = call(pfleet, "plain", "PATCH", path, [{"op": "replace", "path": "/metadata/managedFields",
-                                                            "value": migrated}],
-                          ctype="application/json-patch+json", query="fieldManager=kubectl")
+    migrated = [
+        {
+            "manager": "kubectl",
+            "operation": "Apply",
+            "apiVersion": "v1",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:a": {}, "f:b": {}}},
+        }
+    ]
+    status, raw, _ = call(
+        pfleet,
+        "plain",
+        "PATCH",
+        path,
+        [{"op": "replace", "path": "/metadata/managedFields", "value": migrated}],
+        ctype="application/json-patch+json",
+        query="fieldManager=kubectl",
+    )
     assert status == 200, raw
     assert entries(json.loads(raw)) == [("kubectl", "Apply", "", '{"f:data": {"f:a": {}, "f:b": {}}}')]
     # kubectl now owns both as an applier: applying without b removes b
-    status, obj = apply(pfleet, "plain", path, {"apiVersion": "v1", "kind": "ConfigMap",
-                                                 "metadata": {"name": "migrated"}, "data": {"a": "1"}}, "kubectl")
+    status, obj = apply(
+        pfleet,
+        "plain",
+        path,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "migrated"}, "data": {"a": "1"}},
+        "kubectl",
+    )
     assert status == 200 and obj["data"] == {"a": "1"}
-    status, raw, _ = call(pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": []}},
-                          ctype="application/merge-patch+json")
+    status, raw, _ = call(
+        pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": []}}, ctype="application/merge-patch+json"
+    )
     assert entries(json.loads(raw)) == entries(obj)
-    status, raw, _ = call(pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": [{}]}},
-                          ctype="application/merge-patch+json")
+    status, raw, _ = call(
+        pfleet, "plain", "PATCH", path, {"metadata": {"managedFields": [{}]}}, ctype="application/merge-patch+json"
+    )
     assert status == 200 and "managedFields" not in json.loads(raw)["metadata"]
-    status, err = apply(pfleet, "plain", path, {"apiVersion": "v1", "kind": "ConfigMap",
-                                                 "metadata": {"name": "migrated", "managedFields": migrated}}, "kubectl")
+    status, err = apply(
+        pfleet,
+        "plain",
+        path,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "migrated", "managedFields": migrated}},
+        "kubectl",
+    )
     assert (status, err["message"]) == (400, "metadata.managedFields must be nil")
 
 
 # --- 7. protobuf bodies, self reviews ----------------------------------------------------------
+
 
 def pb_field(number: int, payload: bytes) -> bytes:
     """One length-delimited protobuf field (wire type 2); lengths here stay under 128."""
@@ -512,8 +671,9 @@ def test_protobuf_bodies_are_decoded(pfleet):
     {resourceAttributes=1 {namespace=1, verb=2, resource=5}}}."""
     meta = pb_field(1, b"raw-pb") + pb_field(11, pb_field(1, b"team") + pb_field(2, b"blue"))
     body = pb_envelope("v1", "Namespace", pb_field(1, meta))
-    status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces", body,
-                          ctype="application/vnd.kubernetes.protobuf")
+    status, raw, _ = call(
+        pfleet, "plain", "POST", "/api/v1/namespaces", body, ctype="application/vnd.kubernetes.protobuf"
+    )
     assert status == 201, raw
     made = json.loads(raw)
     assert made["metadata"]["name"] == "raw-pb" and made["metadata"]["labels"]["team"] == "blue"
@@ -521,16 +681,27 @@ def test_protobuf_bodies_are_decoded(pfleet):
     review = pb_envelope("authorization.k8s.io/v1", "SelfSubjectAccessReview", pb_field(2, pb_field(1, attributes)))
     answers = {}
     for token in ("plain-rw", "plain-ro"):
-        status, raw, _ = call(pfleet, "plain", "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
-                              review, ctype="application/vnd.kubernetes.protobuf", token=token)
+        status, raw, _ = call(
+            pfleet,
+            "plain",
+            "POST",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            review,
+            ctype="application/vnd.kubernetes.protobuf",
+            token=token,
+        )
         assert status == 201, raw
         answers[token] = json.loads(raw)
     assert answers["plain-rw"]["status"]["allowed"] is True
     assert answers["plain-ro"]["status"] == {"allowed": False}
-    assert answers["plain-ro"]["spec"]["resourceAttributes"] == {"namespace": "default", "verb": "delete",
-                                                                 "resource": "pods"}
-    status, raw, _ = call(pfleet, "plain", "POST", "/api/v1/namespaces", b"not protobuf",
-                          ctype="application/vnd.kubernetes.protobuf")
+    assert answers["plain-ro"]["spec"]["resourceAttributes"] == {
+        "namespace": "default",
+        "verb": "delete",
+        "resource": "pods",
+    }
+    status, raw, _ = call(
+        pfleet, "plain", "POST", "/api/v1/namespaces", b"not protobuf", ctype="application/vnd.kubernetes.protobuf"
+    )
     assert status == 400
 
 
@@ -539,5 +710,6 @@ def test_self_subject_rules_review_per_token(pfleet):
     body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}}
     status, raw, _ = call(pfleet, "plain", "POST", path, body, token="plain-ro")
     assert status == 201, raw
-    assert json.loads(raw)["status"]["resourceRules"] == [{"verbs": ["get", "list", "watch"], "apiGroups": ["*"],
-                                                          "resources": ["*"]}]
+    assert json.loads(raw)["status"]["resourceRules"] == [
+        {"verbs": ["get", "list", "watch"], "apiGroups": ["*"], "resources": ["*"]}
+    ]

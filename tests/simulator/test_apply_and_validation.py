@@ -1,5 +1,6 @@
 """Server-side apply (fieldManager, force, conflicts, removal of fields no longer applied) and
 fieldValidation Strict/Warn/Ignore against each cluster version's schema."""
+
 import json
 
 import pytest
@@ -18,10 +19,17 @@ def apply(c, path, body, *, manager="fedportal", force=False, validation=None, a
         query.append(("fieldValidation", validation))
     c.set_default_header("Content-Type", "application/apply-patch+yaml")
     try:
-        return c.call_api(path, "PATCH", query_params=query,
-                          header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-                          body=yaml.safe_dump(body) if as_yaml else body, auth_settings=["BearerToken"],
-                          response_type="object", _return_http_data_only=False, _preload_content=True)
+        return c.call_api(
+            path,
+            "PATCH",
+            query_params=query,
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=yaml.safe_dump(body) if as_yaml else body,
+            auth_settings=["BearerToken"],
+            response_type="object",
+            _return_http_data_only=False,
+            _preload_content=True,
+        )
     finally:
         c.default_headers.pop("Content-Type", None)
 
@@ -84,24 +92,33 @@ def test_external_edit_conflicts_with_apply_until_forced(sim, api, ns):
 def test_apply_without_field_manager_is_400(api, ns):
     c = api("host")
     with pytest.raises(ApiException) as exc:
-        c.call_api(dep_path(ns, "nofm"), "PATCH",
-                   header_params={"Content-Type": "application/apply-patch+yaml"},
-                   body=deployment("nofm"), auth_settings=["BearerToken"])
+        c.call_api(
+            dep_path(ns, "nofm"),
+            "PATCH",
+            header_params={"Content-Type": "application/apply-patch+yaml"},
+            body=deployment("nofm"),
+            auth_settings=["BearerToken"],
+        )
     assert exc.value.status == 400
 
 
 def test_v127_strict_rejects_v128_only_field_naming_it(api, ns):
     with pytest.raises(ApiException) as exc:
-        apply(api("m127"), dep_path(ns, "sidecar"), deployment("sidecar", init_restart_policy="Always"),
-              validation="Strict")
+        apply(
+            api("m127"),
+            dep_path(ns, "sidecar"),
+            deployment("sidecar", init_restart_policy="Always"),
+            validation="Strict",
+        )
     body = json.loads(exc.value.body)
     assert exc.value.status == 400 and body["reason"] == "BadRequest"
     assert 'unknown field "spec.template.spec.initContainers[0].restartPolicy"' in body["message"]
 
 
 def test_v128_strict_accepts_the_same_field(api, ns):
-    data, status, _ = apply(api("m128"), dep_path(ns, "sidecar"), deployment("sidecar", init_restart_policy="Always"),
-                            validation="Strict")
+    data, status, _ = apply(
+        api("m128"), dep_path(ns, "sidecar"), deployment("sidecar", init_restart_policy="Always"), validation="Strict"
+    )
     assert status == 201
     assert data["spec"]["template"]["spec"]["initContainers"][0]["restartPolicy"] == "Always"
 
@@ -109,7 +126,8 @@ def test_v128_strict_accepts_the_same_field(api, ns):
 def test_v127_warn_is_the_default_drops_the_field_and_sends_warning_header(api, ns):
     apps = client.AppsV1Api(api("m127"))
     data, status, headers = apps.create_namespaced_deployment_with_http_info(
-        ns, deployment("warned", init_restart_policy="Always"))
+        ns, deployment("warned", init_restart_policy="Always")
+    )
     assert status == 201
     assert data.spec.template.spec.init_containers[0].restart_policy is None
     assert headers["Warning"] == '299 - "unknown field \\"spec.template.spec.initContainers[0].restartPolicy\\""'
@@ -118,7 +136,8 @@ def test_v127_warn_is_the_default_drops_the_field_and_sends_warning_header(api, 
 def test_v127_ignore_drops_the_field_silently(api, ns):
     apps = client.AppsV1Api(api("m127"))
     data, status, headers = apps.create_namespaced_deployment_with_http_info(
-        ns, deployment("ignored", init_restart_policy="Always"), field_validation="Ignore")
+        ns, deployment("ignored", init_restart_policy="Always"), field_validation="Ignore"
+    )
     assert status == 201 and "Warning" not in headers
     assert data.spec.template.spec.init_containers[0].restart_policy is None
 
@@ -156,7 +175,8 @@ def test_apply_merges_list_items_by_key_and_drops_items_no_longer_applied(api, n
     body["spec"]["template"]["spec"]["containers"].append({"name": "log", "image": "fluentbit:2"})
     apply(c, dep_path(ns, "lists"), body)
     body["spec"]["template"]["spec"]["containers"] = [
-        {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]
+        {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}
+    ]
     data, _, _ = apply(c, dep_path(ns, "lists"), body)
     containers = data["spec"]["template"]["spec"]["containers"]
     assert [x["name"] for x in containers] == ["web"]
@@ -167,8 +187,15 @@ def test_apply_merges_list_items_by_key_and_drops_items_no_longer_applied(api, n
 def test_apply_keeps_fields_owned_by_another_manager(sim, api, ns):
     c = api("host")
     apply(c, dep_path(ns, "shared"), deployment("shared"))
-    sim.external_edit("host", "apps/v1", "Deployment", ns, "shared",
-                      {"metadata": {"annotations": {"owner": "ops"}}}, field_manager="ops-tool")
+    sim.external_edit(
+        "host",
+        "apps/v1",
+        "Deployment",
+        ns,
+        "shared",
+        {"metadata": {"annotations": {"owner": "ops"}}},
+        field_manager="ops-tool",
+    )
     data, _, _ = apply(c, dep_path(ns, "shared"), deployment("shared", image="nginx:1.26"))
     assert data["metadata"]["annotations"] == {"owner": "ops"}
     assert {e["manager"] for e in data["metadata"]["managedFields"]} == {"fedportal", "ops-tool"}
@@ -180,18 +207,30 @@ def test_a_write_naming_another_uid_is_refused_and_a_create_ignores_the_uid(api)
     assigns its own."""
     c = api("spare")
     core = client.CoreV1Api(c)
-    made = core.create_namespaced_config_map("default", {"metadata": {"name": "uid-cm", "uid": "mine"}, "data": {"a": "1"}})
+    made = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "uid-cm", "uid": "mine"}, "data": {"a": "1"}}
+    )
     uid = made.metadata.uid
     assert uid and uid != "mine"
     path = "/api/v1/namespaces/default/configmaps/uid-cm"
 
     def apply(body_uid):
-        body = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "2"},
-                "metadata": {"name": "uid-cm", "namespace": "default", "uid": body_uid}}
-        return c.call_api(path, "PATCH", query_params=[("fieldManager", "t"), ("force", "true")],
-                          header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-                          body=body, auth_settings=["BearerToken"], _preload_content=False,
-                          _return_http_data_only=True)
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "data": {"a": "2"},
+            "metadata": {"name": "uid-cm", "namespace": "default", "uid": body_uid},
+        }
+        return c.call_api(
+            path,
+            "PATCH",
+            query_params=[("fieldManager", "t"), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
 
     with pytest.raises(ApiException) as wrong_apply:
         apply("0b7d5a4e-0000-4000-8000-000000000000")

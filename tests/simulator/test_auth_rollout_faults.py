@@ -1,4 +1,5 @@
 """Auth, deployment roll-out status, and run-time faults (down, 503, latency, 500s, version change)."""
+
 import json
 import time
 

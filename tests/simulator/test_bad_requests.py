@@ -1,4 +1,5 @@
 """Bad requests get the apiserver's Status answer, never a crash or a 500 (raw HTTP)."""
+
 import json
 import urllib.error
 import urllib.request
@@ -23,26 +24,78 @@ def call(sim, path, method="GET", body: bytes | None = None, ctype="application/
 CM = "/api/v1/namespaces/default/configmaps"
 
 
-@pytest.mark.parametrize("path,method,body,ctype,code,reason", [
-    (CM, "POST", b'{"metadata": {"name": ', "application/json", 400, "BadRequest"),
-    (CM, "POST", b'[1, 2]', "application/json", 400, "BadRequest"),
-    (CM + "/x", "PATCH", b"a: [unclosed", "application/apply-patch+yaml", 400, "BadRequest"),
-    (CM, "POST", b'{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k"}}', "application/json", 400, "BadRequest"),
-    (CM, "POST", b'{"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "k"}}', "application/json", 400, "BadRequest"),
-    ("/api/v1/namespaces/default/widgets", "GET", None, "application/json", 404, "NotFound"),
-    ("/apis/nope.example.com/v1/things", "GET", None, "application/json", 404, "NotFound"),
-    ("/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers", "GET", None, "application/json", 404, "NotFound"),
-    (CM + "/url-name", "PUT", b'{"metadata": {"name": "body-name"}}', "application/json", 400, "BadRequest"),
-    (CM + "/x", "PATCH", b'{"data": {}}', "text/plain", 415, "UnsupportedMediaType"),
-    (CM + "?labelSelector=a%20in%20(", "GET", None, "application/json", 400, "BadRequest"),
-    (CM, "POST", b'{"metadata": {"name": "v"}}', "application/json", 200, None),
-    ("/api/v1/namespaces/default/configmaps?fieldValidation=Loose", "POST", b'{"metadata": {"name": "fv"}}', "application/json", 400, "BadRequest"),
-    ("/apis/apps/v1/namespaces/default/deployments", "POST",
-     b'{"metadata": {"name": "t"}, "spec": {"replicas": "two", "selector": {}, "template": {}}}', "application/json", 400, "BadRequest"),
-    ("/api/v1/namespaces/default/configmaps", "PUT", b'{}', "application/json", 405, "MethodNotAllowed"),
-], ids=["malformed-json", "not-an-object", "malformed-yaml", "wrong-kind", "wrong-apiversion", "unknown-resource",
-        "unknown-group", "group-version-absent-at-this-version", "name-mismatch", "unknown-patch-type",
-        "bad-label-selector", "sanity-create", "bad-field-validation", "wrong-type", "put-on-collection"])
+@pytest.mark.parametrize(
+    "path,method,body,ctype,code,reason",
+    [
+        (CM, "POST", b'{"metadata": {"name": ', "application/json", 400, "BadRequest"),
+        (CM, "POST", b"[1, 2]", "application/json", 400, "BadRequest"),
+        (CM + "/x", "PATCH", b"a: [unclosed", "application/apply-patch+yaml", 400, "BadRequest"),
+        (
+            CM,
+            "POST",
+            b'{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "k"}}',
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        (
+            CM,
+            "POST",
+            b'{"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "k"}}',
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        ("/api/v1/namespaces/default/widgets", "GET", None, "application/json", 404, "NotFound"),
+        ("/apis/nope.example.com/v1/things", "GET", None, "application/json", 404, "NotFound"),
+        (
+            "/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers",
+            "GET",
+            None,
+            "application/json",
+            404,
+            "NotFound",
+        ),
+        (CM + "/url-name", "PUT", b'{"metadata": {"name": "body-name"}}', "application/json", 400, "BadRequest"),
+        (CM + "/x", "PATCH", b'{"data": {}}', "text/plain", 415, "UnsupportedMediaType"),
+        (CM + "?labelSelector=a%20in%20(", "GET", None, "application/json", 400, "BadRequest"),
+        (CM, "POST", b'{"metadata": {"name": "v"}}', "application/json", 200, None),
+        (
+            "/api/v1/namespaces/default/configmaps?fieldValidation=Loose",
+            "POST",
+            b'{"metadata": {"name": "fv"}}',
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            "POST",
+            b'{"metadata": {"name": "t"}, "spec": {"replicas": "two", "selector": {}, "template": {}}}',
+            "application/json",
+            400,
+            "BadRequest",
+        ),
+        ("/api/v1/namespaces/default/configmaps", "PUT", b"{}", "application/json", 405, "MethodNotAllowed"),
+    ],
+    ids=[
+        "malformed-json",
+        "not-an-object",
+        "malformed-yaml",
+        "wrong-kind",
+        "wrong-apiversion",
+        "unknown-resource",
+        "unknown-group",
+        "group-version-absent-at-this-version",
+        "name-mismatch",
+        "unknown-patch-type",
+        "bad-label-selector",
+        "sanity-create",
+        "bad-field-validation",
+        "wrong-type",
+        "put-on-collection",
+    ],
+)
 def test_bad_request_gets_status(sim, path, method, body, ctype, code, reason):
     status, payload = call(sim, path, method, body, ctype)
     if reason is None:
@@ -75,6 +128,7 @@ def test_admin_endpoint_needs_admin_token(sim):
 
 def test_admin_rejects_bad_fault_values(sim):
     from tests.fleet_fixtures import FleetError
+
     with pytest.raises(FleetError, match="400"):
         sim.admin("POST", "/clusters/host/faults", {"down": "sideways"})
     with pytest.raises(FleetError, match="400"):
@@ -82,9 +136,13 @@ def test_admin_rejects_bad_fault_values(sim):
 
 
 def test_table_answers_for_kubectl_get(sim):
-    req = urllib.request.Request(sim.url("host") + "/api/v1/nodes", headers={
-        "Authorization": f"Bearer {sim.token('host')}",
-        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"})
+    req = urllib.request.Request(
+        sim.url("host") + "/api/v1/nodes",
+        headers={
+            "Authorization": f"Bearer {sim.token('host')}",
+            "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json",
+        },
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         doc = json.loads(resp.read())
     assert doc["kind"] == "Table" and doc["apiVersion"] == "meta.k8s.io/v1"
@@ -93,9 +151,13 @@ def test_table_answers_for_kubectl_get(sim):
 
 
 def test_deprecated_api_answers_with_a_warning(sim):
-    req = urllib.request.Request(sim.url("m125") + "/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers",
-                                 headers={"Authorization": f"Bearer {sim.token('m125')}"})
+    req = urllib.request.Request(
+        sim.url("m125") + "/apis/autoscaling/v2beta2/namespaces/default/horizontalpodautoscalers",
+        headers={"Authorization": f"Bearer {sim.token('m125')}"},
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         warning = resp.headers["Warning"]
-    assert warning == ('299 - "autoscaling/v2beta2 HorizontalPodAutoscaler is deprecated in v1.25+, '
-                       'unavailable in v1.26+; use autoscaling/v2 HorizontalPodAutoscaler"')
+    assert warning == (
+        '299 - "autoscaling/v2beta2 HorizontalPodAutoscaler is deprecated in v1.25+, '
+        'unavailable in v1.26+; use autoscaling/v2 HorizontalPodAutoscaler"'
+    )

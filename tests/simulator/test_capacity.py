@@ -13,8 +13,12 @@ from tests.simulator.conftest import make_client
 
 
 def test_capacity_is_a_fleet_file_field_with_a_default():
-    spec = parse_fleet({"defaults": {"version": "v1.29.4", "capacity": 5},
-                        "clusters": [{"name": "a"}, {"name": "b", "capacity": None}, {"name": "c", "capacity": 0}]})
+    spec = parse_fleet(
+        {
+            "defaults": {"version": "v1.29.4", "capacity": 5},
+            "clusters": [{"name": "a"}, {"name": "b", "capacity": None}, {"name": "c", "capacity": 0}],
+        }
+    )
     assert [c.capacity for c in spec.clusters] == [5, None, 0]
     assert parse_fleet({"clusters": [{"name": "a", "version": "v1.29.4"}]}).clusters[0].capacity is None
 
@@ -26,15 +30,26 @@ def test_bad_capacity_is_refused(bad):
 
 
 def deployment(name, replicas):
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}},
-                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        },
+    }
 
 
 def test_a_full_cluster_leaves_replicas_unready_and_fleetctl_switches_capacity(tmp_path):
-    fleet = start_fleet({"defaults": {"rolloutSeconds": 0.2},
-                         "clusters": [{"name": "full", "version": "v1.29.4", "capacity": 3}]}, workdir=tmp_path)
+    fleet = start_fleet(
+        {"defaults": {"rolloutSeconds": 0.2}, "clusters": [{"name": "full", "version": "v1.29.4", "capacity": 3}]},
+        workdir=tmp_path,
+    )
     try:
         api = client.AppsV1Api(make_client(fleet, "full"))
         api.create_namespaced_deployment("default", deployment("one", 2))
@@ -43,7 +58,12 @@ def test_a_full_cluster_leaves_replicas_unready_and_fleetctl_switches_capacity(t
         api.create_namespaced_deployment("default", deployment("two", 2))
         time.sleep(0.5)
         status = api.read_namespaced_deployment("two", "default").status
-        assert (status.replicas, status.ready_replicas, status.available_replicas, status.unavailable_replicas) == (2, 1, 1, 1)
+        assert (status.replicas, status.ready_replicas, status.available_replicas, status.unavailable_replicas) == (
+            2,
+            1,
+            1,
+            1,
+        )
         available = next(c for c in status.conditions if c.type == "Available")
         progressing = next(c for c in status.conditions if c.type == "Progressing")
         assert (available.status, available.reason) == ("False", "MinimumReplicasUnavailable")

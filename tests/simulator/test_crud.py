@@ -1,4 +1,5 @@
 """CRUD, lists, metadata, conflicts and patches through the official kubernetes client."""
+
 import json
 
 import pytest
@@ -22,17 +23,23 @@ def ns(api):
 
 def test_create_get_list_delete_configmap(api, ns):
     core = client.CoreV1Api(api("host"))
-    created = core.create_namespaced_config_map(ns, {"metadata": {"name": "cfg", "labels": {"tier": "a"}},
-                                                     "data": {"k": "v"}})
+    created = core.create_namespaced_config_map(
+        ns, {"metadata": {"name": "cfg", "labels": {"tier": "a"}}, "data": {"k": "v"}}
+    )
     assert created.metadata.uid and created.metadata.creation_timestamp
     assert created.metadata.resource_version
     got = core.read_namespaced_config_map("cfg", ns)
     assert got.data == {"k": "v"} and got.metadata.labels == {"tier": "a"}
     core.create_namespaced_config_map(ns, {"metadata": {"name": "other", "labels": {"tier": "b"}}})
     assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier=a").items] == ["cfg"]
-    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier in (a,b)").items] == ["cfg", "other"]
+    assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier in (a,b)").items] == [
+        "cfg",
+        "other",
+    ]
     assert [i.metadata.name for i in core.list_namespaced_config_map(ns, label_selector="tier!=a").items] == [
-        "kube-root-ca.crt", "other"]  # != also selects objects without the label, as the root CA ConfigMap
+        "kube-root-ca.crt",
+        "other",
+    ]  # != also selects objects without the label, as the root CA ConfigMap
     status = core.delete_namespaced_config_map("cfg", ns)
     assert status.status == "Success"
     with pytest.raises(ApiException) as exc:
@@ -104,8 +111,19 @@ def test_strategic_merge_patch_merges_containers_by_name(api, ns):
     body = deployment("smp")
     body["spec"]["template"]["spec"]["containers"].append({"name": "log", "image": "fluentbit:2"})
     apps.create_namespaced_deployment(ns, body)
-    patched = apps.patch_namespaced_deployment("smp", ns, {"spec": {"template": {"spec": {"containers": [
-        {"name": "web", "image": "nginx:1.27", "env": [{"name": "A", "value": "1"}]}]}}}})
+    patched = apps.patch_namespaced_deployment(
+        "smp",
+        ns,
+        {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "web", "image": "nginx:1.27", "env": [{"name": "A", "value": "1"}]}]
+                    }
+                }
+            }
+        },
+    )
     containers = {c.name: c for c in patched.spec.template.spec.containers}
     assert set(containers) == {"web", "log"}
     assert containers["web"].image == "nginx:1.27" and containers["web"].ports[0].container_port == 80
@@ -117,10 +135,14 @@ def test_json_merge_patch_replaces_lists(api, ns):
     apps = client.AppsV1Api(c)
     apps.create_namespaced_deployment(ns, deployment("jmp"))
     data, status, _ = c.call_api(
-        f"/apis/apps/v1/namespaces/{ns}/deployments/jmp", "PATCH",
+        f"/apis/apps/v1/namespaces/{ns}/deployments/jmp",
+        "PATCH",
         header_params={"Content-Type": "application/merge-patch+json", "Accept": "application/json"},
         body={"spec": {"template": {"spec": {"containers": [{"name": "other", "image": "redis:7"}]}}}},
-        auth_settings=["BearerToken"], response_type="V1Deployment", _return_http_data_only=False)
+        auth_settings=["BearerToken"],
+        response_type="V1Deployment",
+        _return_http_data_only=False,
+    )
     assert status == 200
     assert [c.name for c in data.spec.template.spec.containers] == ["other"]
 
@@ -129,14 +151,16 @@ def test_services_secrets_and_cluster_scoped_objects(api, ns):
     c = api("m131")
     core = client.CoreV1Api(c)
     core.create_namespace({"metadata": {"name": ns}})
-    svc = core.create_namespaced_service(ns, {"metadata": {"name": "web"},
-                                              "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    svc = core.create_namespaced_service(
+        ns, {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
+    )
     assert svc.spec.cluster_ip and svc.spec.ports[0].protocol == "TCP"
     secret = core.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"p": "x"}})
     assert secret.metadata.name == "s"
     rbac = client.RbacAuthorizationV1Api(c)
-    role = rbac.create_cluster_role({"metadata": {"name": f"{ns}-reader"},
-                                     "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+    role = rbac.create_cluster_role(
+        {"metadata": {"name": f"{ns}-reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
+    )
     assert role.metadata.namespace is None
     assert any(r.metadata.name == f"{ns}-reader" for r in rbac.list_cluster_role().items)
     core.delete_namespace(ns)
@@ -197,11 +221,22 @@ def test_strategic_merge_patch_directives(api, ns):
     apps.create_namespaced_deployment(ns, deployment("directives"))
     patch = {"metadata": {"finalizers": ["a/b", "c/d"]}}
     apps.patch_namespaced_deployment("directives", ns, patch)
-    patched = apps.patch_namespaced_deployment("directives", ns, {
-        "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/b"]},
-        "spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": None},
-                 "template": {"spec": {"$setElementOrder/containers": [{"name": "web"}],
-                                       "containers": [{"name": "web", "image": "nginx:1.28"}]}}}})
+    patched = apps.patch_namespaced_deployment(
+        "directives",
+        ns,
+        {
+            "metadata": {"$deleteFromPrimitiveList/finalizers": ["a/b"]},
+            "spec": {
+                "strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": None},
+                "template": {
+                    "spec": {
+                        "$setElementOrder/containers": [{"name": "web"}],
+                        "containers": [{"name": "web", "image": "nginx:1.28"}],
+                    }
+                },
+            },
+        },
+    )
     assert patched.metadata.finalizers == ["c/d"]
     assert patched.spec.strategy.type == "Recreate" and patched.spec.strategy.rolling_update is None
     assert patched.spec.template.spec.containers[0].image == "nginx:1.28"

@@ -1,4 +1,5 @@
 """A CustomResourceDefinition makes its kind served (discovery, CRUD, merge patch, apply)."""
+
 import json
 
 import pytest
@@ -6,13 +7,22 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.example.com"},
     "spec": {
-        "group": "example.com", "scope": "Namespaced",
+        "group": "example.com",
+        "scope": "Namespaced",
         "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-        "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
     },
 }
 
@@ -25,11 +35,17 @@ def test_crd_serves_its_kind_until_deleted(api):
     groups = {g.name for g in client.ApisApi(c).get_api_versions().groups}
     assert "example.com" in groups
     custom = client.CustomObjectsApi(c)
-    widget = custom.create_namespaced_custom_object("example.com", "v1", "default", "widgets", {
-        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}})
+    widget = custom.create_namespaced_custom_object(
+        "example.com",
+        "v1",
+        "default",
+        "widgets",
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"size": 3}},
+    )
     assert widget["metadata"]["generation"] == 1
-    patched = custom.patch_namespaced_custom_object("example.com", "v1", "default", "widgets", "w1",
-                                                    {"spec": {"size": 4}})
+    patched = custom.patch_namespaced_custom_object(
+        "example.com", "v1", "default", "widgets", "w1", {"spec": {"size": 4}}
+    )
     assert patched["spec"]["size"] == 4 and patched["metadata"]["generation"] == 2
     listed = custom.list_namespaced_custom_object("example.com", "v1", "default", "widgets")
     assert [i["metadata"]["name"] for i in listed["items"]] == ["w1"]

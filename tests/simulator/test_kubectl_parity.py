@@ -1,5 +1,6 @@
 """kubectl 1.32 (Debian's kubernetes-client) against the simulator where it used to differ from a real
 cluster (issue 18): protobuf bodies, auth can-i/whoami, diff, scale then server-side apply, get -w."""
+
 import json
 import os
 import subprocess
@@ -23,21 +24,29 @@ DEPLOYMENT = textwrap.dedent("""\
           containers: [{name: web, image: "nginx:1.25"}]
     """)
 
-pytestmark = [pytest.mark.kubectl,
-              pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed (make test installs it)")]
+pytestmark = [
+    pytest.mark.kubectl,
+    pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed (make test installs it)"),
+]
 
 
 @pytest.fixture(scope="module")
 def kfleet(tmp_path_factory):
     from tests.fleet_fixtures import start_fleet
+
     running = start_fleet(FLEET, tls=True, workdir=tmp_path_factory.mktemp("kubectl-fleet"))
     yield running
     running.stop()
 
 
 def kubectl(fleet, *args, context="kc", check=True, timeout=60) -> subprocess.CompletedProcess:
-    proc = subprocess.run([KUBECTL, "--kubeconfig", str(fleet.kubeconfig_path), "--context", context, *args], check=False,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(fleet.kubeconfig_path), "--context", context, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc
@@ -80,14 +89,19 @@ def test_diff_scale_then_server_side_apply_and_get_watch(kfleet, tmp_path):
     assert "scaled" in kubectl(kfleet, "scale", "deployment/web", "--replicas=4").stdout
     reverted = kubectl(kfleet, "apply", "--server-side", "-f", str(manifest), check=False)
     assert reverted.returncode == 1
-    assert ('Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: '
-            ".spec.replicas") in reverted.stderr
+    assert (
+        'Apply failed with 1 conflict: conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas'
+    ) in reverted.stderr
     assert kfleet.get_object("kc", "apps/v1", "Deployment", "default", "web")["spec"]["replicas"] == 4
     # get, a write, then get -w (a list, then a watch from the list's resourceVersion)
     assert "kube-root-ca.crt" in kubectl(kfleet, "get", "configmaps").stdout
     kubectl(kfleet, "create", "configmap", "before-watch")
-    watch = subprocess.Popen([KUBECTL, "--kubeconfig", str(kfleet.kubeconfig_path), "--context", "kc", "get",
-                              "configmaps", "-w"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = subprocess.Popen(
+        [KUBECTL, "--kubeconfig", str(kfleet.kubeconfig_path), "--context", "kc", "get", "configmaps", "-w"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(2)
         kubectl(kfleet, "create", "configmap", "during-watch")

@@ -1,4 +1,5 @@
 """TLS, the written kubeconfig, Debian's kubectl against it, and the fleetctl CLI."""
+
 import io
 import json
 import os
@@ -14,15 +15,18 @@ from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBECTL = "/usr/bin/kubectl"
-TLS_FLEET = {"clusters": [
-    {"name": "tls-host", "role": "host", "version": "v1.29.4"},
-    {"name": "tls-m127", "version": "v1.27.3"},
-]}
+TLS_FLEET = {
+    "clusters": [
+        {"name": "tls-host", "role": "host", "version": "v1.29.4"},
+        {"name": "tls-m127", "version": "v1.27.3"},
+    ]
+}
 
 
 @pytest.fixture(scope="module")
 def tls_fleet(tmp_path_factory):
     from tests.fleet_fixtures import start_fleet
+
     running = start_fleet(TLS_FLEET, tls=True, workdir=tmp_path_factory.mktemp("tls-fleet"))
     yield running
     running.stop()
@@ -48,9 +52,11 @@ def test_kubeconfig_has_one_context_per_cluster_with_ca(tls_fleet):
 
 def test_kubeconfig_loads_into_a_private_configuration(tls_fleet):
     from kubernetes import config as kconfig
+
     configuration = client.Configuration()
-    kconfig.load_kube_config(config_file=str(tls_fleet.kubeconfig_path), context="tls-m127",
-                             client_configuration=configuration)
+    kconfig.load_kube_config(
+        config_file=str(tls_fleet.kubeconfig_path), context="tls-m127", client_configuration=configuration
+    )
     with client.ApiClient(configuration) as c:
         assert client.VersionApi(c).get_code().minor == "27"
 
@@ -75,7 +81,8 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     validate = [] if client_minor >= 29 else ["--validate=false"]
     assert "kube-system" in run("get", "ns")
     manifest = tmp_path / "deployment.yaml"
-    manifest.write_text(textwrap.dedent("""\
+    manifest.write_text(
+        textwrap.dedent("""\
         apiVersion: apps/v1
         kind: Deployment
         metadata: {name: web, namespace: default, labels: {app: web}}
@@ -86,7 +93,8 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
             metadata: {labels: {app: web}}
             spec:
               containers: [{name: web, image: "nginx:1.25"}]
-        """))
+        """)
+    )
     assert "created" in run("apply", *validate, "-f", str(manifest))
     assert "unchanged" in run("apply", *validate, "-f", str(manifest))
     manifest.write_text(manifest.read_text().replace("replicas: 2", "replicas: 4"))
@@ -97,7 +105,8 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
     manifest.write_text(manifest.read_text().replace("nginx:1.25", "nginx:1.27"))
     assert "configured" in run("apply", *validate, "-f", str(manifest))
     containers = tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web")["spec"]["template"][
-        "spec"]["containers"]
+        "spec"
+    ]["containers"]
     assert [(c["name"], c["image"]) for c in containers] == [("web", "nginx:1.27")]
     explained = run("explain", "deployment.spec.strategy")  # the OpenAPI v3 schemas, with descriptions
     assert "rollingUpdate" in explained and "Rolling update config params" in explained
@@ -111,15 +120,22 @@ def test_kubectl_version_get_and_apply(tls_fleet, tmp_path):
         return
     # kubectl's own validation: the server rejects an unknown field (fieldValidation=Strict)
     bad = tmp_path / "bad.yaml"
-    bad.write_text(manifest.read_text().replace("name: web,", "name: web-bad,").replace("\nspec:\n", "\nspec:\n  bogus: 1\n"))
+    bad.write_text(
+        manifest.read_text().replace("name: web,", "name: web-bad,").replace("\nspec:\n", "\nspec:\n  bogus: 1\n")
+    )
     proc = subprocess.run([*base, "apply", "-f", str(bad)], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and 'strict decoding error: unknown field "spec.bogus"' in proc.stderr
     assert tls_fleet.get_object("tls-host", "apps/v1", "Deployment", "default", "web-bad") is None
 
 
 def fleetctl_subprocess(state, *args):
-    return subprocess.run([sys.executable, "manage.py", "fleetctl", "--state", str(state), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", "fleetctl", "--state", str(state), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def fleetctl(state, *args) -> str:
@@ -150,21 +166,36 @@ def test_fleetctl_switches_faults_versions_and_edits(tls_fleet):
     tls_fleet.set_version("tls-m127", "v1.27.3")
     upgraded = json.loads(fleetctl(state, "kubelets", "tls-m127", "v1.27.4"))["upgradedNodes"]
     for node in upgraded:
-        assert tls_fleet.get_object("tls-m127", "v1", "Node", None, node)["status"]["nodeInfo"]["kubeletVersion"] \
+        assert (
+            tls_fleet.get_object("tls-m127", "v1", "Node", None, node)["status"]["nodeInfo"]["kubeletVersion"]
             == "v1.27.4"
-    fleetctl(state, "edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace",
-             "--patch", '{"metadata": {"labels": {"drift": "yes"}}}')
+        )
+    fleetctl(
+        state,
+        "edit",
+        "tls-host",
+        "default",
+        "--api-version",
+        "v1",
+        "--kind",
+        "Namespace",
+        "--patch",
+        '{"metadata": {"labels": {"drift": "yes"}}}',
+    )
     got = fleetctl(state, "get", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace")
     assert json.loads(got)["metadata"]["labels"]["drift"] == "yes"
     assert json.loads(fleetctl(state, "stats"))["clusters"] == 2
 
 
-@pytest.mark.parametrize("args,message", [
-    (("version", "tls-m127", "nope"), "bad Kubernetes version"),
-    (("up", "ghost"), "404"),
-    (("kubelets", "tls-m127", "v1.27.4", "--node", "ghost"), "no node named ghost"),
-    (("edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace", "--patch", "{nope"), "not JSON"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("version", "tls-m127", "nope"), "bad Kubernetes version"),
+        (("up", "ghost"), "404"),
+        (("kubelets", "tls-m127", "v1.27.4", "--node", "ghost"), "no node named ghost"),
+        (("edit", "tls-host", "default", "--api-version", "v1", "--kind", "Namespace", "--patch", "{nope"), "not JSON"),
+    ],
+)
 def test_fleetctl_reports_errors(tls_fleet, args, message):
     state = Path(tls_fleet.kubeconfig_path).with_name("kubeconfig.state.json")
     with pytest.raises(CommandError, match=message):

@@ -1,6 +1,7 @@
 """OpenAPI v3 (/openapi/v3 and per group-version): the operations of every served kind with their
 query parameters, which is how kubectl learns that the server validates fields itself, and the
 kinds' schemas (kubectl explain, strategic merge patches)."""
+
 import json
 
 import pytest
@@ -11,8 +12,14 @@ from tests.simulator.test_custom_resources import CRD
 
 
 def get(c: client.ApiClient, path: str) -> dict:
-    response = c.call_api(path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                          _preload_content=False, _return_http_data_only=True)
+    response = c.call_api(
+        path,
+        "GET",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
     return json.loads(response.data)
 
 
@@ -30,7 +37,12 @@ def test_group_version_document_has_the_patch_operation_with_field_validation(ap
     assert doc["openapi"].startswith("3.") and doc["info"]["version"] == "v1.27.0"
     patch = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"]
     assert patch["x-kubernetes-group-version-kind"] == {"group": "apps", "version": "v1", "kind": "Deployment"}
-    assert {p["name"] for p in patch["parameters"] if p["in"] == "query"} >= {"fieldValidation", "fieldManager", "force", "dryRun"}
+    assert {p["name"] for p in patch["parameters"] if p["in"] == "query"} >= {
+        "fieldValidation",
+        "fieldManager",
+        "force",
+        "dryRun",
+    }
     create = doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments"]["post"]
     assert "fieldValidation" in {p["name"] for p in create["parameters"]}
     nodes = get(c, "/openapi/v3/api/v1")["paths"]["/api/v1/nodes/{name}"]
@@ -93,7 +105,9 @@ def test_group_version_document_carries_the_kinds_schemas_as_openapi_3(api):
     deployment = components["io.k8s.api.apps.v1.Deployment"]
     assert deployment["x-kubernetes-group-version-kind"] == [{"group": "apps", "kind": "Deployment", "version": "v1"}]
     assert deployment["description"].startswith("Deployment enables declarative updates")
-    assert deployment["properties"]["spec"]["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"}]
+    assert deployment["properties"]["spec"]["allOf"] == [
+        {"$ref": "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"}
+    ]
     containers = components["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]
     assert containers["x-kubernetes-patch-merge-key"] == "name" and containers["x-kubernetes-patch-strategy"] == "merge"
     assert components["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"

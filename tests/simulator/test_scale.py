@@ -1,4 +1,5 @@
 """The scale subresource: an autoscaling/v1 Scale over a Deployment's (StatefulSet's, ...) replicas."""
+
 import json
 
 import pytest
@@ -47,14 +48,17 @@ def test_replacing_the_scale_checks_its_resource_version(web):
     assert apps.read_namespaced_deployment("scaled", "default").spec.replicas == 3
 
 
-@pytest.mark.parametrize("patch,status", [
-    ({"spec": {"replicas": -1}}, 422),
-    ({"spec": {"replicas": "two"}}, 422),
-    ({"kind": "Deployment"}, 400),
-    ({"spec": "x"}, 400),
-    ({"metadata": {"name": "another"}}, 400),
-    ({"metadata": {"resourceVersion": 7}}, 400),
-])
+@pytest.mark.parametrize(
+    "patch,status",
+    [
+        ({"spec": {"replicas": -1}}, 422),
+        ({"spec": {"replicas": "two"}}, 422),
+        ({"kind": "Deployment"}, 400),
+        ({"spec": "x"}, 400),
+        ({"metadata": {"name": "another"}}, 400),
+        ({"metadata": {"resourceVersion": 7}}, 400),
+    ],
+)
 def test_a_bad_scale_changes_nothing(web, patch, status):
     _, apps = web
     with pytest.raises(ApiException) as bad:
@@ -72,8 +76,12 @@ def test_discovery_lists_the_scale_subresource_and_others_have_none(api):
     assert resources["deployments/scale"].kind == "Scale" and resources["deployments/scale"].group == "autoscaling"
     assert "statefulsets/scale" in resources and "daemonsets/scale" not in resources
     with pytest.raises(ApiException) as none:
-        c.call_api("/apis/apps/v1/namespaces/default/daemonsets/x/scale", "GET", auth_settings=["BearerToken"],
-                   _preload_content=False)
+        c.call_api(
+            "/apis/apps/v1/namespaces/default/daemonsets/x/scale",
+            "GET",
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
     assert none.value.status == 404
 
 

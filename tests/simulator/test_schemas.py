@@ -1,4 +1,5 @@
 """clusters.schemas: the per-version catalog shared by the simulator and the drift app."""
+
 import pytest
 
 from clusters import schemas
@@ -10,9 +11,19 @@ def test_supported_minors_come_from_the_package():
     assert list(schemas.SUPPORTED_MINORS) == sorted(schemas.SUPPORTED_MINORS)
 
 
-@pytest.mark.parametrize("text,minor", [("v1.27.3", 27), ("1.30", 30), ("v1.29.4-eks-1234", 29),
-                                        ("v1.9.0", None), ("v1.38.0", None), ("v2.1.0", None), ("", None),
-                                        ("banana", None)])
+@pytest.mark.parametrize(
+    "text,minor",
+    [
+        ("v1.27.3", 27),
+        ("1.30", 30),
+        ("v1.29.4-eks-1234", 29),
+        ("v1.9.0", None),
+        ("v1.38.0", None),
+        ("v2.1.0", None),
+        ("", None),
+        ("banana", None),
+    ],
+)
 def test_schema_minor_for(text, minor):
     assert schemas.schema_minor_for(text) == minor
 
@@ -20,6 +31,7 @@ def test_schema_minor_for(text, minor):
 def test_api_resources_follow_removals():
     def gvs(minor):
         return {r.group_version for r in schemas.api_resources(minor)}
+
     assert "autoscaling/v2beta2" in gvs(25) and "autoscaling/v2beta2" not in gvs(26)
     assert "flowcontrol.apiserver.k8s.io/v1beta2" in gvs(28) and "flowcontrol.apiserver.k8s.io/v1beta2" not in gvs(29)
 
@@ -39,9 +51,13 @@ def test_api_resources_have_plural_scope_and_verbs():
 def test_unknown_field_reported_by_pointer_for_older_versions_only():
     dep = deployment("x", init_restart_policy="Always")
     problems = schemas.validate_manifest(dep, 27)
-    assert problems == [schemas.SchemaProblem(
-        "/spec/template/spec/initContainers/0/restartPolicy", "unknown_field",
-        'unknown field "spec.template.spec.initContainers[0].restartPolicy"')]
+    assert problems == [
+        schemas.SchemaProblem(
+            "/spec/template/spec/initContainers/0/restartPolicy",
+            "unknown_field",
+            'unknown field "spec.template.spec.initContainers[0].restartPolicy"',
+        )
+    ]
     assert schemas.validate_manifest(dep, 28) == []
     assert schemas.validate_manifest(dep, 27, strict=False) == []
 
@@ -79,6 +95,7 @@ def test_pointer_to_field_path():
 
 def test_concurrent_first_use_is_safe():
     import concurrent.futures
+
     schemas.clear_caches()
     dep = deployment("threads", init_restart_policy="Always")
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -94,7 +111,8 @@ def test_api_lifecycle_helpers():
     assert schemas.deprecation_warning(29, "apps/v1", "Deployment") is None
     assert schemas.deprecation_warning(29, "flowcontrol.apiserver.k8s.io/v1beta3", "FlowSchema") == (
         "flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, unavailable in v1.32+; "
-        "use flowcontrol.apiserver.k8s.io/v1 FlowSchema")
+        "use flowcontrol.apiserver.k8s.io/v1 FlowSchema"
+    )
 
 
 def test_resource_stability():

@@ -1,4 +1,5 @@
 """/version, health endpoints and discovery per Kubernetes version, through the official client."""
+
 import urllib.request
 
 import pytest
@@ -65,9 +66,11 @@ def test_core_and_group_resource_lists_parse(sim, api):
 
 def test_missing_group_version_is_404(sim, api):
     with pytest.raises(client.ApiException) as exc:
-        client.AutoscalingV2beta2Api(api("host")).get_api_resources() if hasattr(client, "AutoscalingV2beta2Api") \
-            else api("host").call_api("/apis/autoscaling/v2beta2", "GET", auth_settings=["BearerToken"],
-                                      response_type="object")
+        client.AutoscalingV2beta2Api(api("host")).get_api_resources() if hasattr(
+            client, "AutoscalingV2beta2Api"
+        ) else api("host").call_api(
+            "/apis/autoscaling/v2beta2", "GET", auth_settings=["BearerToken"], response_type="object"
+        )
     assert exc.value.status == 404
 
 
@@ -81,8 +84,10 @@ def test_nodes_come_from_the_fleet_file(sim, api):
 
 def test_a_node_upgrade_changes_the_kubelet_version_of_the_named_nodes(fleet_factory):
     from tests.fleet_fixtures import FleetError
-    fleet = fleet_factory({"clusters": [{"name": "up", "version": "v1.29.4",
-                                         "nodes": {"count": 2, "kubeletVersions": ["v1.28.9"]}}]})
+
+    fleet = fleet_factory(
+        {"clusters": [{"name": "up", "version": "v1.29.4", "nodes": {"count": 2, "kubeletVersions": ["v1.28.9"]}}]}
+    )
     core = client.CoreV1Api(make_client(fleet, "up", "default"))
     first, second = sorted(n.metadata.name for n in core.list_node().items)
     before = core.read_node(first).metadata.resource_version
@@ -91,9 +96,11 @@ def test_a_node_upgrade_changes_the_kubelet_version_of_the_named_nodes(fleet_fac
     assert kubelets == {first: "v1.29.4", second: "v1.28.9"}
     assert int(core.read_node(first).metadata.resource_version) > int(before)
     assert fleet.set_kubelet_version("up", "v1.29.5") == [first, second]
-    for body, message in (({"kubeletVersion": "nope"}, "bad Kubernetes version"),
-                          ({"kubeletVersion": "v1.29.5", "nodes": ["ghost"]}, "no node named ghost"),
-                          ({"kubeletVersion": "v1.29.5", "nodes": "all"}, "list of node names")):
+    for body, message in (
+        ({"kubeletVersion": "nope"}, "bad Kubernetes version"),
+        ({"kubeletVersion": "v1.29.5", "nodes": ["ghost"]}, "no node named ghost"),
+        ({"kubeletVersion": "v1.29.5", "nodes": "all"}, "list of node names"),
+    ):
         with pytest.raises(FleetError, match=message):
             fleet.admin("POST", "/clusters/up/kubelets", body)
     assert {n.status.node_info.kubelet_version for n in core.list_node().items} == {"v1.29.5"}

@@ -1,5 +1,6 @@
 """Watch (?watch=1): newline-delimited JSON events, as kubectl get -w, kubectl rollout status and
 client-go reflectors read them."""
+
 import json
 import threading
 import time
@@ -15,9 +16,16 @@ CM = "/api/v1/namespaces/default/configmaps"
 
 def stream(c: client.ApiClient, path: str, **query) -> list[dict]:
     """Every event of one watch request (it ends at timeoutSeconds)."""
-    response = c.call_api(path, "GET", query_params=[("watch", "1"), *query.items()],
-                          header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
-                          _preload_content=False, _return_http_data_only=True, _request_timeout=(10, 30))
+    response = c.call_api(
+        path,
+        "GET",
+        query_params=[("watch", "1"), *query.items()],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        _request_timeout=(10, 30),
+    )
     return [json.loads(line) for line in response.data.splitlines() if line.strip()]
 
 
@@ -73,8 +81,9 @@ def test_a_watch_sees_a_roll_out_finish_when_it_does(api):
     c = api("m128")
     apps = client.AppsV1Api(c)
     thread = later(0.3, lambda: apps.create_namespaced_deployment("default", deployment("watched", replicas=2)))
-    events = stream(c, "/apis/apps/v1/namespaces/default/deployments", fieldSelector="metadata.name=watched",
-                    timeoutSeconds="2")
+    events = stream(
+        c, "/apis/apps/v1/namespaces/default/deployments", fieldSelector="metadata.name=watched", timeoutSeconds="2"
+    )
     thread.join()
     statuses = [(e["type"], (e["object"].get("status") or {}).get("readyReplicas")) for e in events]
     assert statuses[0] == ("ADDED", None) and ("MODIFIED", 2) in statuses
@@ -92,7 +101,11 @@ def test_deleting_a_namespace_announces_its_objects_deleted(api):
     events = stream(c, "/api/v1/namespaces/doomed/configmaps", timeoutSeconds="1")
     # the namespace's root CA ConfigMap (a real cluster's too) comes and goes with it
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
-        ("ADDED", "inside"), ("ADDED", "kube-root-ca.crt"), ("DELETED", "kube-root-ca.crt"), ("DELETED", "inside")]
+        ("ADDED", "inside"),
+        ("ADDED", "kube-root-ca.crt"),
+        ("DELETED", "kube-root-ca.crt"),
+        ("DELETED", "inside"),
+    ]
 
 
 def test_a_cluster_keeps_a_bounded_history():
@@ -103,7 +116,9 @@ def test_a_cluster_keeps_a_bounded_history():
     res = cluster.find_resource("v1", "ConfigMap")
     for i in range(WATCH_HISTORY + 20):
         cluster.rv += 1
-        cluster.save(res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"x{i}", "namespace": "default"}})
+        cluster.save(
+            res, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"x{i}", "namespace": "default"}}
+        )
     assert len(cluster.history) == WATCH_HISTORY
     assert cluster.events_since(res, 3) is None and cluster.events_since(res, cluster.rv - 5) is not None
 
@@ -144,8 +159,14 @@ def test_an_open_watch_does_not_hold_up_the_simulators_shutdown(tmp_path):
     c = make_client(fleet, "solo")
     try:
         client.CoreV1Api(c).create_namespaced_config_map("default", {"metadata": {"name": "seen"}})
-        response = c.call_api(CM, "GET", query_params=[("watch", "1"), ("timeoutSeconds", "600")],
-                              auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+        response = c.call_api(
+            CM,
+            "GET",
+            query_params=[("watch", "1"), ("timeoutSeconds", "600")],
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
         response.read(1)  # the stream has started (the ADDED event of "seen")
         started = time.monotonic()
         fleet.stop()  # SIGTERM, then SIGKILL after 10 s

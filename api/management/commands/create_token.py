@@ -27,6 +27,8 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages)) from None
         token = new.token
         when = f"expires {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else "never expires"
-        self.stdout.write(f"Token {token.name!r} for {username} ({'read-only, ' if read_only else ''}{when}). "
-                          "It is shown only now; store it safely.")
+        self.stdout.write(
+            f"Token {token.name!r} for {username} ({'read-only, ' if read_only else ''}{when}). "
+            "It is shown only now; store it safely."
+        )
         self.stdout.write(new.secret)

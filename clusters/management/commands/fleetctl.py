@@ -16,6 +16,7 @@ The state file defaults to $FLEET_STATE, else the first existing of var/demo/kub
 (`make demo`), var/fleet/kubeconfig.state.json, var/fleet.state.json (runfleet writes
 <kubeconfig stem>.state.json next to the kubeconfig).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,11 +45,22 @@ def pods_or_none(text: str) -> int | None:
     return value
 
 
-def admin_call(admin_url: str, token: str, method: str, path: str, body: dict | None = None,
-               ca_path: str | None = None, timeout: float = 10.0) -> dict:
+def admin_call(
+    admin_url: str,
+    token: str,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    ca_path: str | None = None,
+    timeout: float = 10.0,
+) -> dict:
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(admin_url.rstrip("/") + path, data=data, method=method,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        admin_url.rstrip("/") + path,
+        data=data,
+        method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     ctx = ssl.create_default_context(cafile=ca_path) if ca_path and admin_url.startswith("https") else None
     try:
         with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
@@ -115,13 +127,16 @@ class Command(BaseCommand):
         if opts["state"]:
             state = Path(opts["state"])
         else:
-            candidates = [state_path_for(Path(p)) for p in ("var/demo/kubeconfig", "var/fleet/kubeconfig",
-                                                            "var/fleet.kubeconfig")]
+            candidates = [
+                state_path_for(Path(p)) for p in ("var/demo/kubeconfig", "var/fleet/kubeconfig", "var/fleet.kubeconfig")
+            ]
             state = next((p for p in candidates if p.exists()), candidates[0])
         try:
             data = json.loads(state.read_text())
         except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read fleet state {state}: {exc} (give --state or --admin-url/--admin-token)") from exc
+            raise CommandError(
+                f"cannot read fleet state {state}: {exc} (give --state or --admin-url/--admin-token)"
+            ) from exc
         return data["adminUrl"], data["adminToken"], data.get("caPath")
 
     def handle(self, *args, **opts):
@@ -135,8 +150,10 @@ class Command(BaseCommand):
             result = call("GET", "/clusters")
             for c in result["clusters"]:
                 f = c["faults"]
-                self.stdout.write(f"{c['name']:<24} {c['role']:<7} {c['version']:<10} objects={c['objects']:<5} "
-                                  f"down={f['down'] or '-'} latency={f['latencyMs']}ms errors={f['errorRate']}")
+                self.stdout.write(
+                    f"{c['name']:<24} {c['role']:<7} {c['version']:<10} objects={c['objects']:<5} "
+                    f"down={f['down'] or '-'} latency={f['latencyMs']}ms errors={f['errorRate']}"
+                )
             return
         if action == "stats":
             self.stdout.write(json.dumps(call("GET", "/stats"), indent=1))
@@ -166,15 +183,37 @@ class Command(BaseCommand):
                 patch = json.loads(opts["patch"])
             except ValueError as exc:
                 raise CommandError(f"--patch is not JSON: {exc}") from exc
-            result = call("POST", f"/clusters/{cluster}/edit", {
-                "apiVersion": opts["api_version"], "kind": opts["kind"], "namespace": opts["namespace"],
-                "name": opts["name"], "mergePatch": patch, "fieldManager": opts["field_manager"]})
+            result = call(
+                "POST",
+                f"/clusters/{cluster}/edit",
+                {
+                    "apiVersion": opts["api_version"],
+                    "kind": opts["kind"],
+                    "namespace": opts["namespace"],
+                    "name": opts["name"],
+                    "mergePatch": patch,
+                    "fieldManager": opts["field_manager"],
+                },
+            )
         elif action == "delete":
-            result = call("POST", f"/clusters/{cluster}/delete", {
-                "apiVersion": opts["api_version"], "kind": opts["kind"], "namespace": opts["namespace"],
-                "name": opts["name"]})
+            result = call(
+                "POST",
+                f"/clusters/{cluster}/delete",
+                {
+                    "apiVersion": opts["api_version"],
+                    "kind": opts["kind"],
+                    "namespace": opts["namespace"],
+                    "name": opts["name"],
+                },
+            )
         else:  # get
-            query = urllib.parse.urlencode({"apiVersion": opts["api_version"], "kind": opts["kind"],
-                                            "namespace": opts["namespace"], "name": opts["name"]})
+            query = urllib.parse.urlencode(
+                {
+                    "apiVersion": opts["api_version"],
+                    "kind": opts["kind"],
+                    "namespace": opts["namespace"],
+                    "name": opts["name"],
+                }
+            )
             result = call("GET", f"/clusters/{cluster}/object?{query}")
         self.stdout.write(json.dumps(result, indent=1))

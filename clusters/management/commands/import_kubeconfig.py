@@ -15,26 +15,65 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="kubeconfig file ('-' reads standard input)")
-        parser.add_argument("--context", action="append", dest="contexts", default=[], metavar="NAME",
-                            help="a context to import (repeatable; default: every context)")
-        parser.add_argument("--label", action="append", dest="labels", default=[], metavar="KEY=VALUE",
-                            help="a label for every imported cluster (repeatable)")
-        parser.add_argument("--host", dest="host_context", default=None, metavar="CONTEXT",
-                            help="the context that is the host cluster (default: all are members)")
-        parser.add_argument("--skip-connection-check", action="store_true",
-                            help="register without testing each connection first")
-        parser.add_argument("--update-existing", action="store_true",
-                            help="a cluster already registered under the same name gets the kubeconfig's API server, "
-                                 "TLS settings and credentials (instead of a duplicate-name error)")
-        parser.add_argument("--skip-existing", action="store_true",
-                            help="skip contexts whose cluster name or API server is already registered, and say which "
-                                 "(instead of failing the whole import)")
-        parser.add_argument("--labels-from-context", dest="label_pattern", default="", metavar="REGEX",
-                            help="a regular expression matched against each context name; its named groups become "
-                                 "labels, e.g. '(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)'")
+        parser.add_argument(
+            "--context",
+            action="append",
+            dest="contexts",
+            default=[],
+            metavar="NAME",
+            help="a context to import (repeatable; default: every context)",
+        )
+        parser.add_argument(
+            "--label",
+            action="append",
+            dest="labels",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a label for every imported cluster (repeatable)",
+        )
+        parser.add_argument(
+            "--host",
+            dest="host_context",
+            default=None,
+            metavar="CONTEXT",
+            help="the context that is the host cluster (default: all are members)",
+        )
+        parser.add_argument(
+            "--skip-connection-check", action="store_true", help="register without testing each connection first"
+        )
+        parser.add_argument(
+            "--update-existing",
+            action="store_true",
+            help="a cluster already registered under the same name gets the kubeconfig's API server, "
+            "TLS settings and credentials (instead of a duplicate-name error)",
+        )
+        parser.add_argument(
+            "--skip-existing",
+            action="store_true",
+            help="skip contexts whose cluster name or API server is already registered, and say which "
+            "(instead of failing the whole import)",
+        )
+        parser.add_argument(
+            "--labels-from-context",
+            dest="label_pattern",
+            default="",
+            metavar="REGEX",
+            help="a regular expression matched against each context name; its named groups become "
+            "labels, e.g. '(?P<region>[a-z]+-[a-z]+-[0-9])-(?P<env>prod|staging)'",
+        )
 
-    def handle(self, path, contexts, labels, host_context, skip_connection_check, update_existing=False,
-               skip_existing=False, label_pattern="", **options):
+    def handle(
+        self,
+        path,
+        contexts,
+        labels,
+        host_context,
+        skip_connection_check,
+        update_existing=False,
+        skip_existing=False,
+        label_pattern="",
+        **options,
+    ):
         if skip_existing and update_existing:
             raise CommandError("Choose one of --skip-existing and --update-existing.")
         if path == "-":
@@ -63,13 +102,22 @@ class Command(BaseCommand):
             )
         except ValidationError as exc:
             raise CommandError("Nothing was imported:\n  " + "\n  ".join(exc.messages)) from None
-        for word, clusters in (("registered", report.created), ("updated", report.updated), ("up to date", report.unchanged)):
+        for word, clusters in (
+            ("registered", report.created),
+            ("updated", report.updated),
+            ("up to date", report.unchanged),
+        ):
             for cluster in clusters:
                 labels_text = ",".join(f"{k}={v}" for k, v in sorted(cluster.labels.items()))
-                self.stdout.write(f"{word:<11}{cluster.name:<30} {cluster.role:<7} {cluster.server_version or '?':<12} "
-                                  f"{cluster.api_server} {labels_text}")
+                self.stdout.write(
+                    f"{word:<11}{cluster.name:<30} {cluster.role:<7} {cluster.server_version or '?':<12} "
+                    f"{cluster.api_server} {labels_text}"
+                )
         for context_name, reason in report.skipped:
             self.stdout.write(f"{'skipped':<11}{context_name:<30} {reason}")
-        self.stdout.write(self.style.SUCCESS(
-            f"Imported {len(report.clusters)} cluster(s); first probes are queued."
-            + (f" Skipped {len(report.skipped)} already registered." if report.skipped else "")))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Imported {len(report.clusters)} cluster(s); first probes are queued."
+                + (f" Skipped {len(report.skipped)} already registered." if report.skipped else "")
+            )
+        )

@@ -16,8 +16,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--wait", action="store_true", help="wait for every probe and print the fleet")
         parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait with --wait (default 120)")
-        parser.add_argument("--inline", action="store_true",
-                            help="probe from this process instead of the workers (no worker needed)")
+        parser.add_argument(
+            "--inline", action="store_true", help="probe from this process instead of the workers (no worker needed)"
+        )
         parser.add_argument("--concurrency", type=int, default=8, help="parallel probes with --inline (default 8)")
 
     def handle(self, wait, timeout, inline, concurrency, **options):

@@ -15,6 +15,9 @@ class Command(BaseCommand):
             count = rotate_encryption_key()
         except CredentialDecryptError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(self.style.SUCCESS(
-            f"Re-encrypted the credentials of {count} cluster(s) under the first key; "
-            "the other keys of FEDPORTAL_ENCRYPTION_KEY can now be removed."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Re-encrypted the credentials of {count} cluster(s) under the first key; "
+                "the other keys of FEDPORTAL_ENCRYPTION_KEY can now be removed."
+            )
+        )

@@ -3,6 +3,7 @@
 Runs the fleet simulator (clusters/simulator) until stopped. `--generate N --versions 1.25-1.33`
 makes a generated fleet instead of reading a file.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,12 +32,19 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8600)
         parser.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
-        parser.add_argument("--kubeconfig-out", default="var/fleet/kubeconfig",
-                            help="kubeconfig to write (the state file for fleetctl goes next to it)")
-        parser.add_argument("--admin-token", default=os.environ.get("FLEET_ADMIN_TOKEN", ""),
-                            help="token for the /_fleet admin endpoint (random if not given)")
-        parser.add_argument("--rollout-seconds", type=float, default=None,
-                            help="override every cluster's deployment roll-out delay")
+        parser.add_argument(
+            "--kubeconfig-out",
+            default="var/fleet/kubeconfig",
+            help="kubeconfig to write (the state file for fleetctl goes next to it)",
+        )
+        parser.add_argument(
+            "--admin-token",
+            default=os.environ.get("FLEET_ADMIN_TOKEN", ""),
+            help="token for the /_fleet admin endpoint (random if not given)",
+        )
+        parser.add_argument(
+            "--rollout-seconds", type=float, default=None, help="override every cluster's deployment roll-out delay"
+        )
 
     def handle(self, *args, **opts):
         try:
@@ -56,10 +64,13 @@ class Command(BaseCommand):
         scheme = "https" if ssl_ctx else "http"
         host = opts["host"]
         base_url = f"{scheme}://{host}:{opts['port']}"
-        state_path = kubeconfig.write(kube_path, list(fleet.clusters.values()), base_url, admin_token,
-                                      ca_path, os.getpid())
-        self.stdout.write(f"fleet simulator: {len(fleet.clusters)} clusters at {base_url}/clusters/<name>\n"
-                          f"kubeconfig: {kube_path}\nstate: {state_path}\n")
+        state_path = kubeconfig.write(
+            kube_path, list(fleet.clusters.values()), base_url, admin_token, ca_path, os.getpid()
+        )
+        self.stdout.write(
+            f"fleet simulator: {len(fleet.clusters)} clusters at {base_url}/clusters/<name>\n"
+            f"kubeconfig: {kube_path}\nstate: {state_path}\n"
+        )
         self.stdout.flush()
         asyncio.run(self._serve(fleet, host, opts["port"], ssl_ctx))
 

@@ -41,7 +41,9 @@ class Command(BaseCommand):
 
         try:
             if output == "csv":
-                for chunk in iter_csv(ComplianceTable.csv_columns(), ComplianceTable.csv_rows(report.clusters), bom=file != "-"):
+                for chunk in iter_csv(
+                    ComplianceTable.csv_columns(), ComplianceTable.csv_rows(report.clusters), bom=file != "-"
+                ):
                     emit(chunk)
             else:
                 overview = selectors.skew_overview(labels=terms)

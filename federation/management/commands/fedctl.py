@@ -51,19 +51,28 @@ class Command(BaseCommand):
         apply.add_argument("--dry-run", action="store_true", help="Validate only; save nothing.")
         get = sub.add_parser("get", help="List federated resources.")
         get.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-        prop = sub.add_parser("propagate", help="Admin emergency path: propagate the current revision without approval.")
+        prop = sub.add_parser(
+            "propagate", help="Admin emergency path: propagate the current revision without approval."
+        )
         prop.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
         prop.add_argument("--kind", default="")
         prop.add_argument("--as", dest="username", required=True, help="An admin; the bypass is audited as theirs.")
-        prop.add_argument("--reason", default="emergency propagation with fedctl", help="Recorded on the flagged request.")
-        prop.add_argument("--wait", action="store_true", help="Wait until every cluster is done or failed (needs a worker).")
+        prop.add_argument(
+            "--reason", default="emergency propagation with fedctl", help="Recorded on the flagged request."
+        )
+        prop.add_argument(
+            "--wait", action="store_true", help="Wait until every cluster is done or failed (needs a worker)."
+        )
         prop.add_argument("--timeout", type=float, default=300.0)
         status = sub.add_parser("status", help="Per-cluster status, message and propagated version.")
         status.add_argument("target")
         status.add_argument("--kind", default="")
         status.add_argument("-o", "--output", choices=["json", "yaml"], default="yaml")
-        plan = sub.add_parser("plan", help="Where the resource goes and why: per cluster weight, min, max, current, "
-                                           "capacity, planned replicas, overflow and the reason.")
+        plan = sub.add_parser(
+            "plan",
+            help="Where the resource goes and why: per cluster weight, min, max, current, "
+            "capacity, planned replicas, overflow and the reason.",
+        )
         plan.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
         plan.add_argument("--kind", default="")
         plan.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -106,21 +115,30 @@ class Command(BaseCommand):
     def do_get(self, *, output, **_):
         rows = []
         for resource in selectors.resources():
-            rows.append({
-                "kind": resource.type.kind, "namespace": resource.namespace, "name": resource.name,
-                "revision": resource.current_revision.number if resource.current_revision else None,
-                "propagatedRevision": resource.propagated_revision.number if resource.propagated_revision else None,
-                "condition": str(selectors.condition_from_counts(resource)),
-                "clusters": f"{resource.clusters_ok}/{resource.clusters_total}",
-            })
+            rows.append(
+                {
+                    "kind": resource.type.kind,
+                    "namespace": resource.namespace,
+                    "name": resource.name,
+                    "revision": resource.current_revision.number if resource.current_revision else None,
+                    "propagatedRevision": resource.propagated_revision.number if resource.propagated_revision else None,
+                    "condition": str(selectors.condition_from_counts(resource)),
+                    "clusters": f"{resource.clusters_ok}/{resource.clusters_total}",
+                }
+            )
         if output == "json":
             self.stdout.write(json.dumps(rows, indent=2))
         elif output == "yaml":
             self.stdout.write(yaml.safe_dump(rows, sort_keys=False))
         else:
             header = ("KIND", "NAMESPACE", "NAME", "REVISION", "PROPAGATED", "CONDITION", "CLUSTERS OK")
-            table = [header] + [tuple(str(r[k] if r[k] is not None else "-") for k in
-                                      ("kind", "namespace", "name", "revision", "propagatedRevision", "condition", "clusters")) for r in rows]
+            table = [header] + [
+                tuple(
+                    str(r[k] if r[k] is not None else "-")
+                    for k in ("kind", "namespace", "name", "revision", "propagatedRevision", "condition", "clusters")
+                )
+                for r in rows
+            ]
             widths = [max(len(row[i]) for row in table) for i in range(len(header))]
             for row in table:
                 self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -142,13 +160,17 @@ class Command(BaseCommand):
         try:
             request = approvals.emergency_apply(resource, actor=user, reason=reason)
         except PermissionDenied as exc:
-            raise CommandError(f"Permission denied: {exc} (fedctl propagate is the admins' emergency path; "
-                               f"others use `fedctl submit`).") from exc
+            raise CommandError(
+                f"Permission denied: {exc} (fedctl propagate is the admins' emergency path; "
+                f"others use `fedctl submit`)."
+            ) from exc
         except approvals.TransitionError as exc:
             raise CommandError(str(exc)) from exc
         run = request.runs.order_by("-pk").first()
         self.stderr.write(f"EMERGENCY change request CR-{request.pk} (audited).")
-        self.stdout.write(f"Propagating revision {run.revision.number} of {resource} (run {run.pk}, {run.targets.count()} cluster(s)).")
+        self.stdout.write(
+            f"Propagating revision {run.revision.number} of {resource} (run {run.pk}, {run.targets.count()} cluster(s))."
+        )
         if not wait:
             return
         deadline = time.monotonic() + timeout
@@ -159,23 +181,39 @@ class Command(BaseCommand):
             time.sleep(0.5)
         else:
             progress = propagation.run_progress(run)
-            raise CommandError(f"Timed out after {timeout:g}s: {progress.done} done, {progress.failed} failed, {progress.pending} pending.")
+            raise CommandError(
+                f"Timed out after {timeout:g}s: {progress.done} done, {progress.failed} failed, {progress.pending} pending."
+            )
         for target_row in run.targets.select_related("cluster").order_by("cluster__name"):
-            self.stdout.write(f"  {target_row.cluster.name}: {target_row.reason or target_row.state} {target_row.message}".rstrip())
+            self.stdout.write(
+                f"  {target_row.cluster.name}: {target_row.reason or target_row.state} {target_row.message}".rstrip()
+            )
         self.stdout.write(f"Run {run.pk}: {run.state}")
         if run.state != "Succeeded":
             raise CommandError(f"Propagation {run.state}.")
 
     def do_submit(self, *, target, kind, username, **_):
-        call_command("changes", "submit", target, "--kind", kind, "--as", username, stdout=self.stdout, stderr=self.stderr)
+        call_command(
+            "changes", "submit", target, "--kind", kind, "--as", username, stdout=self.stdout, stderr=self.stderr
+        )
 
     def do_approve(self, *, id, username, comment, **_):
-        call_command("changes", "approve", str(id), "--as", username, "--comment", comment,
-                     stdout=self.stdout, stderr=self.stderr)
+        call_command(
+            "changes",
+            "approve",
+            str(id),
+            "--as",
+            username,
+            "--comment",
+            comment,
+            stdout=self.stdout,
+            stderr=self.stderr,
+        )
 
     def do_reject(self, *, id, username, comment, **_):
-        call_command("changes", "reject", str(id), "--as", username, "--comment", comment,
-                     stdout=self.stdout, stderr=self.stderr)
+        call_command(
+            "changes", "reject", str(id), "--as", username, "--comment", comment, stdout=self.stdout, stderr=self.stderr
+        )
 
     def do_requests(self, *, state, output, **_):
         call_command("changes", "list", "--state", state, "-o", output, stdout=self.stdout, stderr=self.stderr)
@@ -184,22 +222,36 @@ class Command(BaseCommand):
         resource = self._resource(target, kind)
         rows = selectors.cluster_rows(resource)
         data = {
-            "kind": resource.type.kind, "apiVersion": resource.type.api_version,
-            "namespace": resource.namespace, "name": resource.name,
+            "kind": resource.type.kind,
+            "apiVersion": resource.type.api_version,
+            "namespace": resource.namespace,
+            "name": resource.name,
             "revision": resource.current_revision.number if resource.current_revision else None,
             "propagatedRevision": resource.propagated_revision.number if resource.propagated_revision else None,
             "condition": str(propagation.aggregate_condition(rows)),
             "clusters": [
-                {"cluster": row.cluster.name, "status": row.status, "message": row.message, "version": row.version,
-                 "revision": row.revision.number if row.revision else None, "syncState": row.sync_state,
-                 "drift": row.drift, "remoteStatus": row.remote_status,
-                 "propagatedAt": row.propagated_at.isoformat() if row.propagated_at else None}
+                {
+                    "cluster": row.cluster.name,
+                    "status": row.status,
+                    "message": row.message,
+                    "version": row.version,
+                    "revision": row.revision.number if row.revision else None,
+                    "syncState": row.sync_state,
+                    "drift": row.drift,
+                    "remoteStatus": row.remote_status,
+                    "propagatedAt": row.propagated_at.isoformat() if row.propagated_at else None,
+                }
                 for row in rows
             ],
         }
         if is_secret_kind(resource.type.kind):  # messages and drift never carry a Secret's values
-            known = secret_values([resource.current_revision.snapshot if resource.current_revision else None,
-                                   *[row.applied_manifest for row in rows]], secret=True)
+            known = secret_values(
+                [
+                    resource.current_revision.snapshot if resource.current_revision else None,
+                    *[row.applied_manifest for row in rows],
+                ],
+                secret=True,
+            )
             data = mask_secrets(data, secret=True, known=known)
         self.stdout.write(json.dumps(data, indent=2) if output == "json" else yaml.safe_dump(data, sort_keys=False))
 
@@ -214,8 +266,10 @@ class Command(BaseCommand):
         if output == "json":
             self.stdout.write(json.dumps(data, indent=2))
             return
-        self.stdout.write(f"{resource.type.kind} {resource.qualified_name}, revision {revision.number}: "
-                          + (f"placed on {', '.join(data['targets'])}" if data["targets"] else "placed on no cluster"))
+        self.stdout.write(
+            f"{resource.type.kind} {resource.qualified_name}, revision {revision.number}: "
+            + (f"placed on {', '.join(data['targets'])}" if data["targets"] else "placed on no cluster")
+        )
         for line in (data["notPlaced"], data["note"]):
             if line:
                 self.stdout.write(line)
@@ -226,8 +280,18 @@ class Command(BaseCommand):
                 self.stdout.write("No replica scheduling preference: every cluster gets the template's replicas.")
             return
         header = ("CLUSTER", "WEIGHT", "MIN", "MAX", "CURRENT", "CAPACITY", "PLANNED", "OVERFLOW", "REPLICAS", "REASON")
-        keys = ("cluster", "weight", "minReplicas", "maxReplicas", "current", "capacity", "planned", "overflow",
-                "replicas", "reason")
+        keys = (
+            "cluster",
+            "weight",
+            "minReplicas",
+            "maxReplicas",
+            "current",
+            "capacity",
+            "planned",
+            "overflow",
+            "replicas",
+            "reason",
+        )
         table = [header] + [tuple("-" if row[k] is None else str(row[k]) for k in keys) for row in data["clusters"]]
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
@@ -237,7 +301,9 @@ class Command(BaseCommand):
         from django.core.exceptions import ValidationError
 
         try:
-            ftype = services.enable_type(kind=kind, group=group, version=type_version, plural=plural, namespaced=not cluster_scoped)
+            ftype = services.enable_type(
+                kind=kind, group=group, version=type_version, plural=plural, namespaced=not cluster_scoped
+            )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(f"Federated type {ftype.name} ({ftype.api_version} {ftype.kind}) is enabled.")

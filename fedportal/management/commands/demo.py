@@ -48,22 +48,55 @@ class Command(BaseCommand):
         try:
             self._start(
                 "fleet simulator",
-                ["manage.py", "runfleet", "--fleet", options["fleet"], "--port", str(options["fleet_port"]), "--tls",
-                 "--kubeconfig-out", str(kubeconfig)],
+                [
+                    "manage.py",
+                    "runfleet",
+                    "--fleet",
+                    options["fleet"],
+                    "--port",
+                    str(options["fleet_port"]),
+                    "--tls",
+                    "--kubeconfig-out",
+                    str(kubeconfig),
+                ],
                 demo_dir / "fleet.log",
             )
             _wait_for(lambda: kubeconfig.exists() and _port_in_use(options["fleet_port"]), "the fleet simulator")
             self._register_fleet(kubeconfig, options["host_context"])
             self._start(
                 "celery worker",
-                ["-m", "celery", "-A", "fedportal", "worker", "-Q", "default,probes,propagation",
-                 "-P", "threads", "-c", "16", "-l", "INFO", "--without-mingle", "--without-gossip"],
+                [
+                    "-m",
+                    "celery",
+                    "-A",
+                    "fedportal",
+                    "worker",
+                    "-Q",
+                    "default,probes,propagation",
+                    "-P",
+                    "threads",
+                    "-c",
+                    "16",
+                    "-l",
+                    "INFO",
+                    "--without-mingle",
+                    "--without-gossip",
+                ],
                 demo_dir / "worker.log",
             )
             self._start(
                 "celery beat",
-                ["-m", "celery", "-A", "fedportal", "beat", "-l", "INFO",
-                 "--schedule", str(demo_dir / "celerybeat-schedule")],
+                [
+                    "-m",
+                    "celery",
+                    "-A",
+                    "fedportal",
+                    "beat",
+                    "-l",
+                    "INFO",
+                    "--schedule",
+                    str(demo_dir / "celerybeat-schedule"),
+                ],
                 demo_dir / "beat.log",
             )
             call_command("poll_versions")
@@ -73,11 +106,13 @@ class Command(BaseCommand):
                 demo_dir / "web.log",
             )
             _wait_for(lambda: _port_in_use(options["port"]), "the web server")
-            self.stdout.write(self.style.SUCCESS(
-                f"\nFedPortal is running at http://127.0.0.1:{options['port']}/\n"
-                f"  log in as admin / {password}   (also: operator, approver, viewer — same password)\n"
-                f"  logs: {demo_dir}/*.log   ·   Ctrl-C stops everything.\n"
-            ))
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nFedPortal is running at http://127.0.0.1:{options['port']}/\n"
+                    f"  log in as admin / {password}   (also: operator, approver, viewer — same password)\n"
+                    f"  logs: {demo_dir}/*.log   ·   Ctrl-C stops everything.\n"
+                )
+            )
             while all(child.poll() is None for child in self.children):
                 time.sleep(1)
             raise CommandError("A demo process exited; see the logs in " + str(demo_dir))
@@ -92,8 +127,14 @@ class Command(BaseCommand):
         state = json.loads(kubeconfig.with_name(kubeconfig.name + ".state.json").read_text())
         for name, cluster in sorted(state["clusters"].items()):
             labels = [f"{key}={value}" for key, value in sorted(cluster.get("labels", {}).items())]
-            call_command("import_kubeconfig", str(kubeconfig), contexts=[name], labels=labels,
-                         host_context=host_context if name == host_context else None, update_existing=True)
+            call_command(
+                "import_kubeconfig",
+                str(kubeconfig),
+                contexts=[name],
+                labels=labels,
+                host_context=host_context if name == host_context else None,
+                update_existing=True,
+            )
 
     def _demo_users(self, demo_dir: Path) -> str:
         password_file = demo_dir / "password"
@@ -112,8 +153,14 @@ class Command(BaseCommand):
 
     def _start(self, label: str, argv: list[str], log_path: Path):
         log = open(log_path, "ab")
-        child = subprocess.Popen([sys.executable, *argv], cwd=settings.BASE_DIR, stdout=log, stderr=subprocess.STDOUT,
-                                 env=os.environ.copy(), start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=settings.BASE_DIR,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+            start_new_session=True,
+        )
         self.children.append(child)
         self.stdout.write(f"started {label} (pid {child.pid}, log {log_path})")
 

@@ -26,8 +26,7 @@ def parse_instant(option: str, raw: str) -> datetime.datetime:
         raise CommandError(f"{option} {raw!r} is not a valid date: {exc}.") from None
     if value is None:
         raise CommandError(
-            f"{option} {raw!r} is not an ISO 8601 date or date-time "
-            "(for example 2026-11-01 or 2026-11-01T08:30:00Z)."
+            f"{option} {raw!r} is not an ISO 8601 date or date-time (for example 2026-11-01 or 2026-11-01T08:30:00Z)."
         )
     if timezone.is_naive(value):
         value = timezone.make_aware(value, datetime.UTC)
@@ -44,7 +43,9 @@ class Command(BaseCommand):
         parser.add_argument("--since", help="ISO 8601 date or date-time, inclusive.")
         parser.add_argument("--until", help="ISO 8601 date or date-time, exclusive.")
         parser.add_argument("--actor", help="Only events by this username.")
-        parser.add_argument("--action", help="Only actions starting with this (cluster. or cluster.*: every cluster action).")
+        parser.add_argument(
+            "--action", help="Only actions starting with this (cluster. or cluster.*: every cluster action)."
+        )
         parser.add_argument("--cluster", help="Only events about this cluster.")
         parser.add_argument("--object-type", help="Only events about this object type (e.g. clusters.cluster).")
         parser.add_argument("--object-id", help="Only events about this object id (with --object-type).")

@@ -7,8 +7,10 @@ from fedportal.audit import record_event, verify_chain, write_checkpoint
 
 
 class Command(BaseCommand):
-    help = "Verify the audit log's hash chain against the newest checkpoint, report the first broken event, " \
-           "and append a new checkpoint when it is intact."
+    help = (
+        "Verify the audit log's hash chain against the newest checkpoint, report the first broken event, "
+        "and append a new checkpoint when it is intact."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--batch-size", type=int, default=5000, help="Rows read per database round trip.")
@@ -19,9 +21,12 @@ class Command(BaseCommand):
             raise CommandError("--batch-size must be at least 1.")
         result = verify_chain(batch_size=batch_size)
         # the outcome is itself recorded (after the walk): /metrics reports the last verification from it
-        record_event("audit.verify", object_type="fedportal.auditevent",
-                     summary=f"Verified the audit chain: {'intact' if result.ok else 'BROKEN'} ({result.checked} events)",
-                     after={"ok": result.ok, "checked": result.checked, "broken_id": result.broken_id, "reason": result.reason})
+        record_event(
+            "audit.verify",
+            object_type="fedportal.auditevent",
+            summary=f"Verified the audit chain: {'intact' if result.ok else 'BROKEN'} ({result.checked} events)",
+            after={"ok": result.ok, "checked": result.checked, "broken_id": result.broken_id, "reason": result.reason},
+        )
         if not result.ok:
             where = f"event {result.broken_id}" if result.broken_id is not None else "the end of the chain"
             raise CommandError(

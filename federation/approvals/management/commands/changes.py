@@ -1,13 +1,13 @@
 """Change requests from the command line (fedctl will expose the same verbs).
 
-    python manage.py changes submit NS/NAME --as USER [--kind KIND] [--title T] [--description D]
-        drafts a request for the resource's current revision, submits it, prints the request id
-    python manage.py changes approve ID --as USER [--comment TEXT]
-    python manage.py changes reject ID --as USER --comment TEXT
-    python manage.py changes cancel ID --as USER [--reason TEXT]
-    python manage.py changes apply ID --as USER
-    python manage.py changes list [--state STATE] [-o table|json]
-    python manage.py changes emergency NS/NAME --as ADMIN --reason TEXT
+python manage.py changes submit NS/NAME --as USER [--kind KIND] [--title T] [--description D]
+    drafts a request for the resource's current revision, submits it, prints the request id
+python manage.py changes approve ID --as USER [--comment TEXT]
+python manage.py changes reject ID --as USER --comment TEXT
+python manage.py changes cancel ID --as USER [--reason TEXT]
+python manage.py changes apply ID --as USER
+python manage.py changes list [--state STATE] [-o table|json]
+python manage.py changes emergency NS/NAME --as ADMIN --reason TEXT
 """
 
 import json
@@ -30,7 +30,9 @@ class Command(BaseCommand):
         submit = sub.add_parser("submit", help="Draft and submit a request for a resource's current revision.")
         submit.add_argument("target", help="NS/NAME (or NAME for cluster-scoped)")
         submit.add_argument("--kind", default="", help="Resource kind, when NS/NAME is ambiguous.")
-        submit.add_argument("--change", default="", choices=["", "edit", "rollback", "delete"], help="Change kind (default: automatic).")
+        submit.add_argument(
+            "--change", default="", choices=["", "edit", "rollback", "delete"], help="Change kind (default: automatic)."
+        )
         submit.add_argument("--title", default="")
         submit.add_argument("--description", default="")
         for verb, needs_comment in (("approve", False), ("reject", True)):
@@ -79,7 +81,9 @@ class Command(BaseCommand):
         if not found:
             raise CommandError(f"No federated resource {target}{' of kind ' + kind if kind else ''}.")
         if len(found) > 1:
-            raise CommandError(f"{target} names several resources ({', '.join(sorted(r.type.kind for r in found))}); pick one with --kind.")
+            raise CommandError(
+                f"{target} names several resources ({', '.join(sorted(r.type.kind for r in found))}); pick one with --kind."
+            )
         return found[0]
 
     def _done(self, cr):
@@ -89,10 +93,14 @@ class Command(BaseCommand):
     def do_submit(self, *, target, kind, change, title, description, username, **_):
         user = self._user(username)
         resource = self._resource(target, kind)
-        cr = services.create_change_request(resource, actor=user, kind=change or None, title=title, description=description)
+        cr = services.create_change_request(
+            resource, actor=user, kind=change or None, title=title, description=description
+        )
         cr = services.submit(cr, actor=user)
         self.stdout.write(str(cr.pk))
-        self.stderr.write(f"Submitted CR-{cr.pk} ({cr.required_approvals} approval(s) needed; targets: {', '.join(cr.target_clusters) or 'none'}).")
+        self.stderr.write(
+            f"Submitted CR-{cr.pk} ({cr.required_approvals} approval(s) needed; targets: {', '.join(cr.target_clusters) or 'none'})."
+        )
 
     def do_approve(self, *, id, comment, username, **_):
         self._done(services.approve(self._cr(id), actor=self._user(username), comment=comment))
@@ -117,8 +125,18 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(rows, indent=2))
             return
         header = ("ID", "STATE", "KIND", "SUBJECT", "APPROVALS", "AUTHOR", "TITLE")
-        table = [header] + [(str(r["id"]), r["state"] + (" EMERGENCY" if r["emergency"] else ""), r["kind"], r["subject"],
-                             f"{r['approvals'] or 0}/{r['required_approvals']}", r["author"], r["title"]) for r in rows]
+        table = [header] + [
+            (
+                str(r["id"]),
+                r["state"] + (" EMERGENCY" if r["emergency"] else ""),
+                r["kind"],
+                r["subject"],
+                f"{r['approvals'] or 0}/{r['required_approvals']}",
+                r["author"],
+                r["title"],
+            )
+            for r in rows
+        ]
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
