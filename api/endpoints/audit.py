@@ -20,7 +20,7 @@ from api.common import (
 from api.pagination import page
 from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
-from fedportal.forms import AuditEventFilterForm
+from fedportal.filtersets import AuditEventFilterSet
 from fedportal.selectors import (
     audit_events_for_export,
     describe_filters,
@@ -65,7 +65,8 @@ class AuditFilters(PageParams):
 
 
 def _filters(params: AuditFilters) -> dict:
-    form = AuditEventFilterForm(params.model_dump(exclude={"cursor", "limit"}, exclude_none=True))
+    # the page's FilterSet builds the form (its fields live on the FilterSet, not on the form class)
+    form = AuditEventFilterSet(params.model_dump(exclude={"cursor", "limit"}, exclude_none=True)).form
     if not form.is_valid():
         raise ValidationError({key: list(errs) for key, errs in form.errors.items()})
     return form.filters()

@@ -115,8 +115,7 @@ def list_clusters(request, filters: Query[ClusterFilters]):
     query = form.filters()
     query.pop("sort")
     qs = selectors.filter_clusters(**query)
-    for key, value in terms:
-        qs = qs.with_label(key, value)
+    qs = qs.with_labels(terms)
     rows, next_cursor = page(qs, key="name", cursor=filters.cursor, limit=filters.limit, kind=str)
     return {"items": [cluster_out(c) for c in rows], "next_cursor": next_cursor}
 

@@ -5,10 +5,11 @@ resource page re-syncs every failed cluster at once (operator, audited)."""
 import pytest
 from django.urls import reverse
 
-from federation import propagation
+from clusters.models import Cluster
+from federation import propagation, schedule
 from federation.approvals import services as approvals
-from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction
-from federation.models import PropagatedVersion, PropagationRun
+from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction, TargetState
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation.namespaces import missing_message
 from fedportal.models import AuditEvent
 from tests.federation.factories import (
@@ -25,50 +26,73 @@ def status(resource, cluster):
     return PropagatedVersion.objects.get(resource=resource, cluster__name=cluster).status
 
 
-def test_preview_flags_a_missing_namespace_per_cluster(fleet):
+def test_a_cluster_without_the_namespace_is_not_placed_and_the_plan_says_why(fleet):
+    """KubeFed's rule (issue 17) decides first: a namespaced resource is placed only where its
+    FederatedNamespace is, so before anyone approves, the preview has no target on m128 and the plan
+    names the missing namespace for it, instead of a NamespaceNotFederated failure after approval."""
     register_fleet(fleet, ["m128", "m130"])
     federate_namespace("half", ["m130"])  # federated to m130 only
     resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130"]})
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
-    assert previews["m128"].action == "create"
-    assert previews["m128"].message == "Cannot be created until namespace half exists (NamespaceNotFederated)."
-    assert previews["m128"].warnings[0] == missing_message("half", "m128")
+    assert sorted(previews) == ["m130"]
     assert previews["m130"].action == "create" and previews["m130"].message == "Will be created."
     assert missing_message("half", "m130") not in previews["m130"].warnings
+    decision = schedule.decide_for(resource)
+    assert decision.targets == ["m130"]
+    assert decision.excluded == {"m128": "Namespace half is not placed on m128"}
 
 
 def test_preview_does_not_flag_a_namespace_that_exists_on_the_cluster(fleet):
     register_fleet(fleet, ["m128"])
+    federate_namespace("default", ["m128"])  # placed where its namespace is (KubeFed); default exists there
     resource = web_deployment(namespace="default", placement={"clusters": ["m128"]})
     (preview,) = propagation.preview_revision(resource)
     assert preview.message == "Will be created."
     assert not any("NamespaceNotFederated" in w for w in preview.warnings)
 
 
-def test_preflight_warns_per_cluster_where_the_namespace_is_missing(fleet, operator):
+def test_a_change_request_targets_only_clusters_with_the_namespace(fleet, operator):
     register_fleet(fleet, ["m128", "m130", "m131"])
     federate_namespace("half", ["m130"])
     resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130", "m131"]}, actor=operator)
     cr = approvals.create_change_request(resource, actor=operator)
-    found = [p for p in cr.preflight if "NamespaceNotFederated" in p["message"]]
-    assert found == [
-        {"cluster_name": "m128", "severity": "warning", "message": missing_message("half", "m128")},
-        {"cluster_name": "m131", "severity": "warning", "message": missing_message("half", "m131")},
-    ]
+    assert cr.target_clusters == ["m130"]
+    assert [p for p in cr.preflight if "NamespaceNotFederated" in p["message"]] == []
 
 
 def test_preflight_is_quiet_when_the_namespace_exists(fleet, operator):
     register_fleet(fleet, ["m128"])
+    federate_namespace("default", ["m128"])
     resource = web_deployment(namespace="default", placement={"clusters": ["m128"]}, actor=operator)
     cr = approvals.create_change_request(resource, actor=operator)
     assert [p for p in cr.preflight if "NamespaceNotFederated" in p["message"]] == []
 
 
+def waiting_for_namespace(resource, clusters):
+    """Targets left waiting for their namespace (NamespaceNotFederated): what a resource keeps on a
+    cluster from before the KubeFed placement rule (or a namespace unfederated under it)."""
+    run = PropagationRun.objects.create(resource=resource, revision=resource.current_revision)
+    for name in clusters:
+        cluster = Cluster.objects.get(name=name)
+        PropagatedVersion.objects.update_or_create(
+            resource=resource, cluster=cluster, defaults={"status": PropagationReason.NAMESPACE_NOT_FEDERATED}
+        )
+        PropagationTarget.objects.create(
+            run=run,
+            cluster=cluster,
+            action=TargetAction.APPLY,
+            state=TargetState.FAILED,
+            reason=PropagationReason.NAMESPACE_NOT_FEDERATED,
+        )
+    FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=resource.current_revision)
+    resource.refresh_from_db()
+    return run
+
+
 def test_targets_waiting_for_the_namespace_are_retried_once_it_is_propagated(fleet):
     register_fleet(fleet, ["m128", "m130"])
     resource = web_deployment(namespace="late", placement={"clusters": ["m128", "m130"]})
-    first = propagation.propagate_revision(resource)
-    drain(first)
+    first = waiting_for_namespace(resource, ["m128", "m130"])
     assert {status(resource, c) for c in ("m128", "m130")} == {PropagationReason.NAMESPACE_NOT_FEDERATED}
     ns = federate_namespace("late", ["m128"])
     drain(propagation.propagate_revision(ns))  # the worker's Namespace run queues the retry itself
@@ -88,7 +112,7 @@ def test_the_periodic_sweep_retries_targets_whose_namespace_is_ok_now(fleet):
     web = web_deployment(namespace="late", placement={"clusters": ["m128"]})
     api = web_deployment(namespace="late", name="api", placement={"clusters": ["m128"]})
     for resource in (web, api):
-        drain(propagation.propagate_revision(resource))
+        waiting_for_namespace(resource, ["m128"])
         assert status(resource, "m128") == PropagationReason.NAMESPACE_NOT_FEDERATED
     federate_namespace("late", ["m128"])  # defined, not propagated on its own: web's re-sync creates it
     drain(propagation.resync_cluster(web, web.propagated_versions.get().cluster))
@@ -107,8 +131,8 @@ def half_failed(fleet):
     ns = federate_namespace("half", ["m130"])
     drain(propagation.propagate_revision(ns))
     resource = web_deployment(namespace="half", placement={"clusters": ["m128", "m130"]})
-    drain(propagation.propagate_revision(resource))
-    assert status(resource, "m128") == PropagationReason.NAMESPACE_NOT_FEDERATED
+    drain(propagation.propagate_revision(resource))  # placed on m130 only (KubeFed's namespace rule)
+    waiting_for_namespace(resource, ["m128"])
     assert status(resource, "m130") == PropagationReason.OK
     return resource
 

@@ -27,5 +27,7 @@ def test_change_request_diff_shows_replicas_moving_per_cluster(fleet, operator):
     assert moves == {"m128": (2, 3), "m130": (2, 1)}
     from django.template.loader import render_to_string
 
-    html = render_to_string("approvals/changerequest_detail.html", {"cr": cr})
+    from federation.preview_groups import group_previews
+
+    html = render_to_string("approvals/changerequest_detail.html", {"cr": cr, "diff_groups": group_previews(cr.diffs)})
     assert "(replicas 2 → 3)" in html and "(replicas 2 → 1)" in html
