@@ -2,6 +2,7 @@
 kubeconfig, see the clusters with their versions once the real worker has probed them."""
 
 import pytest
+from playwright.sync_api import expect
 
 from clusters.models import Cluster
 from tests.utils import wait_for
@@ -33,7 +34,7 @@ def test_admin_imports_a_kubeconfig_and_sees_versions(page, live_server, login, 
     page.fill("#id_version", "1.27")
     page.locator("#id_version").press("Enter")
     page.wait_for_url("**version=1.27**")
-    page.wait_for_function("document.querySelectorAll('#cluster-rows tbody tr').length === 1")
+    expect(page.locator("#cluster-rows tbody tr")).to_have_count(1)
     assert "m127" in page.locator("#cluster-rows tbody").inner_text()
 
     page.click("#cluster-rows >> text=m127")

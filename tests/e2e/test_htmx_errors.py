@@ -34,7 +34,8 @@ def test_unreadable_kubeconfig_error_swaps_in_place(page, live_server, login, ad
     page.wait_for_selector("#import-body .form-errors")
     assert_page_kept(page)
     assert page.locator("h1").inner_text() == "Import clusters from a kubeconfig"
-    assert page.locator("#id_kubeconfig_text").input_value() == "foo: ["
+    # a refused kubeconfig is never echoed back (it may hold tokens): the form comes back empty
+    assert page.locator("#id_kubeconfig_text").input_value() == ""
 
 
 def test_registering_a_registered_url_swaps_in_place(page, live_server, login, admin_user, debug):

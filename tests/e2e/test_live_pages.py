@@ -3,6 +3,7 @@ ticked: the cluster list shows a recovered cluster, the resource page a new revi
 request page its new state, all without a reload."""
 
 import pytest
+from playwright.sync_api import expect
 
 from clusters.models import Cluster
 from tests.clusters.factories import ClusterFactory
@@ -22,7 +23,7 @@ def test_cluster_list_refreshes_by_itself_and_keeps_ticks(page, live_server, log
     page.check(f"#sel-{west}")
     page.evaluate("window.notReloaded = true")
     Cluster.objects.filter(name="east").update(state="Ready")
-    page.wait_for_function("!document.querySelector('#cluster-rows').innerText.includes('Offline')", timeout=25_000)
+    expect(page.locator("#cluster-rows")).not_to_contain_text("Offline", timeout=25_000)
     assert page.evaluate("window.notReloaded") is True
     assert page.is_checked(f"#sel-{west}") and page.input_value("#id_bulk_add") == "tier=gold"
 
