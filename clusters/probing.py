@@ -42,7 +42,7 @@ from clusters import enqueue, kube
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
 from clusters.services.connections import connection_for
-from fedportal import metrics
+from fedportal import logs, metrics
 from fedportal.audit import record_event
 
 logger = logging.getLogger(__name__)
@@ -233,7 +233,18 @@ def probe_cluster(cluster: Cluster | int, *, requested_at: datetime | None = Non
     """Probe one cluster (``probe_clusters`` for a chunk of one). Idempotent: skipped when the
     cluster was probed since ``requested_at``, or while another probe holds its lease."""
     cluster_id = cluster.pk if isinstance(cluster, Cluster) else int(cluster)
-    [outcome] = probe_clusters([cluster_id], requested_at=requested_at, threads=1)
+    started = time.monotonic()
+    with logs.bind(cluster=cluster_id):  # a single probe ("poll now", a new cluster) gets its own log line
+        [outcome] = probe_clusters([cluster_id], requested_at=requested_at, threads=1)
+        name = Cluster.objects.filter(pk=cluster_id).values_list("name", flat=True).first() or cluster_id
+        logger.info(
+            "probe %s %s reachable=%s state=%s in %.2fs",
+            name,
+            outcome.skipped or "done",
+            outcome.reachable,
+            outcome.state or "-",
+            time.monotonic() - started,
+        )
     return outcome
 
 

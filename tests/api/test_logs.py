@@ -113,7 +113,7 @@ def test_worker_logs_are_json_lines_with_the_task_id_and_cluster(celery_worker_f
         pytest.fail("no probe ran on the JSON-logging worker")
     entries = parse_lines(worker.log())
     [probe] = [e for e in entries if e["message"].startswith(f"probe nowhere-{attempt} ")]
-    assert probe["logger"] == "clusters.services.health"
+    assert probe["logger"] == "clusters.probing"
     assert (probe["request_id"], probe["cluster"], probe["user"]) == (result.id, cluster.pk, None)
     assert any(" ready." in e["message"] for e in entries)
 
