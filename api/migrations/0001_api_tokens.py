@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -15,52 +16,37 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="ApiToken",
+            name='ApiToken',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("name", models.CharField(max_length=100)),
-                (
-                    "prefix",
-                    models.CharField(help_text="The first characters of the token, to recognise it.", max_length=16),
-                ),
-                ("token_hash", models.CharField(max_length=64, unique=True)),
-                ("read_only", models.BooleanField(default=False)),
-                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ("expires_at", models.DateTimeField(blank=True, null=True)),
-                ("last_used_at", models.DateTimeField(blank=True, null=True)),
-                ("revoked_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="api_tokens",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=100)),
+                ('prefix', models.CharField(help_text='The first characters of the token, to recognise it.', max_length=16)),
+                ('token_hash', models.CharField(max_length=64, unique=True)),
+                ('read_only', models.BooleanField(default=False)),
+                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ('expires_at', models.DateTimeField(blank=True, null=True)),
+                ('last_used_at', models.DateTimeField(blank=True, null=True)),
+                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_tokens', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-created_at", "-id"],
+                'ordering': ['-created_at', '-id'],
             },
         ),
         migrations.CreateModel(
-            name="IdempotencyRecord",
+            name='IdempotencyRecord',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("key", models.CharField(max_length=255)),
-                ("fingerprint", models.CharField(help_text="SHA-256 of method, path and body.", max_length=64)),
-                ("status", models.PositiveSmallIntegerField(default=0)),
-                ("content_type", models.CharField(blank=True, max_length=100)),
-                ("body", models.BinaryField(blank=True, default=b"")),
-                ("created_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('key', models.CharField(max_length=255)),
+                ('fingerprint', models.CharField(help_text='SHA-256 of method, path and body.', max_length=64)),
+                ('status', models.PositiveSmallIntegerField(default=0)),
+                ('content_type', models.CharField(blank=True, max_length=100)),
+                ('body', models.BinaryField(blank=True, default=b'')),
+                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "constraints": [models.UniqueConstraint(fields=("user", "key"), name="api_idempotency_user_key")],
+                'constraints': [models.UniqueConstraint(fields=('user', 'key'), name='api_idempotency_user_key')],
             },
         ),
     ]

@@ -9,6 +9,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -17,192 +18,90 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="Cluster",
+            name='Cluster',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "name",
-                    models.CharField(
-                        max_length=63, unique=True, validators=[clusters.validators.validate_dns1123_label]
-                    ),
-                ),
-                (
-                    "api_server",
-                    models.CharField(
-                        max_length=2048,
-                        validators=[django.core.validators.URLValidator(schemes=["https", "http"])],
-                        verbose_name="API server URL",
-                    ),
-                ),
-                (
-                    "role",
-                    models.CharField(choices=[("host", "Host"), ("member", "Member")], default="member", max_length=16),
-                ),
-                (
-                    "labels",
-                    models.JSONField(blank=True, default=dict, validators=[clusters.validators.validate_labels]),
-                ),
-                (
-                    "region",
-                    models.CharField(
-                        blank=True, db_index=True, help_text="From the nodes' topology labels.", max_length=253
-                    ),
-                ),
-                ("zones", models.JSONField(blank=True, default=list, help_text="From the nodes' topology labels.")),
-                (
-                    "auth_method",
-                    models.CharField(
-                        choices=[("token", "Bearer token"), ("client_certificate", "Client certificate")],
-                        default="token",
-                        max_length=32,
-                    ),
-                ),
-                ("credentials_encrypted", models.TextField(blank=True, editable=False)),
-                ("credential_version", models.PositiveIntegerField(default=1, editable=False)),
-                ("credentials_rotated_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("ca_bundle", models.TextField(blank=True, verbose_name="CA bundle (PEM)")),
-                ("insecure_skip_tls_verify", models.BooleanField(default=False, verbose_name="skip TLS verification")),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("Ready", "Ready"),
-                            ("NotReady", "NotReady"),
-                            ("Offline", "Offline"),
-                            ("Unknown", "Unknown"),
-                        ],
-                        db_index=True,
-                        default="Unknown",
-                        max_length=16,
-                    ),
-                ),
-                ("state_changed_at", models.DateTimeField(blank=True, null=True)),
-                ("consecutive_failures", models.PositiveIntegerField(default=0)),
-                ("consecutive_successes", models.PositiveIntegerField(default=0)),
-                ("last_probe_at", models.DateTimeField(blank=True, null=True)),
-                ("last_success_at", models.DateTimeField(blank=True, null=True)),
-                ("last_error", models.TextField(blank=True)),
-                ("probe_lease_until", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("server_version", models.CharField(blank=True, help_text="gitVersion, e.g. v1.27.3", max_length=64)),
-                ("version_major", models.PositiveSmallIntegerField(blank=True, null=True)),
-                ("version_minor", models.PositiveSmallIntegerField(blank=True, null=True)),
-                ("platform", models.CharField(blank=True, max_length=64)),
-                (
-                    "kubelet_versions",
-                    models.JSONField(blank=True, default=dict, help_text="{node name: kubelet version}"),
-                ),
-                ("node_count", models.PositiveIntegerField(default=0)),
-                ("isolated", models.BooleanField(db_index=True, default=False)),
-                ("isolated_reason", models.TextField(blank=True)),
-                ("isolated_at", models.DateTimeField(blank=True, null=True)),
-                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=63, unique=True, validators=[clusters.validators.validate_dns1123_label])),
+                ('api_server', models.CharField(max_length=2048, validators=[django.core.validators.URLValidator(schemes=['https', 'http'])], verbose_name='API server URL')),
+                ('role', models.CharField(choices=[('host', 'Host'), ('member', 'Member')], default='member', max_length=16)),
+                ('labels', models.JSONField(blank=True, default=dict, validators=[clusters.validators.validate_labels])),
+                ('region', models.CharField(blank=True, db_index=True, help_text="From the nodes' topology labels.", max_length=253)),
+                ('zones', models.JSONField(blank=True, default=list, help_text="From the nodes' topology labels.")),
+                ('auth_method', models.CharField(choices=[('token', 'Bearer token'), ('client_certificate', 'Client certificate')], default='token', max_length=32)),
+                ('credentials_encrypted', models.TextField(blank=True, editable=False)),
+                ('credential_version', models.PositiveIntegerField(default=1, editable=False)),
+                ('credentials_rotated_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('ca_bundle', models.TextField(blank=True, verbose_name='CA bundle (PEM)')),
+                ('insecure_skip_tls_verify', models.BooleanField(default=False, verbose_name='skip TLS verification')),
+                ('state', models.CharField(choices=[('Ready', 'Ready'), ('NotReady', 'NotReady'), ('Offline', 'Offline'), ('Unknown', 'Unknown')], db_index=True, default='Unknown', max_length=16)),
+                ('state_changed_at', models.DateTimeField(blank=True, null=True)),
+                ('consecutive_failures', models.PositiveIntegerField(default=0)),
+                ('consecutive_successes', models.PositiveIntegerField(default=0)),
+                ('last_probe_at', models.DateTimeField(blank=True, null=True)),
+                ('last_success_at', models.DateTimeField(blank=True, null=True)),
+                ('last_error', models.TextField(blank=True)),
+                ('probe_lease_until', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('server_version', models.CharField(blank=True, help_text='gitVersion, e.g. v1.27.3', max_length=64)),
+                ('version_major', models.PositiveSmallIntegerField(blank=True, null=True)),
+                ('version_minor', models.PositiveSmallIntegerField(blank=True, null=True)),
+                ('platform', models.CharField(blank=True, max_length=64)),
+                ('kubelet_versions', models.JSONField(blank=True, default=dict, help_text='{node name: kubelet version}')),
+                ('node_count', models.PositiveIntegerField(default=0)),
+                ('isolated', models.BooleanField(db_index=True, default=False)),
+                ('isolated_reason', models.TextField(blank=True)),
+                ('isolated_at', models.DateTimeField(blank=True, null=True)),
+                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             options={
-                "ordering": ["name"],
-                "indexes": [models.Index(fields=["version_major", "version_minor"], name="clusters_version_idx")],
-                "constraints": [
-                    models.UniqueConstraint(
-                        condition=models.Q(("role", "host")), fields=("role",), name="clusters_at_most_one_host"
-                    )
-                ],
+                'ordering': ['name'],
+                'indexes': [models.Index(fields=['version_major', 'version_minor'], name='clusters_version_idx')],
+                'constraints': [models.UniqueConstraint(condition=models.Q(('role', 'host')), fields=('role',), name='clusters_at_most_one_host')],
             },
         ),
         migrations.CreateModel(
-            name="PollRequest",
+            name='PollRequest',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
-                ("total", models.PositiveIntegerField(default=0)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="+",
-                        to="clusters.cluster",
-                    ),
-                ),
-                (
-                    "requested_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ('total', models.PositiveIntegerField(default=0)),
+                ('cluster', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='clusters.cluster')),
+                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-started_at"],
+                'ordering': ['-started_at'],
             },
         ),
         migrations.CreateModel(
-            name="ClusterStateChange",
+            name='ClusterStateChange',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "from_state",
-                    models.CharField(
-                        choices=[
-                            ("Ready", "Ready"),
-                            ("NotReady", "NotReady"),
-                            ("Offline", "Offline"),
-                            ("Unknown", "Unknown"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                (
-                    "to_state",
-                    models.CharField(
-                        choices=[
-                            ("Ready", "Ready"),
-                            ("NotReady", "NotReady"),
-                            ("Offline", "Offline"),
-                            ("Unknown", "Unknown"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("reason", models.TextField(blank=True)),
-                ("at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="state_changes", to="clusters.cluster"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('from_state', models.CharField(choices=[('Ready', 'Ready'), ('NotReady', 'NotReady'), ('Offline', 'Offline'), ('Unknown', 'Unknown')], max_length=16)),
+                ('to_state', models.CharField(choices=[('Ready', 'Ready'), ('NotReady', 'NotReady'), ('Offline', 'Offline'), ('Unknown', 'Unknown')], max_length=16)),
+                ('reason', models.TextField(blank=True)),
+                ('at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='state_changes', to='clusters.cluster')),
             ],
             options={
-                "ordering": ["-at", "-id"],
-                "indexes": [models.Index(fields=["cluster", "-at"], name="clusters_statechg_cluster_idx")],
+                'ordering': ['-at', '-id'],
+                'indexes': [models.Index(fields=['cluster', '-at'], name='clusters_statechg_cluster_idx')],
             },
         ),
         migrations.CreateModel(
-            name="VersionSample",
+            name='VersionSample',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("sampled_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ("git_version", models.CharField(max_length=64)),
-                ("version_major", models.PositiveSmallIntegerField(blank=True, null=True)),
-                ("version_minor", models.PositiveSmallIntegerField(blank=True, null=True)),
-                ("platform", models.CharField(blank=True, max_length=64)),
-                ("kubelet_versions", models.JSONField(blank=True, default=dict)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="version_samples",
-                        to="clusters.cluster",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('sampled_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('git_version', models.CharField(max_length=64)),
+                ('version_major', models.PositiveSmallIntegerField(blank=True, null=True)),
+                ('version_minor', models.PositiveSmallIntegerField(blank=True, null=True)),
+                ('platform', models.CharField(blank=True, max_length=64)),
+                ('kubelet_versions', models.JSONField(blank=True, default=dict)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='version_samples', to='clusters.cluster')),
             ],
             options={
-                "ordering": ["-sampled_at", "-id"],
-                "indexes": [models.Index(fields=["cluster", "-sampled_at"], name="clusters_vsample_cluster_idx")],
+                'ordering': ['-sampled_at', '-id'],
+                'indexes': [models.Index(fields=['cluster', '-sampled_at'], name='clusters_vsample_cluster_idx')],
             },
         ),
     ]

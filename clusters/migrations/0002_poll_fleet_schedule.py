@@ -11,14 +11,8 @@ TASK_NAME = "clusters: poll fleet health and versions"
 def create_schedule(apps, schema_editor):
     period = settings.FEDPORTAL_HEALTH_PERIOD_SECONDS
     # a fan-out that waited a whole period is stale: skip it
-    schedule_every(
-        apps,
-        TASK_NAME,
-        "clusters.tasks.poll_fleet_task",
-        period,
-        expire_seconds=period,
-        description="Fans out one probe per cluster (queue 'probes'): /readyz, /version, nodes.",
-    )
+    schedule_every(apps, TASK_NAME, "clusters.tasks.poll_fleet_task", period, expire_seconds=period,
+                   description="Fans out one probe per cluster (queue 'probes'): /readyz, /version, nodes.")
 
 
 def remove_schedule(apps, schema_editor):

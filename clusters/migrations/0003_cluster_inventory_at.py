@@ -4,19 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("clusters", "0002_poll_fleet_schedule"),
+        ('clusters', '0002_poll_fleet_schedule'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="cluster",
-            name="inventory_at",
-            field=models.DateTimeField(
-                blank=True,
-                editable=False,
-                help_text="When /readyz and the node list were last read (a poll refreshes them every FEDPORTAL_INVENTORY_REFRESH_SECONDS; see clusters/probing.py).",
-                null=True,
-            ),
+            model_name='cluster',
+            name='inventory_at',
+            field=models.DateTimeField(blank=True, editable=False, help_text='When /readyz and the node list were last read (a poll refreshes them every FEDPORTAL_INVENTORY_REFRESH_SECONDS; see clusters/probing.py).', null=True),
         ),
     ]

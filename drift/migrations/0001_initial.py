@@ -8,6 +8,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -16,89 +17,42 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="ComplianceSnapshot",
+            name='ComplianceSnapshot',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("taken_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ("clusters_total", models.PositiveIntegerField(default=0)),
-                ("clusters_compliant", models.PositiveIntegerField(default=0)),
-                ("open_drift", models.PositiveIntegerField(default=0, help_text="Resources out of sync at that time.")),
-                ("findings_p0", models.PositiveIntegerField(default=0)),
-                ("findings_p1", models.PositiveIntegerField(default=0)),
-                ("findings_p2", models.PositiveIntegerField(default=0)),
-                ("findings_p3", models.PositiveIntegerField(default=0)),
-                ("incompatible_cells", models.PositiveIntegerField(default=0)),
-                ("isolated_clusters", models.PositiveIntegerField(default=0)),
-                ("details", models.JSONField(blank=True, default=dict)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('taken_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('clusters_total', models.PositiveIntegerField(default=0)),
+                ('clusters_compliant', models.PositiveIntegerField(default=0)),
+                ('open_drift', models.PositiveIntegerField(default=0, help_text='Resources out of sync at that time.')),
+                ('findings_p0', models.PositiveIntegerField(default=0)),
+                ('findings_p1', models.PositiveIntegerField(default=0)),
+                ('findings_p2', models.PositiveIntegerField(default=0)),
+                ('findings_p3', models.PositiveIntegerField(default=0)),
+                ('incompatible_cells', models.PositiveIntegerField(default=0)),
+                ('isolated_clusters', models.PositiveIntegerField(default=0)),
+                ('details', models.JSONField(blank=True, default=dict)),
             ],
             options={
-                "ordering": ["-taken_at", "-id"],
-                "get_latest_by": "taken_at",
+                'ordering': ['-taken_at', '-id'],
+                'get_latest_by': 'taken_at',
             },
         ),
         migrations.CreateModel(
-            name="VersionPolicy",
+            name='VersionPolicy',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "host_member_max_minor_skew",
-                    models.PositiveSmallIntegerField(
-                        default=1,
-                        help_text="How many minors a member may be behind the host (seed 000: at most 1).",
-                        validators=[django.core.validators.MaxValueValidator(50)],
-                        verbose_name="host–member max minor skew",
-                    ),
-                ),
-                (
-                    "member_member_max_minor_skew",
-                    models.PositiveSmallIntegerField(
-                        default=2,
-                        validators=[django.core.validators.MaxValueValidator(50)],
-                        verbose_name="member–member max minor skew",
-                    ),
-                ),
-                (
-                    "kubelet_max_older_minors",
-                    models.PositiveSmallIntegerField(
-                        default=3,
-                        validators=[django.core.validators.MaxValueValidator(50)],
-                        verbose_name="kubelet max minors older (apiserver ≥ 1.28)",
-                    ),
-                ),
-                (
-                    "kubelet_max_older_minors_before_1_28",
-                    models.PositiveSmallIntegerField(
-                        default=2,
-                        validators=[django.core.validators.MaxValueValidator(50)],
-                        verbose_name="kubelet max minors older (apiserver < 1.28)",
-                    ),
-                ),
-                (
-                    "auto_isolate_on_p0",
-                    models.BooleanField(
-                        default=False,
-                        help_text="Isolate a member automatically when the policy marks it P0 (blocking).",
-                        verbose_name="auto-isolate on P0",
-                    ),
-                ),
-                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
-                (
-                    "updated_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('host_member_max_minor_skew', models.PositiveSmallIntegerField(default=1, help_text='How many minors a member may be behind the host (seed 000: at most 1).', validators=[django.core.validators.MaxValueValidator(50)], verbose_name='host–member max minor skew')),
+                ('member_member_max_minor_skew', models.PositiveSmallIntegerField(default=2, validators=[django.core.validators.MaxValueValidator(50)], verbose_name='member–member max minor skew')),
+                ('kubelet_max_older_minors', models.PositiveSmallIntegerField(default=3, validators=[django.core.validators.MaxValueValidator(50)], verbose_name='kubelet max minors older (apiserver ≥ 1.28)')),
+                ('kubelet_max_older_minors_before_1_28', models.PositiveSmallIntegerField(default=2, validators=[django.core.validators.MaxValueValidator(50)], verbose_name='kubelet max minors older (apiserver < 1.28)')),
+                ('auto_isolate_on_p0', models.BooleanField(default=False, help_text='Isolate a member automatically when the policy marks it P0 (blocking).', verbose_name='auto-isolate on P0')),
+                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "verbose_name": "version policy",
-                "verbose_name_plural": "version policy",
-                "constraints": [
-                    models.CheckConstraint(condition=models.Q(("pk", 1)), name="drift_versionpolicy_singleton")
-                ],
+                'verbose_name': 'version policy',
+                'verbose_name_plural': 'version policy',
+                'constraints': [models.CheckConstraint(condition=models.Q(('pk', 1)), name='drift_versionpolicy_singleton')],
             },
         ),
     ]

@@ -25,14 +25,8 @@ def create_schedules(apps, schema_editor):
             "description": "One ComplianceSnapshot row a day for the compliance trend charts.",
         },
     )
-    schedule_every(
-        apps,
-        ENFORCE,
-        "drift.tasks.enforce_version_policy_task",
-        300,
-        expire_seconds=300,
-        description="Does nothing unless the version policy's 'auto-isolate on P0' option is on.",
-    )
+    schedule_every(apps, ENFORCE, "drift.tasks.enforce_version_policy_task", 300, expire_seconds=300,
+                   description="Does nothing unless the version policy's 'auto-isolate on P0' option is on.")
 
 
 def remove_schedules(apps, schema_editor):

@@ -8,431 +8,164 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
-        ("clusters", "0002_poll_fleet_schedule"),
+        ('clusters', '0002_poll_fleet_schedule'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="FederatedType",
+            name='FederatedType',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "group",
-                    models.CharField(
-                        blank=True, help_text='API group; empty for the core group ("v1").', max_length=253
-                    ),
-                ),
-                ("version", models.CharField(max_length=63)),
-                ("kind", models.CharField(max_length=63)),
-                ("plural", models.CharField(help_text="Resource name, e.g. deployments.", max_length=63)),
-                (
-                    "scope",
-                    models.CharField(
-                        choices=[("Namespaced", "Namespaced"), ("Cluster", "Cluster")],
-                        default="Namespaced",
-                        max_length=16,
-                    ),
-                ),
-                (
-                    "propagation",
-                    models.CharField(
-                        choices=[("Enabled", "Enabled"), ("Disabled", "Disabled")], default="Enabled", max_length=16
-                    ),
-                ),
-                (
-                    "status_collection",
-                    models.CharField(
-                        choices=[("Enabled", "Enabled"), ("Disabled", "Disabled")], default="Disabled", max_length=16
-                    ),
-                ),
-                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('group', models.CharField(blank=True, help_text='API group; empty for the core group ("v1").', max_length=253)),
+                ('version', models.CharField(max_length=63)),
+                ('kind', models.CharField(max_length=63)),
+                ('plural', models.CharField(help_text='Resource name, e.g. deployments.', max_length=63)),
+                ('scope', models.CharField(choices=[('Namespaced', 'Namespaced'), ('Cluster', 'Cluster')], default='Namespaced', max_length=16)),
+                ('propagation', models.CharField(choices=[('Enabled', 'Enabled'), ('Disabled', 'Disabled')], default='Enabled', max_length=16)),
+                ('status_collection', models.CharField(choices=[('Enabled', 'Enabled'), ('Disabled', 'Disabled')], default='Disabled', max_length=16)),
+                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             options={
-                "ordering": ["group", "kind"],
-                "constraints": [
-                    models.UniqueConstraint(fields=("group", "kind"), name="federation_type_group_kind_unique"),
-                    models.UniqueConstraint(fields=("group", "plural"), name="federation_type_group_plural_unique"),
-                ],
+                'ordering': ['group', 'kind'],
+                'constraints': [models.UniqueConstraint(fields=('group', 'kind'), name='federation_type_group_kind_unique'), models.UniqueConstraint(fields=('group', 'plural'), name='federation_type_group_plural_unique')],
             },
         ),
         migrations.CreateModel(
-            name="FederatedResource",
+            name='FederatedResource',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "namespace",
-                    models.CharField(
-                        blank=True, max_length=63, validators=[clusters.validators.validate_dns1123_label]
-                    ),
-                ),
-                ("name", models.CharField(max_length=253)),
-                (
-                    "retention",
-                    models.CharField(
-                        choices=[("Delete", "Delete"), ("Orphan", "Orphan")], default="Delete", max_length=16
-                    ),
-                ),
-                (
-                    "drift_policy",
-                    models.CharField(
-                        choices=[("Report", "Report"), ("Enforce", "Enforce")], default="Report", max_length=16
-                    ),
-                ),
-                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "created_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "type",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="resources",
-                        to="federation.federatedtype",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('namespace', models.CharField(blank=True, max_length=63, validators=[clusters.validators.validate_dns1123_label])),
+                ('name', models.CharField(max_length=253)),
+                ('retention', models.CharField(choices=[('Delete', 'Delete'), ('Orphan', 'Orphan')], default='Delete', max_length=16)),
+                ('drift_policy', models.CharField(choices=[('Report', 'Report'), ('Enforce', 'Enforce')], default='Report', max_length=16)),
+                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='resources', to='federation.federatedtype')),
             ],
             options={
-                "ordering": ["namespace", "name", "type_id"],
+                'ordering': ['namespace', 'name', 'type_id'],
             },
         ),
         migrations.CreateModel(
-            name="Revision",
+            name='Revision',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("number", models.PositiveIntegerField()),
-                ("template", models.JSONField(default=dict)),
-                ("placement", models.JSONField(blank=True, default=dict)),
-                ("overrides", models.JSONField(blank=True, default=list)),
-                (
-                    "scheduling",
-                    models.JSONField(blank=True, help_text="ReplicaSchedulingPreference spec, or null.", null=True),
-                ),
-                ("content_hash", models.CharField(db_index=True, max_length=64)),
-                ("message", models.CharField(blank=True, max_length=500)),
-                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                (
-                    "author",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "parent",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="children",
-                        to="federation.revision",
-                    ),
-                ),
-                (
-                    "resource",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="revisions",
-                        to="federation.federatedresource",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('number', models.PositiveIntegerField()),
+                ('template', models.JSONField(default=dict)),
+                ('placement', models.JSONField(blank=True, default=dict)),
+                ('overrides', models.JSONField(blank=True, default=list)),
+                ('scheduling', models.JSONField(blank=True, help_text='ReplicaSchedulingPreference spec, or null.', null=True)),
+                ('content_hash', models.CharField(db_index=True, max_length=64)),
+                ('message', models.CharField(blank=True, max_length=500)),
+                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='federation.revision')),
+                ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='revisions', to='federation.federatedresource')),
             ],
             options={
-                "ordering": ["resource_id", "-number"],
+                'ordering': ['resource_id', '-number'],
             },
         ),
         migrations.CreateModel(
-            name="PropagationRun",
+            name='PropagationRun',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "trigger",
-                    models.CharField(
-                        choices=[("propagate", "Propagate"), ("resync", "Re-sync"), ("enforce", "Drift enforcement")],
-                        default="propagate",
-                        max_length=16,
-                    ),
-                ),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("Running", "Running"),
-                            ("Succeeded", "Succeeded"),
-                            ("PartiallyFailed", "PartiallyFailed"),
-                            ("Failed", "Failed"),
-                        ],
-                        db_index=True,
-                        default="Running",
-                        max_length=16,
-                    ),
-                ),
-                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "actor",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "resource",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="runs",
-                        to="federation.federatedresource",
-                    ),
-                ),
-                (
-                    "revision",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT, related_name="runs", to="federation.revision"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('trigger', models.CharField(choices=[('propagate', 'Propagate'), ('resync', 'Re-sync'), ('enforce', 'Drift enforcement')], default='propagate', max_length=16)),
+                ('state', models.CharField(choices=[('Running', 'Running'), ('Succeeded', 'Succeeded'), ('PartiallyFailed', 'PartiallyFailed'), ('Failed', 'Failed')], db_index=True, default='Running', max_length=16)),
+                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='federation.federatedresource')),
+                ('revision', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='runs', to='federation.revision')),
             ],
             options={
-                "ordering": ["-started_at", "-id"],
+                'ordering': ['-started_at', '-id'],
             },
         ),
         migrations.CreateModel(
-            name="PropagatedVersion",
+            name='PropagatedVersion',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("template_hash", models.CharField(blank=True, max_length=64)),
-                ("override_hash", models.CharField(blank=True, max_length=64)),
-                (
-                    "version",
-                    models.CharField(blank=True, help_text='"gen:N" or "rv:N" of the object we wrote.', max_length=64),
-                ),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("OK", "OK"),
-                            ("Pending", "Pending"),
-                            ("WaitingForRemoval", "WaitingForRemoval"),
-                            ("Removed", "Removed"),
-                            ("Orphaned", "Orphaned"),
-                            ("ClusterNotReady", "ClusterNotReady"),
-                            ("ClusterIsolated", "ClusterIsolated"),
-                            ("ClusterNotRegistered", "ClusterNotRegistered"),
-                            ("CreationFailed", "CreationFailed"),
-                            ("UpdateFailed", "UpdateFailed"),
-                            ("DeletionFailed", "DeletionFailed"),
-                            ("ApplyOverridesFailed", "ApplyOverridesFailed"),
-                            ("AlreadyExists", "AlreadyExists"),
-                            ("RetrievalFailed", "RetrievalFailed"),
-                            ("VersionRetrievalFailed", "VersionRetrievalFailed"),
-                            ("NamespaceNotFederated", "NamespaceNotFederated"),
-                            ("FieldNotSupported", "FieldNotSupported"),
-                        ],
-                        db_index=True,
-                        default="Pending",
-                        max_length=32,
-                    ),
-                ),
-                ("message", models.TextField(blank=True)),
-                (
-                    "applied_manifest",
-                    models.JSONField(blank=True, help_text="The manifest last applied (drift baseline).", null=True),
-                ),
-                ("remote_status", models.JSONField(blank=True, null=True)),
-                (
-                    "sync_state",
-                    models.CharField(
-                        choices=[("Unknown", "Unknown"), ("InSync", "InSync"), ("OutOfSync", "OutOfSync")],
-                        db_index=True,
-                        default="Unknown",
-                        max_length=16,
-                    ),
-                ),
-                (
-                    "drift",
-                    models.JSONField(blank=True, default=list, help_text="Field diff [{path, before, after, change}]."),
-                ),
-                ("live_resource_version", models.CharField(blank=True, max_length=64)),
-                ("propagated_at", models.DateTimeField(blank=True, null=True)),
-                ("last_attempt_at", models.DateTimeField(blank=True, null=True)),
-                ("drift_checked_at", models.DateTimeField(blank=True, null=True)),
-                ("drift_detected_at", models.DateTimeField(blank=True, null=True)),
-                ("drift_repaired_at", models.DateTimeField(blank=True, null=True)),
-                ("updated_at", models.DateTimeField(auto_now=True)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="propagated_versions",
-                        to="clusters.cluster",
-                    ),
-                ),
-                (
-                    "resource",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="propagated_versions",
-                        to="federation.federatedresource",
-                    ),
-                ),
-                (
-                    "revision",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to="federation.revision",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('template_hash', models.CharField(blank=True, max_length=64)),
+                ('override_hash', models.CharField(blank=True, max_length=64)),
+                ('version', models.CharField(blank=True, help_text='"gen:N" or "rv:N" of the object we wrote.', max_length=64)),
+                ('status', models.CharField(choices=[('OK', 'OK'), ('Pending', 'Pending'), ('WaitingForRemoval', 'WaitingForRemoval'), ('Removed', 'Removed'), ('Orphaned', 'Orphaned'), ('ClusterNotReady', 'ClusterNotReady'), ('ClusterIsolated', 'ClusterIsolated'), ('ClusterNotRegistered', 'ClusterNotRegistered'), ('CreationFailed', 'CreationFailed'), ('UpdateFailed', 'UpdateFailed'), ('DeletionFailed', 'DeletionFailed'), ('ApplyOverridesFailed', 'ApplyOverridesFailed'), ('AlreadyExists', 'AlreadyExists'), ('RetrievalFailed', 'RetrievalFailed'), ('VersionRetrievalFailed', 'VersionRetrievalFailed'), ('NamespaceNotFederated', 'NamespaceNotFederated'), ('FieldNotSupported', 'FieldNotSupported')], db_index=True, default='Pending', max_length=32)),
+                ('message', models.TextField(blank=True)),
+                ('applied_manifest', models.JSONField(blank=True, help_text='The manifest last applied (drift baseline).', null=True)),
+                ('remote_status', models.JSONField(blank=True, null=True)),
+                ('sync_state', models.CharField(choices=[('Unknown', 'Unknown'), ('InSync', 'InSync'), ('OutOfSync', 'OutOfSync')], db_index=True, default='Unknown', max_length=16)),
+                ('drift', models.JSONField(blank=True, default=list, help_text='Field diff [{path, before, after, change}].')),
+                ('live_resource_version', models.CharField(blank=True, max_length=64)),
+                ('propagated_at', models.DateTimeField(blank=True, null=True)),
+                ('last_attempt_at', models.DateTimeField(blank=True, null=True)),
+                ('drift_checked_at', models.DateTimeField(blank=True, null=True)),
+                ('drift_detected_at', models.DateTimeField(blank=True, null=True)),
+                ('drift_repaired_at', models.DateTimeField(blank=True, null=True)),
+                ('updated_at', models.DateTimeField(auto_now=True)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='propagated_versions', to='clusters.cluster')),
+                ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='propagated_versions', to='federation.federatedresource')),
+                ('revision', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='federation.revision')),
             ],
             options={
-                "ordering": ["resource_id", "cluster__name"],
+                'ordering': ['resource_id', 'cluster__name'],
             },
         ),
         migrations.AddField(
-            model_name="federatedresource",
-            name="current_revision",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="federation.revision",
-            ),
+            model_name='federatedresource',
+            name='current_revision',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='federation.revision'),
         ),
         migrations.AddField(
-            model_name="federatedresource",
-            name="propagated_revision",
-            field=models.ForeignKey(
-                blank=True,
-                help_text="The revision most recently sent to the clusters.",
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to="federation.revision",
-            ),
+            model_name='federatedresource',
+            name='propagated_revision',
+            field=models.ForeignKey(blank=True, help_text='The revision most recently sent to the clusters.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='federation.revision'),
         ),
         migrations.CreateModel(
-            name="PropagationTarget",
+            name='PropagationTarget',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "action",
-                    models.CharField(
-                        choices=[("apply", "Apply"), ("delete", "Delete"), ("orphan", "Orphan"), ("skip", "Skip")],
-                        default="apply",
-                        max_length=16,
-                    ),
-                ),
-                ("replicas", models.IntegerField(blank=True, help_text="Scheduled replicas (RSP), if any.", null=True)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[
-                            ("pending", "Pending"),
-                            ("running", "Running"),
-                            ("retrying", "Retrying"),
-                            ("done", "Done"),
-                            ("failed", "Failed"),
-                        ],
-                        db_index=True,
-                        default="pending",
-                        max_length=16,
-                    ),
-                ),
-                ("attempts", models.PositiveIntegerField(default=0)),
-                ("lease_until", models.DateTimeField(blank=True, null=True)),
-                (
-                    "reason",
-                    models.CharField(
-                        blank=True,
-                        choices=[
-                            ("OK", "OK"),
-                            ("Pending", "Pending"),
-                            ("WaitingForRemoval", "WaitingForRemoval"),
-                            ("Removed", "Removed"),
-                            ("Orphaned", "Orphaned"),
-                            ("ClusterNotReady", "ClusterNotReady"),
-                            ("ClusterIsolated", "ClusterIsolated"),
-                            ("ClusterNotRegistered", "ClusterNotRegistered"),
-                            ("CreationFailed", "CreationFailed"),
-                            ("UpdateFailed", "UpdateFailed"),
-                            ("DeletionFailed", "DeletionFailed"),
-                            ("ApplyOverridesFailed", "ApplyOverridesFailed"),
-                            ("AlreadyExists", "AlreadyExists"),
-                            ("RetrievalFailed", "RetrievalFailed"),
-                            ("VersionRetrievalFailed", "VersionRetrievalFailed"),
-                            ("NamespaceNotFederated", "NamespaceNotFederated"),
-                            ("FieldNotSupported", "FieldNotSupported"),
-                        ],
-                        max_length=32,
-                    ),
-                ),
-                ("message", models.TextField(blank=True)),
-                ("changed", models.BooleanField(default=False, help_text="Whether the cluster's object was written.")),
-                ("finished_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "cluster",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="clusters.cluster"
-                    ),
-                ),
-                (
-                    "run",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="targets",
-                        to="federation.propagationrun",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('action', models.CharField(choices=[('apply', 'Apply'), ('delete', 'Delete'), ('orphan', 'Orphan'), ('skip', 'Skip')], default='apply', max_length=16)),
+                ('replicas', models.IntegerField(blank=True, help_text='Scheduled replicas (RSP), if any.', null=True)),
+                ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('retrying', 'Retrying'), ('done', 'Done'), ('failed', 'Failed')], db_index=True, default='pending', max_length=16)),
+                ('attempts', models.PositiveIntegerField(default=0)),
+                ('lease_until', models.DateTimeField(blank=True, null=True)),
+                ('reason', models.CharField(blank=True, choices=[('OK', 'OK'), ('Pending', 'Pending'), ('WaitingForRemoval', 'WaitingForRemoval'), ('Removed', 'Removed'), ('Orphaned', 'Orphaned'), ('ClusterNotReady', 'ClusterNotReady'), ('ClusterIsolated', 'ClusterIsolated'), ('ClusterNotRegistered', 'ClusterNotRegistered'), ('CreationFailed', 'CreationFailed'), ('UpdateFailed', 'UpdateFailed'), ('DeletionFailed', 'DeletionFailed'), ('ApplyOverridesFailed', 'ApplyOverridesFailed'), ('AlreadyExists', 'AlreadyExists'), ('RetrievalFailed', 'RetrievalFailed'), ('VersionRetrievalFailed', 'VersionRetrievalFailed'), ('NamespaceNotFederated', 'NamespaceNotFederated'), ('FieldNotSupported', 'FieldNotSupported')], max_length=32)),
+                ('message', models.TextField(blank=True)),
+                ('changed', models.BooleanField(default=False, help_text="Whether the cluster's object was written.")),
+                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='clusters.cluster')),
+                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='targets', to='federation.propagationrun')),
             ],
             options={
-                "ordering": ["run_id", "cluster__name"],
-                "constraints": [models.UniqueConstraint(fields=("run", "cluster"), name="federation_target_unique")],
+                'ordering': ['run_id', 'cluster__name'],
+                'constraints': [models.UniqueConstraint(fields=('run', 'cluster'), name='federation_target_unique')],
             },
         ),
         migrations.AddConstraint(
-            model_name="revision",
-            constraint=models.UniqueConstraint(fields=("resource", "number"), name="federation_revision_number_unique"),
+            model_name='revision',
+            constraint=models.UniqueConstraint(fields=('resource', 'number'), name='federation_revision_number_unique'),
         ),
         migrations.AddIndex(
-            model_name="propagationrun",
-            index=models.Index(fields=["resource", "-started_at"], name="federation_run_resource_idx"),
+            model_name='propagationrun',
+            index=models.Index(fields=['resource', '-started_at'], name='federation_run_resource_idx'),
         ),
         migrations.AddIndex(
-            model_name="propagatedversion",
-            index=models.Index(
-                condition=models.Q(("sync_state", "OutOfSync")),
-                fields=["sync_state"],
-                name="federation_pv_outofsync_idx",
-            ),
+            model_name='propagatedversion',
+            index=models.Index(condition=models.Q(('sync_state', 'OutOfSync')), fields=['sync_state'], name='federation_pv_outofsync_idx'),
         ),
         migrations.AddConstraint(
-            model_name="propagatedversion",
-            constraint=models.UniqueConstraint(
-                fields=("resource", "cluster"), name="federation_propagated_version_unique"
-            ),
+            model_name='propagatedversion',
+            constraint=models.UniqueConstraint(fields=('resource', 'cluster'), name='federation_propagated_version_unique'),
         ),
         migrations.AddConstraint(
-            model_name="federatedresource",
-            constraint=models.UniqueConstraint(fields=("type", "namespace", "name"), name="federation_resource_unique"),
+            model_name='federatedresource',
+            constraint=models.UniqueConstraint(fields=('type', 'namespace', 'name'), name='federation_resource_unique'),
         ),
     ]

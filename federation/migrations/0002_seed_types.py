@@ -19,13 +19,7 @@ def seed(apps, schema_editor):
         FederatedType.objects.get_or_create(
             group=group,
             kind=kind,
-            defaults={
-                "version": version,
-                "plural": plural,
-                "scope": scope,
-                "propagation": "Enabled",
-                "status_collection": status,
-            },
+            defaults={"version": version, "plural": plural, "scope": scope, "propagation": "Enabled", "status_collection": status},
         )
 
 

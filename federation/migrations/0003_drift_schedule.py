@@ -8,14 +8,8 @@ TASK_NAME = "federation: detect resource drift"
 
 
 def schedule(apps, schema_editor):
-    schedule_every(
-        apps,
-        TASK_NAME,
-        "federation.tasks.detect_drift_task",
-        60,
-        expire_seconds=55,
-        description="Compares live objects with what FedPortal applied; Enforce re-applies.",
-    )
+    schedule_every(apps, TASK_NAME, "federation.tasks.detect_drift_task", 60, expire_seconds=55,
+                   description="Compares live objects with what FedPortal applied; Enforce re-applies.")
 
 
 def unschedule_task(apps, schema_editor):

@@ -4,18 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("federation", "0003_drift_schedule"),
+        ('federation', '0003_drift_schedule'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="propagatedversion",
-            name="live_uid",
-            field=models.CharField(
-                blank=True,
-                help_text="metadata.uid of the object we wrote; the next apply names it, so it never writes over another object of the same name.",
-                max_length=64,
-            ),
+            model_name='propagatedversion',
+            name='live_uid',
+            field=models.CharField(blank=True, help_text='metadata.uid of the object we wrote; the next apply names it, so it never writes over another object of the same name.', max_length=64),
         ),
     ]

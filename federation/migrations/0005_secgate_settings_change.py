@@ -7,40 +7,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("federation", "0004_propagatedversion_live_uid"),
+        ('federation', '0004_propagatedversion_live_uid'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="SettingsChange",
+            name='SettingsChange',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("before", models.JSONField(default=dict)),
-                ("after", models.JSONField(default=dict)),
-                ("created_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                (
-                    "author",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "resource",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="settings_changes",
-                        to="federation.federatedresource",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('before', models.JSONField(default=dict)),
+                ('after', models.JSONField(default=dict)),
+                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
+                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('resource', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='settings_changes', to='federation.federatedresource')),
             ],
             options={
-                "ordering": ["resource_id", "created_at", "id"],
+                'ordering': ['resource_id', 'created_at', 'id'],
             },
         ),
     ]

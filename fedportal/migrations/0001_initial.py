@@ -7,6 +7,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -15,50 +16,36 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="AuditChainHead",
+            name='AuditChainHead',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "last_hash",
-                    models.CharField(
-                        default="0000000000000000000000000000000000000000000000000000000000000000", max_length=64
-                    ),
-                ),
-                ("length", models.BigIntegerField(default=0)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('last_hash', models.CharField(default='0000000000000000000000000000000000000000000000000000000000000000', max_length=64)),
+                ('length', models.BigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name="AuditEvent",
+            name='AuditEvent',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("created_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ("actor_name", models.CharField(help_text="Username at the time, or 'system'.", max_length=150)),
-                ("action", models.CharField(db_index=True, max_length=64)),
-                ("object_type", models.CharField(blank=True, db_index=True, max_length=64)),
-                ("object_id", models.CharField(blank=True, max_length=64)),
-                ("object_repr", models.CharField(blank=True, max_length=255)),
-                ("cluster", models.CharField(blank=True, db_index=True, max_length=63)),
-                ("summary", models.TextField(blank=True)),
-                ("before", models.JSONField(blank=True, null=True)),
-                ("after", models.JSONField(blank=True, null=True)),
-                ("request_id", models.CharField(blank=True, max_length=64)),
-                ("source_ip", models.GenericIPAddressField(blank=True, null=True)),
-                ("prev_hash", models.CharField(max_length=64)),
-                ("hash", models.CharField(max_length=64, unique=True)),
-                (
-                    "actor",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('actor_name', models.CharField(help_text="Username at the time, or 'system'.", max_length=150)),
+                ('action', models.CharField(db_index=True, max_length=64)),
+                ('object_type', models.CharField(blank=True, db_index=True, max_length=64)),
+                ('object_id', models.CharField(blank=True, max_length=64)),
+                ('object_repr', models.CharField(blank=True, max_length=255)),
+                ('cluster', models.CharField(blank=True, db_index=True, max_length=63)),
+                ('summary', models.TextField(blank=True)),
+                ('before', models.JSONField(blank=True, null=True)),
+                ('after', models.JSONField(blank=True, null=True)),
+                ('request_id', models.CharField(blank=True, max_length=64)),
+                ('source_ip', models.GenericIPAddressField(blank=True, null=True)),
+                ('prev_hash', models.CharField(max_length=64)),
+                ('hash', models.CharField(max_length=64, unique=True)),
+                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-id"],
-                "indexes": [models.Index(fields=["object_type", "object_id"], name="fedportal_a_object__421856_idx")],
+                'ordering': ['-id'],
+                'indexes': [models.Index(fields=['object_type', 'object_id'], name='fedportal_a_object__421856_idx')],
             },
         ),
     ]

@@ -30,14 +30,8 @@ def reanchor_legacy_chain(apps, schema_editor):
 
 def create_schedule(apps, schema_editor):
     period = settings.FEDPORTAL_AUDIT_CHECKPOINT_SECONDS
-    schedule_every(
-        apps,
-        TASK_NAME,
-        "fedportal.tasks.audit_checkpoint_task",
-        period,
-        expire_seconds=period,
-        description="Appends a signed checkpoint (chain id, length, head hash) to FEDPORTAL_AUDIT_CHECKPOINTS.",
-    )
+    schedule_every(apps, TASK_NAME, "fedportal.tasks.audit_checkpoint_task", period, expire_seconds=period,
+                   description="Appends a signed checkpoint (chain id, length, head hash) to FEDPORTAL_AUDIT_CHECKPOINTS.")
 
 
 def remove_schedule(apps, schema_editor):

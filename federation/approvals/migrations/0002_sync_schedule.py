@@ -8,14 +8,8 @@ TASK_NAME = "approvals: settle applying change requests"
 
 
 def schedule(apps, schema_editor):
-    schedule_every(
-        apps,
-        TASK_NAME,
-        "federation.approvals.tasks.sync_running_requests_task",
-        60,
-        expire_seconds=55,
-        description="Settles Applying change requests whose own sync task was lost.",
-    )
+    schedule_every(apps, TASK_NAME, "federation.approvals.tasks.sync_running_requests_task", 60, expire_seconds=55,
+                   description="Settles Applying change requests whose own sync task was lost.")
 
 
 def unschedule_task(apps, schema_editor):

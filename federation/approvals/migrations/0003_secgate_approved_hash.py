@@ -21,11 +21,7 @@ def _new_hash(cr, PropagatedVersion) -> str:
     if cr.kind == "unjoin":
         retention = {}
         if cr.cluster_id:
-            for pv in (
-                PropagatedVersion.objects.filter(cluster_id=cr.cluster_id)
-                .select_related("resource")
-                .order_by("resource_id")
-            ):
+            for pv in PropagatedVersion.objects.filter(cluster_id=cr.cluster_id).select_related("resource").order_by("resource_id"):
                 if pv.status not in GONE and pv.applied_manifest:
                     retention[str(pv.resource_id)] = pv.resource.retention
         return _hash({"unjoin": cr.cluster_id, "retention": retention})
@@ -34,13 +30,8 @@ def _new_hash(cr, PropagatedVersion) -> str:
         return _hash({"delete": cr.resource_id, "retention": resource.retention if resource else None})
     if cr.proposed_revision is None or resource is None:
         return cr.proposed_hash
-    return _hash(
-        {
-            "revision": cr.proposed_revision.content_hash,
-            "retention": resource.retention,
-            "drift_policy": resource.drift_policy,
-        }
-    )
+    return _hash({"revision": cr.proposed_revision.content_hash, "retention": resource.retention,
+                  "drift_policy": resource.drift_policy})
 
 
 def forward(apps, schema_editor):

@@ -4,24 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("approvals", "0003_secgate_approved_hash"),
+        ('approvals', '0003_secgate_approved_hash'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="changerequest",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("create", "Create"),
-                    ("edit", "Edit"),
-                    ("rollback", "Rollback"),
-                    ("delete", "Delete"),
-                    ("unjoin", "Unjoin cluster"),
-                    ("reconcile", "Reconcile a cluster that joined or was relabelled"),
-                ],
-                max_length=16,
-            ),
+            model_name='changerequest',
+            name='kind',
+            field=models.CharField(choices=[('create', 'Create'), ('edit', 'Edit'), ('rollback', 'Rollback'), ('delete', 'Delete'), ('unjoin', 'Unjoin cluster'), ('reconcile', 'Reconcile a cluster that joined or was relabelled')], max_length=16),
         ),
     ]
