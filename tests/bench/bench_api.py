@@ -22,14 +22,13 @@ import json
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.bench.bench_pages import make_clusters, start_gunicorn
-from tests.bench.harness import BenchEnv
+from tests.bench.harness import BenchEnv, http_load
 
 LISTS = {"clusters": "/api/v1/clusters", "change_requests": "/api/v1/change-requests"}
 GOAL_P95_MS = 100
@@ -133,55 +132,7 @@ def measure_in_process(token: str) -> dict:
 
 
 def load(port: int, token: str, paths: list[str], clients: int, seconds: float) -> dict:
-    import urllib3
-
-    http = urllib3.PoolManager(maxsize=clients, retries=False, timeout=urllib3.Timeout(connect=5, read=60))
-    timings: list[float] = []
-    errors: list[str] = []
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-
-    def client(index: int):
-        n = index
-        while time.monotonic() < stop_at:
-            path = paths[n % len(paths)]
-            n += 1
-            started = time.perf_counter()
-            try:
-                response = http.request(
-                    "GET",
-                    f"http://127.0.0.1:{port}{path}",
-                    headers={"Authorization": f"Bearer {token}"},
-                    redirect=False,
-                )
-                ok, status = response.status == 200, response.status
-            except Exception as exc:  # noqa: BLE001
-                ok, status = False, type(exc).__name__
-            elapsed = (time.perf_counter() - started) * 1000
-            with lock:
-                timings.append(elapsed)
-                if not ok:
-                    errors.append(f"{path} {status}")
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    ordered = sorted(timings)
-
-    def pct(p):
-        return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
-
-    return {
-        "p50_ms": pct(0.50),
-        "p95_ms": pct(0.95),
-        "p99_ms": pct(0.99),
-        "errors": len(errors),
-        "requests": len(timings),
-        "requests_per_second": round(len(timings) / seconds, 1),
-        "error_samples": sorted(set(errors))[:5],
-    }
+    return http_load(port, {"Authorization": f"Bearer {token}"}, paths, clients, seconds)
 
 
 def main() -> int:

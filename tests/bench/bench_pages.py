@@ -25,13 +25,12 @@ import random
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.harness import BenchEnv, wait_until  # noqa: E402
+from tests.bench.harness import BenchEnv, http_load, wait_until  # noqa: E402
 
 PAGES = {
     "cluster_list": "clusters:cluster_list",
@@ -245,53 +244,7 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
 
 
 def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float) -> dict:
-    import urllib3
-
-    http = urllib3.PoolManager(maxsize=clients, retries=False, timeout=urllib3.Timeout(connect=5, read=60))
-    timings: list[float] = []
-    errors: list[str] = []
-    lock = threading.Lock()
-    stop_at = time.monotonic() + seconds
-
-    def client(index: int):
-        n = index
-        while time.monotonic() < stop_at:
-            path = paths[n % len(paths)]
-            n += 1
-            started = time.perf_counter()
-            try:
-                response = http.request(
-                    "GET", f"http://127.0.0.1:{port}{path}", headers={"Cookie": cookie}, redirect=False
-                )
-                ok = response.status == 200
-                status = response.status
-            except Exception as exc:  # noqa: BLE001
-                ok, status = False, type(exc).__name__
-            elapsed = (time.perf_counter() - started) * 1000
-            with lock:
-                timings.append(elapsed)
-                if not ok:
-                    errors.append(f"{path} {status}")
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    ordered = sorted(timings)
-
-    def pct(p):
-        return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
-
-    return {
-        "p50_ms": pct(0.50),
-        "p95_ms": pct(0.95),
-        "p99_ms": pct(0.99),
-        "errors": len(errors),
-        "requests": len(timings),
-        "requests_per_second": round(len(timings) / seconds, 1),
-        "error_samples": sorted(set(errors))[:5],
-    }
+    return http_load(port, {"Cookie": cookie}, paths, clients, seconds)
 
 
 def main() -> None:

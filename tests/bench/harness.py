@@ -20,6 +20,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -222,3 +223,52 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: st
             return value
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
+
+
+def http_load(port: int, headers: dict, paths: list[str], clients: int, seconds: float) -> dict:
+    """``clients`` threads GET ``paths`` in turn for ``seconds``: latency percentiles and errors."""
+    import urllib3
+
+    http = urllib3.PoolManager(maxsize=clients, retries=False, timeout=urllib3.Timeout(connect=5, read=60))
+    timings: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def client(index: int):
+        n = index
+        while time.monotonic() < stop_at:
+            path = paths[n % len(paths)]
+            n += 1
+            started = time.perf_counter()
+            try:
+                response = http.request("GET", f"http://127.0.0.1:{port}{path}", headers=headers, redirect=False)
+                ok = response.status == 200
+                status = response.status
+            except Exception as exc:  # noqa: BLE001
+                ok, status = False, type(exc).__name__
+            elapsed = (time.perf_counter() - started) * 1000
+            with lock:
+                timings.append(elapsed)
+                if not ok:
+                    errors.append(f"{path} {status}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ordered = sorted(timings)
+
+    def pct(p):
+        return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
+
+    return {
+        "p50_ms": pct(0.50),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "errors": len(errors),
+        "requests": len(timings),
+        "requests_per_second": round(len(timings) / seconds, 1),
+        "error_samples": sorted(set(errors))[:5],
+    }
