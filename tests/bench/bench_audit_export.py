@@ -21,7 +21,6 @@ the database for a rerun (insertion is skipped when it already holds enough rows
 import datetime
 import json
 import os
-import secrets
 import shutil
 import socket
 import subprocess
@@ -33,6 +32,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.bench.harness import production_secrets  # noqa: E402
+
 WORK = ROOT / "var" / "bench" / "audit_export"
 ROWS = int(os.environ.get("FEDPORTAL_BENCH_AUDIT_ROWS", "1000000"))
 KEEP = os.environ.get("FEDPORTAL_BENCH_KEEP") == "1"
@@ -42,16 +45,13 @@ USERNAME = "bench-viewer"
 
 
 def bench_env() -> dict[str, str]:
-    from cryptography.fernet import Fernet
-
     WORK.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "fedportal.settings",
         "FEDPORTAL_PROFILE": "production",
         "FEDPORTAL_VAR_DIR": str(WORK),
-        "SECRET_KEY": secrets.token_urlsafe(64),
-        "FEDPORTAL_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        **production_secrets(),
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "SECURE_SSL_REDIRECT": "0",
         "DEBUG": "0",
@@ -81,7 +81,6 @@ def throwaway_postgres(env: dict[str, str], *, create: bool) -> None:
 
 def setup_django(env: dict[str, str]) -> None:
     os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()

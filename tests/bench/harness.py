@@ -31,10 +31,19 @@ sys.path.insert(0, str(ROOT))
 QUEUES = "default,probes,propagation"
 
 
+def production_secrets() -> dict[str, str]:
+    """Fresh values for every setting the production profile refuses to start without."""
+    from cryptography.fernet import Fernet
+
+    return {
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "FEDPORTAL_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "FEDPORTAL_AUDIT_KEY": secrets.token_urlsafe(48),
+    }
+
+
 class BenchEnv:
     def __init__(self, name: str, *, profile: str = "development"):
-        from cryptography.fernet import Fernet
-
         self.name = name
         self.work = ROOT / "var" / "bench" / name
         shutil.rmtree(self.work, ignore_errors=True)
@@ -46,8 +55,7 @@ class BenchEnv:
             "DJANGO_SETTINGS_MODULE": "fedportal.settings",
             "FEDPORTAL_PROFILE": profile,
             "FEDPORTAL_VAR_DIR": str(self.work),
-            "SECRET_KEY": secrets.token_urlsafe(64),
-            "FEDPORTAL_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+            **production_secrets(),
             "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
             "SECURE_SSL_REDIRECT": "0",
             "DEBUG": "0",
