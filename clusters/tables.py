@@ -55,12 +55,11 @@ class ClusterTable(Table):
     last_error = tables.Column(verbose_name="Last error", visible=False)
 
     class Meta(Table.Meta):
+        empty_text = "No clusters match."
         model = Cluster
         fields = ()
         order_by = ("name",)
         attrs = {"class": "data compact"}
-
-    empty_text = "No clusters match."
 
     # --- HTML cells
 

@@ -42,10 +42,9 @@ class Table(tables.Table):
     """The base of every list table: our markup, ``?sort=`` and ``?page=`` query parameters."""
 
     class Meta:
+        empty_text = "Nothing matches."
         template_name = "partials/table.html"
         attrs = {"class": "data"}
-
-    empty_text = "Nothing matches."
 
 
 def configure(request, table: Table, *, per_page: int = PER_PAGE) -> Table:
@@ -150,8 +149,7 @@ class AuditEventTable(Table):
         fields = ()
         order_by = ("-id",)
         attrs = {"class": "data audit-events"}
-
-    empty_text = "No audit events match."
+        empty_text = "No audit events match."
 
     def render_id(self, value):
         return format_html('<a href="{}">{}</a>', reverse("audit:event_detail", args=[value]), value)
