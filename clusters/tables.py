@@ -96,9 +96,6 @@ class ClusterTable(Table):
     def value_role(self, record):
         return record.get_role_display()
 
-    def value_state(self, record):
-        return record.state
-
     def value_zones(self, value):
         return " ".join(value or [])
 

@@ -11,8 +11,8 @@ Every Table subclasses ``Table`` below, so every list renders through templates/
 (sortable headers as links, htmx-enhanced) and templates/partials/pagination.html.
 
 Columns: ``visible=False`` makes a CSV-only column, ``exclude_from_export=True`` an HTML-only one.
-A CSV cell is the column's ``value`` (``value_<name>`` on the table when plain text differs from
-the cell's HTML). The export reads ``queryset.iterator()``, never the whole result: when every
+A CSV cell is the table's ``value_<name>`` when it has one, else the value as stored (a
+``render_<name>`` shapes the HTML cell only). The export reads ``queryset.iterator()``, never the whole result: when every
 exported column is a plain model field it reads tuples straight from ``values_list`` (the 1M-row
 audit export: several times faster than building model instances, measured in
 tests/bench/bench_audit_export.py), otherwise model instances a chunk at a time.
@@ -76,30 +76,32 @@ def csv_header(table: Table) -> list[str]:
     return [force_str(column.header) for column in export_columns(table)]
 
 
-def _plain_fields(table: Table, columns, model) -> list[str] | None:
-    """The ``values_list`` fields when every exported column is a model field shown as it is."""
+def _values_list_fields(table: Table, columns, model) -> list[str] | None:
+    """The ``values_list`` fields when every exported column is a model field without a ``value_``."""
     fields = []
     for column in columns:
-        if type(column.column) is not tables.Column or hasattr(table, f"value_{column.name}"):
+        accessor = Accessor(column.accessor)
+        if hasattr(table, f"value_{column.name}") or accessor.get_field(model) is None:
             return None
-        field = Accessor(column.accessor).get_field(model)
-        if field is None or getattr(field, "choices", None):
-            return None
-        fields.append("__".join(Accessor(column.accessor).bits))
+        fields.append("__".join(accessor.bits))
     return fields
 
 
+def _cell(table: Table, record, column):
+    if hasattr(table, f"value_{column.name}"):
+        return BoundRow(record, table=table).get_cell_value(column.name)
+    return Accessor(column.accessor).resolve(record, quiet=True)
+
+
 def csv_rows(table: Table, queryset: QuerySet, *, chunk_size: int = EXPORT_CHUNK_SIZE) -> Iterator:
-    """One sequence of cell values per row, ``chunk_size`` rows from the database at a time."""
+    """One sequence of cell values per row, ``chunk_size`` rows from the database at a time. A cell
+    is the table's ``value_<name>`` when it has one, else the column's value as stored (never the
+    HTML of a ``render_<name>``)."""
     columns = export_columns(table)
-    fields = _plain_fields(table, columns, queryset.model)
+    fields = _values_list_fields(table, columns, queryset.model)
     if fields is not None:
         return queryset.values_list(*fields).iterator(chunk_size=chunk_size)
-    names = [column.name for column in columns]
-    return (
-        [BoundRow(record, table=table).get_cell_value(name) for name in names]
-        for record in queryset.iterator(chunk_size=chunk_size)
-    )
+    return ([_cell(table, record, column) for column in columns] for record in queryset.iterator(chunk_size=chunk_size))
 
 
 def stream_table_csv(filename: str, table: Table, queryset: QuerySet, *, chunk_size: int = EXPORT_CHUNK_SIZE):

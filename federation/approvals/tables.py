@@ -67,9 +67,3 @@ class ChangeRequestTable(Table):
 
     def value_targets(self, value):
         return " ".join(value or [])
-
-    def value_state(self, record):
-        return record.state
-
-    def value_kind(self, record):
-        return record.kind
