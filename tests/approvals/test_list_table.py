@@ -52,6 +52,7 @@ def test_sorts_by_a_column_both_ways(client, dev_resource, prod_resource, operat
     assert ids(client.get(LIST, {"sort": "-state"})) == [b.pk, a.pk]
     body = client.get(LIST, {"sort": "state"}, **HX).content.decode()
     assert 'href="?sort=-state"' in body and 'aria-sort="ascending"' in body
+    assert '<input type="hidden" name="sort" value="state" form="change-filters">' in body
 
 
 def test_filters_by_kind_and_state_in_the_query_string_and_pages(client, dev_resource, operator, viewer):

@@ -42,6 +42,8 @@ def test_sorts_by_a_column_both_ways_and_the_header_links_to_the_other_way(clien
     body = client.get(LIST, {"sort": "region"}, **HX).content.decode()
     assert 'aria-sort="ascending"' in body
     assert 'href="?sort=-region" hx-get="?sort=-region" hx-target="#cluster-rows"' in body
+    # the swapped rows carry the sort into the filter form, so filtering next keeps this order
+    assert '<input type="hidden" name="sort" value="region" form="cluster-filters">' in body
     assert names(client.get(LIST, {"sort": "no-such-column"})) == ["a-old", "b-mid", "c-new"]
 
 
