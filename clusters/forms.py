@@ -1,4 +1,5 @@
-"""Forms: register, edit, rotate, kubeconfig import, unjoin confirmation, list filters, bulk labels."""
+"""Forms: register, edit, rotate, kubeconfig import, unjoin confirmation, bulk labels (the list's
+filters are clusters.filtersets.ClusterFilterSet)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,9 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 
-from clusters.choices import AuthMethod, ClusterRole, ClusterState
-from clusters.labels import SelectorError, parse_selector
+from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
-from clusters.selectors import SORTS
 from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
-from clusters.versions import parse_version
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
@@ -308,43 +306,6 @@ class KubeconfigChooseForm(forms.Form):
         if host and host not in (cleaned.get("contexts") or []):
             self.add_error("host_context", "The host cluster must be one of the chosen contexts.")
         return cleaned
-
-
-class ClusterFilterForm(forms.Form):
-    """Query parameters of the cluster list (and its CSV export)."""
-
-    q = forms.CharField(required=False, label="Search", max_length=200)
-    label = forms.CharField(required=False, max_length=400, help_text="key, key=value, key!=value, key in (a,b)")
-    role = forms.ChoiceField(required=False, choices=[("", "any role"), *ClusterRole.choices])
-    state = forms.ChoiceField(required=False, choices=[("", "any state"), *ClusterState.choices])
-    version = forms.CharField(required=False, max_length=64, help_text="1.27, v1.27.3 or unknown")
-    sort = forms.ChoiceField(required=False, choices=[(key, key) for key in SORTS])
-    page = forms.IntegerField(required=False, min_value=1)
-
-    def clean_label(self):
-        value = (self.cleaned_data.get("label") or "").strip()
-        try:
-            parse_selector(value)
-        except SelectorError as exc:
-            raise ValidationError(str(exc)) from None
-        return value
-
-    def clean_version(self):
-        value = (self.cleaned_data.get("version") or "").strip()
-        if value and value != "unknown" and parse_version(value) is None:
-            raise ValidationError("Use a minor version (1.27), a gitVersion (v1.27.3) or 'unknown'.")
-        return value
-
-    def filters(self) -> dict:
-        data = self.cleaned_data if self.is_valid() else {}
-        return {
-            "q": data.get("q") or "",
-            "label": data.get("label") or "",
-            "role": data.get("role") or "",
-            "state": data.get("state") or "",
-            "version": data.get("version") or "",
-            "sort": data.get("sort") or "name",
-        }
 
 
 class BulkLabelForm(forms.Form):

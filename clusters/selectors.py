@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
 from clusters.choices import ClusterState
-from clusters.labels import SelectorError, parse_selector
+from clusters.filtersets import FILTER_KEYS, ClusterFilterSet
 from clusters.models import Cluster, ClusterStateChange, VersionSample
-
-# Sort keys offered to users -> ORDER BY (name as the tie-breaker keeps pages stable).
-SORTS = {
-    "name": ("name",),
-    "-name": ("-name",),
-    "state": ("state", "name"),
-    "-state": ("-state", "name"),
-    "version": ("version_major", "version_minor", "server_version", "name"),
-    "-version": ("-version_major", "-version_minor", "-server_version", "name"),
-    "role": ("role", "name"),
-    "-role": ("-role", "name"),
-    "region": ("region", "name"),
-    "-region": ("-region", "name"),
-    "last_probe": ("last_probe_at", "name"),
-    "-last_probe": ("-last_probe_at", "name"),
-}
 
 LIST_FIELDS = (
     "id",
@@ -45,43 +29,18 @@ LIST_FIELDS = (
 )
 
 
-def filter_clusters(
-    *,
-    q: str = "",
-    label: str = "",
-    role: str = "",
-    state: str = "",
-    version: str = "",
-    sort: str = "name",
-    queryset: QuerySet | None = None,
-) -> QuerySet:
-    """The inventory, filtered and sorted; only the columns lists and exports show (no credentials)."""
+def filter_clusters(*, queryset: QuerySet | None = None, **filters) -> QuerySet:
+    """The inventory filtered by clusters.filtersets.ClusterFilterSet's keys (q, label, role, state,
+    version), by name; only the columns lists and exports show (no credentials). A filter value
+    the FilterSet refuses raises ValueError (callers check the form first)."""
+    unknown = set(filters) - set(FILTER_KEYS)
+    if unknown:
+        raise ValueError(f"unknown cluster filters: {', '.join(sorted(unknown))}")
     qs = (queryset if queryset is not None else Cluster.objects.all()).only(*LIST_FIELDS)
-    if q:
-        qs = qs.filter(Q(name__icontains=q) | Q(api_server__icontains=q))
-    if label:
-        try:
-            qs = qs.with_labels(parse_selector(label))
-        except SelectorError:  # the filter form says why; an invalid selector matches nothing
-            qs = qs.none()
-    if role:
-        qs = qs.filter(role=role)
-    if state:
-        qs = qs.filter(state=state)
-    if version:
-        qs = filter_version(qs, version)
-    return qs.order_by(*SORTS.get(sort, SORTS["name"]))
-
-
-def filter_version(qs: QuerySet, version: str) -> QuerySet:
-    """ "1.27" -> every 1.27.x; "v1.27.3" -> exactly that gitVersion; "unknown" -> not probed yet."""
-    version = version.strip()
-    if version == "unknown":
-        return qs.filter(version_minor__isnull=True)
-    parts = version.lstrip("v").split(".")
-    if len(parts) == 2 and all(p.isdigit() for p in parts):
-        return qs.filter(version_major=int(parts[0]), version_minor=int(parts[1]))
-    return qs.filter(server_version=version if version.startswith("v") else f"v{version}")
+    filterset = ClusterFilterSet({key: value for key, value in filters.items() if value}, queryset=qs)
+    if not filterset.is_valid():
+        raise ValueError(f"bad cluster filters: {filterset.errors.as_text()}")
+    return filterset.qs.order_by("name")
 
 
 def newest_probe_stamp() -> str:

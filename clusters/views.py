@@ -9,20 +9,18 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from clusters import crypto, kube, selectors, services
+from clusters.filtersets import FILTER_KEYS, ClusterFilterSet
 from clusters.forms import (
     BulkLabelForm,
     ClusterEditForm,
-    ClusterFilterForm,
     ClusterRegisterForm,
     KubeconfigChooseForm,
     KubeconfigUploadForm,
@@ -33,11 +31,11 @@ from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, PollRequest
 from clusters.services.bulk_labels import bulk_label_clusters
 from clusters.services.kubeconfig import import_kubeconfig
-from clusters.tables import CLUSTER_COLUMNS, HTML_COLUMNS, csv_rows
-from fedportal.csv_export import stream_csv
+from clusters.tables import ClusterTable
 from fedportal.fragments import render_with_cached_partial
 from fedportal.htmx import redirect_page, render_page
 from fedportal.roles import Role, has_role, role_required
+from fedportal.tables import configure, export_csv, wants_csv
 
 PAGE_SIZE = 50
 IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
@@ -56,7 +54,7 @@ def _add_errors(form, exc: ValidationError) -> None:
 # Read
 
 
-FILTER_PARAMS = ("q", "label", "role", "state", "version", "sort")
+FILTER_PARAMS = (*FILTER_KEYS, "sort")
 
 
 @require_POST
@@ -70,11 +68,11 @@ def cluster_bulk_label(request):
     if form.is_valid():
         data = form.cleaned_data
         if data["all_matching"]:
-            filter_form = ClusterFilterForm(query)
+            filter_form = ClusterFilterSet(query).form
             if not filter_form.is_valid():
                 messages.error(request, "The list's filter is not valid; nothing was changed.")
                 return redirect(back)
-            clusters = selectors.filter_clusters(**filter_form.filters())
+            clusters = selectors.filter_clusters(**{key: filter_form.cleaned_data[key] for key in FILTER_KEYS})
         else:
             clusters = data["ids"]
         try:
@@ -101,23 +99,14 @@ def cluster_bulk_label(request):
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
 def cluster_list(request):
-    form = ClusterFilterForm(request.GET)
-    filters = form.filters()
-    queryset = selectors.filter_clusters(**filters)
-    if request.GET.get("format") == "csv":
-        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-        return stream_csv(f"clusters-{stamp}.csv", CLUSTER_COLUMNS, csv_rows(queryset))
-    params = request.GET.copy()
-    params.pop("page", None)
-    sort_params = params.copy()
-    sort_params.pop("sort", None)
+    filterset = ClusterFilterSet(request.GET, queryset=Cluster.objects.only(*selectors.LIST_FIELDS))
+    if wants_csv(request):
+        return export_csv(request, filterset, ClusterTable, "clusters")
     can_poll, can_admin = has_role(request.user, Role.OPERATOR), has_role(request.user, Role.ADMIN)
     context = {
-        "form": form,
-        "columns": HTML_COLUMNS,
-        "filters": filters,
-        "query": params.urlencode(),
-        "sort_query": sort_params.urlencode(),
+        "filter": filterset,
+        "form": filterset.form,
+        "bulk_filters": {key: request.GET[key] for key in FILTER_PARAMS if request.GET.get(key)},
         "version_choices": selectors.version_choices(),
         "can_poll": can_poll,
         "can_admin": can_admin,
@@ -125,9 +114,10 @@ def cluster_list(request):
     template = "clusters/cluster_list.html"
 
     def rows() -> dict:
-        return {"page": Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))}
+        table = ClusterTable(filterset.qs, exclude=() if can_admin else ("select",))
+        return {"table": configure(request, table, per_page=PAGE_SIZE)}
 
-    if form.errors:  # shown as they are, never cached
+    if not filterset.is_valid():  # the valid filters apply; the errors show as they are, never cached
         context.update(rows())
         return render_page(request, template, context, "rows")
     # the rows through the short-lived page cache (fedportal.fragments): refreshed by any audited

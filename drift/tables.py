@@ -1,10 +1,26 @@
 """Column specs shared by the drift pages' HTML tables and their CSV exports."""
 
-from fedportal.tables import Cell, Column
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    field: str  # "name", or a path into the row: "kubelets__oldest"
+    header: str
+    html: bool = True
+    csv: bool = True
+    link: bool = False  # HTML: link the cell to the row's detail page
+    kind: str = "text"  # HTML rendering hint: text, code, state, severity, bool
+
+
+@dataclass(frozen=True)
+class Cell:
+    column: Column
+    value: object
 
 
 class RowTable:
-    """Like fedportal.tables.Table, for rows computed in Python (no queryset behind them)."""
+    """A table of rows computed in Python (dicts and objects; no queryset behind them)."""
 
     columns: tuple[Column, ...] = ()
 

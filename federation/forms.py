@@ -339,17 +339,6 @@ class FederatedTypeForm(forms.ModelForm):
         self.fields["scope"].choices = TypeScope.choices
 
 
-class ResourceFilterForm(forms.Form):
-    q = forms.CharField(required=False, max_length=200)
-    type = forms.ModelChoiceField(queryset=FederatedType.objects.all(), required=False, empty_label="All types")
-    page = forms.IntegerField(required=False, min_value=1)
-
-    def filters(self) -> dict:
-        if not self.is_valid():
-            return {"q": "", "type": None}
-        return {"q": self.cleaned_data.get("q") or "", "type": self.cleaned_data.get("type")}
-
-
 class RevisionCompareForm(forms.Form):
     against = forms.IntegerField(required=False, min_value=1)
 

@@ -3,14 +3,19 @@
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from federation.choices import Condition, Health, PropagationReason, SyncState, TargetState
+from federation.filtersets import FILTER_KEYS, ResourceFilterSet
 from federation.health import health
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 
 _GONE = [PropagationReason.REMOVED, PropagationReason.ORPHANED]
 
 
-def resources(*, q: str = "", type=None) -> QuerySet:
-    """Resources with per-cluster counts and a 'running' flag, for the list page."""
+def resources(**filters) -> QuerySet:
+    """Resources with per-cluster counts and a 'running' flag, for the list page, filtered by
+    federation.filtersets.ResourceFilterSet's keys (q, type, namespace, retention, drift_policy)."""
+    unknown = set(filters) - set(FILTER_KEYS)
+    if unknown:
+        raise ValueError(f"unknown resource filters: {', '.join(sorted(unknown))}")
     running = PropagationTarget.objects.filter(
         run__resource=OuterRef("pk"), state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
     )
@@ -33,11 +38,13 @@ def resources(*, q: str = "", type=None) -> QuerySet:
         )
         .order_by("namespace", "name", "type__kind")
     )
-    if q:
-        qs = qs.filter(Q(name__icontains=q) | Q(namespace__icontains=q) | Q(type__kind__icontains=q))
-    if type is not None:
-        qs = qs.filter(type=type)
-    return qs
+    filters = {key: getattr(value, "pk", value) for key, value in filters.items() if value not in (None, "")}
+    if not filters:
+        return qs
+    filterset = ResourceFilterSet(filters, queryset=qs)
+    if not filterset.is_valid():
+        raise ValueError(f"bad resource filters: {filterset.errors.as_text()}")
+    return filterset.qs
 
 
 def condition_from_counts(resource) -> str:

@@ -18,13 +18,13 @@ from django.views.decorators.vary import vary_on_headers
 from clusters.models import Cluster
 from federation import propagation, schedule, selectors, services
 from federation.choices import Health, PropagationReason, SyncState, Toggle
+from federation.filtersets import ResourceFilterSet
 from federation.forms import (
     OVERRIDE_PREFIX,
     RSP_PREFIX,
     FederatedTypeForm,
     OverrideFormSet,
     PreviewForm,
-    ResourceFilterForm,
     ResourceForm,
     RevisionCompareForm,
     RspFormSet,
@@ -37,6 +37,7 @@ from federation.forms import (
 from federation.health import health_of
 from federation.models import FederatedResource, FederatedType, Revision
 from federation.preview_groups import group_previews
+from federation.tables import ResourceTable
 from fedportal.htmx import redirect_page, render_page
 from fedportal.masking import (
     MaskedValueError,
@@ -45,6 +46,7 @@ from fedportal.masking import (
     secret_values,
 )
 from fedportal.roles import Role, has_role, role_required
+from fedportal.tables import configure, export_csv, wants_csv
 
 PAGE_SIZE = 50
 # Service error keys -> the form field that shows them.
@@ -64,18 +66,13 @@ _FIELD_FOR = {
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
 def resource_list(request):
-    form = ResourceFilterForm(request.GET)
-    filters = form.filters()
-    page = Paginator(selectors.resources(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
-    for resource in page.object_list:
-        resource.condition = selectors.condition_from_counts(resource)
-    params = request.GET.copy()
-    params.pop("page", None)
+    filterset = ResourceFilterSet(request.GET, queryset=selectors.resources())
+    if wants_csv(request):
+        return export_csv(request, filterset, ResourceTable, "federated-resources")
     context = {
-        "form": form,
-        "page": page,
-        "filters": filters,
-        "query": params.urlencode(),
+        "filter": filterset,
+        "form": filterset.form,
+        "table": configure(request, ResourceTable(filterset.qs), per_page=PAGE_SIZE),
         "can_edit": has_role(request.user, Role.OPERATOR),
     }
     return render_page(request, "federation/resource_list.html", context, "rows")

@@ -9,7 +9,8 @@
 * ``stream_csv(filename, columns, rows)`` returns a ``StreamingHttpResponse``; ``rows`` is any
   iterable of sequences (use ``queryset.values_list(...).iterator(chunk_size=...)`` so a million
   rows never sit in memory). ``columns`` are header strings, or objects with a ``header``
-  attribute (``fedportal.tables.Column``).
+  attribute (``drift.tables.Column``); fedportal.tables.stream_table_csv
+  feeds it from a list table.
 * ``iter_csv(columns, rows)`` yields the same text in ~64 KiB chunks, for management commands
   that write a file.
 * ``neutralise_cell(value)`` turns one value into safe cell text. Every cell goes through it.

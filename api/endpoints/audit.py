@@ -19,17 +19,15 @@ from api.common import (
 )
 from api.pagination import page
 from fedportal.audit import record_event
-from fedportal.csv_export import stream_csv
 from fedportal.filtersets import AuditEventFilterSet
 from fedportal.selectors import (
     audit_events_for_export,
     describe_filters,
     filter_audit_events,
 )
-from fedportal.tables import AuditEventTable
+from fedportal.tables import AuditEventTable, stream_table_csv
 
 router = Router(tags=["audit"])
-EXPORT_CHUNK_SIZE = 2000
 
 
 class AuditEventOut(Out):
@@ -89,10 +87,8 @@ def list_events(request, params: Query[AuditFilters]):
             after={"filter": filters, "format": "csv"},
         )
         events = audit_events_for_export(filters, before_id=export_event.pk)
-        return stream_csv(
-            f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv",
-            AuditEventTable.csv_columns(),
-            AuditEventTable.csv_rows(events, chunk_size=EXPORT_CHUNK_SIZE),
+        return stream_table_csv(
+            f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv", AuditEventTable(events.none()), events
         )
     rows, next_cursor = page(
         filter_audit_events(filters), key="id", cursor=params.cursor, limit=params.limit, descending=True

@@ -11,7 +11,7 @@ from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewe
 from api.pagination import page
 from clusters import selectors, services
 from clusters.choices import ClusterRole, ClusterState
-from clusters.forms import ClusterFilterForm
+from clusters.filtersets import ClusterFilterSet
 from clusters.models import Cluster
 from drift.forms import parse_label_selector
 from fedportal.roles import Role, require_role
@@ -105,15 +105,14 @@ def cluster_detail_out(c: Cluster) -> dict:
 @router.get("", response={200: ClusterPage, **READ_ERRORS}, summary="List clusters")
 def list_clusters(request, filters: Query[ClusterFilters]):
     require_viewer(request)
-    form = ClusterFilterForm({"q": filters.q, "role": filters.role, "state": filters.state, "version": filters.version})
+    query = {"q": filters.q, "role": filters.role, "state": filters.state, "version": filters.version}
+    form = ClusterFilterSet(query).form
     if not form.is_valid():
         raise ValidationError({key: list(errs) for key, errs in form.errors.items()})
     try:
         terms = parse_label_selector(filters.label_selector)
     except ValidationError as exc:
         raise ValidationError({"label_selector": exc.messages}) from None
-    query = form.filters()
-    query.pop("sort")
     qs = selectors.filter_clusters(**query)
     qs = qs.with_labels(terms)
     rows, next_cursor = page(qs, key="name", cursor=filters.cursor, limit=filters.limit, kind=str)

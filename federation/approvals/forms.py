@@ -2,32 +2,7 @@
 
 from django import forms
 
-from federation.approvals.choices import ChangeKind, ChangeState
-
-
-class ChangeRequestFilterForm(forms.Form):
-    state = forms.ChoiceField(required=False, choices=[("", "any state"), *ChangeState.choices])
-    author = forms.CharField(required=False, max_length=150, help_text="Username, exactly.")
-    resource = forms.CharField(required=False, max_length=253)
-    cluster = forms.CharField(required=False, max_length=63)
-    emergency = forms.ChoiceField(
-        required=False, choices=[("", "all"), ("yes", "emergency only"), ("no", "not emergency")]
-    )
-    q = forms.CharField(required=False, max_length=200)
-
-    def filters(self) -> dict:
-        """Valid filters only; an invalid field is ignored (and shown as an error)."""
-        self.is_valid()
-        data = getattr(self, "cleaned_data", {})
-        emergency = {"yes": True, "no": False}.get(data.get("emergency") or "")
-        return {
-            "state": data.get("state") or "",
-            "author": (data.get("author") or "").strip(),
-            "resource": (data.get("resource") or "").strip(),
-            "cluster": (data.get("cluster") or "").strip(),
-            "emergency": emergency,
-            "q": (data.get("q") or "").strip(),
-        }
+from federation.approvals.choices import ChangeKind
 
 
 class ChangeRequestCreateForm(forms.Form):

@@ -4,6 +4,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from federation.approvals.choices import ChangeState, Decision
+from federation.approvals.filtersets import FILTER_KEYS, ChangeRequestFilterSet
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import Revision
 from fedportal.models import AuditEvent
@@ -14,28 +15,33 @@ def base_queryset() -> QuerySet:
     return ChangeRequest.objects.select_related("resource__type", "proposed_revision", "author")
 
 
-def filter_change_requests(
-    *, state="", author="", resource="", cluster="", emergency=None, q="", approval_counts: bool = True
-) -> QuerySet:
-    """``approval_counts=False`` leaves out the approval_count annotation (its GROUP BY makes SQLite
-    sort every matching row before a LIMIT; the API counts a page's approvals separately)."""
-    qs = base_queryset()
-    if state:
-        qs = qs.filter(state=state)
-    if author:
-        qs = qs.filter(author_name=author)
-    if resource:
-        qs = qs.filter(Q(resource_repr__icontains=resource) | Q(resource__name__icontains=resource))
-    if cluster:
-        # targets are a JSON list of names; a simple containment on the text form works everywhere
-        qs = qs.filter(Q(cluster_name=cluster) | Q(target_clusters__icontains=f'"{cluster}"'))
-    if emergency is not None:
-        qs = qs.filter(emergency=emergency)
-    if q:
-        qs = qs.filter(Q(title__icontains=q) | Q(resource_repr__icontains=q))
+def filter_change_requests(*, approval_counts: bool = True, **filters) -> QuerySet:
+    """Change requests filtered by federation.approvals.filtersets.ChangeRequestFilterSet's keys
+    (``emergency`` as True / False / None), newest first. ``approval_counts=False`` leaves out the
+    approval_count annotation (its GROUP BY makes SQLite sort every matching row before a LIMIT;
+    the API counts a page's approvals separately)."""
+    return with_approval_counts(run_filters(base_queryset(), filters), approval_counts=approval_counts)
+
+
+def run_filters(queryset: QuerySet, filters: dict) -> QuerySet:
+    """``queryset`` through ChangeRequestFilterSet; a value it refuses raises ValueError."""
+    unknown = set(filters) - set(FILTER_KEYS)
+    if unknown:
+        raise ValueError(f"unknown change request filters: {', '.join(sorted(unknown))}")
+    data = {key: value for key, value in filters.items() if value not in (None, "")}
+    if "emergency" in data and isinstance(data["emergency"], bool):
+        data["emergency"] = "yes" if data["emergency"] else "no"
+    filterset = ChangeRequestFilterSet(data, queryset=queryset)
+    if not filterset.is_valid():
+        raise ValueError(f"bad change request filters: {filterset.errors.as_text()}")
+    return filterset.qs
+
+
+def with_approval_counts(queryset: QuerySet, *, approval_counts: bool = True) -> QuerySet:
+    """Newest first, with each request's valid approvals counted (``approval_count``)."""
     if not approval_counts:
-        return qs.order_by("-created_at", "-id")
-    return qs.annotate(
+        return queryset.order_by("-created_at", "-id")
+    return queryset.annotate(
         # valid approvals only: given for the content the request proposes now
         approval_count=Count(
             "approvals", filter=Q(approvals__decision=Decision.APPROVE, approvals__content_hash=F("proposed_hash"))

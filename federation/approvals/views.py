@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,32 +19,24 @@ from federation import propagation
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.content import content_authors
+from federation.approvals.filtersets import ChangeRequestFilterSet
 from federation.approvals.forms import (
     CancelForm,
     ChangeRequestCreateForm,
-    ChangeRequestFilterForm,
     CommentForm,
     DecisionForm,
     ReasonForm,
     RejectForm,
 )
 from federation.approvals.models import ChangeRequest
+from federation.approvals.tables import ChangeRequestTable
 from federation.models import FederatedResource, Revision
 from federation.preview_groups import group_previews
 from fedportal.htmx import redirect_page, render_page
 from fedportal.roles import Role, has_role, role_required
+from fedportal.tables import configure, export_csv, wants_csv
 
 PAGE_SIZE = 25
-
-
-def _page(request, queryset):
-    return Paginator(queryset, PAGE_SIZE).get_page(request.GET.get("page"))
-
-
-def _query(request) -> str:
-    params = request.GET.copy()
-    params.pop("page", None)
-    return params.urlencode()
 
 
 # --- lists -----------------------------------------------------------------------------------------
@@ -55,17 +46,16 @@ def _query(request) -> str:
 @vary_on_headers("HX-Request")
 @role_required(Role.VIEWER)
 def change_list(request):
-    form = ChangeRequestFilterForm(request.GET)
-    filters = form.filters()
-    page = _page(request, selectors.filter_change_requests(**filters))
+    filterset = ChangeRequestFilterSet(request.GET, queryset=selectors.base_queryset())
+    if wants_csv(request):
+        return export_csv(request, filterset, ChangeRequestTable, "change-requests")
+    table = ChangeRequestTable(selectors.with_approval_counts(filterset.qs))
     context = {
-        "form": form,
-        "filters": filters,
-        "page": page,
-        "query": _query(request),
+        "filter": filterset,
+        "form": filterset.form,
+        "table": configure(request, table, per_page=PAGE_SIZE),
         "authors": selectors.authors(),
         "title": "Change requests",
-        "list_url": reverse("approvals:change_list"),
     }
     template = "approvals/changerequest_list.html"
     return render_page(request, template, context, "rows")
@@ -75,13 +65,11 @@ def change_list(request):
 @vary_on_headers("HX-Request")
 @role_required(Role.APPROVER)
 def inbox(request):
-    page = _page(request, selectors.inbox_for(request.user))
+    table = ChangeRequestTable(selectors.inbox_for(request.user), empty_text="Nothing is waiting for your approval.")
     context = {
-        "page": page,
-        "query": _query(request),
+        "table": configure(request, table, per_page=PAGE_SIZE),
         "title": "Waiting for my approval",
         "inbox": True,
-        "list_url": reverse("approvals:inbox"),
     }
     template = "approvals/changerequest_inbox.html"
     return render_page(request, template, context, "rows")

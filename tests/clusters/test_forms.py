@@ -3,7 +3,8 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from clusters.forms import ClusterFilterForm, ClusterRegisterForm, KubeconfigUploadForm, UnjoinForm
+from clusters.filtersets import ClusterFilterSet
+from clusters.forms import ClusterRegisterForm, KubeconfigUploadForm, UnjoinForm
 from clusters.validators import parse_label_pairs, validate_dns1123_label, validate_labels
 from tests.clusters.factories import ClusterFactory
 
@@ -92,12 +93,13 @@ def test_unjoin_form_needs_the_exact_name():
     assert UnjoinForm({"confirm_name": "m127"}, cluster=cluster).is_valid()
 
 
-def test_filter_form_drops_invalid_values():
-    form = ClusterFilterForm({"label": "bad key", "state": "Sideways", "version": "latest", "sort": "-version"})
-    filters = form.filters()
-    assert filters == {"q": "", "label": "", "role": "", "state": "", "version": "", "sort": "name"}
-    good = ClusterFilterForm({"label": "env=prod", "state": "Ready", "version": "1.27", "sort": "-version"})
-    assert good.filters()["sort"] == "-version" and good.filters()["label"] == "env=prod"
+def test_filter_form_says_why_each_bad_value_is_refused():
+    form = ClusterFilterSet({"label": "bad key", "state": "Sideways", "version": "latest"}).form
+    assert not form.is_valid()
+    assert set(form.errors) == {"label", "state", "version"}
+    assert "minor version" in form.errors["version"][0]
+    good = ClusterFilterSet({"label": "env=prod", "state": "Ready", "version": "1.27"}).form
+    assert good.is_valid() and good.cleaned_data["label"] == "env=prod"
 
 
 def test_client_key_is_a_textarea_that_never_renders_the_key_back():

@@ -10,6 +10,7 @@ from django.utils import timezone
 from fedportal.audit import record_event
 from fedportal.csv_export import BOM
 from fedportal.models import AuditEvent
+from fedportal.tables import records
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ EXPORT_URL = reverse("audit:event_export")
 
 
 def listed_ids(response) -> list[int]:
-    return [event.pk for event, _cells in response.context["rows"]]
+    return [event.pk for event in records(response.context["table"])]
 
 
 def read_csv(response) -> list[list[str]]:
@@ -80,7 +81,7 @@ def test_filters_narrow_the_list(viewer_client, django_user_model, params, expec
     record_event("clusterx.other", summary="other")
     response = viewer_client.get(LIST_URL, params)
     assert response.status_code == 200
-    assert {event.summary for event, _ in response.context["rows"]} == expected
+    assert {event.summary for event in records(response.context["table"])} == expected
 
 
 def test_time_range_filter_is_inclusive_since_and_exclusive_until(viewer_client, make_events):
@@ -111,7 +112,7 @@ def test_bad_filter_values_are_form_errors_not_500(viewer_client, make_events, p
     response = viewer_client.get(LIST_URL, params)
     assert response.status_code == 200
     assert field in response.context["form"].errors
-    assert response.context["rows"] == []
+    assert records(response.context["table"]) == []
     assert "Fix the filter" in response.content.decode()
     fragment = viewer_client.get(LIST_URL, params, HTTP_HX_REQUEST="true")
     assert fragment.status_code == 200 and "Fix the filter" in fragment.content.decode()

@@ -11,7 +11,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from fedportal.audit import record_event
 from fedportal.csv_export import iter_csv
 from fedportal.selectors import audit_events_for_export, describe_filters
-from fedportal.tables import AuditEventTable
+from fedportal.tables import AuditEventTable, csv_header, csv_rows
 
 
 def parse_instant(option: str, raw: str) -> datetime.datetime:
@@ -91,7 +91,8 @@ class Command(BaseCommand):
                 count[0] += 1
                 yield row
 
-        chunks = iter_csv(AuditEventTable.csv_columns(), counted(AuditEventTable.csv_rows(events)), bom=not no_bom)
+        table = AuditEventTable(events.none())
+        chunks = iter_csv(csv_header(table), counted(csv_rows(table, events)), bom=not no_bom)
 
         if target is None:
             for chunk in chunks:
