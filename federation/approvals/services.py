@@ -100,6 +100,25 @@ def transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: 
     return _fresh(cr)
 
 
+def _transition_audited(
+    cr: ChangeRequest,
+    expected: tuple[str, ...],
+    new: str,
+    *,
+    verb: str,
+    actor,
+    action: str,
+    summary: str,
+    after: dict | None = None,
+    **fields,
+) -> ChangeRequest:
+    """``transition`` and its audit event (state before -> ``new``, plus ``after``), in the caller's transaction."""
+    before = cr.state
+    cr = transition(cr, expected, new, verb=verb, **fields)
+    _audit(action, cr, actor=actor, summary=summary, before={"state": before}, after={"state": new, **(after or {})})
+    return cr
+
+
 def _illegal(pk, actual, verb: str, expected) -> str:
     if actual is None:
         return f"CR-{pk} no longer exists."
@@ -613,16 +632,15 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
             },
         )
         if summary.enough:
-            cr = transition(
-                cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now()
-            )
-            _audit(
-                "approved",
+            cr = _transition_audited(
                 cr,
+                (ChangeState.SUBMITTED,),
+                ChangeState.APPROVED,
+                verb="approved",
                 actor=actor,
+                action="approved",
                 summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
-                before={"state": ChangeState.SUBMITTED},
-                after={"state": ChangeState.APPROVED},
+                decided_at=timezone.now(),
             )
     cr = _fresh(cr)
     if cr.state == ChangeState.APPROVED and _auto_apply():
@@ -645,12 +663,15 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
         raise TransitionError("Say why you reject the request (a comment is required).")
     _require_state(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), "rejected")
     with transaction.atomic():
-        before = cr.state
-        cr = transition(
+        cr = _transition_audited(
             cr,
             (ChangeState.SUBMITTED, ChangeState.APPROVED),
             ChangeState.REJECTED,
             verb="rejected",
+            actor=actor,
+            action="reject",
+            summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
+            after={"comment": comment},
             decided_at=timezone.now(),
             finished_at=timezone.now(),
         )
@@ -661,14 +682,6 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
             decision=Decision.REJECT,
             comment=comment,
             content_hash=cr.proposed_hash,
-        )
-        _audit(
-            "reject",
-            cr,
-            actor=actor,
-            summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
-            before={"state": before},
-            after={"state": ChangeState.REJECTED, "comment": comment},
         )
     return cr
 
@@ -681,15 +694,16 @@ def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
     if cr.author_id != getattr(actor, "pk", None) and not has_role(actor, Role.ADMIN):
         raise PermissionDenied("Only the author or an admin can cancel a change request.")
     with transaction.atomic():
-        before = cr.state
-        cr = transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
-        _audit(
-            "cancel",
+        cr = _transition_audited(
             cr,
+            ChangeState.open(),
+            ChangeState.CANCELLED,
+            verb="cancelled",
             actor=actor,
+            action="cancel",
             summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
-            before={"state": before},
-            after={"state": ChangeState.CANCELLED, "reason": reason},
+            after={"reason": reason},
+            finished_at=timezone.now(),
         )
     return cr
 
