@@ -253,6 +253,23 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     return rows
 
 
+def _repropose(cr: ChangeRequest, new_hash: str, *, verb: str, **fields) -> tuple[ChangeRequest, int]:
+    """An open request now proposes other content: an Approved one goes back to Submitted, a preflight
+    override and the decision time are cleared. Returns (request, approvals given that are now void)."""
+    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
+    cr = transition(
+        cr,
+        (cr.state,),
+        new_state,
+        verb=verb,
+        proposed_hash=new_hash,
+        preflight_override_hash="",
+        decided_at=None,
+        **fields,
+    )
+    return cr, cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
+
+
 def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bool]:
     """Re-hash what an open request would apply (federation.approvals.content). When it changed
     (say the retention went from Orphan to Delete) the approvals given so far are void: the stored
@@ -264,18 +281,8 @@ def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, b
     if new_hash == cr.proposed_hash:
         return cr, False
     before = _snapshot(cr)
-    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
-        cr = transition(
-            cr,
-            (cr.state,),
-            new_state,
-            verb="changed",
-            proposed_hash=new_hash,
-            preflight_override_hash="",
-            decided_at=None,
-        )
-        voided = cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
+        cr, voided = _repropose(cr, new_hash, verb="changed")
         settings_now = (
             {"retention": cr.resource.retention, "drift_policy": cr.resource.drift_policy} if cr.resource_id else {}
         )
@@ -459,20 +466,9 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     if revision.pk == cr.proposed_revision_id:
         return cr
     before = _snapshot(cr)
-    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
         new_hash = approved_content_hash(cr.kind, cr.resource, revision, cr.cluster)
-        cr = transition(
-            cr,
-            (cr.state,),
-            new_state,
-            verb="revised",
-            proposed_revision=revision,
-            proposed_hash=new_hash,
-            preflight_override_hash="",
-            decided_at=None,
-        )
-        voided = cr.approvals.exclude(content_hash=new_hash).filter(decision=Decision.APPROVE).count()
+        cr, voided = _repropose(cr, new_hash, verb="revised", proposed_revision=revision)
         _audit(
             "revise",
             cr,
