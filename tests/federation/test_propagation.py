@@ -14,7 +14,14 @@ from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation import network, record, worker
 from federation.rendering import MANAGED_LABEL
 from fedportal.models import AuditEvent
-from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
+from tests.federation.factories import (
+    SIDECAR_TEMPLATE,
+    WEB_TEMPLATE,
+    drain,
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
 from tests.utils import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -86,20 +93,7 @@ def test_task_body_is_idempotent(fleet, fleet_clusters):
 
 
 def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_clusters):
-    template = {
-        **WEB_TEMPLATE,
-        "spec": {
-            **WEB_TEMPLATE["spec"],
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                    "containers": [{"name": "web", "image": "nginx:1.25"}],
-                },
-            },
-        },
-    }
-    resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
+    resource = web_deployment(placement={"clusters": MEMBERS}, template=SIDECAR_TEMPLATE)
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
     assert previews["m127"].warnings and "restartPolicy" in previews["m127"].warnings[0]
     # drift's compatibility check answers for the preview (as on the matrix and the change request):
