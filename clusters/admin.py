@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from clusters.models import Cluster, ClusterStateChange, VersionSample
+from fedportal.admin import ReadOnlyAdmin
 
 
 @admin.register(Cluster)
@@ -20,26 +21,13 @@ class ClusterAdmin(admin.ModelAdmin):
         return False
 
 
-class HistoryAdmin(admin.ModelAdmin):
-    """History is read-only in the admin: nothing added, changed or deleted by hand."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(VersionSample)
-class VersionSampleAdmin(HistoryAdmin):
+class VersionSampleAdmin(ReadOnlyAdmin):
     list_display = ("cluster", "sampled_at", "git_version", "platform")
     list_filter = ("git_version",)
 
 
 @admin.register(ClusterStateChange)
-class ClusterStateChangeAdmin(HistoryAdmin):
+class ClusterStateChangeAdmin(ReadOnlyAdmin):
     list_display = ("cluster", "at", "from_state", "to_state", "reason")
     list_filter = ("to_state",)

@@ -163,18 +163,29 @@ def summary(request):
 @role_required(Role.ADMIN)
 def cluster_create(request):
     form = ClusterRegisterForm(request.POST or None)
+    return _cluster_form_page(
+        request,
+        form,
+        mode="create",
+        save=lambda: services.register_cluster(actor=request.user, **form.service_kwargs()),
+        done=lambda cluster: f"Registered {cluster.name} ({cluster.server_version or 'version pending'}).",
+    )
+
+
+def _cluster_form_page(request, form, *, mode: str, save, done, cluster=None):
+    """The register / edit / rotate page (clusters/cluster_form.html). A valid POST calls ``save()``;
+    its ValidationError lands on the form, success says ``done(saved cluster)`` on the cluster's page."""
     if request.method == "POST" and form.is_valid():
         try:
-            cluster = services.register_cluster(actor=request.user, **form.service_kwargs())
+            saved = save()
         except ValidationError as exc:
             _add_errors(form, exc)
         else:
-            messages.success(request, f"Registered {cluster.name} ({cluster.server_version or 'version pending'}).")
-            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
-    template = "clusters/cluster_form.html"
-    context = {"form": form, "mode": "create"}
+            messages.success(request, done(saved))
+            return redirect_page(request, reverse("clusters:cluster_detail", args=[saved.pk]))
+    context = {"form": form, "mode": mode} if cluster is None else {"form": form, "cluster": cluster, "mode": mode}
     status = 400 if request.method == "POST" else 200
-    return render_page(request, template, context, "form", status=status)
+    return render_page(request, "clusters/cluster_form.html", context, "form", status=status)
 
 
 @require_POST
@@ -313,18 +324,14 @@ def _session_kubeconfig(request) -> str | None:
 def cluster_edit(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
     form = ClusterEditForm.for_cluster(cluster, request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.update_cluster(cluster, actor=request.user, **form.changes())
-        except ValidationError as exc:
-            _add_errors(form, exc)
-        else:
-            messages.success(request, f"Saved {cluster.name}.")
-            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
-    template = "clusters/cluster_form.html"
-    context = {"form": form, "cluster": cluster, "mode": "edit"}
-    status = 400 if request.method == "POST" else 200
-    return render_page(request, template, context, "form", status=status)
+    return _cluster_form_page(
+        request,
+        form,
+        mode="edit",
+        cluster=cluster,
+        save=lambda: services.update_cluster(cluster, actor=request.user, **form.changes()),
+        done=lambda saved: f"Saved {cluster.name}.",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -333,18 +340,14 @@ def cluster_edit(request, pk):
 def cluster_rotate_credentials(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
     form = RotateCredentialsForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            services.rotate_credentials(cluster, actor=request.user, **form.credentials())
-        except ValidationError as exc:
-            _add_errors(form, exc)
-        else:
-            messages.success(request, f"Rotated the credentials of {cluster.name}.")
-            return redirect_page(request, reverse("clusters:cluster_detail", args=[cluster.pk]))
-    template = "clusters/cluster_form.html"
-    context = {"form": form, "cluster": cluster, "mode": "rotate"}
-    status = 400 if request.method == "POST" else 200
-    return render_page(request, template, context, "form", status=status)
+    return _cluster_form_page(
+        request,
+        form,
+        mode="rotate",
+        cluster=cluster,
+        save=lambda: services.rotate_credentials(cluster, actor=request.user, **form.credentials()),
+        done=lambda saved: f"Rotated the credentials of {cluster.name}.",
+    )
 
 
 @require_http_methods(["GET", "POST"])

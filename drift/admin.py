@@ -4,18 +4,10 @@ drift:policy_edit page (drift.services.update_version_policy), so it is not regi
 from django.contrib import admin
 
 from drift.models import ComplianceSnapshot
+from fedportal.admin import ReadOnlyAdmin
 
 
 @admin.register(ComplianceSnapshot)
-class ComplianceSnapshotAdmin(admin.ModelAdmin):
+class ComplianceSnapshotAdmin(ReadOnlyAdmin):
     list_display = ("taken_at", "clusters_compliant", "clusters_total", "open_drift", "findings_p0")
     date_hierarchy = "taken_at"
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

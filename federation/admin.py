@@ -4,20 +4,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, Revision
+from fedportal.admin import ReadOnlyAdmin
 from fedportal.masking import is_secret_kind, mask_secrets
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Read-only: every change goes through the app's services (validated and audited)."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(FederatedType)

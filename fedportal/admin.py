@@ -3,13 +3,9 @@ from django.contrib import admin
 from fedportal.models import AuditEvent
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    """Read-only: the audit log has no edit or delete path in the app."""
-
-    list_display = ("created_at", "actor_name", "action", "object_repr", "cluster", "summary")
-    list_filter = ("action",)
-    search_fields = ("actor_name", "object_repr", "summary", "cluster")
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Shown, never added, changed or deleted in the admin: these rows change only through the
+    app's audited services (or are history). Every app's read-only admins derive from it."""
 
     def has_add_permission(self, request):
         return False
@@ -19,3 +15,12 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    """Read-only: the audit log has no edit or delete path in the app."""
+
+    list_display = ("created_at", "actor_name", "action", "object_repr", "cluster", "summary")
+    list_filter = ("action",)
+    search_fields = ("actor_name", "object_repr", "summary", "cluster")

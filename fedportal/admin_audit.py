@@ -141,7 +141,18 @@ def _names(model, pks) -> list[str]:
     return sorted(str(u.get_username()) for u in model._default_manager.filter(pk__in=pks))
 
 
-def _membership_changed(*, owner_action: str, owner_model, relation: str, instance, action, reverse, model, pk_set):
+# m2m "through" model -> (event action, owning model, relation name on the owner)
+MEMBERSHIPS = {
+    User.groups.through: ("auth.user.groups", User, "groups"),
+    User.user_permissions.through: ("auth.user.permissions", User, "user_permissions"),
+    Group.permissions.through: ("auth.group.permissions", Group, "permissions"),
+}
+
+
+def _membership_changed(sender, instance, action, reverse, model, pk_set, **kwargs):
+    """One receiver for every membership relation, from the owner's side (``user.groups.add(group)``)
+    or the other (``group.user_set.add(user)``): the event is always written on the owner."""
+    owner_action, owner_model, relation = MEMBERSHIPS[sender]
     if action == "pre_clear":
         instance.__dict__[BEFORE + relation] = (
             set(getattr(instance, relation).values_list("pk", flat=True))
@@ -181,46 +192,8 @@ def _reverse_manager(instance, owner_model, relation):
     return owner_model._default_manager.filter(**{field.name: instance})
 
 
-@receiver(m2m_changed, sender=User.groups.through, dispatch_uid="fedportal_audit_user_groups")
-def _user_groups(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(
-        owner_action="auth.user.groups",
-        owner_model=User,
-        relation="groups",
-        instance=instance,
-        action=action,
-        reverse=reverse,
-        model=model,
-        pk_set=pk_set,
-    )
-
-
-@receiver(m2m_changed, sender=User.user_permissions.through, dispatch_uid="fedportal_audit_user_permissions")
-def _user_permissions(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(
-        owner_action="auth.user.permissions",
-        owner_model=User,
-        relation="user_permissions",
-        instance=instance,
-        action=action,
-        reverse=reverse,
-        model=model,
-        pk_set=pk_set,
-    )
-
-
-@receiver(m2m_changed, sender=Group.permissions.through, dispatch_uid="fedportal_audit_group_permissions")
-def _group_permissions(sender, instance, action, reverse, model, pk_set, **kwargs):
-    _membership_changed(
-        owner_action="auth.group.permissions",
-        owner_model=Group,
-        relation="permissions",
-        instance=instance,
-        action=action,
-        reverse=reverse,
-        model=model,
-        pk_set=pk_set,
-    )
+for _through, (_action, _owner, _relation) in MEMBERSHIPS.items():
+    m2m_changed.connect(_membership_changed, sender=_through, dispatch_uid=f"fedportal_audit_{_action}")
 
 
 # --- beat schedules --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ probes are simply repeated by the next poll). Use Redis or RabbitMQ beyond one m
 
 import os
 import uuid
+from pathlib import Path
 from queue import Empty
 from time import monotonic
 
@@ -56,3 +57,17 @@ class Transport(filesystem.Transport):
     # fetch finds nothing; with acks_late and prefetch 1 a worker thread waited up to a second
     # between two tasks. Listing a local folder 20 times a second costs nothing.
     polling_interval = 0.05
+
+
+def folder_options(directory: Path) -> dict:
+    """``CELERY_BROKER_TRANSPORT_OPTIONS`` for the embedded broker under ``directory`` (its queue,
+    processed and control folders, made here; processed messages are not kept)."""
+    for sub in ("queue", "processed", "control"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(directory / "queue"),
+        "data_folder_out": str(directory / "queue"),
+        "processed_folder": str(directory / "processed"),
+        "control_folder": str(directory / "control"),
+        "store_processed": False,
+    }

@@ -12,6 +12,7 @@ import dj_database_url
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
+from fedportal import broker
 from fedportal.env import env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -274,15 +275,7 @@ if CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES or "://" not in C
         f"(got a value starting {CELERY_BROKER_URL.split('://', 1)[0][:20]!r})."
     )
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for _sub in ("queue", "processed", "control"):
-        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = broker.folder_options(_broker_dir)
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

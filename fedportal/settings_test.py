@@ -3,6 +3,7 @@ several test runs on one machine never share a queue or a database."""
 
 import os
 
+from fedportal import broker
 from fedportal.settings import *  # noqa: F403
 from fedportal.settings import CELERY_BROKER_URL, DATABASES, VAR_DIR
 
@@ -11,15 +12,7 @@ os.environ["FEDPORTAL_TEST_RUN_ID"] = TEST_RUN_ID
 
 if CELERY_BROKER_URL.startswith("filesystem://"):
     TEST_BROKER_DIR = VAR_DIR / f"broker-test-{TEST_RUN_ID}"
-    for _sub in ("queue", "processed", "control"):
-        (TEST_BROKER_DIR / _sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(TEST_BROKER_DIR / "queue"),
-        "data_folder_out": str(TEST_BROKER_DIR / "queue"),
-        "processed_folder": str(TEST_BROKER_DIR / "processed"),
-        "control_folder": str(TEST_BROKER_DIR / "control"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = broker.folder_options(TEST_BROKER_DIR)
 else:
     TEST_BROKER_DIR = None
 

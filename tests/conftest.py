@@ -7,7 +7,6 @@ committed and visible to the worker.
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -17,6 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 
 from fedportal.roles import Role
+from tests.utils import celery_worker_command
 
 pytest_plugins = ["tests.fleet_fixtures", "tests.browser_fixtures"]
 
@@ -118,29 +118,12 @@ class WorkerProcess:
         }
         self.log_path.write_text("")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "fedportal",
-                "worker",
-                "-Q",
-                WORKER_QUEUES,
-                "-P",
-                "threads",
-                "-c",
-                str(concurrency),
-                "-n",
-                f"{name}-{settings.TEST_RUN_ID}@%h",
-                "--without-mingle",
-                "--without-gossip",
-                "--without-heartbeat",
-                "-l",
-                "INFO",
-                "--logfile",
-                str(self.log_path),
-            ],
+            celery_worker_command(
+                queues=WORKER_QUEUES,
+                concurrency=concurrency,
+                node=f"{name}-{settings.TEST_RUN_ID}@%h",
+                log_path=self.log_path,
+            ),
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -1,5 +1,6 @@
 """Small helpers shared by tests."""
 
+import sys
 import time
 
 
@@ -13,3 +14,31 @@ def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, message
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message} (last value: {last!r})")
+
+
+def celery_worker_command(*, queues: str, concurrency: int, node: str, log_path) -> list[str]:
+    """The argv of a real ``celery worker`` as the tests and the benchmarks start it: thread pool,
+    one node name per process, no mingle/gossip/heartbeat (a quicker start), INFO log to ``log_path``."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "fedportal",
+        "worker",
+        "-Q",
+        queues,
+        "-P",
+        "threads",
+        "-c",
+        str(concurrency),
+        "-n",
+        node,
+        "--without-mingle",
+        "--without-gossip",
+        "--without-heartbeat",
+        "-l",
+        "INFO",
+        "--logfile",
+        str(log_path),
+    ]

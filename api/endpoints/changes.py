@@ -262,35 +262,33 @@ def create_change(request, body: ChangeRequestIn):
     return Status(201, change_detail_out(cr))
 
 
-@router.post(
-    "/{int:change_id}/submit", response={200: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Draft -> Submitted"
-)
+# each step of the workflow answers with the request as it now is
+TRANSITION = {200: ChangeRequestDetailOut, **WRITE_ERRORS}
+
+
+def _transition(request, change_id: int, service, **kwargs) -> dict:
+    return change_detail_out(service(_get(change_id), actor=request.user, **kwargs))
+
+
+@router.post("/{int:change_id}/submit", response=TRANSITION, summary="Draft -> Submitted")
 def submit_change(request, change_id: int):
-    return change_detail_out(services.submit(_get(change_id), actor=request.user))
+    return _transition(request, change_id, services.submit)
 
 
 @router.post(
     "/{int:change_id}/approve",
-    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
+    response=TRANSITION,
     summary="Approve (an approver who is not the author); applied once enough approvals",
 )
 def approve_change(request, change_id: int, body: DecisionIn):
-    return change_detail_out(services.approve(_get(change_id), actor=request.user, comment=body.comment))
+    return _transition(request, change_id, services.approve, comment=body.comment)
 
 
-@router.post(
-    "/{int:change_id}/reject",
-    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
-    summary="Reject (comment required)",
-)
+@router.post("/{int:change_id}/reject", response=TRANSITION, summary="Reject (comment required)")
 def reject_change(request, change_id: int, body: DecisionIn):
-    return change_detail_out(services.reject(_get(change_id), actor=request.user, comment=body.comment))
+    return _transition(request, change_id, services.reject, comment=body.comment)
 
 
-@router.post(
-    "/{int:change_id}/cancel",
-    response={200: ChangeRequestDetailOut, **WRITE_ERRORS},
-    summary="Withdraw an open request",
-)
+@router.post("/{int:change_id}/cancel", response=TRANSITION, summary="Withdraw an open request")
 def cancel_change(request, change_id: int, body: CancelIn):
-    return change_detail_out(services.cancel(_get(change_id), actor=request.user, reason=body.reason))
+    return _transition(request, change_id, services.cancel, reason=body.reason)

@@ -133,6 +133,16 @@ def _port_key(port: dict) -> tuple:
     return port.get("port"), port.get("protocol", "TCP")
 
 
+def _node_port_invalid(name: str, index: int, message: str):
+    """The apiserver's 422 for a Service's spec.ports[index].nodePort."""
+    return invalid(
+        "Service",
+        "",
+        name,
+        [{"reason": "FieldValueInvalid", "field": f"spec.ports[{index}].nodePort", "message": message}],
+    )
+
+
 def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
     """Defaults and allocations of a Service being stored, against the cluster's ``others``.
 
@@ -207,32 +217,14 @@ def allocate_service(obj: dict, old: dict | None, others: list[dict]) -> None:
         if wanted:
             lo, hi = NODE_PORT_RANGE
             if not isinstance(wanted, int) or not lo <= wanted <= hi:
-                raise invalid(
-                    "Service",
-                    "",
+                raise _node_port_invalid(
                     name,
-                    [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "field": f"spec.ports[{i}].nodePort",
-                            "message": f"Invalid value: {wanted}: provided port is not in the valid range. "
-                            f"The range of valid ports is {lo}-{hi}",
-                        }
-                    ],
+                    i,
+                    f"Invalid value: {wanted}: provided port is not in the valid range. "
+                    f"The range of valid ports is {lo}-{hi}",
                 )
             if wanted in taken or (wanted in used_ports and wanted not in mine):
-                raise invalid(
-                    "Service",
-                    "",
-                    name,
-                    [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "field": f"spec.ports[{i}].nodePort",
-                            "message": f"Invalid value: {wanted}: provided port is already allocated",
-                        }
-                    ],
-                )
+                raise _node_port_invalid(name, i, f"Invalid value: {wanted}: provided port is already allocated")
             port["nodePort"] = wanted
         else:
             port["nodePort"] = _free_port(used_ports | taken | mine)

@@ -130,6 +130,18 @@ def _resource_doc(res: schemas.ApiResource) -> list[dict]:
     return docs
 
 
+def _resource_list(gv: str, resources: list[schemas.ApiResource]) -> bytes:
+    """/api/v1 or /apis/<group>/<version>: the APIResourceList of one group version."""
+    return _dump(
+        {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": gv,
+            "resources": [d for res in resources for d in _resource_doc(res)],
+        }
+    )
+
+
 @functools.cache
 def document(minor: int, path: str, config: tuple = ()) -> bytes | None:
     """Serialised discovery document for a path like 'api', 'api/v1', 'apis/apps/v1'; None = 404."""
@@ -164,14 +176,7 @@ def document(minor: int, path: str, config: tuple = ()) -> bytes | None:
     resources = by_group_version(minor, config).get(gv)
     if not resources:
         return None
-    return _dump(
-        {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": gv,
-            "resources": [d for res in resources for d in _resource_doc(res)],
-        }
-    )
+    return _resource_list(gv, resources)
 
 
 def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource], config: tuple = ()) -> bytes | None:
@@ -219,14 +224,7 @@ def document_with_custom(minor: int, path: str, extra: list[schemas.ApiResource]
         resources = list(by_group_version(minor, config).get(gv, [])) + by_gv.get(gv, [])
         if not resources:
             return None
-        return _dump(
-            {
-                "kind": "APIResourceList",
-                "apiVersion": "v1",
-                "groupVersion": gv,
-                "resources": [d for res in resources for d in _resource_doc(res)],
-            }
-        )
+        return _resource_list(gv, resources)
     return document(minor, path, config)
 
 

@@ -1,19 +1,9 @@
+"""Change requests move only through services (audited); the admin only reads."""
+
 from django.contrib import admin
 
 from federation.approvals.models import Approval, ChangeRequest, Comment
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Change requests move only through services (audited); the admin only reads."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from fedportal.admin import ReadOnlyAdmin
 
 
 @admin.register(ChangeRequest)

@@ -100,6 +100,25 @@ def transition(cr: ChangeRequest, expected: tuple[str, ...], new: str, *, verb: 
     return _fresh(cr)
 
 
+def _transition_audited(
+    cr: ChangeRequest,
+    expected: tuple[str, ...],
+    new: str,
+    *,
+    verb: str,
+    actor,
+    action: str,
+    summary: str,
+    after: dict | None = None,
+    **fields,
+) -> ChangeRequest:
+    """``transition`` and its audit event (state before -> ``new``, plus ``after``), in the caller's transaction."""
+    before = cr.state
+    cr = transition(cr, expected, new, verb=verb, **fields)
+    _audit(action, cr, actor=actor, summary=summary, before={"state": before}, after={"state": new, **(after or {})})
+    return cr
+
+
 def _illegal(pk, actual, verb: str, expected) -> str:
     if actual is None:
         return f"CR-{pk} no longer exists."
@@ -234,6 +253,23 @@ def _diffs(cr: ChangeRequest) -> list[dict]:
     return rows
 
 
+def _repropose(cr: ChangeRequest, new_hash: str, *, verb: str, **fields) -> tuple[ChangeRequest, int]:
+    """An open request now proposes other content: an Approved one goes back to Submitted, a preflight
+    override and the decision time are cleared. Returns (request, approvals given that are now void)."""
+    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
+    cr = transition(
+        cr,
+        (cr.state,),
+        new_state,
+        verb=verb,
+        proposed_hash=new_hash,
+        preflight_override_hash="",
+        decided_at=None,
+        **fields,
+    )
+    return cr, cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
+
+
 def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, bool]:
     """Re-hash what an open request would apply (federation.approvals.content). When it changed
     (say the retention went from Orphan to Delete) the approvals given so far are void: the stored
@@ -245,18 +281,8 @@ def _recheck_content(cr: ChangeRequest, *, actor=None) -> tuple[ChangeRequest, b
     if new_hash == cr.proposed_hash:
         return cr, False
     before = _snapshot(cr)
-    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
-        cr = transition(
-            cr,
-            (cr.state,),
-            new_state,
-            verb="changed",
-            proposed_hash=new_hash,
-            preflight_override_hash="",
-            decided_at=None,
-        )
-        voided = cr.approvals.filter(decision=Decision.APPROVE).exclude(content_hash=new_hash).count()
+        cr, voided = _repropose(cr, new_hash, verb="changed")
         settings_now = (
             {"retention": cr.resource.retention, "drift_policy": cr.resource.drift_policy} if cr.resource_id else {}
         )
@@ -440,20 +466,9 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
     if revision.pk == cr.proposed_revision_id:
         return cr
     before = _snapshot(cr)
-    new_state = ChangeState.SUBMITTED if cr.state == ChangeState.APPROVED else cr.state
     with transaction.atomic():
         new_hash = approved_content_hash(cr.kind, cr.resource, revision, cr.cluster)
-        cr = transition(
-            cr,
-            (cr.state,),
-            new_state,
-            verb="revised",
-            proposed_revision=revision,
-            proposed_hash=new_hash,
-            preflight_override_hash="",
-            decided_at=None,
-        )
-        voided = cr.approvals.exclude(content_hash=new_hash).filter(decision=Decision.APPROVE).count()
+        cr, voided = _repropose(cr, new_hash, verb="revised", proposed_revision=revision)
         _audit(
             "revise",
             cr,
@@ -613,16 +628,15 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
             },
         )
         if summary.enough:
-            cr = transition(
-                cr, (ChangeState.SUBMITTED,), ChangeState.APPROVED, verb="approved", decided_at=timezone.now()
-            )
-            _audit(
-                "approved",
+            cr = _transition_audited(
                 cr,
+                (ChangeState.SUBMITTED,),
+                ChangeState.APPROVED,
+                verb="approved",
                 actor=actor,
+                action="approved",
                 summary=f"CR-{cr.pk} approved ({summary.valid} of {summary.required})",
-                before={"state": ChangeState.SUBMITTED},
-                after={"state": ChangeState.APPROVED},
+                decided_at=timezone.now(),
             )
     cr = _fresh(cr)
     if cr.state == ChangeState.APPROVED and _auto_apply():
@@ -645,12 +659,15 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
         raise TransitionError("Say why you reject the request (a comment is required).")
     _require_state(cr, (ChangeState.SUBMITTED, ChangeState.APPROVED), "rejected")
     with transaction.atomic():
-        before = cr.state
-        cr = transition(
+        cr = _transition_audited(
             cr,
             (ChangeState.SUBMITTED, ChangeState.APPROVED),
             ChangeState.REJECTED,
             verb="rejected",
+            actor=actor,
+            action="reject",
+            summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
+            after={"comment": comment},
             decided_at=timezone.now(),
             finished_at=timezone.now(),
         )
@@ -661,14 +678,6 @@ def reject(cr: ChangeRequest, *, actor, comment: str) -> ChangeRequest:
             decision=Decision.REJECT,
             comment=comment,
             content_hash=cr.proposed_hash,
-        )
-        _audit(
-            "reject",
-            cr,
-            actor=actor,
-            summary=f"{_name(actor)} rejected CR-{cr.pk}: {comment}",
-            before={"state": before},
-            after={"state": ChangeState.REJECTED, "comment": comment},
         )
     return cr
 
@@ -681,15 +690,16 @@ def cancel(cr: ChangeRequest, *, actor, reason: str = "") -> ChangeRequest:
     if cr.author_id != getattr(actor, "pk", None) and not has_role(actor, Role.ADMIN):
         raise PermissionDenied("Only the author or an admin can cancel a change request.")
     with transaction.atomic():
-        before = cr.state
-        cr = transition(cr, ChangeState.open(), ChangeState.CANCELLED, verb="cancelled", finished_at=timezone.now())
-        _audit(
-            "cancel",
+        cr = _transition_audited(
             cr,
+            ChangeState.open(),
+            ChangeState.CANCELLED,
+            verb="cancelled",
             actor=actor,
+            action="cancel",
             summary=f"Cancelled CR-{cr.pk}" + (f": {reason}" if reason else ""),
-            before={"state": before},
-            after={"state": ChangeState.CANCELLED, "reason": reason},
+            after={"reason": reason},
+            finished_at=timezone.now(),
         )
     return cr
 

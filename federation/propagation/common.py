@@ -72,6 +72,45 @@ def render_args(resource: FederatedResource, revision: Revision, cluster: Cluste
     )
 
 
+def read_live(conn, resource: FederatedResource, *, timeout: float | None = None) -> dict | None:
+    """The resource's live object on one cluster (None: not there). Raises KubeError."""
+    ftype = resource.type
+    return kube.get_object(
+        conn,
+        api_version=ftype.api_version,
+        plural=ftype.plural,
+        namespace=resource.namespace or None,
+        name=resource.name,
+        timeout=kube_timeout() if timeout is None else timeout,
+    )
+
+
+def read_namespace(conn, name: str, *, timeout: float | None = None) -> dict | None:
+    """The namespace object on one cluster (None: not there). Raises KubeError."""
+    return kube.get_object(
+        conn,
+        api_version="v1",
+        plural="namespaces",
+        namespace=None,
+        name=name,
+        timeout=kube_timeout() if timeout is None else timeout,
+    )
+
+
+def apply_as_fedportal(conn, ftype: FederatedType, manifest: dict) -> kube.ApplyResult:
+    """Server-side apply as FedPortal's field manager: strict field validation, taking over conflicts."""
+    return kube.apply_object(
+        conn,
+        manifest,
+        plural=ftype.plural,
+        namespaced=ftype.namespaced,
+        field_manager="fedportal",
+        field_validation="Strict",
+        force=True,
+        timeout=kube_timeout(),
+    )
+
+
 def naming_uid(manifest: dict, uid: str) -> dict:
     """The manifest with metadata.uid set: an apiserver writes it only to that object, or creates."""
     return {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": uid}}

@@ -19,11 +19,12 @@ from federation.choices import (
 from federation.diffs import SERVER_POPULATED, diff_desired_live
 from federation.models import FederatedResource, PropagatedVersion, PropagationTarget
 from federation.propagation.common import (
+    apply_as_fedportal,
     collect_status,
-    kube_timeout,
     live_identity,
     naming_uid,
     object_version,
+    read_live,
     remote_status,
     uid_refused,
 )
@@ -87,14 +88,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     """One object: 'in_sync', 'out_of_sync' or 'repaired'. Raises KubeError when unreachable."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     conn = conn or connection_for(cluster)
-    live = kube.get_object(
-        conn,
-        api_version=ftype.api_version,
-        plural=ftype.plural,
-        namespace=resource.namespace or None,
-        name=resource.name,
-        timeout=kube_timeout(),
-    )
+    live = read_live(conn, resource)
     now = timezone.now()
     live_uid = live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
@@ -147,16 +141,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
     manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     try:
-        result = kube.apply_object(
-            conn,
-            manifest,
-            plural=ftype.plural,
-            namespaced=ftype.namespaced,
-            field_manager="fedportal",
-            field_validation="Strict",
-            force=True,
-            timeout=kube_timeout(),
-        )
+        result = apply_as_fedportal(conn, ftype, manifest)
     except kube.KubeError as exc:
         if exc.transient:
             raise

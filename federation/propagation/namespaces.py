@@ -8,7 +8,7 @@ from clusters import kube
 from clusters.services import connection_for
 from federation.choices import PropagationReason, TargetAction
 from federation.models import FederatedResource, PropagatedVersion, Revision
-from federation.propagation.common import kube_timeout
+from federation.propagation.common import kube_timeout, read_namespace
 from federation.propagation.planning import ClusterPlan, plan_targets
 
 
@@ -63,14 +63,7 @@ def missing_namespaces(
 
     def missing(cluster) -> bool:
         try:
-            live = kube.get_object(
-                connection_for(cluster),
-                api_version="v1",
-                plural="namespaces",
-                namespace=None,
-                name=resource.namespace,
-                timeout=min(kube_timeout(), 5.0),
-            )
+            live = read_namespace(connection_for(cluster), resource.namespace, timeout=min(kube_timeout(), 5.0))
         except (kube.KubeError, ValueError):
             return False
         return live is None

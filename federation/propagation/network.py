@@ -19,9 +19,12 @@ from federation.models import (
 )
 from federation.overrides import OverrideError
 from federation.propagation.common import (
+    apply_as_fedportal,
     kube_timeout,
     naming_uid,
     object_version,
+    read_live,
+    read_namespace,
     remote_status,
     render_args,
     uid_refused,
@@ -97,16 +100,17 @@ def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) ->
 
 def namespace_exists(resource: FederatedResource, cluster: Cluster, conn) -> bool:
     try:
-        live = kube.get_object(
-            conn, api_version="v1", plural="namespaces", namespace=None, name=resource.namespace, timeout=kube_timeout()
-        )
+        live = read_namespace(conn, resource.namespace)
     except kube.KubeError as exc:
-        if exc.transient:
-            raise classify_failure(exc, existed=False, cluster=cluster) from None
-        raise StepFailure(
-            PropagationReason.RETRIEVAL_FAILED, f"Reading namespace {resource.namespace}: {exc.message}"
-        ) from None
+        raise read_failure(exc, cluster, f"Reading namespace {resource.namespace}: ") from None
     return live is not None
+
+
+def read_failure(exc: kube.KubeError, cluster: Cluster, context: str = "") -> StepFailure:
+    """A read before writing failed: unreachable is retried as the write would be, anything else is final."""
+    if exc.transient:
+        return classify_failure(exc, existed=False, cluster=cluster)
+    return StepFailure(PropagationReason.RETRIEVAL_FAILED, f"{context}{exc.message}")
 
 
 def apply_step(
@@ -149,16 +153,7 @@ def _apply_naming_uid(
         raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     uid = pv.live_uid if ours else str(uuid.uuid4())
     try:
-        result = kube.apply_object(
-            conn,
-            naming_uid(manifest, uid),
-            plural=ftype.plural,
-            namespaced=ftype.namespaced,
-            field_manager="fedportal",
-            field_validation="Strict",
-            force=True,
-            timeout=kube_timeout(),
-        )
+        result = apply_as_fedportal(conn, ftype, naming_uid(manifest, uid))
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
             return None
@@ -182,18 +177,9 @@ def _read_then_apply(
     """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
     ftype = resource.type
     try:
-        live = kube.get_object(
-            conn,
-            api_version=ftype.api_version,
-            plural=ftype.plural,
-            namespace=resource.namespace or None,
-            name=resource.name,
-            timeout=kube_timeout(),
-        )
+        live = read_live(conn, resource)
     except kube.KubeError as exc:
-        if exc.transient:
-            raise classify_failure(exc, existed=False, cluster=cluster) from None
-        raise StepFailure(PropagationReason.RETRIEVAL_FAILED, exc.message) from None
+        raise read_failure(exc, cluster) from None
     if live is not None and ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
         raise StepFailure(
             PropagationReason.ALREADY_EXISTS,
@@ -217,16 +203,7 @@ def _read_then_apply(
     ):
         return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, live))
     try:
-        result = kube.apply_object(
-            conn,
-            manifest,
-            plural=ftype.plural,
-            namespaced=ftype.namespaced,
-            field_manager="fedportal",
-            field_validation="Strict",
-            force=True,
-            timeout=kube_timeout(),
-        )
+        result = apply_as_fedportal(conn, ftype, manifest)
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND and ftype.namespaced and live is None:
             # the namespace is missing (no GET of it on the common path: the apply says so)

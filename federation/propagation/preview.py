@@ -19,7 +19,7 @@ from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
 from federation.preview_checks import manifest_warnings
-from federation.propagation.common import kube_timeout, render_args
+from federation.propagation.common import kube_timeout, read_live, render_args
 from federation.propagation.namespaces import missing_namespaces
 from federation.propagation.planning import ClusterPlan, plan_targets
 from federation.rendering import (
@@ -67,14 +67,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             return ClusterPreview(cluster, "skip", message=f"{plan.reason}: {plan.message}")
         try:
             conn = connection_for(cluster)
-            live = kube.get_object(
-                conn,
-                api_version=ftype.api_version,
-                plural=ftype.plural,
-                namespace=resource.namespace or None,
-                name=resource.name,
-                timeout=min(kube_timeout(), 5.0),
-            )
+            live = read_live(conn, resource, timeout=min(kube_timeout(), 5.0))
         except (kube.KubeError, ValueError) as exc:
             return ClusterPreview(cluster, "error", message=f"Cannot read the live object: {exc}")
         preview = one_preview(plan, live)

@@ -71,23 +71,10 @@ def test_rejected_request_never_reaches_a_cluster(fleet, ready_fleet, operator, 
 def test_blocking_preflight_overridden_then_field_unsupported_on_one_cluster_is_partially_failed(
     fleet, ready_fleet, operator, approver, second_approver, admin_user
 ):
-    from tests.federation.factories import WEB_TEMPLATE
+    from tests.federation.factories import SIDECAR_TEMPLATE
 
-    template = {
-        **WEB_TEMPLATE,
-        "spec": {
-            **WEB_TEMPLATE["spec"],
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                    "containers": [{"name": "web", "image": "nginx:1.25"}],
-                },
-            },
-        },
-    }
     resource = web_deployment(
-        name="sidecar", placement={"clusters": ["m127", "m128"]}, template=template, actor=operator
+        name="sidecar", placement={"clusters": ["m127", "m128"]}, template=SIDECAR_TEMPLATE, actor=operator
     )
     cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
     # drift's API-compatibility preflight (registered in drift's AppConfig) blocks v1.27

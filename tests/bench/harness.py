@@ -128,32 +128,14 @@ class BenchEnv:
 
 class Worker:
     def __init__(self, env: dict, name: str, *, concurrency: int, queues: str = QUEUES, extra_env=None):
+        from tests.utils import celery_worker_command
+
         self.log_path = Path(env["FEDPORTAL_VAR_DIR"]) / f"worker-{name}.log"
         self.log_path.write_text("")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "fedportal",
-                "worker",
-                "-Q",
-                queues,
-                "-P",
-                "threads",
-                "-c",
-                str(concurrency),
-                "-n",
-                f"{name}-{os.getpid()}@%h",
-                "--without-mingle",
-                "--without-gossip",
-                "--without-heartbeat",
-                "-l",
-                "INFO",
-                "--logfile",
-                str(self.log_path),
-            ],
+            celery_worker_command(
+                queues=queues, concurrency=concurrency, node=f"{name}-{os.getpid()}@%h", log_path=self.log_path
+            ),
             cwd=ROOT,
             env={**env, **(extra_env or {})},
             stdout=subprocess.DEVNULL,

@@ -12,18 +12,6 @@ from tests.federation.factories import ftype
 
 __all__ = ["register_clusters", "federate", "assert_converged", "assert_one_sample_per_cluster", "finished_run"]
 
-WEB_TEMPLATE = {
-    "metadata": {"labels": {"app": "web"}},
-    "spec": {
-        "replicas": 1,
-        "selector": {"matchLabels": {"app": "web"}},
-        "template": {
-            "metadata": {"labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]},
-        },
-    },
-}
-
 
 def fleet_versions(fleet) -> dict[str, str]:
     return {c["name"]: c["version"] for c in fleet.admin("GET", "/clusters")["clusters"]}

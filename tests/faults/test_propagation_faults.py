@@ -11,13 +11,13 @@ from federation.models import PropagatedVersion, PropagationTarget
 from federation.tasks import resume_stale_targets_task
 from fedportal.models import AuditEvent
 from tests.faults.helpers import (
-    WEB_TEMPLATE,
     assert_converged,
     federate,
     finished_run,
     fleet_versions,
     register_clusters,
 )
+from tests.federation.factories import WEB_TEMPLATE
 from tests.utils import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -20,6 +20,21 @@ WEB_TEMPLATE = {
     },
 }
 
+# a native sidecar (an init container with restartPolicy: Always): a field v1.28 added, unknown to v1.27
+SIDECAR_TEMPLATE = {
+    **WEB_TEMPLATE,
+    "spec": {
+        **WEB_TEMPLATE["spec"],
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {
+                "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                "containers": [{"name": "web", "image": "nginx:1.25"}],
+            },
+        },
+    },
+}
+
 
 def register_fleet(fleet, names=None) -> dict[str, Cluster]:
     """Cluster rows for a RunningFleet's clusters, Ready, with their real versions."""

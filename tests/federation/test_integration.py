@@ -6,7 +6,13 @@ from federation import propagation, services
 from federation.choices import DriftPolicy, PropagationReason, Retention, RunState, SyncState
 from federation.models import PropagatedVersion, PropagationRun
 from federation.tasks import detect_drift_task
-from tests.federation.factories import WEB_TEMPLATE, federate_namespace, register_fleet, web_deployment
+from tests.federation.factories import (
+    SIDECAR_TEMPLATE,
+    WEB_TEMPLATE,
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
 from tests.utils import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -86,20 +92,7 @@ def test_cluster_down_during_propagation_converges_after_it_returns(fleet, ready
 
 
 def test_v128_field_fails_on_v127_only(fleet, ready_fleet):
-    template = {
-        **WEB_TEMPLATE,
-        "spec": {
-            **WEB_TEMPLATE["spec"],
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                    "containers": [{"name": "web", "image": "nginx:1.25"}],
-                },
-            },
-        },
-    }
-    resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
+    resource = web_deployment(placement={"clusters": MEMBERS}, template=SIDECAR_TEMPLATE)
     started = propagation.propagate_revision(resource)
     run = wait_for(lambda: finished(started), timeout=60, message="run finished")
     assert run.state == RunState.PARTIALLY_FAILED

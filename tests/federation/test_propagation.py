@@ -14,7 +14,14 @@ from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation import network, record, worker
 from federation.rendering import MANAGED_LABEL
 from fedportal.models import AuditEvent
-from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
+from tests.federation.factories import (
+    SIDECAR_TEMPLATE,
+    WEB_TEMPLATE,
+    drain,
+    federate_namespace,
+    register_fleet,
+    web_deployment,
+)
 from tests.utils import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -86,20 +93,7 @@ def test_task_body_is_idempotent(fleet, fleet_clusters):
 
 
 def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_clusters):
-    template = {
-        **WEB_TEMPLATE,
-        "spec": {
-            **WEB_TEMPLATE["spec"],
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
-                    "containers": [{"name": "web", "image": "nginx:1.25"}],
-                },
-            },
-        },
-    }
-    resource = web_deployment(placement={"clusters": MEMBERS}, template=template)
+    resource = web_deployment(placement={"clusters": MEMBERS}, template=SIDECAR_TEMPLATE)
     previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
     assert previews["m127"].warnings and "restartPolicy" in previews["m127"].warnings[0]
     # drift's compatibility check answers for the preview (as on the matrix and the change request):
@@ -157,27 +151,35 @@ def test_federated_namespace_is_created_first(fleet):
     assert fleet.get_object("m128", "v1", "Namespace", None, "fresh") is not None
 
 
-def test_unmanaged_object_is_already_exists_and_left_alone(fleet, fleet_clusters):
-    conn = connection_for(fleet_clusters["m128"])
+def someone_elses_configmap(cluster, name: str) -> None:
+    """A ConfigMap in shop written with kubectl: no FedPortal label, so never FedPortal's to change."""
     kube.apply_object(
-        conn,
+        connection_for(cluster),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": "cfg", "namespace": "shop"},
+            "metadata": {"name": name, "namespace": "shop"},
             "data": {"owner": "someone-else"},
         },
         plural="configmaps",
         namespaced=True,
         field_manager="kubectl",
     )
-    resource = services.create_resource(
+
+
+def fedportal_configmap(name: str):
+    return services.create_resource(
         services.find_type("ConfigMap"),
         namespace="shop",
-        name="cfg",
+        name=name,
         template={"data": {"owner": "fedportal"}},
         placement={"clusters": ["m128"]},
     )
+
+
+def test_unmanaged_object_is_already_exists_and_left_alone(fleet, fleet_clusters):
+    someone_elses_configmap(fleet_clusters["m128"], "cfg")
+    resource = fedportal_configmap("cfg")
     drain(propagation.propagate_revision(resource))
     assert pv(resource, "m128").status == PropagationReason.ALREADY_EXISTS
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "cfg")["data"] == {"owner": "someone-else"}
@@ -232,27 +234,9 @@ def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_
     assert calls_between(before, after) == {"PATCH": 1}
     assert pv(resource, "m128").live_uid == live(fleet, "m128")["metadata"]["uid"]
     # someone else's object of that name: the apply naming a fresh uid is refused, the read decides
-    conn = connection_for(fleet_clusters["m128"])
-    kube.apply_object(
-        conn,
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "theirs", "namespace": "shop"},
-            "data": {"owner": "someone-else"},
-        },
-        plural="configmaps",
-        namespaced=True,
-        field_manager="kubectl",
-    )
+    someone_elses_configmap(fleet_clusters["m128"], "theirs")
     before = served(fleet, "m128")
-    cfg = services.create_resource(
-        services.find_type("ConfigMap"),
-        namespace="shop",
-        name="theirs",
-        template={"data": {"owner": "fedportal"}},
-        placement={"clusters": ["m128"]},
-    )
+    cfg = fedportal_configmap("theirs")
     drain(propagation.propagate_revision(cfg))
     after = served(fleet, "m128")
     assert calls_between(before, after) == {"PATCH": 1, "GET": 1}

@@ -7,6 +7,7 @@ from django.urls import reverse
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from drift.models import ComplianceSnapshot
+from federation.models import FederatedType
 from fedportal.audit import record_event, verify_chain
 from fedportal.models import AuditEvent
 from fedportal.roles import Role
@@ -159,9 +160,10 @@ def test_beat_schedule_edits_are_audited_but_beats_bookkeeping_is_not():
         ("clusters_clusterstatechange", lambda: ClusterStateChangeFactory()),
         ("drift_compliancesnapshot", lambda: ComplianceSnapshot.objects.create()),
         ("fedportal_auditevent", lambda: record_event("test.admin", summary="kept")),
+        ("federation_federatedtype", lambda: FederatedType.objects.get(group="apps", kind="Deployment")),
     ],
 )
-def test_history_cannot_be_deleted_or_edited_through_the_admin(admin_client, admin_name, make):
+def test_history_and_read_only_rows_cannot_be_deleted_or_edited_through_the_admin(admin_client, admin_name, make):
     row = make()
     model = type(row)
     delete = admin_client.post(reverse(f"admin:{admin_name}_delete", args=[row.pk]), {"post": "yes"})
