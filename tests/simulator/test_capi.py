@@ -84,7 +84,14 @@ def test_fleet_file_capi_shape_and_errors():
         ({"managedBy": "mgmt", "machineSeconds": -1}, "machineSeconds"),
     ]
     for extra, message in bad:
-        raw = {**CAPI_FLEET, "clusters": [CAPI_FLEET["clusters"][0], CAPI_FLEET["clusters"][2], {"name": "x", "version": "v1.29.4", **extra}]}
+        raw = {
+            **CAPI_FLEET,
+            "clusters": [
+                CAPI_FLEET["clusters"][0],
+                CAPI_FLEET["clusters"][2],
+                {"name": "x", "version": "v1.29.4", **extra},
+            ],
+        }
         with pytest.raises(FleetSpecError, match=message):
             parse_fleet(raw)
     generated = generate_fleet(4, "1.28-1.29", capi=True)
