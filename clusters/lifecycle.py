@@ -90,6 +90,8 @@ def summarize(objects: dict[str, list[dict]]) -> dict[tuple[str, str], dict]:
             "updatedReplicas": status.get("updatedReplicas", 0),
             "readyReplicas": status.get("readyReplicas", 0),
             "statusVersion": status.get("version", ""),
+            "generation": meta.get("generation", 0),
+            "observedGeneration": status.get("observedGeneration", 0),
         }
     for md in objects["machinedeployments"]:
         meta, spec, status = md.get("metadata") or {}, md.get("spec") or {}, md.get("status") or {}
@@ -106,6 +108,8 @@ def summarize(objects: dict[str, list[dict]]) -> dict[tuple[str, str], dict]:
                 "readyReplicas": status.get("readyReplicas", 0),
                 "availableReplicas": status.get("availableReplicas", 0),
                 "phase": status.get("phase", ""),
+                "generation": meta.get("generation", 0),
+                "observedGeneration": status.get("observedGeneration", 0),
             }
         )
     for machine in objects["machines"]:

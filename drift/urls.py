@@ -28,3 +28,4 @@ urlpatterns += [
 ]
 
 urlpatterns += [path("summary/", views.drift_summary, name="summary")]
+urlpatterns += [path("upgrade/<str:name>/", views.upgrade_request, name="upgrade_request")]

@@ -456,3 +456,27 @@ def drift_summary(request):
         "snapshot": ComplianceSnapshot.objects.order_by("-taken_at", "-id").first(),
     }
     return render(request, "drift/partials/summary.html", context)
+
+
+@role_required(Role.OPERATOR)
+@require_http_methods(["POST"])
+def upgrade_request(request, name):
+    """The cluster page's "Upgrade to" form: a change request of kind upgrade, or 400 with the reason."""
+    from django.core.exceptions import PermissionDenied
+    from django.urls import reverse
+
+    from drift import upgrades
+    from federation.approvals.services import TransitionError
+
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404("No such cluster.")
+    try:
+        cr = upgrades.request_upgrade(
+            cluster, request.POST.get("to", ""), actor=request.user, scope=request.POST.get("scope") or "all"
+        )
+    except (upgrades.UpgradeRefused, TransitionError, PermissionDenied) as exc:
+        context = {"cluster": cluster, "error": upgrades.refuse_reason(exc), "to": request.POST.get("to", "")}
+        return render(request, "drift/upgrade_refused.html", context, status=400)
+    messages.success(request, f"CR-{cr.pk} drafted and submitted: {cr.title}.")
+    return redirect(reverse("approvals:change_detail", args=[cr.pk]))

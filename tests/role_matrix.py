@@ -332,6 +332,17 @@ URL_KWARGS.update(
 )
 
 
+# --- drift: Cluster API upgrades ------------------------------------------------------------------
+def _sample_cluster_name() -> dict:
+    from tests.clusters.factories import ClusterFactory
+
+    return {"name": ClusterFactory().name}
+
+
+EXPECTED.update({"drift:upgrade_request": {"POST": Role.OPERATOR}})
+URL_KWARGS.update({"drift:upgrade_request": _sample_cluster_name})
+
+
 # --- what an allowed request answers --------------------------------------------------------------
 # "Allowed" is asserted exactly: GET answers 200 and a POST with an empty body 200 (a form shown
 # again with its errors) unless listed here (a redirect, a 400 with the reason, a 409 when a fresh
@@ -357,6 +368,7 @@ SUCCESS_STATUS: dict[tuple[str, str], int] = {
     ("clusters:cluster_unjoin", "POST"): 400,
     ("clusters:fleet_poll", "POST"): 302,
     ("clusters:lifecycle_link", "POST"): 302,
+    ("drift:upgrade_request", "POST"): 400,
     ("federation:formset_row", "GET"): 400,
     ("federation:resource_create", "POST"): 400,
     ("federation:resource_edit", "POST"): 400,
