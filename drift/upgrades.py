@@ -459,3 +459,67 @@ def refuse_reason(exc: Exception) -> str:
     if isinstance(exc, PermissionDenied):
         return str(exc) or "Permission denied."
     return str(exc)
+
+
+# --- the compliance report's lifecycle sections -------------------------------------------------
+
+
+def lifecycle_compliance() -> dict:
+    """ "Clusters behind the fleet's target version" and "upgrades in progress".
+
+    The fleet's target version is the newest control-plane version among the CAPI-managed members
+    (what the fleet has shown it can run); a member whose control plane is older is behind it."""
+    managed = list(ManagedCluster.objects.filter(gone=False, member__isnull=False).select_related("member"))
+    versions = {m.member.name: (m.control_plane or {}).get("version", "") for m in managed}
+    parsed = {name: parse_version(v, full=True) for name, v in versions.items()}
+    known = [v for v in parsed.values() if v is not None]
+    target = max(known, key=lambda v: (v.major, v.minor, v.patch)) if known else None
+    target_text = next((versions[n] for n, v in parsed.items() if v is not None and v == target), "")
+    behind = []
+    if target is not None:
+        for name in sorted(parsed):
+            v = parsed[name]
+            if v is None or (v.major, v.minor, v.patch) < (target.major, target.minor, target.patch):
+                behind.append(
+                    {
+                        "cluster": name,
+                        "version": versions[name] or "unknown",
+                        "target": target_text,
+                        "minors_behind": (target.minor - v.minor) if v is not None else None,
+                    }
+                )
+    running = []
+    for cr in ChangeRequest.objects.filter(kind=ChangeKind.UPGRADE, state=ChangeState.APPLYING).order_by("pk"):
+        plan = UpgradePlan.objects.filter(change_request_id=cr.pk).first()
+        step = plan.current_step if plan else None
+        running.append(
+            {
+                "change_request": cr.pk,
+                "cluster": cr.cluster_name,
+                "target": plan.target_version if plan else "",
+                "step": _step_names([step])[0] if step else "",
+                "done": sum(1 for s in (plan.steps if plan else []) if s["state"] == "done"),
+                "steps": len(plan.steps) if plan else 0,
+            }
+        )
+    return {"target": target_text, "behind": behind, "in_progress": running}
+
+
+def lifecycle_csv_rows(data: dict):
+    yield ["section", "cluster", "version", "target", "detail"]
+    for row in data["behind"]:
+        yield [
+            "behind target",
+            row["cluster"],
+            row["version"],
+            row["target"],
+            f"{row['minors_behind']} minor(s) behind",
+        ]
+    for row in data["in_progress"]:
+        yield [
+            "upgrade in progress",
+            row["cluster"],
+            "",
+            row["target"],
+            f"CR-{row['change_request']}: step {row['done'] + 1} of {row['steps']}, {row['step']}",
+        ]

@@ -332,7 +332,14 @@ def compliance_report(request):
     """Per cluster: version policy, API compatibility, propagation, drift, isolation; a score. Printable."""
     form = ComplianceFilterForm(request.GET or None)
     can_isolate = has_role(request.user, Role.ADMIN)
-    context = {"form": form, "filter_query": _filter_query(request), "can_isolate": can_isolate}
+    from drift.upgrades import lifecycle_compliance
+
+    context = {
+        "form": form,
+        "filter_query": _filter_query(request),
+        "can_isolate": can_isolate,
+        "lifecycle": lifecycle_compliance(),  # small and live: outside the cached results
+    }
 
     def results():
         cleaned = form.cleaned_data if form.is_bound else {"labels": [], "only": ""}
@@ -480,3 +487,18 @@ def upgrade_request(request, name):
         return render(request, "drift/upgrade_refused.html", context, status=400)
     messages.success(request, f"CR-{cr.pk} drafted and submitted: {cr.title}.")
     return redirect(reverse("approvals:change_detail", args=[cr.pk]))
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def lifecycle_export(request):
+    """The compliance report's lifecycle sections as CSV: clusters behind the target, upgrades in progress."""
+    from drift.upgrades import lifecycle_compliance, lifecycle_csv_rows
+
+    rows = list(lifecycle_csv_rows(lifecycle_compliance()))
+    record_event(
+        "drift.compliance.export",
+        object_type="drift.lifecycle",
+        summary=f"exported the lifecycle compliance sections as CSV ({len(rows) - 1} rows)",
+    )
+    return stream_csv(f"lifecycle-{timezone.now():%Y%m%dT%H%M%SZ}.csv", rows[0], rows[1:])

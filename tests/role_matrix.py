@@ -339,7 +339,7 @@ def _sample_cluster_name() -> dict:
     return {"name": ClusterFactory().name}
 
 
-EXPECTED.update({"drift:upgrade_request": {"POST": Role.OPERATOR}})
+EXPECTED.update({"drift:upgrade_request": {"POST": Role.OPERATOR}, "drift:lifecycle_export": {"GET": Role.VIEWER}})
 URL_KWARGS.update({"drift:upgrade_request": _sample_cluster_name})
 
 

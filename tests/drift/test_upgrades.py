@@ -270,3 +270,21 @@ def test_a_stuck_machine_halts_the_upgrade_with_the_reason(fleet_factory, celery
     assert cr.upgrade_plan.steps[0]["state"] == "failed"
     assert fleet.version("w2") == "v1.29.4"
     assert lifecycle.managed_row(rows["w2"]).control_plane["version"] == "v1.30.2"
+
+
+def test_compliance_report_lists_clusters_behind_and_upgrades_in_progress(operator, viewer, client):
+    old = ClusterFactory(name="w-old", labels={"env": "dev"})
+    new = ClusterFactory(name="w-new", labels={"env": "dev"})
+    _managed(old, "v1.29.4", {"w-old-md-0": "v1.29.4"})
+    _managed(new, "v1.30.2", {"w-new-md-0": "v1.30.2"})
+    cr = upgrades.request_upgrade(old, "v1.30.2", actor=operator)
+    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
+    data = upgrades.lifecycle_compliance()
+    assert data["target"] == "v1.30.2"
+    assert [(r["cluster"], r["minors_behind"]) for r in data["behind"]] == [("w-old", 1)]
+    assert [(r["cluster"], r["done"], r["steps"]) for r in data["in_progress"]] == [("w-old", 0, 2)]
+    client.force_login(viewer)
+    page = client.get(reverse("drift:compliance_report")).content.decode()
+    assert "Clusters behind the fleet" in page and "w-old" in page and f"CR-{cr.pk}" in page
+    csv = b"".join(client.get(reverse("drift:lifecycle_export")).streaming_content).decode()
+    assert "behind target,w-old,v1.29.4,v1.30.2" in csv and "upgrade in progress,w-old" in csv
