@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from clusters import kube
@@ -221,6 +222,20 @@ def managed_row(member: Cluster) -> ManagedCluster | None:
         .order_by("-observed_at")
         .first()
     )
+
+
+def cluster_page_rows(cluster: Cluster) -> dict:
+    """For the cluster page, in one query: ``managed`` (the CAPI cluster describing it, or None) and
+    ``manages`` (the CAPI clusters it holds as a management cluster)."""
+    rows = list(
+        ManagedCluster.objects.filter(Q(member=cluster) | Q(management=cluster), gone=False)
+        .select_related("management", "member")
+        .order_by("-observed_at", "name")
+    )
+    return {
+        "managed": next((r for r in rows if r.member_id == cluster.pk), None),
+        "manages": sorted((r for r in rows if r.management_id == cluster.pk), key=lambda r: (r.namespace, r.name)),
+    }
 
 
 def lifecycle_json(member: Cluster) -> dict:

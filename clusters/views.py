@@ -148,8 +148,7 @@ def cluster_detail(request, pk):
         "history": selectors.state_history(cluster),
         "samples": selectors.version_history(cluster),
         "kubelets": sorted((cluster.kubelet_versions or {}).items()),
-        "managed": lifecycle_service.managed_row(cluster),
-        "manages": list(ManagedCluster.objects.filter(management=cluster, gone=False).select_related("member")),
+        **lifecycle_service.cluster_page_rows(cluster),
         "can_poll": has_role(request.user, Role.OPERATOR),
         "can_admin": has_role(request.user, Role.ADMIN),
     }
