@@ -582,6 +582,29 @@ def delete_object(
     return True
 
 
+def merge_patch_object(
+    conn: ClusterConnection,
+    *,
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str,
+    patch: dict,
+    field_manager: str = FIELD_MANAGER,
+    timeout=None,
+) -> dict:
+    """JSON merge patch (RFC 7386) of one object, validated strictly; returns the live object."""
+    return _request(
+        conn,
+        "PATCH",
+        resource_path(api_version, plural, namespace, name),
+        query=[("fieldManager", field_manager), ("fieldValidation", "Strict")],
+        body=patch,
+        content_type="application/merge-patch+json",
+        timeout=timeout,
+    ).json()
+
+
 def list_objects(
     conn: ClusterConnection,
     *,

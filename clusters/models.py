@@ -194,3 +194,49 @@ class PollRequest(models.Model):
 
     def __str__(self):
         return f"poll {self.pk} ({self.cluster_id or 'fleet'})"
+
+
+class ManagedCluster(models.Model):
+    """A Cluster API Cluster found on a registered management cluster, linked to the registered
+    member it describes, with what its objects said at the last poll (clusters/lifecycle.py).
+
+    ``control_plane``: {name, version, replicas, updatedReplicas, readyReplicas, statusVersion};
+    ``machine_deployments``: [{name, version, replicas, updatedReplicas, readyReplicas,
+    availableReplicas, phase}]; ``machines``: [{name, phase, version, role, owner, nodeName}].
+    """
+
+    management = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capi_clusters")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    member = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="capi_managed_by"
+    )
+    link_source = models.CharField(
+        max_length=16, blank=True, help_text="How the member was linked: name, endpoint or manual."
+    )
+    endpoint = models.CharField(max_length=512, blank=True, help_text="spec.controlPlaneEndpoint host:port")
+    phase = models.CharField(max_length=32, blank=True)
+    control_plane = models.JSONField(default=dict, blank=True)
+    machine_deployments = models.JSONField(default=list, blank=True)
+    machines = models.JSONField(default=list, blank=True)
+    observed_at = models.DateTimeField(null=True, blank=True)
+    gone = models.BooleanField(default=False, help_text="No longer found on the management cluster.")
+
+    class Meta:
+        ordering = ["management__name", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["management", "namespace", "name"], name="clusters_capi_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.management.name}:{self.namespace}/{self.name}"
+
+    @property
+    def rolling(self) -> bool:
+        """Machines are being replaced (some not on the desired version, or not Running)."""
+        cp = self.control_plane or {}
+        if cp and (cp.get("updatedReplicas") != cp.get("replicas") or cp.get("readyReplicas") != cp.get("replicas")):
+            return True
+        return any(m.get("phase") != "Running" for m in self.machines or []) or any(
+            md.get("updatedReplicas") != md.get("replicas") for md in self.machine_deployments or []
+        )

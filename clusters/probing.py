@@ -38,7 +38,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from clusters import enqueue, kube
+from clusters import enqueue, kube, lifecycle
 from clusters.choices import ClusterState
 from clusters.models import Cluster, ClusterStateChange, VersionSample
 from clusters.services.connections import connection_for
@@ -225,6 +225,10 @@ def probe_clusters(
                     outcomes += _record([future.result() for future in done])
     finally:
         Cluster.objects.filter(pk__in=held, probe_lease_until__isnull=False).update(probe_lease_until=None)
+    # management clusters (discovery serves Cluster API): their CAPI objects, read at the same cadence
+    for cluster in Cluster.objects.filter(pk__in=held, state=ClusterState.READY):
+        if lifecycle.is_management(cluster):
+            lifecycle.refresh_quietly(cluster)
     logger.info("probed %d clusters in %.2fs", len(todo), time.monotonic() - started)
     return outcomes
 

@@ -17,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from clusters import crypto, kube, selectors, services
+from clusters import lifecycle as lifecycle_service
 from clusters.filtersets import FILTER_KEYS, ClusterFilterSet
 from clusters.forms import (
     BulkLabelForm,
@@ -28,7 +29,7 @@ from clusters.forms import (
     UnjoinForm,
 )
 from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
-from clusters.models import Cluster, PollRequest
+from clusters.models import Cluster, ManagedCluster, PollRequest
 from clusters.services.bulk_labels import bulk_label_clusters
 from clusters.services.kubeconfig import import_kubeconfig
 from clusters.tables import ClusterTable
@@ -137,6 +138,7 @@ def cluster_detail(request, pk):
         "history": selectors.state_history(cluster),
         "samples": selectors.version_history(cluster),
         "kubelets": sorted((cluster.kubelet_versions or {}).items()),
+        **lifecycle_service.cluster_page_rows(cluster),
         "can_poll": has_role(request.user, Role.OPERATOR),
         "can_admin": has_role(request.user, Role.ADMIN),
     }
@@ -416,3 +418,41 @@ def _render_poll(request, poll, *, fragment: bool):
     if fragment and progress.finished:
         trigger_client_event(response, "clustersPolled")  # the list and detail pages refresh their rows
     return response
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle (Cluster API)
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def lifecycle(request):
+    """Every Cluster API cluster on the registered management clusters: control plane, MachineDeployments,
+    Machines (refreshed every few seconds while the page is open)."""
+    rows = list(ManagedCluster.objects.filter(gone=False).select_related("management", "member"))
+    context = {
+        "rows": rows,
+        "members": Cluster.objects.only("pk", "name") if has_role(request.user, Role.OPERATOR) else None,
+    }
+    return render_page(request, "clusters/lifecycle.html", context, "rows")
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def lifecycle_link(request, pk):
+    managed = get_object_or_404(ManagedCluster.objects.select_related("management"), pk=pk)
+    raw = request.POST.get("member", "")
+    member = None
+    if raw:
+        member = Cluster.objects.filter(pk=raw).first() if raw.isdigit() else None
+        if member is None:
+            messages.error(request, "Choose a registered cluster (or none).")
+            return redirect("clusters:lifecycle")
+    try:
+        lifecycle_service.link_member(managed, member, actor=request.user)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, f"{managed.name} linked to {member.name if member else 'no cluster'}.")
+    return redirect("clusters:lifecycle")

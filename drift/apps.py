@@ -13,6 +13,14 @@ class DriftConfig(AppConfig):
         from federation.preview_checks import register_manifest_check
 
         register_preflight(compat_preflight)
+
+        # Cluster API upgrades are change requests of kind "upgrade" that drift.upgrades plans and runs
+        from drift.upgrades import HANDLER, upgrade_preflight
+        from federation.approvals.choices import ChangeKind
+        from federation.approvals.kinds import register_kind
+
+        register_kind(ChangeKind.UPGRADE, HANDLER)
+        register_preflight(upgrade_preflight)
         register_manifest_check(compat_preview_check)
 
         # the first compliance snapshot as soon as the first probe completes (drift.first_snapshot)

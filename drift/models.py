@@ -95,3 +95,40 @@ class ComplianceSnapshot(models.Model):
     @property
     def compliant_share(self) -> float:
         return self.clusters_compliant / self.clusters_total if self.clusters_total else 1.0
+
+
+class UpgradePlan(models.Model):
+    """A Cluster API upgrade's plan and progress, beside its change request (kind ``upgrade``):
+    drift.upgrades drafts, checks and runs it.
+
+    ``steps``: [{"kind": "controlPlane" | "machineDeployment", "name", "from", "to",
+    "state": "pending" | "running" | "done" | "failed", "started_at", "finished_at", "message"}];
+    ``findings``: the preflight, [{"severity": "P0".."P3", "resource", "message"}].
+    """
+
+    change_request = models.OneToOneField(
+        "approvals.ChangeRequest", on_delete=models.CASCADE, related_name="upgrade_plan"
+    )
+    member = models.ForeignKey("clusters.Cluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    managed = models.ForeignKey("clusters.ManagedCluster", null=True, on_delete=models.SET_NULL, related_name="+")
+    scope = models.CharField(max_length=16, default="all", help_text="all | control-plane | workers")
+    from_version = models.CharField(max_length=64)
+    target_version = models.CharField(max_length=64)
+    steps = models.JSONField(default=list)
+    findings = models.JSONField(default=list, blank=True)
+    p0_override_reason = models.TextField(blank=True)
+    last_progress_at = models.DateTimeField(null=True, blank=True)
+    progress_marker = models.CharField(max_length=64, blank=True, help_text="Hash of the machines' phases.")
+    synced_at = models.DateTimeField(
+        null=True, blank=True, help_text="Lease of the sync pass working on it (in the future while one runs)."
+    )
+    stuck_seconds = models.PositiveIntegerField(
+        default=900, help_text="A step whose machines make no progress this long halts the upgrade."
+    )
+
+    def __str__(self):
+        return f"upgrade {self.change_request_id} to {self.target_version}"
+
+    @property
+    def current_step(self) -> dict | None:
+        return next((s for s in self.steps if s.get("state") in ("pending", "running")), None)

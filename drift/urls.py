@@ -28,3 +28,7 @@ urlpatterns += [
 ]
 
 urlpatterns += [path("summary/", views.drift_summary, name="summary")]
+urlpatterns += [
+    path("upgrade/<str:name>/", views.upgrade_request, name="upgrade_request"),
+    path("lifecycle.csv", views.lifecycle_export, name="lifecycle_export"),
+]

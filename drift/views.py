@@ -332,7 +332,14 @@ def compliance_report(request):
     """Per cluster: version policy, API compatibility, propagation, drift, isolation; a score. Printable."""
     form = ComplianceFilterForm(request.GET or None)
     can_isolate = has_role(request.user, Role.ADMIN)
-    context = {"form": form, "filter_query": _filter_query(request), "can_isolate": can_isolate}
+    from drift.upgrades import lifecycle_compliance
+
+    context = {
+        "form": form,
+        "filter_query": _filter_query(request),
+        "can_isolate": can_isolate,
+        "lifecycle": lifecycle_compliance(),  # small and live: outside the cached results
+    }
 
     def results():
         cleaned = form.cleaned_data if form.is_bound else {"labels": [], "only": ""}
@@ -456,3 +463,42 @@ def drift_summary(request):
         "snapshot": ComplianceSnapshot.objects.order_by("-taken_at", "-id").first(),
     }
     return render(request, "drift/partials/summary.html", context)
+
+
+@role_required(Role.OPERATOR)
+@require_http_methods(["POST"])
+def upgrade_request(request, name):
+    """The cluster page's "Upgrade to" form: a change request of kind upgrade, or 400 with the reason."""
+    from django.core.exceptions import PermissionDenied
+    from django.urls import reverse
+
+    from drift import upgrades
+    from federation.approvals.services import TransitionError
+
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise Http404("No such cluster.")
+    try:
+        cr = upgrades.request_upgrade(
+            cluster, request.POST.get("to", ""), actor=request.user, scope=request.POST.get("scope") or "all"
+        )
+    except (upgrades.UpgradeRefused, TransitionError, PermissionDenied) as exc:
+        context = {"cluster": cluster, "error": upgrades.refuse_reason(exc), "to": request.POST.get("to", "")}
+        return render(request, "drift/upgrade_refused.html", context, status=400)
+    messages.success(request, f"CR-{cr.pk} drafted and submitted: {cr.title}.")
+    return redirect(reverse("approvals:change_detail", args=[cr.pk]))
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def lifecycle_export(request):
+    """The compliance report's lifecycle sections as CSV: clusters behind the target, upgrades in progress."""
+    from drift.upgrades import lifecycle_compliance, lifecycle_csv_rows
+
+    rows = list(lifecycle_csv_rows(lifecycle_compliance()))
+    record_event(
+        "drift.compliance.export",
+        object_type="drift.lifecycle",
+        summary=f"exported the lifecycle compliance sections as CSV ({len(rows) - 1} rows)",
+    )
+    return stream_csv(f"lifecycle-{timezone.now():%Y%m%dT%H%M%SZ}.csv", rows[0], rows[1:])

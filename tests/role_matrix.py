@@ -110,6 +110,13 @@ def _sample_poll_pk() -> dict:
     return {"pk": PollRequest.objects.create(total=0).pk}
 
 
+def _sample_managed_cluster_pk() -> dict:
+    from clusters.models import ManagedCluster
+    from tests.clusters.factories import ClusterFactory
+
+    return {"pk": ManagedCluster.objects.create(management=ClusterFactory(), namespace="default", name="w1").pk}
+
+
 EXPECTED.update(
     {
         "clusters:cluster_list": {"GET": Role.VIEWER},
@@ -125,6 +132,8 @@ EXPECTED.update(
         "clusters:cluster_poll": {"POST": Role.OPERATOR},
         "clusters:fleet_poll": {"POST": Role.OPERATOR},
         "clusters:poll_status": {"GET": Role.VIEWER},
+        "clusters:lifecycle": {"GET": Role.VIEWER},
+        "clusters:lifecycle_link": {"POST": Role.OPERATOR},
     }
 )
 URL_KWARGS.update(
@@ -135,6 +144,7 @@ URL_KWARGS.update(
         "clusters:cluster_unjoin": _sample_cluster_pk,
         "clusters:cluster_poll": _sample_cluster_pk,
         "clusters:poll_status": _sample_poll_pk,
+        "clusters:lifecycle_link": _sample_managed_cluster_pk,
     }
 )
 
@@ -322,6 +332,17 @@ URL_KWARGS.update(
 )
 
 
+# --- drift: Cluster API upgrades ------------------------------------------------------------------
+def _sample_cluster_name() -> dict:
+    from tests.clusters.factories import ClusterFactory
+
+    return {"name": ClusterFactory().name}
+
+
+EXPECTED.update({"drift:upgrade_request": {"POST": Role.OPERATOR}, "drift:lifecycle_export": {"GET": Role.VIEWER}})
+URL_KWARGS.update({"drift:upgrade_request": _sample_cluster_name})
+
+
 # --- what an allowed request answers --------------------------------------------------------------
 # "Allowed" is asserted exactly: GET answers 200 and a POST with an empty body 200 (a form shown
 # again with its errors) unless listed here (a redirect, a 400 with the reason, a 409 when a fresh
@@ -346,6 +367,8 @@ SUCCESS_STATUS: dict[tuple[str, str], int] = {
     ("clusters:cluster_rotate_credentials", "POST"): 400,
     ("clusters:cluster_unjoin", "POST"): 400,
     ("clusters:fleet_poll", "POST"): 302,
+    ("clusters:lifecycle_link", "POST"): 302,
+    ("drift:upgrade_request", "POST"): 400,
     ("federation:formset_row", "GET"): 400,
     ("federation:resource_create", "POST"): 400,
     ("federation:resource_edit", "POST"): 400,

@@ -13,6 +13,7 @@ import re
 
 from clusters import schemas, served_apis
 
+from . import capi
 from .scale import SCALED_KINDS
 
 _SHORT_NAMES = {
@@ -104,6 +105,9 @@ def _resource_doc(res: schemas.ApiResource) -> list[dict]:
         doc["shortNames"] = _SHORT_NAMES[res.plural]
     if res.plural in _CATEGORIES:
         doc["categories"] = ["all"]
+    if capi.schema_for(res.group, res.version, res.plural) is not None:  # from Cluster API's CRD
+        names = capi.crd_data(res.plural)["names"]
+        doc.update({k: names[k] for k in ("shortNames", "categories") if names.get(k)})
     docs = [doc]
     if res.verbs != ("create",) and res.kind not in ("ConfigMap", "Secret", "ServiceAccount", "ComponentStatus"):
         docs.append(

@@ -57,6 +57,11 @@ class ClusterSpec:
     rollout_seconds: float = 1.0
     capacity: int | None = None  # schedulable pods; None: no limit
     runtime_config: dict = field(default_factory=dict)  # kube-apiserver --runtime-config: {key: enabled}
+    capi: bool = False  # a Cluster API management cluster (serves CAPI's CRDs, runs the controller)
+    managed_by: str | None = None  # the management cluster whose Cluster API objects make this cluster
+    control_plane_replicas: int = 1
+    machine_deployments: list[tuple[str, int]] = field(default_factory=list)  # (name, replicas)
+    machine_seconds: float = 2.0  # how long a Machine takes to provision, or to be deleted
 
 
 @dataclass
@@ -138,6 +143,9 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         runtime_config = parse_runtime_config(raw.get("runtimeConfig", defaults.get("runtimeConfig")))
     except ValueError as exc:
         raise FleetSpecError(f"{name}: {exc}") from exc
+    capi, managed_by, cp_replicas, mds = _parse_capi(name, raw, defaults)
+    if managed_by is not None:
+        nodes = []  # a managed cluster's nodes are its Machines' (clusters/simulator/capi.py makes them)
     return ClusterSpec(
         name=name,
         version=version,
@@ -150,7 +158,60 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         rollout_seconds=float(raw.get("rolloutSeconds", defaults.get("rolloutSeconds", 1.0))),
         capacity=parse_capacity(raw.get("capacity", defaults.get("capacity")), name),
         runtime_config=runtime_config,
+        capi=capi,
+        managed_by=managed_by,
+        control_plane_replicas=cp_replicas,
+        machine_deployments=mds,
+        machine_seconds=_positive(raw.get("machineSeconds", defaults.get("machineSeconds", 2.0)), name),
     )
+
+
+def _positive(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise FleetSpecError(f"{name}: machineSeconds must be a number >= 0, not {value!r}")
+    return float(value)
+
+
+def _replicas(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise FleetSpecError(f"{what}: replicas must be a whole number within 0..100, not {value!r}")
+    return value
+
+
+def _parse_capi(name: str, raw: dict, defaults: dict) -> tuple[bool, str | None, int, list[tuple[str, int]]]:
+    """`capi: true` (a management cluster), or `managedBy`, `controlPlane` and `machineDeployments`
+    (a workload cluster that a management cluster's Cluster API objects describe)."""
+    capi = raw.get("capi", False)
+    if not isinstance(capi, bool):
+        raise FleetSpecError(f"{name}: capi must be true or false, not {capi!r}")
+    managed_by = raw.get("managedBy")
+    if managed_by is None:
+        for key in ("controlPlane", "machineDeployments"):
+            if key in raw:
+                raise FleetSpecError(f"{name}: {key} needs managedBy (the management cluster's name)")
+        return capi, None, 1, []
+    if not isinstance(managed_by, str) or not _NAME_RE.match(managed_by):
+        raise FleetSpecError(f"{name}: managedBy must name a cluster of the fleet, not {managed_by!r}")
+    if managed_by == name:
+        raise FleetSpecError(f"{name}: a cluster cannot manage itself")
+    control_plane = raw.get("controlPlane") or {"replicas": 1}
+    if not isinstance(control_plane, dict):
+        raise FleetSpecError(f"{name}: controlPlane must be a mapping like {{replicas: 3}}")
+    cp_replicas = _replicas(control_plane.get("replicas", 1), f"{name}: controlPlane")
+    if cp_replicas < 1 or cp_replicas % 2 == 0:
+        # KubeadmControlPlane's webhook: an even etcd membership cannot keep quorum through a roll
+        raise FleetSpecError(f"{name}: controlPlane replicas must be an odd number (1, 3, 5...), not {cp_replicas}")
+    raw_mds = raw.get("machineDeployments", [{"name": "md-0", "replicas": 1}])
+    if not isinstance(raw_mds, list):
+        raise FleetSpecError(f"{name}: machineDeployments must be a list like [{{name: md-0, replicas: 3}}]")
+    mds = []
+    for entry in raw_mds:
+        if not isinstance(entry, dict) or not _NAME_RE.match(str(entry.get("name") or "")):
+            raise FleetSpecError(f"{name}: each machineDeployment needs a DNS-label name, not {entry!r}")
+        mds.append((str(entry["name"]), _replicas(entry.get("replicas", 1), f"{name}: {entry['name']}")))
+    if len({n for n, _ in mds}) != len(mds):
+        raise FleetSpecError(f"{name}: machineDeployment names must be unique")
+    return capi, managed_by, cp_replicas, mds
 
 
 def parse_capacity(value, name: str = "") -> int | None:
@@ -183,6 +244,12 @@ def parse_fleet(data) -> FleetSpec:
     names = [c.name for c in clusters]
     if len(set(names)) != len(names):
         raise FleetSpecError("cluster names must be unique")
+    by_name = {c.name: c for c in clusters}
+    for c in clusters:
+        if c.managed_by is not None and not (c.managed_by in by_name and by_name[c.managed_by].capi):
+            raise FleetSpecError(f"{c.name}: managedBy {c.managed_by!r} is not a cluster of the fleet with capi: true")
+        if c.managed_by is not None and c.capi:
+            raise FleetSpecError(f"{c.name}: a management cluster (capi: true) cannot be managedBy another here")
     return FleetSpec(clusters)
 
 
@@ -203,8 +270,10 @@ ENVS = ("prod", "staging", "dev")
 PROVIDERS = ("aws", "gcp", "azure", "onprem")
 
 
-def generate_fleet(count: int, versions: str = "1.25-1.33") -> FleetSpec:
-    """A host plus count-1 members spread over the version range, regions, envs and providers."""
+def generate_fleet(count: int, versions: str = "1.25-1.33", capi: bool = False) -> FleetSpec:
+    """A host plus count-1 members spread over the version range, regions, envs and providers;
+    with ``capi``, the host is a Cluster API management cluster and every member is managed by it
+    (one control-plane Machine, one MachineDeployment md-0 of 2)."""
     if count < 1:
         raise FleetSpecError("--generate needs at least 1 cluster")
     minors = parse_version_range(versions)
@@ -225,4 +294,11 @@ def generate_fleet(count: int, versions: str = "1.25-1.33") -> FleetSpec:
                 },
             }
         )
+    if capi:
+        raw[0]["capi"] = True
+        for entry in raw[1:]:
+            del entry["nodes"]
+            entry.update(
+                managedBy="host", controlPlane={"replicas": 1}, machineDeployments=[{"name": "md-0", "replicas": 2}]
+            )
     return parse_fleet({"clusters": raw})

@@ -12,7 +12,7 @@ import jsonpatch
 
 from clusters import schemas
 
-from . import custom, defaults, merge, reviews, rollout
+from . import capi, custom, defaults, merge, reviews, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
 from .store import ClusterState, now_text
 
@@ -116,6 +116,8 @@ def _check_names(ctx: Ctx, obj: dict) -> None:
 
 def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
     """Unknown fields per fieldValidation; type errors -> 400; missing/unsupported -> 422."""
+    if ctx.custom and capi.schema_for(ctx.res.group, ctx.res.version, ctx.res.plural) is not None:
+        return _capi_schema_step(ctx, obj, check_required)
     if ctx.custom:
         return obj  # custom objects: schema not enforced (preserve-unknown-fields)
     pruned, problems = schemas.prune_unknown_fields(obj, ctx.minor)
@@ -147,6 +149,27 @@ def _schema_step(ctx: Ctx, obj: dict, *, check_required: bool = True) -> dict:
             continue
         reason = "FieldValueRequired" if p.message.startswith("Required") else "FieldValueNotSupported"
         causes.append({"reason": reason, "field": schemas.pointer_to_field_path(p.path), "message": p.message})
+    if causes:
+        raise invalid(ctx.res.kind, ctx.res.group, obj.get("metadata", {}).get("name", ""), causes)
+    return obj
+
+
+def _capi_schema_step(ctx: Ctx, obj: dict, check_required: bool) -> dict:
+    """Cluster API kinds: their CRD's structural schema (pruning per fieldValidation, 422 for
+    type, enum and required-field errors), as the apiextensions apiserver validates them."""
+    pruned, unknown, causes = capi.check(ctx.res.plural, obj)
+    if unknown:
+        if ctx.field_validation == "Strict":
+            raise ApiError(
+                400,
+                f'{ctx.res.kind} in version "{ctx.res.version}" cannot be handled as a '
+                f"{ctx.res.kind}: strict decoding error: " + ", ".join(f'unknown field "{f}"' for f in unknown),
+            )
+        if ctx.field_validation == "Warn":
+            ctx.warnings.extend(f'unknown field "{f}"' for f in unknown)
+        obj = pruned
+    if not check_required:
+        causes = [c for c in causes if c["reason"] != "FieldValueRequired"]
     if causes:
         raise invalid(ctx.res.kind, ctx.res.group, obj.get("metadata", {}).get("name", ""), causes)
     return obj

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from clusters import schemas
 
-from . import discovery, objects, openapi, protobuf, reviews, scale, tables
+from . import capi, discovery, objects, openapi, protobuf, reviews, scale, tables
 from .errors import ApiError, conflict, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_capacity, parse_faults, parse_version
 from .store import ClusterState, parse_field_selector, parse_selector
@@ -59,6 +59,10 @@ class Fleet:
         self.clusters: dict[str, ClusterState] = {c.name: ClusterState(c) for c in spec.clusters}
         self.admin_token = admin_token
         self.started = time.time()
+        self.capi: capi.Controller | None = None
+        if any(c.capi for c in spec.clusters):
+            self.capi = capi.Controller(self.clusters)
+            self.capi.install()
 
 
 def version_info(git_version: str) -> dict:
@@ -584,6 +588,8 @@ class AdminHandler:
             "rolloutSeconds": c.rollout_seconds,
             "capacity": c.capacity,
             "objects": c.object_count(),
+            "capi": c.spec.capi,
+            "managedBy": c.spec.managed_by,
         }
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -628,6 +634,11 @@ class AdminHandler:
                     raise ApiError(400, '"nodes" must be a list of node names')
                 changed = cluster.set_kubelet_version(str(body.get("kubeletVersion", "")), nodes)
                 return _json({**self.describe(cluster), "upgradedNodes": changed})
+            if action == "capi":  # {"machinesStuck": bool}: new Machines of this workload cluster never come up
+                if self.fleet.capi is None or not cluster.spec.managed_by:
+                    raise ApiError(400, f"{cluster.name} is not managed by a Cluster API management cluster")
+                self.fleet.capi.set_stuck(cluster.name, bool(body.get("machinesStuck")))
+                return _json({**self.describe(cluster), "machinesStuck": cluster.name in self.fleet.capi.stuck})
             if action == "rollout":
                 cluster.rollout_seconds = float(body.get("seconds", cluster.rollout_seconds))
                 return _json(self.describe(cluster))
@@ -708,6 +719,17 @@ def build_app(fleet: Fleet) -> web.Application:
             cluster.close_watches()
 
     app.on_shutdown.append(end_watches)
+    if fleet.capi is not None:
+        controller = fleet.capi
+
+        async def start_capi(app_) -> None:
+            app_["capi"] = asyncio.get_running_loop().create_task(capi.run(controller))
+
+        async def stop_capi(app_) -> None:
+            app_["capi"].cancel()
+
+        app.on_startup.append(start_capi)
+        app.on_cleanup.append(stop_capi)
     cluster_handler = ClusterHandler(fleet)
     admin = AdminHandler(fleet)
     app.router.add_route("*", "/_fleet/clusters/{cluster}/{action:[a-z]*}", admin.handle_cluster)

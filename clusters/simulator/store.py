@@ -299,52 +299,76 @@ class ClusterState:
             self.add_namespace_companions(ns)
         for node in self.spec.nodes:
             self.save(
-                node_res,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": node.name,
-                        "uid": str(uuid.uuid4()),
-                        "resourceVersion": self.next_rv(),
-                        "creationTimestamp": stamp,
-                        "labels": {
-                            "kubernetes.io/hostname": node.name,
-                            "kubernetes.io/os": "linux",
-                            "kubernetes.io/arch": "amd64",
-                            "topology.kubernetes.io/region": node.region,
-                            "topology.kubernetes.io/zone": node.zone,
-                        },
-                    },
-                    "spec": {"podCIDR": "10.244.0.0/24"},
-                    "status": {
-                        "conditions": [
-                            {
-                                "type": "Ready",
-                                "status": "True",
-                                "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status",
-                                "lastHeartbeatTime": stamp,
-                                "lastTransitionTime": stamp,
-                            }
-                        ],
-                        "nodeInfo": {
-                            "kubeletVersion": node.kubelet_version,
-                            "kubeProxyVersion": node.kubelet_version,
-                            "machineID": uuid.uuid4().hex,
-                            "systemUUID": str(uuid.uuid4()),
-                            "bootID": str(uuid.uuid4()),
-                            "kernelVersion": "6.1.0-sim",
-                            "osImage": "Debian GNU/Linux 12 (bookworm)",
-                            "containerRuntimeVersion": "containerd://1.7.13",
-                            "operatingSystem": "linux",
-                            "architecture": "amd64",
-                        },
-                        "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                        "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                    },
-                },
+                node_res, node_object(node.name, node.kubelet_version, node.region, node.zone, stamp, self.next_rv())
             )
+
+    def add_node(self, name: str, kubelet_version: str, zone: str, *, control_plane: bool = False) -> None:
+        """A node joins (a Cluster API Machine came up): Ready, with that kubelet version."""
+        res = schemas.find_resource(self.minor, "v1", "Node")
+        region = self.spec.labels.get("region", "region-1")
+        node = node_object(name, kubelet_version, region, zone, now_text(), self.next_rv())
+        if control_plane:
+            node["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] = ""
+        self.save(res, node)
+
+    def cordon_node(self, name: str) -> None:
+        """kubectl drain's first step, as Cluster API does before deleting a Machine's node."""
+        res = schemas.find_resource(self.minor, "v1", "Node")
+        node = self.load(res, "", name)
+        if node is not None and not (node.get("spec") or {}).get("unschedulable"):
+            node.setdefault("spec", {})["unschedulable"] = True
+            node["metadata"]["resourceVersion"] = self.next_rv()
+            self.save(res, node)
+
+    def remove_node(self, name: str) -> None:
+        self.drop(schemas.find_resource(self.minor, "v1", "Node"), "", name)
+
+
+def node_object(name: str, kubelet_version: str, region: str, zone: str, stamp: str, rv: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid4()),
+            "resourceVersion": rv,
+            "creationTimestamp": stamp,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/region": region,
+                "topology.kubernetes.io/zone": zone,
+            },
+        },
+        "spec": {"podCIDR": "10.244.0.0/24"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            ],
+            "nodeInfo": {
+                "kubeletVersion": kubelet_version,
+                "kubeProxyVersion": kubelet_version,
+                "machineID": uuid.uuid4().hex,
+                "systemUUID": str(uuid.uuid4()),
+                "bootID": str(uuid.uuid4()),
+                "kernelVersion": "6.1.0-sim",
+                "osImage": "Debian GNU/Linux 12 (bookworm)",
+                "containerRuntimeVersion": "containerd://1.7.13",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+        },
+    }
 
 
 # ---------------------------------------------------------------------------------------------

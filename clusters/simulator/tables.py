@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from . import capi
+
 
 def wants_table(accept: str) -> str | None:
     """The Table apiVersion the client accepts ("meta.k8s.io/v1" or ".../v1beta1"), else None."""
@@ -74,7 +76,7 @@ _COLUMNS = {
 
 
 def table(api_version: str, kind: str, objects: list[dict], resource_version: str) -> dict:
-    extra_cols, cells = _COLUMNS.get(kind, ([], lambda o: []))
+    extra_cols, cells = _COLUMNS.get(kind) or capi.printer_columns(kind) or ([], lambda o: [])
     columns = [_col("Name", fmt="name"), *extra_cols, _col("Age")]
     rows = []
     for obj in objects:

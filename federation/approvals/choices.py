@@ -10,6 +10,7 @@ class ChangeKind(models.TextChoices):
     DELETE = "delete", "Delete"
     UNJOIN = "unjoin", "Unjoin cluster"
     RECONCILE = "reconcile", "Reconcile a cluster that joined or was relabelled"
+    UPGRADE = "upgrade", "Upgrade cluster"  # Cluster API (drift.upgrades runs it: federation.approvals.kinds)
 
 
 class ChangeState(models.TextChoices):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from django.db.models import F, OuterRef, Q, Subquery
 
 from federation.approvals.choices import ChangeKind
+from federation.approvals.kinds import handler_for
 from federation.choices import RunTrigger
 from federation.models import (
     PropagatedVersion,
@@ -54,6 +55,9 @@ def approved_content_hash(kind: str, resource, revision, cluster) -> str:
 
 
 def request_content_hash(cr) -> str:
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        return handler.content_hash(cr)
     return approved_content_hash(cr.kind, cr.resource, cr.proposed_revision, cr.cluster)
 
 

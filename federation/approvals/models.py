@@ -88,7 +88,7 @@ class ChangeRequest(models.Model):
 
     @property
     def subject(self) -> str:
-        if self.kind == ChangeKind.UNJOIN:
+        if self.kind in (ChangeKind.UNJOIN, ChangeKind.UPGRADE):
             return f"cluster {self.cluster_name}"
         return self.resource_repr
 

@@ -43,6 +43,7 @@ from federation import enqueue, propagation
 from federation import services as federation_services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
 from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
+from federation.approvals.kinds import BUSY, handler_for
 from federation.approvals.models import Approval, ChangeRequest, Comment
 from federation.approvals.preflight import run_preflight
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
@@ -136,7 +137,7 @@ def _audit(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, 
         f"approvals.change.{action}",
         actor=actor,
         obj=cr,
-        cluster=cr.cluster_name if cr.kind == ChangeKind.UNJOIN else "",
+        cluster=cr.cluster_name if cr.kind in (ChangeKind.UNJOIN, ChangeKind.UPGRADE) else "",
         summary=summary,
         before=before,
         after=after,
@@ -169,6 +170,9 @@ def _present_versions(resource: FederatedResource):
 
 
 def _targets(cr: ChangeRequest) -> list[Cluster]:
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        return handler.targets(cr)
     if cr.kind == ChangeKind.UNJOIN:
         return [cr.cluster] if cr.cluster_id else []
     if cr.resource_id is None:
@@ -183,6 +187,8 @@ def _targets(cr: ChangeRequest) -> list[Cluster]:
 
 def _diffs(cr: ChangeRequest) -> list[dict]:
     """Per target cluster: what applying would do, against what is live now."""
+    if handler_for(cr.kind) is not None:
+        return []  # the kind's own page shows its plan
     if cr.kind == ChangeKind.UNJOIN:
         rows = []
         for pv in (
@@ -499,9 +505,12 @@ def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
     _require_state(cr, (ChangeState.DRAFT,), "submitted")
     if cr.kind == ChangeKind.UNJOIN:
         require_role(actor, Role.ADMIN)
-    if cr.kind != ChangeKind.UNJOIN and cr.resource_id is None:
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        _check_kind(handler, cr)
+    elif cr.kind != ChangeKind.UNJOIN and cr.resource_id is None:
         raise TransitionError(f"The resource of CR-{cr.pk} no longer exists; cancel the request.")
-    if cr.kind not in (ChangeKind.UNJOIN, ChangeKind.DELETE) and cr.proposed_revision_id is None:
+    elif cr.kind not in (ChangeKind.UNJOIN, ChangeKind.DELETE) and cr.proposed_revision_id is None:
         raise TransitionError(f"CR-{cr.pk} proposes no revision.")
     cr = refresh_change_request(cr, actor=actor)
     with transaction.atomic():
@@ -577,6 +586,9 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
             "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
             "review it again."
         )
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        _check_kind(handler, cr)  # the kind's rules, again at approval
     wrote = content_authors(cr).get(getattr(actor, "pk", None))
     if wrote:
         raise PermissionDenied(
@@ -755,8 +767,23 @@ def _schedule_sync(cr_id: int, countdown: float = SYNC_DELAY_SECONDS) -> None:
     enqueue.sync_change_request(cr_id, countdown=countdown)
 
 
+def _check_kind(handler, cr: ChangeRequest) -> None:
+    try:
+        handler.check(cr)
+    except ValueError as exc:
+        raise TransitionError(str(exc)) from None
+
+
 def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
     """Start the propagation runs of a request (inside the caller's transaction)."""
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        _check_kind(handler, cr)
+        try:
+            handler.start(cr, actor=actor)
+        except ValueError as exc:
+            raise TransitionError(str(exc)) from None
+        return []
     if cr.kind == ChangeKind.UNJOIN:
         if cr.cluster is None:
             raise TransitionError("The cluster to unjoin no longer exists.")
@@ -818,7 +845,7 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
             before={"state": ChangeState.APPROVED},
             after={"state": ChangeState.APPLYING, "runs": [r.pk for r in runs]},
         )
-        _schedule_sync(cr.pk, countdown=0 if not runs else SYNC_DELAY_SECONDS)
+        _schedule_sync(cr.pk, countdown=0 if not runs and handler_for(cr.kind) is None else SYNC_DELAY_SECONDS)
     return _fresh(cr)
 
 
@@ -910,6 +937,9 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
     cr = _fresh(cr)
     if cr.state != ChangeState.APPLYING:
         return cr
+    handler = handler_for(cr.kind)
+    if handler is not None:
+        return _sync_kind(handler, cr)
     runs = list(cr.runs.all())
     rows = _outcome_rows(runs)
     if any(run.finished_at is None for run in runs):
@@ -942,6 +972,34 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
         )
         if final == ChangeState.APPLIED:
             _finish_side_effects(_fresh(cr))  # same transaction: Applied means the row/cluster is gone too
+    return _fresh(cr)
+
+
+def _sync_kind(handler, cr: ChangeRequest) -> ChangeRequest:
+    """An Applying request of a registered kind: the handler moves it on; it ends Applied or Failed."""
+    done = handler.sync(cr)
+    if done == BUSY:
+        return _fresh(cr)
+    if done is None:
+        _schedule_sync(cr.pk, countdown=1)
+        return _fresh(cr)
+    final, message = done
+    with transaction.atomic():
+        updated = ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
+            state=final,
+            apply_error=message if final != ChangeState.APPLIED else "",
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        if updated:
+            _audit(
+                "finish",
+                cr,
+                actor=None,
+                summary=f"CR-{cr.pk} {ChangeState(final).label}: {message}",
+                before={"state": ChangeState.APPLYING},
+                after={"state": final, "message": message},
+            )
     return _fresh(cr)
 
 

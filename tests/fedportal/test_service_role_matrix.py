@@ -29,6 +29,8 @@ SERVICE_MODULES = (
     "clusters.services.health",
     "clusters.services.kubeconfig",
     "drift.services",
+    "drift.upgrades",
+    "clusters.lifecycle",
 )
 # Functions with an ``actor`` that are not entry points for users: why each is left out.
 NOT_ENTRY_POINTS = {
@@ -317,6 +319,23 @@ TABLE = [
     row("drift.services.restore_cluster", [ADMIN], lambda w, a: _ds().restore_cluster(w.cluster, actor=a)),
     row("drift.services.take_compliance_snapshot", [ADMIN], lambda w, a: _ds().take_compliance_snapshot(actor=a)),
     row("drift.services.update_version_policy", [ADMIN], lambda w, a: _ds().update_version_policy(actor=a)),
+    # Cluster API lifecycle (a permitted role is refused for the sample cluster: not CAPI-managed)
+    row(
+        "drift.upgrades.request_upgrade",
+        [OPERATOR],
+        lambda w, a: import_module("drift.upgrades").request_upgrade(w.cluster, "v1.30.4", actor=a),
+    ),
+    row(
+        "clusters.lifecycle.link_member",
+        [OPERATOR],
+        lambda w, a: import_module("clusters.lifecycle").link_member(
+            import_module("clusters.models").ManagedCluster.objects.get_or_create(
+                management=w.cluster, namespace="default", name="rm-capi"
+            )[0],
+            None,
+            actor=a,
+        ),
+    ),
 ]
 
 

@@ -29,6 +29,11 @@ class Command(BaseCommand):
         source.add_argument("--fleet", help="fleet YAML file (see clusters/simulator/FLEET_FORMAT.md)")
         source.add_argument("--generate", type=int, metavar="N", help="generate a fleet of N clusters")
         parser.add_argument("--versions", default="1.25-1.33", help="version range for --generate")
+        parser.add_argument(
+            "--capi",
+            action="store_true",
+            help="with --generate: the host is a Cluster API management cluster managing every member",
+        )
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8600)
         parser.add_argument("--tls", action="store_true", help="serve HTTPS with a generated CA")
@@ -48,7 +53,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         try:
-            spec = parse_fleet(opts["fleet"]) if opts["fleet"] else generate_fleet(opts["generate"], opts["versions"])
+            spec = (
+                parse_fleet(opts["fleet"])
+                if opts["fleet"]
+                else generate_fleet(opts["generate"], opts["versions"], capi=opts["capi"])
+            )
         except FleetSpecError as exc:
             raise CommandError(str(exc)) from exc
         if opts["rollout_seconds"] is not None:

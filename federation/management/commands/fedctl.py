@@ -10,6 +10,9 @@
     fedctl reject ID --as USER --comment TEXT
     fedctl requests [--state STATE] [-o table|json]
     fedctl status NS/NAME [--kind KIND] [-o json|yaml]
+    fedctl upgrade CLUSTER --to VERSION --as USER [--scope all|control-plane|workers]
+        a Cluster API upgrade through approvals; the change request id is the last line
+    fedctl lifecycle CLUSTER [-o json|table]     control plane, MachineDeployments, Machines
     fedctl enable KIND --group GROUP --version VERSION [--plural PLURAL] [--cluster-scoped]
 
 Cluster-scoped resources (Namespace) are named without a namespace: ``fedctl status shop --kind Namespace``.
@@ -86,6 +89,16 @@ class Command(BaseCommand):
             decide.add_argument("id", type=int)
             decide.add_argument("--as", dest="username", required=True)
             decide.add_argument("--comment", default="", required=needs_comment)
+        upgrade = sub.add_parser("upgrade", help="Request a Cluster API upgrade of a cluster (change request).")
+        upgrade.add_argument("cluster")
+        upgrade.add_argument("--to", required=True, dest="to")
+        upgrade.add_argument("--as", dest="username", required=True)
+        upgrade.add_argument("--scope", choices=["all", "control-plane", "workers"], default="all")
+        lifecycle = sub.add_parser(
+            "lifecycle", help="A cluster's Cluster API control plane, MachineDeployments, Machines."
+        )
+        lifecycle.add_argument("cluster")
+        lifecycle.add_argument("-o", "--output", choices=["table", "json"], default="table")
         requests = sub.add_parser("requests", help="List change requests.")
         requests.add_argument("--state", default="")
         requests.add_argument("-o", "--output", choices=["table", "json"], default="table")
@@ -214,6 +227,25 @@ class Command(BaseCommand):
         call_command(
             "changes", "reject", str(id), "--as", username, "--comment", comment, stdout=self.stdout, stderr=self.stderr
         )
+
+    def do_upgrade(self, *, cluster, to, username, scope, **_):
+        # drift runs upgrades (drift.upgrades); fedctl passes the request on, as it does to `changes`
+        call_command(
+            "upgrades",
+            "request",
+            cluster,
+            "--to",
+            to,
+            "--as",
+            username,
+            "--scope",
+            scope,
+            stdout=self.stdout,
+            stderr=self.stderr,
+        )
+
+    def do_lifecycle(self, *, cluster, output, **_):
+        call_command("upgrades", "lifecycle", cluster, "-o", output, stdout=self.stdout, stderr=self.stderr)
 
     def do_requests(self, *, state, output, **_):
         call_command("changes", "list", "--state", state, "-o", output, stdout=self.stdout, stderr=self.stderr)

@@ -110,6 +110,8 @@ class Command(BaseCommand):
                 self.style.SUCCESS(
                     f"\nFedPortal is running at http://127.0.0.1:{options['port']}/\n"
                     f"  log in as admin / {password}   (also: operator, approver, viewer — same password)\n"
+                    f"  Cluster API: capi-eu and capi-us are managed by host; see /clusters/lifecycle/ and upgrade\n"
+                    f"  one from its cluster page (README, Upgrading clusters).\n"
                     f"  logs: {demo_dir}/*.log   ·   Ctrl-C stops everything.\n"
                 )
             )

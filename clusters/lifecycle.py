@@ -1,0 +1,295 @@
+"""Cluster lifecycle from Cluster API: what the management clusters' CAPI objects say about the members.
+
+A registered cluster whose discovery serves ``cluster.x-k8s.io/v1beta1`` is a management cluster.
+At each poll of it (clusters.probing calls ``refresh``) FedPortal lists its Cluster,
+KubeadmControlPlane, MachineDeployment and Machine objects, keeps one ``ManagedCluster`` row per
+CAPI Cluster, links it to the registered member it describes (the same name, else the same API
+endpoint host:port; a manual link is kept), and records the Machines' kubelet versions on the member
+(so the version-skew matrix sees the transient skew of a roll as it happens). Fields are read with
+Cluster API v1beta1's meaning: KubeadmControlPlane spec.version / status.replicas, updatedReplicas,
+readyReplicas; MachineDeployment spec.template.spec.version and the same counters; Machine
+status.phase, spec.version and status.nodeInfo.kubeletVersion.
+"""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters import kube
+from clusters.models import Cluster, ManagedCluster, VersionSample
+from clusters.services.connections import connection_for
+from clusters.versions import parse_version
+from fedportal.audit import record_event
+from fedportal.roles import Role, require_actor_role
+
+logger = logging.getLogger(__name__)
+
+CAPI_GV = "cluster.x-k8s.io/v1beta1"
+CP_GV = "controlplane.cluster.x-k8s.io/v1beta1"
+CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
+CP_LABEL = "cluster.x-k8s.io/control-plane"
+MD_LABEL = "cluster.x-k8s.io/deployment-name"
+
+
+class LifecycleError(ValueError):
+    """A lifecycle read or link that cannot be done; the message says why."""
+
+
+def is_management(cluster: Cluster) -> bool:
+    return CAPI_GV in (cluster.served_apis or [])
+
+
+def read_objects(conn: kube.ClusterConnection, timeout: float | None = None) -> dict[str, list[dict]]:
+    """Every Cluster API object FedPortal reads, all namespaces."""
+    return {
+        "clusters": kube.list_objects(conn, api_version=CAPI_GV, plural="clusters", timeout=timeout),
+        "kubeadmcontrolplanes": kube.list_objects(
+            conn, api_version=CP_GV, plural="kubeadmcontrolplanes", timeout=timeout
+        ),
+        "machinedeployments": kube.list_objects(
+            conn, api_version=CAPI_GV, plural="machinedeployments", timeout=timeout
+        ),
+        "machines": kube.list_objects(conn, api_version=CAPI_GV, plural="machines", timeout=timeout),
+    }
+
+
+def _cluster_of(obj: dict) -> str:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(CLUSTER_LABEL) or (obj.get("spec") or {}).get("clusterName") or ""
+
+
+def summarize(objects: dict[str, list[dict]]) -> dict[tuple[str, str], dict]:
+    """(namespace, cluster name) -> {endpoint, phase, control_plane, machine_deployments, machines}."""
+    out: dict[tuple[str, str], dict] = {}
+    for cl in objects["clusters"]:
+        meta, spec = cl.get("metadata") or {}, cl.get("spec") or {}
+        endpoint = spec.get("controlPlaneEndpoint") or {}
+        out[(meta.get("namespace", ""), meta.get("name", ""))] = {
+            "endpoint": f"{endpoint.get('host')}:{endpoint.get('port')}" if endpoint.get("host") else "",
+            "phase": (cl.get("status") or {}).get("phase", ""),
+            "control_plane_ref": (spec.get("controlPlaneRef") or {}).get("name", ""),
+            "control_plane": {},
+            "machine_deployments": [],
+            "machines": [],
+        }
+    for kcp in objects["kubeadmcontrolplanes"]:
+        meta, spec, status = kcp.get("metadata") or {}, kcp.get("spec") or {}, kcp.get("status") or {}
+        entry = out.get((meta.get("namespace", ""), _cluster_of(kcp)))
+        if entry is None:
+            continue
+        entry["control_plane"] = {
+            "name": meta.get("name", ""),
+            "version": spec.get("version", ""),
+            "replicas": spec.get("replicas", 1),
+            "statusReplicas": status.get("replicas", 0),
+            "updatedReplicas": status.get("updatedReplicas", 0),
+            "readyReplicas": status.get("readyReplicas", 0),
+            "statusVersion": status.get("version", ""),
+            "generation": meta.get("generation", 0),
+            "observedGeneration": status.get("observedGeneration", 0),
+        }
+    for md in objects["machinedeployments"]:
+        meta, spec, status = md.get("metadata") or {}, md.get("spec") or {}, md.get("status") or {}
+        entry = out.get((meta.get("namespace", ""), _cluster_of(md)))
+        if entry is None:
+            continue
+        entry["machine_deployments"].append(
+            {
+                "name": meta.get("name", ""),
+                "version": ((spec.get("template") or {}).get("spec") or {}).get("version", ""),
+                "replicas": spec.get("replicas", 1),
+                "statusReplicas": status.get("replicas", 0),
+                "updatedReplicas": status.get("updatedReplicas", 0),
+                "readyReplicas": status.get("readyReplicas", 0),
+                "availableReplicas": status.get("availableReplicas", 0),
+                "phase": status.get("phase", ""),
+                "generation": meta.get("generation", 0),
+                "observedGeneration": status.get("observedGeneration", 0),
+            }
+        )
+    for machine in objects["machines"]:
+        meta, spec, status = machine.get("metadata") or {}, machine.get("spec") or {}, machine.get("status") or {}
+        entry = out.get((meta.get("namespace", ""), _cluster_of(machine)))
+        if entry is None:
+            continue
+        labels = meta.get("labels") or {}
+        entry["machines"].append(
+            {
+                "name": meta.get("name", ""),
+                "phase": status.get("phase", "") or "Pending",
+                "version": spec.get("version", ""),
+                "kubelet": (status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+                "role": "control-plane" if CP_LABEL in labels else "worker",
+                "owner": labels.get(MD_LABEL, "") or ("control-plane" if CP_LABEL in labels else ""),
+                "nodeName": (status.get("nodeRef") or {}).get("name", ""),
+            }
+        )
+    for entry in out.values():
+        entry["machine_deployments"].sort(key=lambda md: md["name"])
+        entry["machines"].sort(key=lambda m: (m["role"] != "control-plane", m["owner"], m["name"]))
+    return out
+
+
+def _endpoint_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if parts.hostname else ""
+
+
+def _auto_link(management: Cluster, name: str, endpoint: str) -> tuple[Cluster | None, str]:
+    by_name = Cluster.objects.exclude(pk=management.pk).filter(name=name).first()
+    if by_name is not None:
+        return by_name, "name"
+    if endpoint:
+        found = [c for c in Cluster.objects.exclude(pk=management.pk) if _endpoint_of(c.api_server) == endpoint]
+        if len(found) == 1:
+            return found[0], "endpoint"
+    return None, ""
+
+
+def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCluster]:
+    """Read the management cluster's Cluster API objects and store what they say (see module doc)."""
+    objects = read_objects(connection_for(management), timeout=timeout)
+    found = summarize(objects)
+    now = timezone.now()
+    rows = []
+    with transaction.atomic():
+        existing = {
+            (r.namespace, r.name): r for r in ManagedCluster.objects.select_for_update().filter(management=management)
+        }
+        for (namespace, name), entry in sorted(found.items()):
+            row = existing.pop((namespace, name), None) or ManagedCluster(
+                management=management, namespace=namespace, name=name
+            )
+            if row.link_source != "manual" or row.member_id is None:
+                row.member, row.link_source = _auto_link(management, name, entry["endpoint"])
+            row.endpoint = entry["endpoint"][:512]
+            row.phase = entry["phase"][:32]
+            row.control_plane = entry["control_plane"]
+            row.machine_deployments = entry["machine_deployments"]
+            row.machines = entry["machines"]
+            row.observed_at, row.gone = now, False
+            row.save()
+            rows.append(row)
+            if row.member_id is not None:
+                _record_kubelets(row.member, entry["machines"], now)
+        for row in existing.values():
+            if not row.gone:
+                row.gone = True
+                row.save(update_fields=["gone"])
+    return rows
+
+
+def _record_kubelets(member: Cluster, machines: list[dict], now) -> None:
+    """The member's node kubelet versions as its Machines report them (Running or Deleting, with a
+    node): what the skew matrix reads, refreshed at every poll of the management cluster."""
+    kubelets = {m["nodeName"]: m["kubelet"] for m in machines if m["nodeName"] and m["kubelet"]}
+    member = Cluster.objects.select_for_update().get(pk=member.pk)
+    if not kubelets or kubelets == (member.kubelet_versions or {}):
+        return
+    member.kubelet_versions = kubelets
+    member.node_count = len(kubelets)
+    member.save(update_fields=["kubelet_versions", "node_count", "updated_at"])
+    if member.server_version:
+        VersionSample.objects.create(
+            cluster=member,
+            sampled_at=now,
+            git_version=member.server_version,
+            version_major=member.version_major,
+            version_minor=member.version_minor,
+            platform=member.platform,
+            kubelet_versions=kubelets,
+        )
+
+
+def refresh_quietly(cluster: Cluster) -> None:
+    """``refresh`` for the poll: a failure is logged, never fails the probe."""
+    try:
+        refresh(cluster)
+    except Exception:  # noqa: BLE001 - the probe of the management cluster itself succeeded
+        logger.exception("reading Cluster API objects on %s failed", cluster.name)
+
+
+def managed_row(member: Cluster) -> ManagedCluster | None:
+    return (
+        ManagedCluster.objects.select_related("management")
+        .filter(member=member, gone=False)
+        .order_by("-observed_at")
+        .first()
+    )
+
+
+def cluster_page_rows(cluster: Cluster) -> dict:
+    """For the cluster page, in one query: ``managed`` (the CAPI cluster describing it, or None) and
+    ``manages`` (the CAPI clusters it holds as a management cluster)."""
+    rows = list(
+        ManagedCluster.objects.filter(Q(member=cluster) | Q(management=cluster), gone=False)
+        .select_related("management", "member")
+        .order_by("-observed_at", "name")
+    )
+    return {
+        "managed": next((r for r in rows if r.member_id == cluster.pk), None),
+        "manages": sorted((r for r in rows if r.management_id == cluster.pk), key=lambda r: (r.namespace, r.name)),
+    }
+
+
+def lifecycle_json(member: Cluster) -> dict:
+    """`fedctl lifecycle CLUSTER -o json`: the control plane, MachineDeployments and Machines."""
+    row = managed_row(member)
+    if row is None:
+        raise LifecycleError(f"{member.name} is not managed by Cluster API on any registered management cluster.")
+    cp = row.control_plane or {}
+    return {
+        "controlPlane": {
+            "version": cp.get("version", ""),
+            "replicas": cp.get("replicas", 0),
+            "updatedReplicas": cp.get("updatedReplicas", 0),
+            "readyReplicas": cp.get("readyReplicas", 0),
+        },
+        "machineDeployments": [
+            {
+                "name": md["name"],
+                "version": md["version"],
+                "replicas": md["replicas"],
+                "updatedReplicas": md["updatedReplicas"],
+                "readyReplicas": md["readyReplicas"],
+            }
+            for md in row.machine_deployments or []
+        ],
+        "machines": [{"name": m["name"], "phase": m["phase"], "version": m["version"]} for m in row.machines or []],
+    }
+
+
+def link_member(managed: ManagedCluster, member: Cluster | None, *, actor) -> ManagedCluster:
+    """Link (or unlink, ``member=None``) a CAPI Cluster to a registered cluster by hand; audited."""
+    require_actor_role(actor, Role.OPERATOR)
+    if member is not None and member.pk == managed.management_id:
+        raise ValidationError({"member": "A management cluster cannot be its own workload cluster."})
+    if member is not None:
+        taken = ManagedCluster.objects.filter(member=member, gone=False).exclude(pk=managed.pk).first()
+        if taken is not None:
+            raise ValidationError({"member": f"{member.name} is already linked to {taken}."})
+    before = {"member": managed.member.name if managed.member else None, "link": managed.link_source}
+    managed.member = member
+    managed.link_source = "manual" if member is not None else ""
+    managed.save(update_fields=["member", "link_source"])
+    record_event(
+        "cluster.lifecycle_link",
+        actor=actor,
+        obj=managed,
+        cluster=managed.management.name,
+        summary=f"Linked Cluster API cluster {managed} to {member.name if member else 'no registered cluster'}",
+        before=before,
+        after={"member": member.name if member else None, "link": managed.link_source},
+    )
+    return managed
+
+
+def version_key(text: str) -> tuple[int, int, int] | None:
+    parsed = parse_version(text or "", full=True)
+    return (parsed.major, parsed.minor, parsed.patch) if parsed else None

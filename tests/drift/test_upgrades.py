@@ -1,0 +1,290 @@
+"""Cluster API upgrades through the approval workflow (drift.upgrades): the rules, the preflight,
+the two-role guards, fedctl, and the whole roll with a real worker against the simulator."""
+
+from __future__ import annotations
+
+import json
+import re
+from io import StringIO
+
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+
+from clusters import kube, lifecycle
+from clusters.models import Cluster, ManagedCluster
+from clusters.probing import probe_cluster
+from clusters.services import register_cluster
+from clusters.services.connections import connection_for
+from drift import selectors, upgrades
+from federation.approvals import services as approvals
+from federation.approvals.choices import ChangeKind, ChangeState
+from federation.approvals.models import ChangeRequest
+from federation.models import PropagatedVersion
+from federation.services import create_resource, create_type
+from fedportal.models import AuditEvent
+from tests.clusters.factories import ClusterFactory
+from tests.utils import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _managed(member: Cluster, cp: str, mds: dict[str, str], management: Cluster | None = None) -> ManagedCluster:
+    """A ManagedCluster as a poll would have stored it (no network needed to refuse a request)."""
+    management = management or ClusterFactory(name=f"mgmt-{member.name}")
+    return ManagedCluster.objects.create(
+        management=management,
+        namespace="default",
+        name=member.name,
+        member=member,
+        link_source="name",
+        control_plane={
+            "name": f"{member.name}-control-plane",
+            "version": cp,
+            "replicas": 1,
+            "statusReplicas": 1,
+            "updatedReplicas": 1,
+            "readyReplicas": 1,
+        },
+        machine_deployments=[
+            {
+                "name": name,
+                "version": version,
+                "replicas": 1,
+                "statusReplicas": 1,
+                "updatedReplicas": 1,
+                "readyReplicas": 1,
+                "availableReplicas": 1,
+                "phase": "Running",
+            }
+            for name, version in mds.items()
+        ],
+        machines=[],
+    )
+
+
+@pytest.fixture
+def member():
+    cluster = ClusterFactory(name="w1", labels={"env": "dev"}, server_version="v1.28.5")
+    _managed(cluster, "v1.28.5", {"w1-md-0": "v1.28.5"})
+    return cluster
+
+
+@pytest.mark.parametrize(
+    "to, scope, reason",
+    [
+        ("v1.30.1", "all", "upgrade one minor at a time, 1.28 → 1.29 → 1.30"),
+        ("v1.29.2", "workers", "Workers are never newer than the control plane"),
+        ("v1.27.9", "all", "never downgraded"),
+        ("banana", "all", "is not a Kubernetes version: give a full version like v1.30.4"),
+        ("v1.29", "all", "give a full version"),
+        ("v1.40.0", "all", "not a Kubernetes version FedPortal's schemas know (v1.25–v1.37)"),
+        ("v2.1.0", "all", "is not a Kubernetes version"),
+        ("v1.28.5", "all", "nothing to upgrade"),
+        ("v1.29.0", "sideways", "Unknown scope"),
+    ],
+)
+def test_refused_requests_say_why_and_change_nothing(member, operator, to, scope, reason):
+    events = AuditEvent.objects.count()
+    with pytest.raises(upgrades.UpgradeRefused, match=re.escape(reason)):
+        upgrades.request_upgrade(member, to, actor=operator, scope=scope)
+    assert not ChangeRequest.objects.exists() and AuditEvent.objects.count() == events
+
+
+def test_kubelet_skew_of_the_target_is_enforced(operator):
+    cluster = ClusterFactory(name="old-workers")
+    _managed(cluster, "v1.29.1", {"md-0": "v1.26.3"})  # 1.30 control plane, kubelets 4 minors behind
+    with pytest.raises(upgrades.UpgradeRefused, match="4 minors behind a 1.30 control plane; the skew policy allows 3"):
+        upgrades.request_upgrade(cluster, "v1.30.0", actor=operator)
+
+
+def test_a_cluster_not_managed_by_cluster_api_is_refused(operator, client):
+    plain = ClusterFactory(name="plain")
+    with pytest.raises(upgrades.UpgradeRefused, match="not managed by Cluster API"):
+        upgrades.request_upgrade(plain, "v1.30.0", actor=operator)
+    client.force_login(operator)
+    response = client.post(reverse("drift:upgrade_request", args=["plain"]), {"to": "v1.30.0"})
+    assert response.status_code == 400 and "not managed by Cluster API" in response.content.decode()
+    with pytest.raises(CommandError, match="Refused: plain is not managed by Cluster API"):
+        call_command("fedctl", "upgrade", "plain", "--to", "v1.30.0", "--as", operator.username)
+    assert not ChangeRequest.objects.exists()
+
+
+def test_viewer_cannot_request_and_author_cannot_approve_their_own(member, viewer, make_user, client, approver):
+    with pytest.raises(PermissionDenied):
+        upgrades.request_upgrade(member, "v1.29.2", actor=viewer)
+    client.force_login(viewer)
+    assert client.post(reverse("drift:upgrade_request", args=["w1"]), {"to": "v1.29.2"}).status_code == 403
+    assert not ChangeRequest.objects.exists()
+    both = make_user("both", "operator", "approver")
+    cr = upgrades.request_upgrade(member, "v1.29.2", actor=both)
+    assert cr.kind == ChangeKind.UPGRADE and cr.state == ChangeState.SUBMITTED
+    assert [(s["kind"], s["name"]) for s in cr.upgrade_plan.steps] == [
+        ("controlPlane", "w1-control-plane"),
+        ("machineDeployment", "w1-md-0"),
+    ]
+    with pytest.raises(PermissionDenied, match="another approver"):
+        approvals.approve(cr, actor=both)
+    # a second request for the same cluster while this one is open is refused
+    with pytest.raises(upgrades.UpgradeRefused, match=f"CR-{cr.pk} already upgrades w1"):
+        upgrades.request_upgrade(member, "v1.29.2", actor=both)
+
+
+def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_user, client, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    cluster = ClusterFactory(name="w125", labels={"env": "dev"}, server_version="v1.25.9")
+    _managed(cluster, "v1.25.9", {"w125-md-0": "v1.25.9"})
+    hpa_type = create_type(
+        group="autoscaling", version="v2beta2", kind="HorizontalPodAutoscaler", plural="horizontalpodautoscalers"
+    )
+    template = {
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 5}
+    }
+    resource = create_resource(
+        hpa_type, namespace="shop", name="web", template=template, placement={"clusters": ["w125"]}
+    )
+    manifest = {
+        "apiVersion": "autoscaling/v2beta2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop"},
+        **template,
+    }
+    PropagatedVersion.objects.create(resource=resource, cluster=cluster, applied_manifest=manifest)
+    cr = upgrades.request_upgrade(cluster, "v1.26.4", actor=operator)
+    p0 = [f for f in cr.upgrade_plan.findings if f["severity"] == "P0"]
+    assert p0 and p0[0]["resource"] == str(resource) and "autoscaling/v2beta2" in p0[0]["message"]
+    assert any(p["severity"] == "blocking" and "shop/web" in p["message"] for p in cr.preflight)
+    with pytest.raises(approvals.TransitionError, match="Preflight found blocking problems"):
+        approvals.approve(cr, actor=approver)
+    client.force_login(approver)
+    page = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    assert "P0" in page and "autoscaling/v2beta2" in page and "Upgrade plan" in page
+    approvals.override_preflight(cr, actor=admin_user, reason="HPA is migrated right after the upgrade")
+    cr = approvals.approve(cr, actor=approver)
+    assert cr.state == ChangeState.APPROVED
+    assert AuditEvent.objects.filter(action="approvals.change.preflight_override").count() == 1
+
+
+# --- the whole roll: real worker, simulator with a management cluster and two CAPI members -------------
+
+CAPI_FLEET = {
+    "defaults": {"machineSeconds": 0.6},
+    "clusters": [
+        {"name": "mgmt", "role": "host", "version": "v1.30.2", "capi": True, "labels": {"env": "dev"}},
+        {
+            "name": "w1",
+            "version": "v1.29.4",
+            "managedBy": "mgmt",
+            "labels": {"env": "dev"},
+            "controlPlane": {"replicas": 1},
+            "machineDeployments": [{"name": "md-0", "replicas": 2}, {"name": "md-1", "replicas": 1}],
+        },
+        {"name": "w2", "version": "v1.29.4", "managedBy": "mgmt", "labels": {"env": "dev"}},
+    ],
+}
+
+
+def _register(fleet, names):
+    rows = []
+    for name in names:
+        row = register_cluster(
+            name=name,
+            api_server=fleet.url(name),
+            role="host" if name == "mgmt" else "member",
+            labels=fleet.labels(name),
+            token=fleet.token(name),
+            verify=False,
+            probe=False,
+        )
+        rows.append(row)
+    for row in rows:  # the management cluster's poll links the members registered by then
+        probe_cluster(row)
+    return {r.name: Cluster.objects.get(pk=r.pk) for r in rows}
+
+
+@pytest.mark.worker
+def test_approved_upgrade_rolls_control_plane_then_workers(fleet_factory, celery_worker, operator, approver):
+    fleet = fleet_factory(CAPI_FLEET)
+    rows = _register(fleet, ["mgmt", "w1", "w2"])
+    assert ManagedCluster.objects.filter(member__isnull=False).count() == 2
+    out = StringIO()
+    call_command("fedctl", "lifecycle", "w1", "-o", "json", stdout=out)
+    shape = json.loads(out.getvalue())
+    assert set(shape) == {"controlPlane", "machineDeployments", "machines"}
+    assert set(shape["controlPlane"]) == {"version", "replicas", "updatedReplicas", "readyReplicas"}
+    assert set(shape["machineDeployments"][0]) == {"name", "version", "replicas", "updatedReplicas", "readyReplicas"}
+    out = StringIO()
+    call_command("fedctl", "upgrade", "w1", "--to", "v1.30.2", "--as", operator.username, stdout=out)
+    cr = ChangeRequest.objects.get(pk=int(out.getvalue().strip().splitlines()[-1]))
+    assert cr.state == ChangeState.SUBMITTED and cr.required_approvals == 1
+    assert [s["kind"] for s in cr.upgrade_plan.steps] == ["controlPlane", "machineDeployment", "machineDeployment"]
+    cr = approvals.approve(cr, actor=approver)
+    assert cr.state == ChangeState.APPLYING
+    mixed, phases, versions_seen = False, set(), set()
+
+    def finished():
+        nonlocal mixed
+        member = Cluster.objects.get(pk=rows["w1"].pk)
+        kubelets = set((member.kubelet_versions or {}).values())
+        if len(kubelets) > 1:
+            mixed = True
+            skew = {r.name: r for r in selectors.skew_overview().member_rows}["w1"].kubelets
+            versions_seen.add((skew.oldest.minor, skew.newest.minor))
+        managed = ManagedCluster.objects.get(name="w1")
+        phases.update(m["phase"] for m in managed.machines)
+        found = ChangeRequest.objects.get(pk=cr.pk)
+        return found if found.state != ChangeState.APPLYING else None
+
+    cr = wait_for(finished, timeout=120, interval=0.3, message="upgrade finished")
+    assert cr.state == ChangeState.APPLIED, cr.apply_error
+    assert mixed and (29, 30) in versions_seen  # the skew matrix saw 1.29 and 1.30 kubelets side by side
+    assert "Running" in phases and phases & {"Provisioning", "Deleting"}  # machines caught mid-roll
+    plan = cr.upgrade_plan
+    assert [s["state"] for s in plan.steps] == ["done", "done", "done"]
+    assert fleet.version("w1") == "v1.30.2"
+    nodes = kube.list_nodes(connection_for(rows["w1"]))
+    assert nodes and {n.kubelet_version for n in nodes} == {"v1.30.2"}
+    assert fleet.version("w2") == "v1.29.4"  # the other member was left alone
+    events = AuditEvent.objects.filter(object_id=str(cr.pk))
+    assert events.filter(action="lifecycle.upgrade.step_started").count() == 3
+    assert events.filter(action="lifecycle.upgrade.step_done").count() == 3
+
+
+@pytest.mark.worker
+def test_a_stuck_machine_halts_the_upgrade_with_the_reason(fleet_factory, celery_worker, operator, approver):
+    fleet = fleet_factory(CAPI_FLEET)
+    rows = _register(fleet, ["mgmt", "w2"])
+    fleet.admin("POST", "/clusters/w2/capi", {"machinesStuck": True})
+    cr = upgrades.request_upgrade(rows["w2"], "v1.30.2", actor=operator)
+    cr.upgrade_plan.__class__.objects.filter(pk=cr.upgrade_plan.pk).update(stuck_seconds=3)
+    cr = approvals.approve(cr, actor=approver)
+    cr = wait_for(
+        lambda: ChangeRequest.objects.exclude(state=ChangeState.APPLYING).filter(pk=cr.pk).first(),
+        timeout=60,
+        message="upgrade halted",
+    )
+    assert cr.state == ChangeState.FAILED
+    assert "no machine changed phase" in cr.apply_error and "Provisioning" in cr.apply_error
+    assert cr.upgrade_plan.steps[0]["state"] == "failed"
+    assert fleet.version("w2") == "v1.29.4"
+    assert lifecycle.managed_row(rows["w2"]).control_plane["version"] == "v1.30.2"
+
+
+def test_compliance_report_lists_clusters_behind_and_upgrades_in_progress(operator, viewer, client):
+    old = ClusterFactory(name="w-old", labels={"env": "dev"})
+    new = ClusterFactory(name="w-new", labels={"env": "dev"})
+    _managed(old, "v1.29.4", {"w-old-md-0": "v1.29.4"})
+    _managed(new, "v1.30.2", {"w-new-md-0": "v1.30.2"})
+    cr = upgrades.request_upgrade(old, "v1.30.2", actor=operator)
+    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
+    data = upgrades.lifecycle_compliance()
+    assert data["target"] == "v1.30.2"
+    assert [(r["cluster"], r["minors_behind"]) for r in data["behind"]] == [("w-old", 1)]
+    assert [(r["cluster"], r["done"], r["steps"]) for r in data["in_progress"]] == [("w-old", 0, 2)]
+    client.force_login(viewer)
+    page = client.get(reverse("drift:compliance_report")).content.decode()
+    assert "Clusters behind the fleet" in page and "w-old" in page and f"CR-{cr.pk}" in page
+    csv = b"".join(client.get(reverse("drift:lifecycle_export")).streaming_content).decode()
+    assert "behind target,w-old,v1.29.4,v1.30.2" in csv and "upgrade in progress,w-old" in csv
