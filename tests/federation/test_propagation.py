@@ -670,10 +670,18 @@ def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_c
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    resource = web_deployment(placement={"clusters": MEMBERS})
-    run = propagation.propagate_revision(resource)
-    with CaptureQueriesContext(connection) as queries:
-        outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
+    # the simulator's finished roll-out writes a new resourceVersion rolloutSeconds after the apply;
+    # hold it back, so the live object still carries the version the apply answered with
+    for name in MEMBERS:
+        fleet.set_rollout_seconds(name, 600)
+    try:
+        resource = web_deployment(placement={"clusters": MEMBERS})
+        run = propagation.propagate_revision(resource)
+        with CaptureQueriesContext(connection) as queries:
+            outcomes = propagation.propagate_targets(run.pk, [c.pk for c in fleet_clusters.values()])
+    finally:
+        for name in MEMBERS:
+            fleet.set_rollout_seconds(name, 1)
     assert {o.state for o in outcomes.values()} == {TargetState.DONE}
     writes = [
         q["sql"]
