@@ -41,9 +41,10 @@ from clusters.models import Cluster
 from clusters.services import unjoin_cluster
 from federation import enqueue, propagation
 from federation import services as federation_services
+from federation.approvals import rollout
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
 from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
-from federation.approvals.models import Approval, ChangeRequest, Comment
+from federation.approvals.models import Approval, ChangeRequest, Comment, Rollout
 from federation.approvals.preflight import run_preflight
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
 from federation.choices import Retention, RunState, TargetState
@@ -798,6 +799,20 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
     with transaction.atomic():
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
+        if rollout.is_staged(cr):
+            try:
+                rollout.start_rollout(cr, actor=actor)
+            except propagation.PropagationError as exc:
+                raise TransitionError(str(exc)) from None
+            _audit(
+                "apply",
+                cr,
+                actor=actor,
+                summary=f"Applying CR-{cr.pk} wave by wave",
+                before={"state": ChangeState.APPROVED},
+                after={"state": ChangeState.APPLYING, "staged": True},
+            )
+            return _fresh(cr)
         runs = _start(cr, actor=actor)
         cr.runs.add(*runs)
         _audit(
@@ -898,8 +913,8 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
     """Applying -> Applied / PartiallyFailed / Failed once every run has finished. Idempotent:
     a request not Applying, or with runs still going, is left as it is (outcome refreshed)."""
     cr = _fresh(cr)
-    if cr.state != ChangeState.APPLYING:
-        return cr
+    if cr.state != ChangeState.APPLYING or Rollout.objects.filter(change_request_id=cr.pk).exists():
+        return cr  # a staged rollout settles its request itself (federation.approvals.rollout)
     runs = list(cr.runs.all())
     rows = _outcome_rows(runs)
     if any(run.finished_at is None for run in runs):
@@ -957,6 +972,7 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
 def sync_running_requests() -> int:
     """Re-check every Applying request (a safety net for a lost sync task)."""
     count = 0
+    rollout.resume_stale_rollouts()
     for pk in ChangeRequest.objects.filter(state=ChangeState.APPLYING).values_list("pk", flat=True):
         if sync_change_request(pk).state != ChangeState.APPLYING:
             count += 1
