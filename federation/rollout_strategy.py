@@ -59,7 +59,9 @@ def _max_parallel(value, where: str):
         if not match or not 1 <= int(match.group(1)) <= 100:
             raise StrategyError(f'{where} must be a count (1 or more) or a percentage like "25%", not {value!r}.')
         return f"{int(match.group(1))}%"
-    return _whole(value, where, minimum=1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise StrategyError(f"{where} must be a count (1 or more) or a percentage like \"25%\", not {value!r}.")
+    return value
 
 
 def normalize_strategy(raw) -> dict:

@@ -44,7 +44,6 @@ from fedportal.roles import Role, require_role
 
 logger = logging.getLogger(__name__)
 
-LEASE_SECONDS = 60
 STALE_SECONDS = 30
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
@@ -61,6 +60,11 @@ C_PENDING, C_APPLYING, C_APPLIED, C_FAILED, C_HEALTHY, C_ROLLED_BACK = (
 
 class RolloutError(Exception):
     """A rollout action not allowed now; the message says why (shown to the user, 4xx)."""
+
+
+def lease_seconds() -> float:
+    """How long one advancing task holds a rollout; past it (a killed worker) another one may."""
+    return float(getattr(settings, "FEDPORTAL_ROLLOUT_LEASE_SECONDS", 60))
 
 
 def poll_seconds() -> float:
@@ -142,7 +146,7 @@ def _claim(rollout_id: int) -> bool:
     return bool(
         Rollout.objects.filter(pk=rollout_id, state=RolloutState.PROGRESSING)
         .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
-        .update(lease_until=now + timedelta(seconds=LEASE_SECONDS), updated_at=now)
+        .update(lease_until=now + timedelta(seconds=lease_seconds()), updated_at=now)
     )
 
 

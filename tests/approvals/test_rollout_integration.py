@@ -193,3 +193,50 @@ def test_image_failure_in_wave_two_halts_and_rolls_back_waves_one_and_two(twelve
     actions = set(AuditEvent.objects.filter(object_id=str(cr.pk)).values_list("action", flat=True))
     assert {"approvals.rollout.halt", "approvals.rollout.rollback"} <= actions
     assert AuditEvent.objects.filter(object_id=str(rollback.pk), action="approvals.change.create").exists()
+
+
+APPROVAL_STRATEGY = {
+    "autoRollback": False,
+    "waves": [
+        {"name": "canary", "clusterSelector": {"matchLabels": {"canary": "true"}}},
+        {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "requireApproval": True},
+    ],
+}
+
+
+def test_approval_wave_pauses_until_the_prod_count_is_met_and_the_author_cannot_approve(
+    twelve, make_user, approver, second_approver
+):
+    from django.core.exceptions import PermissionDenied
+
+    from fedportal.roles import Role
+
+    fleet = twelve
+    author = make_user("dual-author", Role.OPERATOR, Role.APPROVER)  # both roles: authorship still forbids it
+    resource = _deployed(fleet, author, strategy=APPROVAL_STRATEGY)
+    cr = services.submit(services.create_change_request(resource, actor=author), actor=author)
+    since = time.time()
+    cr = _approve(cr, approver, second_approver)
+    wait_for(
+        lambda: Rollout.objects.filter(change_request=cr, state=RolloutState.WAITING_APPROVAL).exists(),
+        timeout=120,
+        message="rollout waits for the prod wave's approvals",
+    )
+    status = rollouts.rollout_status(cr)
+    assert [w["state"] for w in status["waves"]] == [WaveState.PASSED, WaveState.PENDING, WaveState.PENDING]
+    with pytest.raises(PermissionDenied):
+        rollouts.approve_wave(cr, actor=author)
+    rollouts.approve_wave(cr, actor=approver)
+    with pytest.raises(rollouts.RolloutError, match="already approved"):
+        rollouts.approve_wave(cr, actor=approver)
+    time.sleep(2)
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.WAITING_APPROVAL, "1 of 2 is not enough"
+    assert all(_writes(fleet, since)[n] == [] for n in PROD), "no prod write before the wave is approved"
+    rollouts.approve_wave(cr, actor=second_approver)
+    cr = wait_for(
+        lambda: ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLIED).first(),
+        timeout=180,
+        message="rollout completed after the wave approvals",
+    )
+    assert {n: _image(fleet, n) for n in ALL} == {n: NEW_IMAGE for n in ALL}
+    assert rollouts.rollout_status(cr)["waves"][1]["approvals"] == [approver.username, second_approver.username]
