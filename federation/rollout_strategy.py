@@ -60,7 +60,7 @@ def _max_parallel(value, where: str):
             raise StrategyError(f'{where} must be a count (1 or more) or a percentage like "25%", not {value!r}.')
         return f"{int(match.group(1))}%"
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise StrategyError(f"{where} must be a count (1 or more) or a percentage like \"25%\", not {value!r}.")
+        raise StrategyError(f'{where} must be a count (1 or more) or a percentage like "25%", not {value!r}.')
     return value
 
 
