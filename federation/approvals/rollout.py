@@ -99,6 +99,14 @@ def is_staged(cr: ChangeRequest) -> bool:
     )
 
 
+def planned_waves(cr: ChangeRequest):
+    """The waves applying ``cr`` would go through now (for approvers, before it starts); [] unstaged."""
+    if not is_staged(cr) or cr.proposed_revision is None:
+        return []
+    plans = propagation.plan_targets(cr.resource, cr.proposed_revision)
+    return assign_waves(effective_strategy(cr), {p.cluster.name: p.cluster.labels or {} for p in plans})
+
+
 def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
     """Fix the waves of an Applying request (called inside _apply's transaction) and queue the first advance."""
     strategy = effective_strategy(cr)
@@ -717,6 +725,7 @@ __all__ = [
     "effective_strategy",
     "is_staged",
     "pause_rollout",
+    "planned_waves",
     "resume_rollout",
     "resume_stale_rollouts",
     "rollback_rollout",

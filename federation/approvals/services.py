@@ -50,6 +50,7 @@ from federation.approvals.severity import flag_namespace_deletions, namespace_de
 from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
+from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, require_role
@@ -340,6 +341,16 @@ def _default_title(kind: str, subject: str, revision: Revision | None) -> str:
     return f"{ChangeKind(kind).label} {subject}{suffix}"[:200]
 
 
+def _strategy_override(raw) -> dict | None:
+    """A request's own rollout strategy (None: the resource's; {}: every cluster at once)."""
+    if raw is None:
+        return None
+    try:
+        return normalize_strategy(raw)
+    except StrategyError as exc:
+        raise TransitionError(f"Rollout strategy: {exc}") from None
+
+
 def create_change_request(
     resource: FederatedResource | None = None,
     *,
@@ -350,6 +361,7 @@ def create_change_request(
     title: str = "",
     description: str = "",
     snapshot: bool = True,
+    rollout_strategy: dict | None = None,
 ) -> ChangeRequest:
     """Open a Draft. For a resource: proposes ``revision`` (default: its current revision); the kind
     is create (never propagated), edit, rollback or delete. For ``kind="unjoin"``: ``cluster``."""
@@ -402,6 +414,7 @@ def create_change_request(
             proposed_revision=revision,
             proposed_hash=approved_content_hash(kind, resource, revision, cluster),
             base_revision=resource.propagated_revision if resource else None,
+            rollout_strategy=_strategy_override(rollout_strategy) if resource else None,
         )
         _audit(
             "create",

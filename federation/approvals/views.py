@@ -129,11 +129,13 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         if current and current != cr.proposed_revision_id:
             newer_revision = Revision.objects.filter(pk=current).first()
     rollout = rollouts.rollout_status(cr)
+    planned_waves = rollouts.planned_waves(cr) if rollout is None and cr.is_open else []
     rollout_state = rollout["state"] if rollout else None
     operator = has_role(user, Role.OPERATOR)
     context = {
         "cr": cr,
         "rollout": rollout,
+        "planned_waves": planned_waves,
         "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
         "can_pause": operator and rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
         "can_resume": operator and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED),
@@ -433,6 +435,7 @@ def change_create(request, resource_pk):
                         revision=revision,
                         title=data.get("title", ""),
                         description=data.get("description", ""),
+                        rollout_strategy=data.get("rollout_strategy_yaml"),
                     )
                 except services.TransitionError as exc:
                     form.add_error(None, str(exc))
