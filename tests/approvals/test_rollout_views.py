@@ -133,3 +133,40 @@ def test_rollback_without_an_earlier_revision_is_refused(dev_resource, prod_clus
     with pytest.raises(rollouts.RolloutError, match="no earlier revision"):
         rollouts.rollback_rollout(cr, actor=operator)
     assert Rollout.objects.get(change_request=cr).state == RolloutState.HALTED
+
+
+def _fedctl(*args) -> str:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("fedctl", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_fedctl_rollout_status_json_and_actions(dev_resource, prod_cluster, operator, viewer):
+    import json
+
+    from django.core.management import CommandError
+
+    cr = staged(dev_resource, operator, failed_gate="rollout: prod-a: deadline")
+    status = json.loads(_fedctl("rollout", "status", str(cr.pk), "-o", "json"))
+    assert status["state"] == RolloutState.HALTED
+    assert [(w["name"], w["state"], w["failedGate"]) for w in status["waves"]] == [
+        ("canary", WaveState.PASSED, None),
+        ("prod", WaveState.FAILED, "rollout: prod-a: deadline"),
+    ]
+    assert status["waves"][0]["clusters"] == {"dev-a": "Healthy"}
+    assert "failed gate: rollout: prod-a: deadline" in _fedctl("rollout", "status", str(cr.pk))
+    with pytest.raises(CommandError, match="viewer"):
+        _fedctl("rollout", "abort", str(cr.pk), "--as", viewer.username)
+    with pytest.raises(CommandError, match="No active user"):
+        _fedctl("rollout", "pause", str(cr.pk))
+    with pytest.raises(CommandError, match="only a"):
+        _fedctl("rollout", "pause", str(cr.pk), "--as", operator.username)  # halted: resume, roll back or abort
+    assert json.loads(_fedctl("rollout", "abort", str(cr.pk), "--as", operator.username, "-o", "json"))["state"] == (
+        RolloutState.ABORTED
+    )
+    with pytest.raises(CommandError, match="no staged rollout"):
+        _fedctl("rollout", "status", "999999")

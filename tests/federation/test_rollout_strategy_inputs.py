@@ -127,3 +127,15 @@ def test_a_change_request_overrides_the_strategy_and_shows_its_plan(client, oper
     # {} sends to every cluster at once: not staged
     flat = approvals.create_change_request(resource, actor=operator, rollout_strategy={})
     assert flat.rollout_strategy == {} and not rollouts.is_staged(flat)
+
+
+def test_the_demo_resource_file_ships_a_staged_strategy():
+    from fedportal.management.commands.demo import DEMO_RESOURCES
+
+    out = StringIO()
+    call_command("fedctl", "apply", "-f", str(DEMO_RESOURCES), stdout=out)
+    web = FederatedResource.objects.get(namespace="shop", name="web")
+    assert [w["name"] for w in web.rollout_strategy["waves"]] == ["dev", "staging", "prod"]
+    assert web.rollout_strategy["autoRollback"] and web.rollout_strategy["waves"][2]["requireApproval"]
+    call_command("fedctl", "apply", "-f", str(DEMO_RESOURCES), stdout=out)  # a second demo start changes nothing
+    assert "unchanged" in out.getvalue()
