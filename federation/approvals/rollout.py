@@ -22,6 +22,7 @@ by propagation's stale sweep). A wave is entered only once the one before it is 
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -37,6 +38,7 @@ from federation.approvals.content import content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
+from federation.propagation.common import thread_count
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves
 from fedportal.audit import record_event
@@ -45,6 +47,7 @@ from fedportal.roles import Role, require_role
 logger = logging.getLogger(__name__)
 
 STALE_SECONDS = 30
+ADVANCE_SECONDS = 20  # how long one advance task keeps polling before handing over to the next
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
 # a cluster's state within its wave (the page and `fedctl rollout status` show these)
@@ -163,16 +166,25 @@ def _release(rollout_id: int) -> None:
 
 
 def advance_rollout(rollout_id: int) -> str:
-    """Do every transition the rollout can make now; returns what it is waiting for ("busy" when
-    another task holds it, "done" when it no longer progresses). Safe to run twice, or concurrently."""
+    """Do every transition the rollout can make now, and keep at it (polling the gates every
+    FEDPORTAL_ROLLOUT_POLL_SECONDS) for up to ADVANCE_SECONDS, half the lease at most, so a wave
+    follows the one before without a round trip through the broker. Returns what it waits for
+    ("busy": another task holds it, "done": it no longer progresses). Safe to run twice, or at once."""
     if not _claim(rollout_id):
         state = Rollout.objects.filter(pk=rollout_id).values_list("state", flat=True).first()
         return "busy" if state == RolloutState.PROGRESSING else "done"
+    deadline = time.monotonic() + min(ADVANCE_SECONDS, lease_seconds() / 2)
+    outcome, steps = "again", 0
     try:
-        for _ in range(MAX_STEPS):
+        while True:
             outcome = _step(rollout_id)
-            if outcome != "again":
+            steps += 1
+            if outcome == "again" and steps < MAX_STEPS:
+                continue
+            if outcome in ("done", "halted", "waiting approval") or time.monotonic() + poll_seconds() > deadline:
                 break
+            time.sleep(poll_seconds())
+            steps = 0
     finally:
         _release(rollout_id)
     state = Rollout.objects.filter(pk=rollout_id).values_list("state", flat=True).first()
@@ -264,7 +276,9 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
     if started < len(wave.clusters):
         if rollout.state != RolloutState.PROGRESSING:
             return "paused"
-        _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel])
+        started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel])
+        if started_run is not None:
+            _apply_batch_here(*started_run)
         return "applying"
     with transaction.atomic():
         if _wave_cas(wave, WaveState.APPLYING, WaveState.BAKING, applied_at=timezone.now()):
@@ -279,7 +293,17 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
     return "again"
 
 
-def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> None:
+def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> None:
+    """Apply a small batch in this task (its chunk task, queued too, then finds nothing left to
+    claim): a wave does not wait for the broker. Transient failures are retried by tasks."""
+    if len(cluster_ids) > thread_count():
+        return  # a large batch is the propagation queue's, spread over the workers
+    outcomes = propagation.propagate_targets(run_id, cluster_ids)
+    for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
+        enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
+
+
+def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple[int, list[int]] | None:
     """Send the change to one batch of a wave: the compare-and-set on batch_count and the run are one
     transaction, so a batch is started once however many tasks try."""
     cr = rollout.change_request
@@ -287,7 +311,7 @@ def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> None:
     with transaction.atomic():
         locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
         if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
-            return
+            return None
         try:
             with transaction.atomic():
                 run = propagation.propagate_revision(
@@ -299,12 +323,13 @@ def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> None:
             refusal = ""
         if refusal:
             _halt(rollout, wave, f"applied: {refusal}")
-            return
+            return None
         cr.runs.add(run)
         states = {**locked.cluster_states, **{n: C_APPLYING for n in names}}
         RolloutWave.objects.filter(pk=wave.pk).update(
             batch_count=locked.batch_count + 1, batches=[*locked.batches, run.pk], cluster_states=states
         )
+    return run.pk, ids
 
 
 def _deadline_passed(wave: RolloutWave, results) -> str:

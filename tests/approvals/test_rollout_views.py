@@ -79,6 +79,10 @@ def test_operator_abort_ends_the_rollout_audited(client, dev_resource, prod_clus
     cr.refresh_from_db()
     assert cr.state == ChangeState.PARTIALLY_FAILED and "aborted by" in cr.apply_error
     assert AuditEvent.objects.filter(action="approvals.rollout.aborted", object_id=str(cr.pk)).exists()
+    # the audit CSV export carries it
+    csv = client.get(reverse("audit:event_export"), {"action": "approvals.rollout."})
+    assert csv.status_code == 200
+    assert "approvals.rollout.aborted" in b"".join(csv.streaming_content).decode("utf-8-sig")
     # a second abort is refused with the reason, nothing changes
     again = client.post(reverse("approvals:change_rollout", args=[cr.pk]), {"action": "abort"}, **HX)
     assert again.status_code == 409 and b"only a" in again.content
