@@ -38,7 +38,7 @@ from federation.approvals.content import content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
-from federation.propagation.common import thread_count
+from federation.propagation.common import batch_size
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves
 from fedportal.audit import record_event
@@ -67,7 +67,7 @@ class RolloutError(Exception):
 
 def lease_seconds() -> float:
     """How long one advancing task holds a rollout; past it (a killed worker) another one may."""
-    return float(getattr(settings, "FEDPORTAL_ROLLOUT_LEASE_SECONDS", 60))
+    return float(getattr(settings, "FEDPORTAL_ROLLOUT_LEASE_SECONDS", 130))
 
 
 def poll_seconds() -> float:
@@ -277,8 +277,8 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
         if rollout.state != RolloutState.PROGRESSING:
             return "paused"
         started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel])
-        if started_run is not None:
-            _apply_batch_here(*started_run)
+        if started_run is not None and _apply_batch_here(*started_run):
+            return "again"  # applied here: its gates can be checked at once
         return "applying"
     with transaction.atomic():
         if _wave_cas(wave, WaveState.APPLYING, WaveState.BAKING, applied_at=timezone.now()):
@@ -293,14 +293,16 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
     return "again"
 
 
-def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> None:
-    """Apply a small batch in this task (its chunk task, queued too, then finds nothing left to
-    claim): a wave does not wait for the broker. Transient failures are retried by tasks."""
-    if len(cluster_ids) > thread_count():
-        return  # a large batch is the propagation queue's, spread over the workers
+def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
+    """Apply a batch of one chunk in this task (its chunk task, queued too, then finds nothing left
+    to claim): a wave does not wait for the broker. Transient failures are retried by tasks. False
+    for a batch of several chunks: those are the propagation queue's, spread over the workers."""
+    if len(cluster_ids) > batch_size():
+        return False
     outcomes = propagation.propagate_targets(run_id, cluster_ids)
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
+    return True
 
 
 def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple[int, list[int]] | None:

@@ -49,8 +49,8 @@ def sync_running_requests_task() -> dict:
 @shared_task(
     queue="default",
     acks_late=True,  # safe twice: one lease holder, compare-and-set transitions and batch starts
-    soft_time_limit=50,
-    time_limit=60,
+    soft_time_limit=110,  # within the rollout's lease (FEDPORTAL_ROLLOUT_LEASE_SECONDS, 130 s)
+    time_limit=120,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     max_retries=5,

@@ -18,6 +18,7 @@ from clusters.services import connection_for
 from federation.choices import PropagationReason, SyncState
 from federation.models import FederatedResource, PropagatedVersion
 from federation.propagation.common import kube_timeout
+from federation.propagation.worker import network_pool  # the process's one pool for cluster calls
 
 HEALTHY, WAITING, FAILED = "healthy", "waiting", "failed"
 DEFAULT_PROGRESS_DEADLINE = 600
@@ -68,6 +69,7 @@ def check_gates(resource: FederatedResource, cluster_names: list[str]) -> dict[s
     }
     ftype = resource.type
     results = {}
+    reads = []  # the Deployments to read, in parallel on the process's propagation pool
     for name in cluster_names:
         cluster = clusters.get(name)
         if cluster is None:
@@ -88,28 +90,37 @@ def check_gates(resource: FederatedResource, cluster_names: list[str]) -> dict[s
         if ftype.group != "apps" or ftype.kind != "Deployment":
             results[name] = GateResult(name, HEALTHY)
             continue
-        try:
-            live = kube.get_object(
-                connection_for(cluster),
-                api_version=ftype.api_version,
-                plural=ftype.plural,
-                namespace=resource.namespace or None,
-                name=resource.name,
-                timeout=kube_timeout(),
-            )
-        except kube.KubeError as exc:
-            results[name] = GateResult(name, WAITING, "rollout", f"cannot read the Deployment on {name}: {exc}")
-            continue
-        if live is None:
-            results[name] = GateResult(name, FAILED, "applied", f"the Deployment is missing on {name}")
-            continue
-        verdict, reason = deployment_rollout(live)
-        deadline = (live.get("spec") or {}).get("progressDeadlineSeconds")
-        results[name] = GateResult(
-            name,
-            verdict,
-            "rollout" if verdict != HEALTHY else "",
-            f"{name}: {reason}" if reason else "",
-            deadline=deadline if isinstance(deadline, int) else DEFAULT_PROGRESS_DEADLINE,
+        reads.append((name, connection_for(cluster)))
+    if reads:
+        for name, result in zip(
+            [n for n, _ in reads], network_pool().map(lambda r: _deployment_gate(resource, *r), reads), strict=True
+        ):
+            results[name] = result
+    return {name: results[name] for name in cluster_names}
+
+
+def _deployment_gate(resource: FederatedResource, name: str, conn) -> GateResult:
+    """One Deployment's rollout, read live (runs on a pool thread: no database access)."""
+    ftype = resource.type
+    try:
+        live = kube.get_object(
+            conn,
+            api_version=ftype.api_version,
+            plural=ftype.plural,
+            namespace=resource.namespace or None,
+            name=resource.name,
+            timeout=kube_timeout(),
         )
-    return results
+    except kube.KubeError as exc:
+        return GateResult(name, WAITING, "rollout", f"cannot read the Deployment on {name}: {exc}")
+    if live is None:
+        return GateResult(name, FAILED, "applied", f"the Deployment is missing on {name}")
+    verdict, reason = deployment_rollout(live)
+    deadline = (live.get("spec") or {}).get("progressDeadlineSeconds")
+    return GateResult(
+        name,
+        verdict,
+        "rollout" if verdict != HEALTHY else "",
+        f"{name}: {reason}" if reason else "",
+        deadline=deadline if isinstance(deadline, int) else DEFAULT_PROGRESS_DEADLINE,
+    )

@@ -33,8 +33,9 @@ def _fleet_spec():
     labels.update({n: {"env": "staging"} for n in STAGING})
     labels.update({n: {"env": "prod"} for n in PROD})
     return {
-        "defaults": {"version": "v1.30.1", "rolloutSeconds": 0.3, "faults": {"latencyMs": 150}},
-        "clusters": [{"name": n, "labels": labels[n]} for n in ALL],
+        "defaults": {"version": "v1.30.1", "rolloutSeconds": 0.3},
+        # every answer 150 ms late: writes in flight together overlap in the simulator's log
+        "clusters": [{"name": n, "labels": labels[n], "faults": {"latencyMs": 150}} for n in ALL],
     }
 
 

@@ -33,6 +33,7 @@ from tests.bench.harness import BenchEnv, fleet_versions, register_clusters, sta
 from tests.fleet_fixtures import start_fleet  # noqa: E402
 
 WAVE_SIZES = (10, 20, 30, 40)
+PHASES: list = []  # per round, per wave: (start after the rollout began, apply seconds, gate seconds)
 
 
 def strategy(names) -> dict:
@@ -85,6 +86,20 @@ def one_round(resource, names, round_no: int, operator, approvers, waves: dict) 
         message="staged rollout completed",
     )
     staged = time.perf_counter() - started
+    from federation.approvals.models import RolloutWave
+
+    rollout = Rollout.objects.get(change_request=cr)
+    first = rollout.created_at
+    PHASES.append(
+        [
+            (
+                round((w.started_at - first).total_seconds(), 2),
+                round((w.applied_at - w.started_at).total_seconds(), 2),
+                round((w.finished_at - w.applied_at).total_seconds(), 2),
+            )
+            for w in RolloutWave.objects.filter(rollout=rollout).order_by("index")
+        ]
+    )
     gate_started = time.perf_counter()
     for clusters in waves.values():
         results = check_gates(resource, clusters)
@@ -133,6 +148,7 @@ def main() -> None:
                 "staged_each": [round(r[1], 2) for r in rounds],
                 "single_each": [round(r[0], 2) for r in rounds],
                 "waves": list(WAVE_SIZES),
+                "wave_phases": PHASES,
                 "rounds": len(rounds),
                 "workers": args.workers,
                 "threads_per_worker": args.threads,

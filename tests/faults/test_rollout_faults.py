@@ -34,8 +34,8 @@ def test_worker_killed_mid_wave_resumes_without_repeating_or_skipping(
 ):
     fleet = fleet_factory(
         {
-            "defaults": {"version": "v1.30.1", "rolloutSeconds": 0.3, "faults": {"latencyMs": 400}},
-            "clusters": [{"name": n, "labels": {"env": "staging"}} for n in NAMES],
+            "defaults": {"version": "v1.30.1", "rolloutSeconds": 0.3},
+            "clusters": [{"name": n, "labels": {"env": "staging"}, "faults": {"latencyMs": 400}} for n in NAMES],
         }
     )
     register_fleet(fleet, NAMES)
