@@ -129,3 +129,38 @@ DEPLOYMENTS = [
 def test_deployment_rollout_complete_as_kubectl_decides(metadata, status, replicas, verdict):
     obj = {"metadata": {"name": "web", **metadata}, "spec": {"replicas": replicas}, "status": status}
     assert deployment_rollout(obj)[0] == verdict
+
+
+@pytest.mark.django_db
+def test_gates_fail_for_a_cluster_not_ready_a_failed_target_or_drift():
+    from clusters.choices import ClusterState
+    from federation import services
+    from federation.choices import PropagationReason, SyncState
+    from federation.models import PropagatedVersion
+    from federation.propagation.gates import check_gates
+    from tests.clusters.factories import ClusterFactory
+    from tests.federation.factories import ftype
+
+    ready = [ClusterFactory(name=n, state=ClusterState.READY) for n in ("ok", "failed", "drifted")]
+    down = ClusterFactory(name="down", state=ClusterState.NOT_READY)
+    config = services.create_resource(
+        ftype("ConfigMap"), namespace="default", name="cfg", template={"data": {"k": "v"}}
+    )
+    rows = {
+        "ok": (PropagationReason.OK, SyncState.IN_SYNC),
+        "failed": (PropagationReason.UPDATE_FAILED, SyncState.UNKNOWN),
+        "drifted": (PropagationReason.OK, SyncState.OUT_OF_SYNC),
+        "down": (PropagationReason.OK, SyncState.IN_SYNC),
+    }
+    for cluster in [*ready, down]:
+        status, sync = rows[cluster.name]
+        PropagatedVersion.objects.create(resource=config, cluster=cluster, status=status, sync_state=sync)
+    results = check_gates(config, ["ok", "failed", "drifted", "down", "gone"])
+    assert {n: (r.verdict, r.gate) for n, r in results.items()} == {
+        "ok": (HEALTHY, ""),
+        "failed": (FAILED, "applied"),
+        "drifted": (FAILED, "drift"),
+        "down": (FAILED, "cluster-ready"),
+        "gone": (FAILED, "cluster-ready"),
+    }
+    assert "down is NotReady" in results["down"].reason
