@@ -3,7 +3,7 @@
 Stored shape (``spec.rolloutStrategy`` in fedctl YAML, ``FederatedResource.rollout_strategy``,
 or a change request's override), normalised::
 
-    {"autoRollback": bool,
+    {"autoRollback": bool | None,     # None (not given): on when a target is labelled env=prod
      "waves": [{"name": "canary",
                 "clusterSelector": {"matchLabels": {...}}   # or "clusters": ["a", "b"]
                 "maxParallel": 1 | "25%",                   # default: all the wave's clusters at once
@@ -73,8 +73,8 @@ def normalize_strategy(raw) -> dict:
     unknown = set(raw) - {"autoRollback", "waves"}
     if unknown:
         raise StrategyError(f"rolloutStrategy: unknown field {sorted(unknown)[0]!r}.")
-    auto = raw.get("autoRollback", False)
-    if not isinstance(auto, bool):
+    auto = raw.get("autoRollback")  # None: on when the rollout reaches an env=prod cluster (auto_rollback_for)
+    if auto is not None and not isinstance(auto, bool):
         raise StrategyError(f"rolloutStrategy.autoRollback must be true or false, not {auto!r}.")
     waves = raw.get("waves")
     if not isinstance(waves, list) or not waves:
@@ -128,6 +128,13 @@ def normalize_strategy(raw) -> dict:
         entry["requireApproval"] = approval
         out.append(entry)
     return {"autoRollback": auto, "waves": out}
+
+
+def auto_rollback_for(strategy: Mapping, targets: Mapping[str, Mapping[str, str]]) -> bool:
+    """The strategy's switch; when it does not say, on for a rollout that reaches env=prod."""
+    if strategy.get("autoRollback") is not None:
+        return bool(strategy["autoRollback"])
+    return any((labels or {}).get("env") == "prod" for labels in targets.values())
 
 
 @dataclass

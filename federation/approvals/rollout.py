@@ -40,7 +40,7 @@ from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
 from federation.propagation.common import batch_size
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
-from federation.rollout_strategy import assign_waves
+from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_role
 
@@ -118,7 +118,7 @@ def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
     labels = {p.cluster.name: p.cluster.labels or {} for p in plans}
     waves = assign_waves(strategy, labels)
     rollout = Rollout.objects.create(
-        change_request=cr, strategy=strategy, auto_rollback=bool(strategy.get("autoRollback"))
+        change_request=cr, strategy=strategy, auto_rollback=auto_rollback_for(strategy, labels)
     )
     RolloutWave.objects.bulk_create(
         [

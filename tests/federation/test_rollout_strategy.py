@@ -164,3 +164,14 @@ def test_gates_fail_for_a_cluster_not_ready_a_failed_target_or_drift():
         "gone": (FAILED, "cluster-ready"),
     }
     assert "down is NotReady" in results["down"].reason
+
+
+def test_auto_rollback_defaults_on_for_prod_targets_only():
+    from federation.rollout_strategy import auto_rollback_for
+
+    unsaid = normalize_strategy({"waves": [wave("canary", labels={"canary": "true"})]})
+    assert unsaid["autoRollback"] is None
+    assert auto_rollback_for(unsaid, TARGETS) is True  # p1, p2 are env=prod
+    assert auto_rollback_for(unsaid, {"s1": {"env": "staging"}}) is False
+    off = normalize_strategy({"autoRollback": False, "waves": [wave("canary")]})
+    assert auto_rollback_for(off, TARGETS) is False
