@@ -714,6 +714,9 @@ def rollout_status(cr) -> dict | None:
                 "requireApproval": wave.require_approval,
                 "approvals": [a["username"] for a in wave.approvals],
                 "progress": round(100 * done / len(wave.clusters)) if wave.clusters else 100,
+                "durationSeconds": round(((wave.finished_at or now) - wave.started_at).total_seconds())
+                if wave.started_at
+                else None,
                 "startedAt": wave.started_at.isoformat() if wave.started_at else None,
                 "finishedAt": wave.finished_at.isoformat() if wave.finished_at else None,
             }
