@@ -33,3 +33,14 @@ def reconcile_membership(cluster_id: int, reason: str, *, countdown: float | Non
     send(
         "federation.tasks.reconcile_membership_task", (cluster_id, reason, waits), queue="default", countdown=countdown
     )
+
+
+def advance_rollout(rollout_id: int, *, countdown: float | None = None, on_commit: bool = True) -> None:
+    """Move a staged rollout on as far as it can go now (queue "default")."""
+    send(
+        "federation.approvals.tasks.advance_rollout_task",
+        (rollout_id,),
+        on_commit=on_commit,
+        queue="default",
+        countdown=countdown,
+    )

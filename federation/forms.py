@@ -9,6 +9,7 @@ from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.manifests import ManifestError, dump_yaml, load_yaml
 from federation.models import FederatedType
 from federation.overrides import DEFAULT_OP, OPS
+from federation.rollout_strategy import StrategyError, normalize_strategy
 from federation.scheduling import WILDCARD
 from fedportal.masking import is_secret_kind, mask_secrets, restore_masked
 
@@ -85,6 +86,16 @@ class ResourceForm(forms.Form):
         initial=DriftPolicy.REPORT,
         help_text="Report external changes, or Enforce (re-apply) them away.",
     )
+    rollout_strategy_yaml = forms.CharField(
+        label="Rollout strategy (YAML)",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={**YAML_WIDGET, "rows": 8}),
+        help_text="Empty: every cluster at once. Waves go in order; a cluster goes in the first wave that selects it.\n"
+        'autoRollback: true\nwaves:\n- name: canary\n  clusterSelector: {matchLabels: {canary: "true"}}\n'
+        '  maxParallel: 1        # or "25%"\n  bakeSeconds: 60\n- name: prod\n'
+        "  clusterSelector: {matchLabels: {env: prod}}\n  requireApproval: true",
+    )
     rsp_enabled = forms.BooleanField(label="Replica scheduling (RSP)", required=False)
     total_replicas = forms.IntegerField(required=False, min_value=0, max_value=1_000_000)
     rebalance = forms.BooleanField(required=False)
@@ -114,6 +125,13 @@ class ResourceForm(forms.Form):
     def clean_selector_yaml(self):
         value = _yaml_or_error(self.cleaned_data.get("selector_yaml"), "Selector")
         return {} if value is None else value
+
+    def clean_rollout_strategy_yaml(self):
+        value = _yaml_or_error(self.cleaned_data.get("rollout_strategy_yaml"), "Rollout strategy")
+        try:
+            return normalize_strategy(value)
+        except StrategyError as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
     def clean(self):
         data = super().clean()
@@ -152,6 +170,7 @@ class ResourceForm(forms.Form):
             "selector_yaml": dump_yaml(placement["clusterSelector"]) if placement.get("clusterSelector") else "",
             "retention": resource.retention,
             "drift_policy": resource.drift_policy,
+            "rollout_strategy_yaml": dump_yaml(resource.rollout_strategy) if resource.rollout_strategy else "",
             "rsp_enabled": bool(scheduling),
             "total_replicas": scheduling.get("totalReplicas"),
             "rebalance": scheduling.get("rebalance", False),

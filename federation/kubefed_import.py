@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from federation.manifests import ManifestError, check_object_identity, load_yaml_documents
 from federation.overrides import OverrideError, normalize_overrides
 from federation.placement import PlacementError, normalize_placement
+from federation.rollout_strategy import StrategyError, normalize_strategy
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
 
 KUBEFED_TYPES_GROUP = "types.kubefed.io"
@@ -32,6 +33,7 @@ class ImportedResource:
     placement: dict = field(default_factory=dict)
     overrides: list = field(default_factory=list)
     source: str = "kubefed"  # "kubefed" or "plain"
+    rollout_strategy: dict | None = None  # spec.rolloutStrategy (None: not given, the resource's stays)
 
 
 @dataclass
@@ -80,7 +82,7 @@ def parse_federated(
     spec = obj.get("spec") or {}
     if not isinstance(spec, Mapping):
         raise KubeFedImportError(f"{where}: spec must be a mapping.")
-    unknown = set(spec) - {"template", "placement", "overrides"}
+    unknown = set(spec) - {"template", "placement", "overrides", "rolloutStrategy"}
     if unknown:
         raise KubeFedImportError(f"{where}: unknown spec field {sorted(unknown)[0]!r}.")
     template = spec.get("template") or {}
@@ -106,10 +108,18 @@ def parse_federated(
     for entry in overrides:
         entry["clusterName"] = _map_name(entry["clusterName"], cluster_map, known, f"{where} overrides")
     overrides = normalize_overrides(overrides)  # re-merge if two names mapped to one
+    strategy = None
+    if "rolloutStrategy" in spec:
+        try:
+            strategy = normalize_strategy(spec.get("rolloutStrategy"))
+        except StrategyError as exc:
+            raise KubeFedImportError(f"{where}: spec.rolloutStrategy: {exc}") from exc
     if target_kind == "Namespace":
         # FederatedNamespace lives in the namespace it federates; the target is cluster-scoped.
         namespace = ""
-    return ImportedResource(target_kind, target_api_version, namespace, name, template, placement, overrides)
+    return ImportedResource(
+        target_kind, target_api_version, namespace, name, template, placement, overrides, rollout_strategy=strategy
+    )
 
 
 def parse_scheduling(obj: Mapping, *, cluster_map=None, known_clusters=None, where="document") -> ImportedScheduling:

@@ -91,6 +91,9 @@ class FederatedResource(models.Model):
     )
     retention = models.CharField(max_length=16, choices=Retention.choices, default=Retention.DELETE)
     drift_policy = models.CharField(max_length=16, choices=DriftPolicy.choices, default=DriftPolicy.REPORT)
+    rollout_strategy = models.JSONField(
+        default=dict, blank=True, help_text="Waves an approved change goes through (federation.rollout_strategy)."
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

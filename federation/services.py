@@ -36,6 +36,7 @@ from federation.models import FederatedResource, FederatedType, Revision, Settin
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash
+from federation.rollout_strategy import StrategyError, normalize_strategy
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets
@@ -579,6 +580,7 @@ def apply_kubefed_file(
                 "overrides": item.overrides,
                 "scheduling": None,
                 "kind": item.kind,
+                "rollout_strategy": item.rollout_strategy,
             }
             entry.update(
                 plain_object_spec(ftype, namespace, item.name)
@@ -655,9 +657,40 @@ def apply_kubefed_file(
                 raise FederationError(
                     f"{item['kind']} {item['namespace'] + '/' if item['namespace'] else ''}{item['name']}: {exc}"
                 ) from exc
+            if item.get("rollout_strategy") is not None:
+                set_rollout_strategy(
+                    FederatedResource.objects.get(type=ftype, namespace=item["namespace"], name=item["name"]),
+                    item["rollout_strategy"],
+                    actor=actor,
+                )
         if dry_run:
             transaction.set_rollback(True)
     return outcomes
+
+
+def set_rollout_strategy(resource: FederatedResource, strategy, *, actor=None) -> FederatedResource:
+    """Set the waves an approved change of ``resource`` goes through ({} or None: all at once).
+    Validated (federation.rollout_strategy); audited when it changes."""
+    require_actor_role(actor, Role.OPERATOR)
+    try:
+        strategy = normalize_strategy(strategy)
+    except StrategyError as exc:
+        raise SpecError(f"rolloutStrategy: {exc}") from exc
+    before = resource.rollout_strategy or {}
+    if strategy == before:
+        return resource
+    FederatedResource.objects.filter(pk=resource.pk).update(rollout_strategy=strategy)
+    resource.rollout_strategy = strategy
+    record_event(
+        "federation.resource.rollout_strategy",
+        actor=actor,
+        obj=resource,
+        summary=f"Rollout strategy of {resource}: "
+        + (", ".join(w["name"] for w in strategy["waves"]) if strategy else "none (all clusters at once)"),
+        before={"rolloutStrategy": before},
+        after={"rolloutStrategy": strategy},
+    )
+    return resource
 
 
 def enable_type(
@@ -692,6 +725,7 @@ __all__ = [
     "create_type",
     "update_type",
     "enable_type",
+    "set_rollout_strategy",
     "find_type",
     "apply_kubefed_file",
     "join_api_version",

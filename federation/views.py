@@ -184,16 +184,21 @@ def _save(request, form, overrides, rsp, resource=None):
         "message": data.get("message") or "",
     }
     try:
-        if resource is None:
-            return services.create_resource(
-                data["type"],
-                namespace=data.get("namespace") or "",
-                name=data.get("name") or "",
-                retention=data["retention"],
-                drift_policy=data["drift_policy"],
-                **kwargs,
-            )
-        services.update_resource(resource, retention=data["retention"], drift_policy=data["drift_policy"], **kwargs)
+        with transaction.atomic():
+            if resource is None:
+                resource = services.create_resource(
+                    data["type"],
+                    namespace=data.get("namespace") or "",
+                    name=data.get("name") or "",
+                    retention=data["retention"],
+                    drift_policy=data["drift_policy"],
+                    **kwargs,
+                )
+            else:
+                services.update_resource(
+                    resource, retention=data["retention"], drift_policy=data["drift_policy"], **kwargs
+                )
+            services.set_rollout_strategy(resource, data.get("rollout_strategy_yaml") or {}, actor=request.user)
         return resource
     except services.SpecError as exc:
         _apply_spec_errors(form, overrides, rsp, exc)

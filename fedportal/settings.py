@@ -370,6 +370,10 @@ FEDERATION_THREADS = env_int(
 # stale-target sweep re-queues targets whose message was lost (a killed worker on the embedded broker).
 FEDERATION_LEASE_SECONDS = env_int("FEDERATION_LEASE_SECONDS", 130, minimum=1)
 FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
+# Staged rollouts (federation.approvals.rollout): how often a Progressing rollout is advanced
+# (gates re-checked, bake counted down), and how long one advancing task holds it.
+FEDPORTAL_ROLLOUT_POLL_SECONDS = env_float("FEDPORTAL_ROLLOUT_POLL_SECONDS", 1.0, minimum=0.1)
+FEDPORTAL_ROLLOUT_LEASE_SECONDS = env_int("FEDPORTAL_ROLLOUT_LEASE_SECONDS", 130, minimum=1)
 # KubeFed's capacity estimate: replicas a member has not made ready for longer than this count as
 # unschedulable there, and the replica scheduler moves them elsewhere (KubeFed's podanalyzer: 60 s).
 FEDERATION_UNSCHEDULABLE_SECONDS = env_float("FEDERATION_UNSCHEDULABLE_SECONDS", 60.0, minimum=0)

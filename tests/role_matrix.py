@@ -250,6 +250,8 @@ EXPECTED.update(
         "approvals:change_refresh": {"POST": Role.OPERATOR},
         "approvals:change_override": {"POST": Role.ADMIN},
         "approvals:change_comment": {"POST": Role.VIEWER},
+        "approvals:change_rollout": {"POST": Role.OPERATOR},
+        "approvals:change_wave_approve": {"POST": Role.APPROVER},
     }
 )
 URL_KWARGS.update(
@@ -267,6 +269,8 @@ URL_KWARGS.update(
         "approvals:change_refresh": _sample_change_request,
         "approvals:change_override": _sample_change_request,
         "approvals:change_comment": _sample_change_request,
+        "approvals:change_rollout": _sample_change_request,
+        "approvals:change_wave_approve": _sample_change_request,
     }
 )
 
@@ -350,6 +354,8 @@ URL_KWARGS.update({"drift:upgrade_request": _sample_cluster_name})
 # or the view is broken, not that access works. Add your URL here when it answers otherwise.
 SUCCESS_STATUS: dict[tuple[str, str], int] = {
     ("approvals:change_apply", "POST"): 409,
+    ("approvals:change_rollout", "POST"): 400,  # no action chosen: refused with the reason
+    ("approvals:change_wave_approve", "POST"): 409,  # the sample request has no staged rollout
     ("approvals:change_approve", "POST"): 409,
     ("approvals:change_cancel", "POST"): 409,
     ("approvals:change_comment", "POST"): 400,

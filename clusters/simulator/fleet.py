@@ -26,6 +26,8 @@ class Faults:
     latency_ms: int = 0
     error_rate: float = 0.0
     no_readyz: bool = False  # /readyz answers 404, as before Kubernetes 1.16 or behind a /healthz-only proxy
+    rollout_fail: bool = False  # Deployments roll out but never become available
+    image_fail: str = ""  # glob: a Deployment with a container image matching it never becomes available
 
     def as_dict(self) -> dict:
         return {
@@ -33,6 +35,8 @@ class Faults:
             "latencyMs": self.latency_ms,
             "errorRate": self.error_rate,
             "noReadyz": self.no_readyz,
+            "rolloutFail": self.rollout_fail,
+            "imageFail": self.image_fail,
         }
 
 
@@ -97,7 +101,20 @@ def parse_faults(raw: dict | None) -> Faults:
     no_readyz = raw.get("noReadyz", False)
     if not isinstance(no_readyz, bool):
         raise FleetSpecError(f"faults.noReadyz must be true or false, not {no_readyz!r}")
-    return Faults(down=down, latency_ms=latency, error_rate=rate, no_readyz=no_readyz)
+    rollout_fail = raw.get("rolloutFail", False)
+    if not isinstance(rollout_fail, bool):
+        raise FleetSpecError(f"faults.rolloutFail must be true or false, not {rollout_fail!r}")
+    image_fail = raw.get("imageFail") or ""
+    if not isinstance(image_fail, str) or len(image_fail) > 200:
+        raise FleetSpecError(f"faults.imageFail must be an image pattern (a glob) or null, not {image_fail!r}")
+    return Faults(
+        down=down,
+        latency_ms=latency,
+        error_rate=rate,
+        no_readyz=no_readyz,
+        rollout_fail=rollout_fail,
+        image_fail=image_fail.strip(),
+    )
 
 
 def _parse_nodes(name: str, version: str, raw, labels: dict) -> list[NodeSpec]:

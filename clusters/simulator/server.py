@@ -143,6 +143,17 @@ class ClusterHandler:
         if cluster is None:
             return _error(ApiError(404, "the server could not find the requested resource"))
         cluster.requests[request.method] = cluster.requests.get(request.method, 0) + 1
+        if request.method in WRITE_METHODS:
+            started = time.time()
+            try:
+                return await self.answer(request, cluster)
+            finally:
+                cluster.write_log.append(
+                    {"method": request.method, "path": request.path, "start": started, "end": time.time()}
+                )
+        return await self.answer(request, cluster)
+
+    async def answer(self, request: web.Request, cluster: ClusterState) -> web.StreamResponse:
         faults = cluster.faults
         if faults.latency_ms:
             await asyncio.sleep(faults.latency_ms / 1000)
@@ -611,6 +622,8 @@ class AdminHandler:
             action = request.match_info["action"]
             if request.method == "GET" and action == "":
                 return _json(self.describe(cluster))
+            if request.method == "GET" and action == "log":
+                return _json({"writes": list(cluster.write_log)})
             if request.method == "GET" and action == "object":
                 return self.get_object(cluster, request.query)
             if request.method != "POST":

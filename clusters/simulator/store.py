@@ -8,6 +8,7 @@ caches them), so a cluster costs little more than its objects.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import re
 import time
@@ -22,6 +23,7 @@ from .errors import ApiError
 from .fleet import ClusterSpec, Faults, FleetSpecError, parse_version
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+WRITE_LOG = 2000  # writes remembered per cluster (the admin endpoint's /log)
 WATCH_HISTORY = 500  # events kept per cluster for watches that resume from a resourceVersion
 
 
@@ -45,6 +47,9 @@ class ClusterState:
         self.name = spec.name
         self.faults: Faults = spec.faults
         self.requests: dict[str, int] = {}  # HTTP method -> requests served (the admin endpoint shows them)
+        # the writes it served (method, path, start and end wall-clock time), for tests that assert
+        # how many clusters were written at once; the admin endpoint's /log shows them
+        self.write_log: deque = deque(maxlen=WRITE_LOG)
         self.rollout_seconds = spec.rollout_seconds
         self.capacity = spec.capacity  # schedulable pods; a roll-out beyond it leaves replicas unready
         self.api_config = served_apis.config_key(spec.runtime_config)  # what --runtime-config switches on/off
@@ -248,10 +253,23 @@ class ClusterState:
         if due is None or time.monotonic() < due:
             return obj
         del self.rollouts[key]
-        rollout.finish(obj, now_text(), ready=self.schedulable_for(res, obj))
+        ready = 0 if self.rollout_blocked(obj) else self.schedulable_for(res, obj)
+        rollout.finish(obj, now_text(), ready=ready)
         obj["metadata"]["resourceVersion"] = self.next_rv()
         self.save(res, obj)
         return obj
+
+    def rollout_blocked(self, obj: dict) -> bool:
+        """The rollout-fail fault, or an image matching the image-fail pattern (its pods stay in
+        ImagePullBackOff): the Deployment's new replicas never become ready."""
+        faults = self.faults
+        if faults.rollout_fail:
+            return True
+        if not faults.image_fail:
+            return False
+        pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        images = [c.get("image") or "" for c in (pod.get("containers") or []) + (pod.get("initContainers") or [])]
+        return any(fnmatch.fnmatchcase(image, faults.image_fail) for image in images if isinstance(image, str))
 
     def schedulable_for(self, res, obj: dict) -> int | None:
         """How many of a Deployment's replicas fit: the capacity left by the other Deployments'

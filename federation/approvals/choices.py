@@ -23,6 +23,7 @@ class ChangeState(models.TextChoices):
     PARTIALLY_FAILED = "PartiallyFailed", "PartiallyFailed"
     FAILED = "Failed", "Failed"
     CANCELLED = "Cancelled", "Cancelled"
+    ROLLED_BACK = "RolledBack", "RolledBack"
 
     @classmethod
     def open(cls) -> tuple[str, ...]:
@@ -31,7 +32,37 @@ class ChangeState(models.TextChoices):
 
     @classmethod
     def finished(cls) -> tuple[str, ...]:
-        return (cls.REJECTED, cls.APPLIED, cls.PARTIALLY_FAILED, cls.FAILED, cls.CANCELLED)
+        return (cls.REJECTED, cls.APPLIED, cls.PARTIALLY_FAILED, cls.FAILED, cls.CANCELLED, cls.ROLLED_BACK)
+
+
+class RolloutState(models.TextChoices):
+    """A staged rollout (a change request applied wave by wave)."""
+
+    PROGRESSING = "Progressing", "Progressing"
+    PAUSED = "Paused", "Paused"
+    WAITING_APPROVAL = "WaitingApproval", "WaitingApproval"
+    HALTED = "Halted", "Halted"
+    ROLLED_BACK = "RolledBack", "RolledBack"
+    ABORTED = "Aborted", "Aborted"
+    COMPLETED = "Completed", "Completed"
+
+    @classmethod
+    def terminal(cls) -> tuple[str, ...]:
+        return (cls.ROLLED_BACK, cls.ABORTED, cls.COMPLETED)
+
+
+class WaveState(models.TextChoices):
+    PENDING = "Pending", "Pending"
+    APPLYING = "Applying", "Applying"
+    BAKING = "Baking", "Baking"
+    PASSED = "Passed", "Passed"
+    FAILED = "Failed", "Failed"
+    ROLLED_BACK = "RolledBack", "RolledBack"
+
+    @classmethod
+    def started(cls) -> tuple[str, ...]:
+        """Waves whose clusters may hold the new revision."""
+        return (cls.APPLYING, cls.BAKING, cls.PASSED, cls.FAILED)
 
 
 class Decision(models.TextChoices):

@@ -3,6 +3,8 @@
 from django import forms
 
 from federation.approvals.choices import ChangeKind
+from federation.manifests import ManifestError, load_yaml
+from federation.rollout_strategy import StrategyError, normalize_strategy
 
 
 class ChangeRequestCreateForm(forms.Form):
@@ -20,6 +22,28 @@ class ChangeRequestCreateForm(forms.Form):
     revision = forms.IntegerField(required=False, min_value=1, help_text="Revision number; default: the current one.")
     title = forms.CharField(required=False, max_length=200)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 4}), max_length=5000)
+    rollout_strategy_yaml = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=20000,
+        label="Rollout strategy for this request (YAML)",
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        help_text="Empty: the resource's own strategy. {} : every cluster at once. Otherwise autoRollback and waves, "
+        "as on the resource form.",
+    )
+
+    def clean_rollout_strategy_yaml(self):
+        text = self.cleaned_data.get("rollout_strategy_yaml") or ""
+        if not text.strip():
+            return None
+        try:
+            value = load_yaml(text)
+        except ManifestError as exc:
+            raise forms.ValidationError(f"Rollout strategy: {exc}") from exc
+        try:
+            return normalize_strategy(value)
+        except StrategyError as exc:
+            raise forms.ValidationError(str(exc)) from exc
 
 
 class DecisionForm(forms.Form):

@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster
-from federation.approvals.choices import ChangeKind, ChangeState, Decision
+from federation.approvals.choices import ChangeKind, ChangeState, Decision, RolloutState, WaveState
 from federation.models import FederatedResource, PropagationRun, Revision
 
 
@@ -69,6 +69,17 @@ class ChangeRequest(models.Model):
     outcome = models.JSONField(default=list, blank=True)
     apply_error = models.TextField(blank=True)
 
+    rollout_strategy = models.JSONField(
+        null=True, blank=True, help_text="Overrides the resource's rollout strategy for this request ({} = none)."
+    )
+    rollback_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="rollbacks",
+        help_text="The request whose halted rollout this rollback undoes.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -141,3 +152,59 @@ class Comment(models.Model):
 
     def __str__(self):
         return f"comment by {self.author_name} on CR-{self.change_request_id}"
+
+
+class Rollout(models.Model):
+    """A change request applied wave by wave (federation.approvals.rollout drives it)."""
+
+    change_request = models.OneToOneField(ChangeRequest, on_delete=models.CASCADE, related_name="rollout")
+    state = models.CharField(
+        max_length=16, choices=RolloutState.choices, default=RolloutState.PROGRESSING, db_index=True
+    )
+    strategy = models.JSONField(default=dict, blank=True, help_text="The strategy as it was when applying started.")
+    auto_rollback = models.BooleanField(default=False)
+    halt_reason = models.TextField(blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True, help_text="Who advances it: one task at a time.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"rollout of CR-{self.change_request_id} ({self.state})"
+
+
+class RolloutWave(models.Model):
+    """One wave: its clusters and settings, fixed when the rollout starts, and what happened to them.
+
+    ``batches`` holds the PropagationRun id of each batch started (at most max_parallel clusters each);
+    a batch is started by a compare-and-set on its index, so no cluster is sent the change twice.
+    ``cluster_states`` maps cluster name -> Pending / Applying / Applied / Failed / Healthy / RolledBack.
+    """
+
+    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="waves")
+    index = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=40)
+    state = models.CharField(max_length=16, choices=WaveState.choices, default=WaveState.PENDING)
+    clusters = models.JSONField(default=list)
+    cluster_states = models.JSONField(default=dict, blank=True)
+    max_parallel = models.PositiveIntegerField(default=1)
+    bake_seconds = models.PositiveIntegerField(default=0)
+    max_failures = models.PositiveIntegerField(default=0)
+    progress_deadline = models.PositiveIntegerField(null=True, blank=True)
+    require_approval = models.BooleanField(default=False)
+    approvals = models.JSONField(default=list, blank=True, help_text="[{user_id, username, at}] for approval waves.")
+    batches = models.JSONField(default=list, blank=True, help_text="PropagationRun id of each batch started.")
+    batch_count = models.PositiveIntegerField(default=0, help_text="Batches started (the compare-and-set key).")
+    failed_gate = models.TextField(blank=True)
+    gate_message = models.TextField(blank=True, help_text="Why the gate is not passed yet (waiting).")
+    started_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True, help_text="Every batch finished.")
+    healthy_since = models.DateTimeField(null=True, blank=True, help_text="Gates all passing since (bake start).")
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["rollout_id", "index"]
+        constraints = [models.UniqueConstraint(fields=["rollout", "index"], name="approvals_rollout_wave_index")]
+
+    def __str__(self):
+        return f"wave {self.index + 1} {self.name} ({self.state})"

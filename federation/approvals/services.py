@@ -41,15 +41,17 @@ from clusters.models import Cluster
 from clusters.services import unjoin_cluster
 from federation import enqueue, propagation
 from federation import services as federation_services
+from federation.approvals import rollout
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
 from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
 from federation.approvals.kinds import BUSY, handler_for
-from federation.approvals.models import Approval, ChangeRequest, Comment
+from federation.approvals.models import Approval, ChangeRequest, Comment, Rollout
 from federation.approvals.preflight import run_preflight
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
 from federation.choices import Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
+from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, require_role
@@ -371,6 +373,16 @@ def _default_title(kind: str, subject: str, revision: Revision | None) -> str:
     return f"{ChangeKind(kind).label} {subject}{suffix}"[:200]
 
 
+def _strategy_override(raw) -> dict | None:
+    """A request's own rollout strategy (None: the resource's; {}: every cluster at once)."""
+    if raw is None:
+        return None
+    try:
+        return normalize_strategy(raw)
+    except StrategyError as exc:
+        raise TransitionError(f"Rollout strategy: {exc}") from None
+
+
 def create_change_request(
     resource: FederatedResource | None = None,
     *,
@@ -381,6 +393,7 @@ def create_change_request(
     title: str = "",
     description: str = "",
     snapshot: bool = True,
+    rollout_strategy: dict | None = None,
 ) -> ChangeRequest:
     """Open a Draft. For a resource: proposes ``revision`` (default: its current revision); the kind
     is create (never propagated), edit, rollback or delete. For ``kind="unjoin"``: ``cluster``."""
@@ -433,6 +446,7 @@ def create_change_request(
             proposed_revision=revision,
             proposed_hash=approved_content_hash(kind, resource, revision, cluster),
             base_revision=resource.propagated_revision if resource else None,
+            rollout_strategy=_strategy_override(rollout_strategy) if resource else None,
         )
         _audit(
             "create",
@@ -835,6 +849,20 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
     with transaction.atomic():
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
+        if rollout.is_staged(cr):
+            try:
+                rollout.start_rollout(cr, actor=actor)
+            except propagation.PropagationError as exc:
+                raise TransitionError(str(exc)) from None
+            _audit(
+                "apply",
+                cr,
+                actor=actor,
+                summary=f"Applying CR-{cr.pk} wave by wave",
+                before={"state": ChangeState.APPROVED},
+                after={"state": ChangeState.APPLYING, "staged": True},
+            )
+            return _fresh(cr)
         runs = _start(cr, actor=actor)
         cr.runs.add(*runs)
         _audit(
@@ -940,6 +968,8 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
     handler = handler_for(cr.kind)
     if handler is not None:
         return _sync_kind(handler, cr)
+    if Rollout.objects.filter(change_request_id=cr.pk).exists():
+        return cr  # a staged rollout settles its request itself (federation.approvals.rollout)
     runs = list(cr.runs.all())
     rows = _outcome_rows(runs)
     if any(run.finished_at is None for run in runs):
@@ -1025,6 +1055,7 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
 def sync_running_requests() -> int:
     """Re-check every Applying request (a safety net for a lost sync task)."""
     count = 0
+    rollout.resume_stale_rollouts()
     for pk in ChangeRequest.objects.filter(state=ChangeState.APPLYING).values_list("pk", flat=True):
         if sync_change_request(pk).state != ChangeState.APPLYING:
             count += 1

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from federation.approvals import services
+from federation.approvals import rollout, services
 from federation.approvals.choices import ChangeState
 from federation.approvals.models import ChangeRequest
 
@@ -44,3 +44,18 @@ def sync_change_request_task(cr_id: int, checks: int = 0) -> dict:
 def sync_running_requests_task() -> dict:
     """Periodic (beat) safety net: settle Applying requests whose own sync task was lost."""
     return {"settled": services.sync_running_requests()}
+
+
+@shared_task(
+    queue="default",
+    acks_late=True,  # safe twice: one lease holder, compare-and-set transitions and batch starts
+    soft_time_limit=110,  # within the rollout's lease (FEDPORTAL_ROLLOUT_LEASE_SECONDS, 130 s)
+    time_limit=120,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=5,
+)
+def advance_rollout_task(rollout_id: int) -> dict:
+    """Move a staged rollout on (wave start, batches, gates, bake, halt); it re-queues itself while
+    the rollout is Progressing, and the periodic sync re-queues one whose task was lost."""
+    return {"rollout_id": rollout_id, "waiting": rollout.advance_rollout(rollout_id)}

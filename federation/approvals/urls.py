@@ -21,4 +21,6 @@ urlpatterns = [
     path("<int:pk>/refresh/", views.change_refresh, name="change_refresh"),
     path("<int:pk>/override/", views.change_override, name="change_override"),
     path("<int:pk>/comment/", views.change_comment, name="change_comment"),
+    path("<int:pk>/rollout/", views.change_rollout, name="change_rollout"),
+    path("<int:pk>/rollout/approve/", views.change_wave_approve, name="change_wave_approve"),
 ]

@@ -16,8 +16,9 @@ from django.views.decorators.vary import vary_on_headers
 
 from clusters.models import Cluster
 from federation import propagation
+from federation.approvals import rollout as rollouts
 from federation.approvals import selectors, services
-from federation.approvals.choices import ChangeKind, ChangeState, Decision
+from federation.approvals.choices import ChangeKind, ChangeState, Decision, RolloutState
 from federation.approvals.content import content_authors
 from federation.approvals.filtersets import ChangeRequestFilterSet
 from federation.approvals.forms import (
@@ -115,8 +116,26 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         current = cr.resource.current_revision_id
         if current and current != cr.proposed_revision_id:
             newer_revision = Revision.objects.filter(pk=current).first()
+    rollout = rollouts.rollout_status(cr)
+    planned_waves = rollouts.planned_waves(cr) if rollout is None and cr.is_open else []
+    rollout_state = rollout["state"] if rollout else None
+    operator = has_role(user, Role.OPERATOR)
     context = {
         "cr": cr,
+        "rollout": rollout,
+        "planned_waves": planned_waves,
+        "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
+        "can_pause": operator and rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
+        "can_resume": operator and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED),
+        "can_abort": operator
+        and rollout_state
+        in (RolloutState.PROGRESSING, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL, RolloutState.HALTED),
+        "can_rollback": operator
+        and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED, RolloutState.WAITING_APPROVAL)
+        and cr.base_revision_id is not None,
+        "can_approve_wave": rollout_state == RolloutState.WAITING_APPROVAL
+        and has_role(user, Role.APPROVER)
+        and not wrote_content,
         "diff_groups": group_previews(cr.diffs or []),
         "approvals": [(a, a.decision != Decision.APPROVE or a.is_valid_for(cr)) for a in approvals],
         "summary": summary,
@@ -149,8 +168,15 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "comment_form": CommentForm(),
         "override_form": ReasonForm(),
         "cancel_form": CancelForm(),
-        "polling": cr.state == ChangeState.APPLYING,
+        "polling": cr.state == ChangeState.APPLYING
+        or rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL, RolloutState.PAUSED),
     }
+    context["rollout_buttons"] = [
+        ("pause", "Pause", context["can_pause"], ""),
+        ("resume", "Resume", context["can_resume"], "primary"),
+        ("rollback", "Roll back", context["can_rollback"], "danger"),
+        ("abort", "Abort", context["can_abort"], "danger"),
+    ]
     context.update(extra)
     return context
 
@@ -260,6 +286,48 @@ def change_apply(request, pk):
     return _run(request, cr, lambda: services.apply_change_request(cr, actor=request.user), f"Applying CR-{cr.pk}.")
 
 
+ROLLOUT_ACTIONS = {
+    "pause": (rollouts.pause_rollout, "Paused the rollout of CR-{pk}."),
+    "resume": (rollouts.resume_rollout, "Resumed the rollout of CR-{pk}."),
+    "abort": (rollouts.abort_rollout, "Aborted the rollout of CR-{pk}."),
+    "rollback": (rollouts.rollback_rollout, "Rolling back CR-{pk}."),
+}
+
+
+def _run_rollout(request, cr, call, message):
+    try:
+        call()
+    except rollouts.RolloutError as exc:
+        return _respond(request, cr, error=str(exc), status=409)
+    except PermissionDenied as exc:
+        return _respond(request, cr, error=str(exc) or "You may not do that.", status=403)
+    return _respond(request, cr, message=message)
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+@role_required(Role.OPERATOR)
+def change_rollout(request, pk):
+    """Operator: pause, resume, abort or roll back a staged rollout (``action`` in the form)."""
+    cr = _get_cr(pk)
+    action = request.POST.get("action", "")
+    if action not in ROLLOUT_ACTIONS:
+        return _respond(request, cr, error="Choose pause, resume, abort or rollback.", status=400)
+    service, message = ROLLOUT_ACTIONS[action]
+    return _run_rollout(request, cr, lambda: service(cr, actor=request.user), message.format(pk=cr.pk))
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+@role_required(Role.APPROVER)
+def change_wave_approve(request, pk):
+    """Approver: let the wave waiting for approval start (the author cannot)."""
+    cr = _get_cr(pk)
+    return _run_rollout(
+        request, cr, lambda: rollouts.approve_wave(cr, actor=request.user), f"Approved the waiting wave of CR-{cr.pk}."
+    )
+
+
 @require_POST
 @vary_on_headers("HX-Request")
 @role_required(Role.OPERATOR)
@@ -355,6 +423,7 @@ def change_create(request, resource_pk):
                         revision=revision,
                         title=data.get("title", ""),
                         description=data.get("description", ""),
+                        rollout_strategy=data.get("rollout_strategy_yaml"),
                     )
                 except services.TransitionError as exc:
                     form.add_error(None, str(exc))

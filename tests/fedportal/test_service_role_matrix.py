@@ -25,6 +25,7 @@ SERVICE_MODULES = (
     "federation.services",
     "federation.propagation",
     "federation.approvals.services",
+    "federation.approvals.rollout",
     "clusters.services.registry",
     "clusters.services.health",
     "clusters.services.kubeconfig",
@@ -36,6 +37,7 @@ SERVICE_MODULES = (
 NOT_ENTRY_POINTS = {
     "clusters.services.registry.save_new_cluster": "the write shared by register_cluster and the kubeconfig import, after their admin check",
     "federation.approvals.services.resource_settings_changed": "hook run by update_resource after its own operator check",
+    "federation.approvals.rollout.start_rollout": "run by apply_change_request inside its transaction, after its checks",
 }
 
 NOBODY, VIEWER, OPERATOR, APPROVER, ADMIN = "nobody", Role.VIEWER, Role.OPERATOR, Role.APPROVER, Role.ADMIN
@@ -106,6 +108,10 @@ def _prop():
 
 def _ap():
     return import_module("federation.approvals.services")
+
+
+def _ro():
+    return import_module("federation.approvals.rollout")
 
 
 def _cs():
@@ -216,6 +222,31 @@ TABLE = [
         [OPERATOR],
         lambda w, a: (w.waiting_on_ready_cluster(), _prop().reconcile_waiting_clusters(actor=a)),
     ),
+    row(
+        "federation.services.set_rollout_strategy",
+        [OPERATOR],
+        lambda w, a: _fs().set_rollout_strategy(
+            w.resource, {"waves": [{"name": "all", "clusterSelector": {}}]}, actor=a
+        ),
+    ),
+    # staged rollouts (the sample request has none: past the role check a RolloutError says so)
+    row(
+        "federation.approvals.rollout.pause_rollout", [OPERATOR], lambda w, a: _ro().pause_rollout(w.change(), actor=a)
+    ),
+    row(
+        "federation.approvals.rollout.resume_rollout",
+        [OPERATOR],
+        lambda w, a: _ro().resume_rollout(w.change(), actor=a),
+    ),
+    row(
+        "federation.approvals.rollout.abort_rollout", [OPERATOR], lambda w, a: _ro().abort_rollout(w.change(), actor=a)
+    ),
+    row(
+        "federation.approvals.rollout.rollback_rollout",
+        [OPERATOR],
+        lambda w, a: _ro().rollback_rollout(w.change(), actor=a),
+    ),
+    row("federation.approvals.rollout.approve_wave", [APPROVER], lambda w, a: _ro().approve_wave(w.change(), actor=a)),
     # change requests
     row(
         "federation.approvals.services.create_change_request",

@@ -6,6 +6,8 @@ fleet simulator through its admin endpoint.
   fleetctl latency CLUSTER MS                      fleetctl errors CLUSTER SHARE
   fleetctl version CLUSTER v1.30.2                 fleetctl rollout CLUSTER SECONDS
   fleetctl capacity CLUSTER PODS|none             # schedulable pods; Deployments beyond it stay unready
+  fleetctl rollout-fail CLUSTER on|off             # Deployments never become available
+  fleetctl image-fail CLUSTER 'shop/web:2.*'|off  # Deployments with a matching image never pull it
   fleetctl kubelets CLUSTER v1.30.2 [--node NAME ...]   # a node upgrade (default: every node)
   fleetctl edit CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME --patch '{"spec":{"replicas":5}}'
   fleetctl get CLUSTER --api-version apps/v1 --kind Deployment -n NS NAME
@@ -107,6 +109,14 @@ class Command(BaseCommand):
         rollout = sub.add_parser("rollout")
         rollout.add_argument("cluster")
         rollout.add_argument("seconds", type=float)
+        rollout_fail = sub.add_parser("rollout-fail", help="Deployments on the cluster never become available.")
+        rollout_fail.add_argument("cluster")
+        rollout_fail.add_argument("switch", choices=["on", "off"])
+        image_fail = sub.add_parser(
+            "image-fail", help="Deployments whose image matches PATTERN (a glob) never pull it; 'off' clears it."
+        )
+        image_fail.add_argument("cluster")
+        image_fail.add_argument("pattern")
         capacity = sub.add_parser("capacity", help="Schedulable pods of a cluster (none: no limit).")
         capacity.add_argument("cluster")
         capacity.add_argument("pods", type=pods_or_none)
@@ -176,6 +186,11 @@ class Command(BaseCommand):
             result = call("POST", f"/clusters/{cluster}/kubelets", body)
         elif action == "rollout":
             result = call("POST", f"/clusters/{cluster}/rollout", {"seconds": opts["seconds"]})
+        elif action == "rollout-fail":
+            result = call("POST", f"/clusters/{cluster}/faults", {"rolloutFail": opts["switch"] == "on"})
+        elif action == "image-fail":
+            pattern = "" if opts["pattern"] == "off" else opts["pattern"]
+            result = call("POST", f"/clusters/{cluster}/faults", {"imageFail": pattern})
         elif action == "capacity":
             result = call("POST", f"/clusters/{cluster}/capacity", {"pods": opts["pods"]})
         elif action == "edit":

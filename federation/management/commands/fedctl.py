@@ -14,6 +14,8 @@
         a Cluster API upgrade through approvals; the change request id is the last line
     fedctl lifecycle CLUSTER [-o json|table]     control plane, MachineDeployments, Machines
     fedctl enable KIND --group GROUP --version VERSION [--plural PLURAL] [--cluster-scoped]
+    fedctl rollout status CR_ID [-o json] [--watch]     a staged rollout's waves, clusters and failed gate
+    fedctl rollout pause|resume|abort|rollback|approve CR_ID --as USER [--reason TEXT]
 
 Cluster-scoped resources (Namespace) are named without a namespace: ``fedctl status shop --kind Namespace``.
 """
@@ -102,6 +104,14 @@ class Command(BaseCommand):
         requests = sub.add_parser("requests", help="List change requests.")
         requests.add_argument("--state", default="")
         requests.add_argument("-o", "--output", choices=["table", "json"], default="table")
+        rollout = sub.add_parser("rollout", help="A staged rollout: status, pause, resume, abort, rollback, approve.")
+        rollout.add_argument("action", choices=["status", "pause", "resume", "abort", "rollback", "approve"])
+        rollout.add_argument("id", type=int, help="The change request's id.")
+        rollout.add_argument("--as", dest="username", default="", help="Who acts (every action but status).")
+        rollout.add_argument("--reason", default="", help="Recorded with abort and rollback.")
+        rollout.add_argument("-o", "--output", choices=["table", "json"], default="table")
+        rollout.add_argument("--watch", action="store_true", help="Print again every 2 s until the rollout ends.")
+        rollout.add_argument("--timeout", type=float, default=3600.0, help="How long --watch waits at most.")
         enable = sub.add_parser("enable", help="Enable a federated type (like kubefedctl enable).")
         enable.add_argument("kind")
         enable.add_argument("--group", default="")
@@ -246,6 +256,53 @@ class Command(BaseCommand):
 
     def do_lifecycle(self, *, cluster, output, **_):
         call_command("upgrades", "lifecycle", cluster, "-o", output, stdout=self.stdout, stderr=self.stderr)
+
+    def do_rollout(self, *, action, id, username, reason, output, watch, timeout, **_):
+        from federation.approvals import rollout as rollouts
+        from federation.approvals.choices import RolloutState
+
+        if action != "status":
+            user = get_user_model().objects.filter(username=username, is_active=True).first()
+            if user is None:
+                raise CommandError(f"No active user {username!r} (give --as USER).")
+            calls = {
+                "pause": lambda: rollouts.pause_rollout(id, actor=user),
+                "resume": lambda: rollouts.resume_rollout(id, actor=user),
+                "abort": lambda: rollouts.abort_rollout(id, actor=user, reason=reason),
+                "rollback": lambda: rollouts.rollback_rollout(id, actor=user, reason=reason),
+                "approve": lambda: rollouts.approve_wave(id, actor=user, comment=reason),
+            }
+            try:
+                calls[action]()
+            except PermissionDenied as exc:
+                raise CommandError(f"{username}: {exc}") from exc
+            except rollouts.RolloutError as exc:
+                raise CommandError(str(exc)) from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            status = rollouts.rollout_status(id)
+            if status is None:
+                raise CommandError(f"CR-{id} has no staged rollout.")
+            self._print_rollout(status, output)
+            if not watch or status["state"] in RolloutState.terminal() or time.monotonic() > deadline:
+                return
+            time.sleep(2)
+
+    def _print_rollout(self, status: dict, output: str) -> None:
+        if output == "json":
+            self.stdout.write(json.dumps(status, indent=2))
+            return
+        self.stdout.write(
+            f"CR-{status['changeRequest']} rollout {status['state']}"
+            + (f": {status['haltReason']}" if status["haltReason"] else "")
+        )
+        for index, wave in enumerate(status["waves"], 1):
+            extra = f" bake {wave['bakeRemaining']}s left" if wave["bakeRemaining"] is not None else ""
+            self.stdout.write(f"  {index}. {wave['name']:<16} {wave['state']:<10} {wave['progress']:>3}%{extra}")
+            for name, state in wave["clusters"].items():
+                self.stdout.write(f"       {name:<24} {state}")
+            if wave["failedGate"]:
+                self.stdout.write(f"     failed gate: {wave['failedGate']}")
 
     def do_requests(self, *, state, output, **_):
         call_command("changes", "list", "--state", state, "-o", output, stdout=self.stdout, stderr=self.stderr)

@@ -21,6 +21,7 @@ from django.core.management import BaseCommand, CommandError, call_command
 
 from fedportal.roles import Role
 
+DEMO_RESOURCES = Path(__file__).resolve().parents[2] / "demo" / "staged-web.yaml"
 DEMO_USERS = {"admin": Role.ADMIN, "operator": Role.OPERATOR, "approver": Role.APPROVER, "viewer": Role.VIEWER}
 
 
@@ -63,6 +64,8 @@ class Command(BaseCommand):
             )
             _wait_for(lambda: kubeconfig.exists() and _port_in_use(options["fleet_port"]), "the fleet simulator")
             self._register_fleet(kubeconfig, options["host_context"])
+            # a resource with a staged rollout strategy, so a newcomer sees waves and gates (README: Staged rollouts)
+            call_command("fedctl", "apply", "-f", str(DEMO_RESOURCES), stdout=self.stdout)
             self._start(
                 "celery worker",
                 [

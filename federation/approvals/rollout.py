@@ -1,0 +1,764 @@
+"""Staged rollouts: an approved change applied wave by wave, with health gates between waves.
+
+Public API:
+
+    effective_strategy(cr) -> dict             the request's override, else its resource's strategy
+    is_staged(cr) -> bool                       whether applying ``cr`` goes through waves
+    start_rollout(cr, *, actor) -> Rollout      (inside _apply's transaction) waves fixed, first advance queued
+    advance_rollout(rollout_id) -> str          THE task body: every transition possible now; idempotent
+    pause_rollout / resume_rollout / abort_rollout / rollback_rollout(cr, *, actor[, reason])
+    approve_wave(cr, *, actor, comment="")      an approval wave's approvals (author cannot approve)
+    rollout_status(cr) -> dict | None           {"state", "waves": [{"name", "state", "clusters", "failedGate"}]}
+    resume_stale_rollouts(*, stale_seconds=30) -> int   periodic safety net: re-queue lost advance tasks
+
+How it stays correct when a task runs twice or a worker dies: one advancing task at a time holds
+the rollout's lease (compare-and-set on ``lease_until``); every state change is a compare-and-set on
+the expected state; a batch of clusters is started by a compare-and-set on the wave's
+``batch_count`` in the same transaction that creates its PropagationRun, so a batch is sent once;
+the run's targets are claimed with propagation's own leases (a killed worker's targets are re-queued
+by propagation's stale sweep). A wave is entered only once the one before it is Passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from clusters.models import Cluster
+from federation import enqueue, propagation
+from federation.approvals.choices import ChangeKind, ChangeState, RolloutState, WaveState
+from federation.approvals.content import content_authors
+from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
+from federation.choices import TargetState
+from federation.models import PropagationRun, PropagationTarget
+from federation.propagation.common import batch_size
+from federation.propagation.gates import FAILED, HEALTHY, check_gates
+from federation.rollout_strategy import assign_waves, auto_rollback_for
+from fedportal.audit import record_event
+from fedportal.roles import Role, require_role
+
+logger = logging.getLogger(__name__)
+
+STALE_SECONDS = 30
+ADVANCE_SECONDS = 20  # how long one advance task keeps polling before handing over to the next
+MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
+
+# a cluster's state within its wave (the page and `fedctl rollout status` show these)
+C_PENDING, C_APPLYING, C_APPLIED, C_FAILED, C_HEALTHY, C_ROLLED_BACK = (
+    "Pending",
+    "Applying",
+    "Applied",
+    "Failed",
+    "Healthy",
+    "RolledBack",
+)
+
+
+class RolloutError(Exception):
+    """A rollout action not allowed now; the message says why (shown to the user, 4xx)."""
+
+
+def lease_seconds() -> float:
+    """How long one advancing task holds a rollout; past it (a killed worker) another one may."""
+    return float(getattr(settings, "FEDPORTAL_ROLLOUT_LEASE_SECONDS", 130))
+
+
+def poll_seconds() -> float:
+    return float(getattr(settings, "FEDPORTAL_ROLLOUT_POLL_SECONDS", 1.0))
+
+
+def _name(user) -> str:
+    return user.get_username() if getattr(user, "pk", None) else "system"
+
+
+def _audit(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, after=None) -> None:
+    record_event(f"approvals.rollout.{action}", actor=actor, obj=cr, summary=summary, before=before, after=after)
+
+
+# --- strategy ---------------------------------------------------------------------------------
+
+
+def effective_strategy(cr: ChangeRequest) -> dict:
+    if cr.rollout_strategy is not None:
+        return cr.rollout_strategy
+    return (cr.resource.rollout_strategy or {}) if cr.resource_id else {}
+
+
+def is_staged(cr: ChangeRequest) -> bool:
+    """Resource changes with a strategy; never deletes, unjoins, emergencies or rollbacks of a rollout."""
+    return (
+        cr.kind in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
+        and cr.resource_id is not None
+        and not cr.emergency
+        and cr.rollback_of_id is None
+        and bool(effective_strategy(cr).get("waves"))
+    )
+
+
+def planned_waves(cr: ChangeRequest):
+    """The waves applying ``cr`` would go through now (for approvers, before it starts); [] unstaged."""
+    if not is_staged(cr) or cr.proposed_revision is None:
+        return []
+    plans = propagation.plan_targets(cr.resource, cr.proposed_revision)
+    return assign_waves(effective_strategy(cr), {p.cluster.name: p.cluster.labels or {} for p in plans})
+
+
+def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
+    """Fix the waves of an Applying request (called inside _apply's transaction) and queue the first advance."""
+    strategy = effective_strategy(cr)
+    revision = cr.proposed_revision
+    plans = propagation.plan_targets(cr.resource, revision)
+    labels = {p.cluster.name: p.cluster.labels or {} for p in plans}
+    waves = assign_waves(strategy, labels)
+    rollout = Rollout.objects.create(
+        change_request=cr, strategy=strategy, auto_rollback=auto_rollback_for(strategy, labels)
+    )
+    RolloutWave.objects.bulk_create(
+        [
+            RolloutWave(
+                rollout=rollout,
+                index=i,
+                name=w.name,
+                clusters=w.clusters,
+                cluster_states={c: C_PENDING for c in w.clusters},
+                max_parallel=w.max_parallel,
+                bake_seconds=w.bake_seconds,
+                max_failures=w.max_failures,
+                progress_deadline=w.progress_deadline,
+                require_approval=w.require_approval,
+            )
+            for i, w in enumerate(waves)
+        ]
+    )
+    _audit(
+        "start",
+        cr,
+        actor=actor,
+        summary=f"Staged rollout of CR-{cr.pk}: {len(waves)} wave(s) "
+        + ", ".join(f"{w.name} ({len(w.clusters)})" for w in waves),
+        after={"waves": {w.name: w.clusters for w in waves}, "autoRollback": rollout.auto_rollback},
+    )
+    enqueue.advance_rollout(rollout.pk)
+    return rollout
+
+
+# --- the executor -------------------------------------------------------------------------------
+
+
+def _claim(rollout_id: int) -> bool:
+    now = timezone.now()
+    return bool(
+        Rollout.objects.filter(pk=rollout_id, state=RolloutState.PROGRESSING)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(lease_until=now + timedelta(seconds=lease_seconds()), updated_at=now)
+    )
+
+
+def _release(rollout_id: int) -> None:
+    Rollout.objects.filter(pk=rollout_id).update(lease_until=None, updated_at=timezone.now())
+
+
+def advance_rollout(rollout_id: int) -> str:
+    """Do every transition the rollout can make now, and keep at it (polling the gates every
+    FEDPORTAL_ROLLOUT_POLL_SECONDS) for up to ADVANCE_SECONDS, half the lease at most, so a wave
+    follows the one before without a round trip through the broker. Returns what it waits for
+    ("busy": another task holds it, "done": it no longer progresses). Safe to run twice, or at once."""
+    if not _claim(rollout_id):
+        state = Rollout.objects.filter(pk=rollout_id).values_list("state", flat=True).first()
+        return "busy" if state == RolloutState.PROGRESSING else "done"
+    deadline = time.monotonic() + min(ADVANCE_SECONDS, lease_seconds() / 2)
+    outcome, steps = "again", 0
+    try:
+        while True:
+            outcome = _step(rollout_id)
+            steps += 1
+            if outcome == "again" and steps < MAX_STEPS:
+                continue
+            if outcome in ("done", "halted", "waiting approval") or time.monotonic() + poll_seconds() > deadline:
+                break
+            time.sleep(poll_seconds())
+            steps = 0
+    finally:
+        _release(rollout_id)
+    state = Rollout.objects.filter(pk=rollout_id).values_list("state", flat=True).first()
+    if state == RolloutState.PROGRESSING:
+        enqueue.advance_rollout(rollout_id, countdown=poll_seconds(), on_commit=False)
+    return outcome if state == RolloutState.PROGRESSING else "done"
+
+
+def _step(rollout_id: int) -> str:
+    """One transition: "again" when something moved, else what it waits for."""
+    rollout = Rollout.objects.select_related("change_request__resource__type").get(pk=rollout_id)
+    if rollout.state != RolloutState.PROGRESSING:
+        return "done"
+    wave = rollout.waves.exclude(state=WaveState.PASSED).order_by("index").first()
+    if wave is None:
+        _complete(rollout)
+        return "done"
+    if wave.state == WaveState.PENDING:
+        return _enter_wave(rollout, wave)
+    if wave.state == WaveState.APPLYING:
+        return _apply_wave(rollout, wave)
+    if wave.state == WaveState.BAKING:
+        return _bake_wave(rollout, wave)
+    return "halted"  # Failed / RolledBack with a Progressing rollout cannot happen; wait for an operator
+
+
+def _wave_cas(wave: RolloutWave, expected: str, new: str, **fields) -> bool:
+    return bool(RolloutWave.objects.filter(pk=wave.pk, state=expected).update(state=new, **fields))
+
+
+def _enter_wave(rollout: Rollout, wave: RolloutWave) -> str:
+    cr = rollout.change_request
+    if wave.require_approval:
+        valid, required = wave_approval_count(cr, wave)
+        if valid < required:
+            with transaction.atomic():
+                if Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PROGRESSING).update(
+                    state=RolloutState.WAITING_APPROVAL, updated_at=timezone.now()
+                ):
+                    _audit(
+                        "waiting_approval",
+                        cr,
+                        actor=None,
+                        summary=f"CR-{cr.pk} waits for {required} approval(s) before wave {wave.name}",
+                        after={"wave": wave.name, "valid": valid, "required": required},
+                    )
+            return "waiting approval"
+    with transaction.atomic():
+        if _wave_cas(wave, WaveState.PENDING, WaveState.APPLYING, started_at=timezone.now()):
+            _audit(
+                "wave_start",
+                cr,
+                actor=None,
+                summary=f"CR-{cr.pk} wave {wave.index + 1} {wave.name} started on {len(wave.clusters)} cluster(s)",
+                after={"wave": wave.name, "clusters": wave.clusters, "maxParallel": wave.max_parallel},
+            )
+    return "again"
+
+
+def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
+    """Cluster states from the wave's runs; whether every started batch finished; failure lines."""
+    states = dict(wave.cluster_states)
+    failures = []
+    runs = {r.pk: r for r in PropagationRun.objects.filter(pk__in=wave.batches)}
+    finished = all(runs.get(pk) is not None and runs[pk].finished_at is not None for pk in wave.batches)
+    for target in PropagationTarget.objects.filter(run_id__in=wave.batches).select_related("cluster"):
+        name = target.cluster.name
+        if target.state == TargetState.DONE:
+            states[name] = C_APPLIED if states.get(name) != C_HEALTHY else C_HEALTHY
+        elif target.state == TargetState.FAILED:
+            states[name] = C_FAILED
+            failures.append(f"{name}: {target.reason} {target.message}".strip())
+        else:
+            states[name] = C_APPLYING
+    return states, finished, failures
+
+
+def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
+    cr = rollout.change_request
+    states, finished, failures = _batch_states(wave)
+    if states != wave.cluster_states:
+        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+    if not finished:
+        return "applying"
+    if len(failures) > wave.max_failures:
+        _halt(rollout, wave, f"applied: {len(failures)} cluster(s) failed ({'; '.join(failures)[:900]})")
+        return "again"
+    started = wave.batch_count * wave.max_parallel
+    if started < len(wave.clusters):
+        if rollout.state != RolloutState.PROGRESSING:
+            return "paused"
+        started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel])
+        if started_run is not None and _apply_batch_here(*started_run):
+            return "again"  # applied here: its gates can be checked at once
+        return "applying"
+    with transaction.atomic():
+        if _wave_cas(wave, WaveState.APPLYING, WaveState.BAKING, applied_at=timezone.now()):
+            _audit(
+                "wave_applied",
+                cr,
+                actor=None,
+                summary=f"CR-{cr.pk} wave {wave.name} applied to {len(wave.clusters)} cluster(s); gates checked"
+                + (f", baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
+                after={"wave": wave.name, "failures": failures},
+            )
+    return "again"
+
+
+def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
+    """Apply a batch of one chunk in this task (its chunk task, queued too, then finds nothing left
+    to claim): a wave does not wait for the broker. Transient failures are retried by tasks. False
+    for a batch of several chunks: those are the propagation queue's, spread over the workers."""
+    if len(cluster_ids) > batch_size():
+        return False
+    outcomes = propagation.propagate_targets(run_id, cluster_ids)
+    for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
+        enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
+    return True
+
+
+def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple[int, list[int]] | None:
+    """Send the change to one batch of a wave: the compare-and-set on batch_count and the run are one
+    transaction, so a batch is started once however many tasks try."""
+    cr = rollout.change_request
+    ids = list(Cluster.objects.filter(name__in=names).values_list("pk", flat=True))
+    with transaction.atomic():
+        locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
+        if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
+            return None
+        try:
+            with transaction.atomic():
+                run = propagation.propagate_revision(
+                    cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids
+                )
+        except propagation.PropagationError as exc:
+            refusal = str(exc)
+        else:
+            refusal = ""
+        if refusal:
+            _halt(rollout, wave, f"applied: {refusal}")
+            return None
+        cr.runs.add(run)
+        states = {**locked.cluster_states, **{n: C_APPLYING for n in names}}
+        RolloutWave.objects.filter(pk=wave.pk).update(
+            batch_count=locked.batch_count + 1, batches=[*locked.batches, run.pk], cluster_states=states
+        )
+    return run.pk, ids
+
+
+def _deadline_passed(wave: RolloutWave, results) -> str:
+    since = wave.applied_at or wave.started_at or timezone.now()
+    elapsed = (timezone.now() - since).total_seconds()
+    for result in results.values():
+        if result.verdict == HEALTHY:
+            continue
+        deadline = wave.progress_deadline or result.deadline or 600
+        if elapsed > deadline:
+            return f"rollout: {result.reason or result.cluster} (not complete within {deadline}s)"
+    return ""
+
+
+def _bake_wave(rollout: Rollout, wave: RolloutWave) -> str:
+    cr = rollout.change_request
+    results = check_gates(cr.resource, wave.clusters)
+    failed = [r for r in results.values() if r.verdict == FAILED]
+    states = dict(wave.cluster_states)
+    for name, result in results.items():
+        states[name] = C_HEALTHY if result.verdict == HEALTHY else C_FAILED if result.verdict == FAILED else C_APPLIED
+    if len(failed) > wave.max_failures:
+        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+        _halt(rollout, wave, "; ".join(f"{r.gate}: {r.reason}" for r in failed)[:1000])
+        return "again"
+    if expired := _deadline_passed(wave, results):
+        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+        _halt(rollout, wave, expired)
+        return "again"
+    waiting = [r for r in results.values() if r.verdict not in (HEALTHY, FAILED)]
+    now = timezone.now()
+    if waiting:
+        RolloutWave.objects.filter(pk=wave.pk).update(
+            cluster_states=states, healthy_since=None, gate_message="; ".join(r.reason for r in waiting)[:1000]
+        )
+        return "gates waiting"
+    since = wave.healthy_since or now
+    RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states, healthy_since=since, gate_message="")
+    if (now - since).total_seconds() < wave.bake_seconds:
+        return "baking"
+    with transaction.atomic():
+        if _wave_cas(wave, WaveState.BAKING, WaveState.PASSED, finished_at=now):
+            _audit(
+                "gate_passed",
+                cr,
+                actor=None,
+                summary=f"CR-{cr.pk} wave {wave.name} passed its gates"
+                + (f" after baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
+                after={"wave": wave.name, "clusters": states, "bakeSeconds": wave.bake_seconds},
+            )
+    return "again"
+
+
+def _complete(rollout: Rollout) -> None:
+    cr = rollout.change_request
+    now = timezone.now()
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PROGRESSING).update(
+            state=RolloutState.COMPLETED, finished_at=now, updated_at=now
+        ):
+            return
+        rows = _outcome(cr)
+        ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
+            state=ChangeState.APPLIED, outcome=rows, finished_at=now, updated_at=now
+        )
+        _audit(
+            "complete",
+            cr,
+            actor=None,
+            summary=f"CR-{cr.pk} Applied: every wave passed its gates",
+            before={"state": ChangeState.APPLYING},
+            after={"state": ChangeState.APPLIED, "rollout": RolloutState.COMPLETED},
+        )
+
+
+def _outcome(cr: ChangeRequest) -> list[dict]:
+    rows = []
+    for target in (
+        PropagationTarget.objects.filter(run__in=cr.runs.all())
+        .select_related("cluster", "run__resource__type")
+        .order_by("cluster__name", "run_id")
+    ):
+        rows.append(
+            {
+                "cluster": target.cluster.name,
+                "resource": str(target.run.resource),
+                "run": target.run_id,
+                "action": target.action,
+                "state": target.state,
+                "reason": target.reason,
+                "message": target.message,
+                "changed": target.changed,
+            }
+        )
+    return rows
+
+
+def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
+    """A failed gate: the wave is Failed, no later wave starts; auto-rollback when the strategy says so."""
+    cr = rollout.change_request
+    now = timezone.now()
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state=RolloutState.PROGRESSING).update(
+            state=RolloutState.HALTED, halt_reason=reason, updated_at=now
+        ):
+            return
+        RolloutWave.objects.filter(pk=wave.pk).update(state=WaveState.FAILED, failed_gate=reason, finished_at=now)
+        _audit(
+            "halt",
+            cr,
+            actor=None,
+            summary=f"CR-{cr.pk} halted: wave {wave.name} failed a gate: {reason}"[:500],
+            after={"wave": wave.name, "failedGate": reason, "autoRollback": rollout.auto_rollback},
+        )
+    if rollout.auto_rollback:
+        try:
+            _roll_back(Rollout.objects.get(pk=rollout.pk), actor=None, reason=f"automatic: {reason}")
+        except RolloutError as exc:
+            logger.warning("automatic rollback of CR-%s not possible: %s", cr.pk, exc)
+
+
+# --- rollback ---------------------------------------------------------------------------------
+
+
+def _updated_clusters(rollout: Rollout) -> list[str]:
+    names = []
+    for wave in rollout.waves.all():
+        names += [n for n, s in wave.cluster_states.items() if s != C_PENDING]
+    return sorted(set(names))
+
+
+def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
+    """The clusters already updated get the previous revision back: a Rollback request (no new
+    approval: it restores what was approved and applied before), linked to the original."""
+    cr = ChangeRequest.objects.select_related("resource__type", "base_revision").get(pk=rollout.change_request_id)
+    base = cr.base_revision
+    if base is None:
+        raise RolloutError(f"CR-{cr.pk} created the resource: there is no earlier revision to roll back to.")
+    names = _updated_clusters(rollout)
+    now = timezone.now()
+    with transaction.atomic():
+        if not Rollout.objects.filter(
+            pk=rollout.pk, state__in=(RolloutState.HALTED, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL)
+        ).update(state=RolloutState.ROLLED_BACK, finished_at=now, updated_at=now):
+            raise RolloutError(
+                f"CR-{cr.pk}'s rollout is {rollout.state}: only a halted or paused one can be rolled back."
+            )
+        rollback = ChangeRequest.objects.create(
+            kind=ChangeKind.ROLLBACK,
+            state=ChangeState.APPLYING,
+            title=f"Roll back CR-{cr.pk} on {len(names)} cluster(s)"[:200],
+            description=reason,
+            author=actor if getattr(actor, "pk", None) else None,
+            author_name=_name(actor),
+            resource=cr.resource,
+            resource_repr=cr.resource_repr,
+            proposed_revision=base,
+            proposed_hash=cr.proposed_hash,
+            base_revision=cr.proposed_revision,
+            required_approvals=0,
+            target_clusters=names,
+            rollback_of=cr,
+            submitted_at=now,
+            decided_at=now,
+            applied_at=now,
+        )
+        runs = []
+        ids = list(Cluster.objects.filter(name__in=names).values_list("pk", flat=True))
+        if ids:
+            try:
+                runs.append(propagation.propagate_revision(cr.resource, actor=actor, revision=base, only_clusters=ids))
+            except propagation.PropagationError as exc:
+                raise RolloutError(str(exc)) from None
+        rollback.runs.add(*runs)
+        for wave in rollout.waves.all():
+            if wave.state in WaveState.started():
+                states = {n: (C_ROLLED_BACK if s != C_PENDING else s) for n, s in wave.cluster_states.items()}
+                RolloutWave.objects.filter(pk=wave.pk).update(state=WaveState.ROLLED_BACK, cluster_states=states)
+        ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
+            state=ChangeState.ROLLED_BACK, outcome=_outcome(cr), finished_at=now, updated_at=now
+        )
+        record_event(
+            "approvals.change.create",
+            actor=actor,
+            obj=rollback,
+            summary=f"CR-{rollback.pk} rolls back CR-{cr.pk}: revision {base.number} to {', '.join(names) or 'no cluster'}",
+            after={"kind": ChangeKind.ROLLBACK, "rollback_of": cr.pk, "clusters": names, "reason": reason},
+        )
+        _audit(
+            "rollback",
+            cr,
+            actor=actor,
+            summary=f"CR-{cr.pk} RolledBack by CR-{rollback.pk} ({reason})"[:500],
+            before={"state": ChangeState.APPLYING},
+            after={"state": ChangeState.ROLLED_BACK, "rollback": rollback.pk, "clusters": names},
+        )
+        enqueue.sync_change_request(rollback.pk, countdown=2)
+    return rollback
+
+
+# --- operator actions -------------------------------------------------------------------------
+
+
+def _rollout_of(cr: ChangeRequest | int) -> Rollout:
+    pk = cr.pk if isinstance(cr, ChangeRequest) else cr
+    rollout = Rollout.objects.select_related("change_request").filter(change_request_id=pk).first()
+    if rollout is None:
+        raise RolloutError(f"CR-{pk} has no staged rollout.")
+    return rollout
+
+
+def _operator_move(cr, *, actor, expected: tuple[str, ...], new: str, verb: str, **fields) -> Rollout:
+    require_role(actor, Role.OPERATOR)
+    rollout = _rollout_of(cr)
+    now = timezone.now()
+    with transaction.atomic():
+        if not Rollout.objects.filter(pk=rollout.pk, state__in=expected).update(state=new, updated_at=now, **fields):
+            allowed = " or ".join(expected)
+            raise RolloutError(
+                f"CR-{rollout.change_request_id}'s rollout is {rollout.state}: only a {allowed} one can be {verb}."
+            )
+        _audit(
+            verb.replace(" ", "_"),
+            rollout.change_request,
+            actor=actor,
+            summary=f"{_name(actor)} {verb} the rollout of CR-{rollout.change_request_id}",
+            before={"rollout": rollout.state},
+            after={"rollout": new},
+        )
+    return Rollout.objects.get(pk=rollout.pk)
+
+
+def pause_rollout(cr, *, actor) -> Rollout:
+    """No new batch or wave starts (what is being applied finishes)."""
+    return _operator_move(
+        cr,
+        actor=actor,
+        expected=(RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
+        new=RolloutState.PAUSED,
+        verb="paused",
+    )
+
+
+def resume_rollout(cr, *, actor) -> Rollout:
+    """Paused: go on. Halted: the failed wave's gates are checked again (fix the cause first)."""
+    require_role(actor, Role.OPERATOR)
+    rollout = _rollout_of(cr)
+    with transaction.atomic():
+        if rollout.state == RolloutState.HALTED:
+            failed = rollout.waves.filter(state=WaveState.FAILED).first()
+            if failed is not None:
+                RolloutWave.objects.filter(pk=failed.pk).update(
+                    state=WaveState.BAKING if failed.applied_at else WaveState.APPLYING,
+                    failed_gate="",
+                    healthy_since=None,
+                    applied_at=timezone.now() if failed.applied_at else None,
+                    finished_at=None,
+                )
+        rollout = _operator_move(
+            cr,
+            actor=actor,
+            expected=(RolloutState.PAUSED, RolloutState.HALTED),
+            new=RolloutState.PROGRESSING,
+            verb="resumed",
+            halt_reason="",
+        )
+        enqueue.advance_rollout(rollout.pk)
+    return rollout
+
+
+def abort_rollout(cr, *, actor, reason: str = "") -> Rollout:
+    """Stop for good: no further batch or wave; what was applied stays. The request ends
+    PartiallyFailed (some clusters were updated) or Cancelled (none were)."""
+    require_role(actor, Role.OPERATOR)
+    rollout = _rollout_of(cr)
+    with transaction.atomic():
+        rollout = _operator_move(
+            cr,
+            actor=actor,
+            expected=(
+                RolloutState.PROGRESSING,
+                RolloutState.PAUSED,
+                RolloutState.WAITING_APPROVAL,
+                RolloutState.HALTED,
+            ),
+            new=RolloutState.ABORTED,
+            verb="aborted",
+            finished_at=timezone.now(),
+        )
+        updated = _updated_clusters(rollout)
+        final = ChangeState.PARTIALLY_FAILED if updated else ChangeState.CANCELLED
+        ChangeRequest.objects.filter(pk=rollout.change_request_id, state=ChangeState.APPLYING).update(
+            state=final,
+            apply_error=f"Rollout aborted by {_name(actor)}" + (f": {reason}" if reason else ""),
+            outcome=_outcome(rollout.change_request),
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+    return rollout
+
+
+def rollback_rollout(cr, *, actor, reason: str = "") -> ChangeRequest:
+    """Operator: the halted (or paused) rollout's updated clusters get the previous revision back."""
+    require_role(actor, Role.OPERATOR)
+    rollout = _rollout_of(cr)
+    return _roll_back(rollout, actor=actor, reason=reason or f"rolled back by {_name(actor)}")
+
+
+# --- approval waves ---------------------------------------------------------------------------
+
+
+def wave_approval_count(cr: ChangeRequest, wave: RolloutWave) -> tuple[int, int]:
+    from federation.approvals.services import required_approvals_for
+
+    required = required_approvals_for(Cluster.objects.filter(name__in=wave.clusters))
+    return len({a["user_id"] for a in wave.approvals}), required
+
+
+def approve_wave(cr, *, actor, comment: str = "") -> Rollout:
+    """An approver lets the waiting wave start; the environment's count applies (env=prod needs
+    FEDPORTAL_APPROVALS_PROD); whoever wrote the change cannot approve it."""
+    require_role(actor, Role.APPROVER)
+    rollout = _rollout_of(cr)
+    cr = ChangeRequest.objects.get(pk=rollout.change_request_id)
+    if actor.pk in content_authors(cr):
+        raise PermissionDenied("You wrote this change: another approver must approve its waves.")
+    with transaction.atomic():
+        locked = Rollout.objects.select_for_update().get(pk=rollout.pk)
+        if locked.state != RolloutState.WAITING_APPROVAL:
+            raise RolloutError(f"CR-{cr.pk}'s rollout is {locked.state}: no wave is waiting for approval.")
+        wave = locked.waves.exclude(state=WaveState.PASSED).order_by("index").first()
+        if any(a["user_id"] == actor.pk for a in wave.approvals):
+            raise RolloutError(f"You already approved wave {wave.name} of CR-{cr.pk}.")
+        approvals = [
+            *wave.approvals,
+            {"user_id": actor.pk, "username": _name(actor), "at": timezone.now().isoformat(), "comment": comment},
+        ]
+        RolloutWave.objects.filter(pk=wave.pk).update(approvals=approvals)
+        wave.approvals = approvals
+        valid, required = wave_approval_count(cr, wave)
+        _audit(
+            "wave_approve",
+            cr,
+            actor=actor,
+            summary=f"{_name(actor)} approved wave {wave.name} of CR-{cr.pk} ({valid} of {required})",
+            after={"wave": wave.name, "valid": valid, "required": required, "comment": comment},
+        )
+        if valid >= required:
+            Rollout.objects.filter(pk=locked.pk, state=RolloutState.WAITING_APPROVAL).update(
+                state=RolloutState.PROGRESSING, updated_at=timezone.now()
+            )
+            enqueue.advance_rollout(locked.pk)
+    return Rollout.objects.get(pk=rollout.pk)
+
+
+# --- status and the safety net ----------------------------------------------------------------
+
+
+def rollout_status(cr) -> dict | None:
+    rollout = Rollout.objects.filter(change_request_id=cr.pk if isinstance(cr, ChangeRequest) else cr).first()
+    if rollout is None:
+        return None
+    now = timezone.now()
+    waves = []
+    for wave in rollout.waves.all():
+        bake_left = None
+        if wave.state == WaveState.BAKING and wave.healthy_since is not None:
+            bake_left = max(0, round(wave.bake_seconds - (now - wave.healthy_since).total_seconds()))
+        done = sum(1 for s in wave.cluster_states.values() if s in (C_APPLIED, C_HEALTHY, C_FAILED, C_ROLLED_BACK))
+        waves.append(
+            {
+                "name": wave.name,
+                "state": wave.state,
+                "clusters": dict(sorted(wave.cluster_states.items())),
+                "failedGate": wave.failed_gate or None,
+                "waiting": wave.gate_message or None,
+                "maxParallel": wave.max_parallel,
+                "bakeSeconds": wave.bake_seconds,
+                "bakeRemaining": bake_left,
+                "requireApproval": wave.require_approval,
+                "approvals": [a["username"] for a in wave.approvals],
+                "progress": round(100 * done / len(wave.clusters)) if wave.clusters else 100,
+                "durationSeconds": round(((wave.finished_at or now) - wave.started_at).total_seconds())
+                if wave.started_at
+                else None,
+                "startedAt": wave.started_at.isoformat() if wave.started_at else None,
+                "finishedAt": wave.finished_at.isoformat() if wave.finished_at else None,
+            }
+        )
+    rollbacks = list(
+        ChangeRequest.objects.filter(rollback_of_id=rollout.change_request_id).values_list("pk", flat=True)
+    )
+    return {
+        "changeRequest": rollout.change_request_id,
+        "state": rollout.state,
+        "autoRollback": rollout.auto_rollback,
+        "haltReason": rollout.halt_reason or None,
+        "rollbacks": rollbacks,
+        "waves": waves,
+    }
+
+
+def resume_stale_rollouts(*, stale_seconds: float = STALE_SECONDS) -> int:
+    """Re-queue the advance of Progressing rollouts nobody moved for a while (a killed worker's)."""
+    cutoff = timezone.now() - timedelta(seconds=stale_seconds)
+    ids = list(
+        Rollout.objects.filter(state=RolloutState.PROGRESSING, updated_at__lt=cutoff)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=timezone.now()))
+        .values_list("pk", flat=True)
+    )
+    for pk in ids:
+        enqueue.advance_rollout(pk, on_commit=False)
+    return len(ids)
+
+
+__all__ = [
+    "RolloutError",
+    "abort_rollout",
+    "advance_rollout",
+    "approve_wave",
+    "effective_strategy",
+    "is_staged",
+    "pause_rollout",
+    "planned_waves",
+    "resume_rollout",
+    "resume_stale_rollouts",
+    "rollback_rollout",
+    "rollout_status",
+    "start_rollout",
+]

@@ -1,0 +1,176 @@
+"""The wave timeline on the change-request page, its buttons, and who may press them (no network:
+the rollouts here are made as rows; tests/approvals/test_rollout_integration.py drives real ones)."""
+
+import pytest
+from django.urls import reverse
+
+from federation.approvals import rollout as rollouts
+from federation.approvals.choices import ChangeState, RolloutState, WaveState
+from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
+from fedportal.models import AuditEvent
+from fedportal.roles import Role
+from tests.approvals.factories import draft
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def staged(resource, author, state=RolloutState.HALTED, **kw):
+    cr = draft(resource, author)
+    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
+    rollout = Rollout.objects.create(change_request=cr, state=state, halt_reason=kw.pop("halt_reason", ""))
+    RolloutWave.objects.create(
+        rollout=rollout,
+        index=0,
+        name="canary",
+        state=WaveState.PASSED,
+        clusters=["dev-a"],
+        cluster_states={"dev-a": "Healthy"},
+    )
+    RolloutWave.objects.create(
+        rollout=rollout,
+        index=1,
+        name="prod",
+        state=kw.pop("wave_state", WaveState.FAILED),
+        clusters=["prod-a"],
+        cluster_states={"prod-a": "Failed"},
+        failed_gate=kw.pop("failed_gate", ""),
+        require_approval=kw.pop("require_approval", False),
+    )
+    return ChangeRequest.objects.get(pk=cr.pk)
+
+
+def test_timeline_shows_waves_and_failed_gate_and_buttons_follow_the_role(
+    client, dev_resource, prod_cluster, operator, viewer
+):
+    cr = staged(dev_resource, operator, failed_gate="rollout: prod-a: 0 of 1 updated replicas available")
+    client.force_login(viewer)
+    page = client.get(reverse("approvals:change_detail", args=[cr.pk]))
+    body = page.content.decode()
+    assert page.status_code == 200 and 'id="cr-rollout"' in body
+    assert "Failed gate: rollout: prod-a: 0 of 1 updated replicas available" in body
+    assert 'id="wave-canary"' in body and 'id="wave-prod"' in body
+    assert 'id="rollout-abort"' not in body, "a viewer sees no buttons"
+    # the page refreshes without JavaScript while the rollout runs, and the htmx fragment is the panel
+    assert '<meta http-equiv="refresh"' in body
+    fragment = client.get(reverse("approvals:change_detail", args=[cr.pk]), **HX)
+    assert b"<html" not in fragment.content and b"cr-rollout" in fragment.content
+    client.force_login(operator)
+    body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    assert 'id="rollout-abort"' in body and 'id="rollout-resume"' in body and 'id="rollout-pause"' not in body
+
+
+def test_viewer_cannot_pause_or_abort(client, dev_resource, prod_cluster, operator, viewer):
+    cr = staged(dev_resource, operator, state=RolloutState.PROGRESSING, wave_state=WaveState.APPLYING)
+    client.force_login(viewer)
+    for action in ("pause", "abort"):
+        response = client.post(reverse("approvals:change_rollout", args=[cr.pk]), {"action": action})
+        assert response.status_code == 403
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.PROGRESSING
+    assert not AuditEvent.objects.filter(action__startswith="approvals.rollout.").exists()
+
+
+def test_operator_abort_ends_the_rollout_audited(client, dev_resource, prod_cluster, operator):
+    cr = staged(dev_resource, operator)
+    client.force_login(operator)
+    response = client.post(reverse("approvals:change_rollout", args=[cr.pk]), {"action": "abort"})
+    assert response.status_code == 302
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.ABORTED
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.PARTIALLY_FAILED and "aborted by" in cr.apply_error
+    assert AuditEvent.objects.filter(action="approvals.rollout.aborted", object_id=str(cr.pk)).exists()
+    # the audit CSV export carries it
+    csv = client.get(reverse("audit:event_export"), {"action": "approvals.rollout."})
+    assert csv.status_code == 200
+    assert "approvals.rollout.aborted" in b"".join(csv.streaming_content).decode("utf-8-sig")
+    # a second abort is refused with the reason, nothing changes
+    again = client.post(reverse("approvals:change_rollout", args=[cr.pk]), {"action": "abort"}, **HX)
+    assert again.status_code == 409 and b"only a" in again.content
+
+
+def test_bad_action_is_a_400_with_the_reason(client, dev_resource, prod_cluster, operator):
+    cr = staged(dev_resource, operator)
+    client.force_login(operator)
+    response = client.post(reverse("approvals:change_rollout", args=[cr.pk]), {"action": "explode"})
+    assert response.status_code == 400 and b"Choose pause, resume, abort or rollback" in response.content
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.HALTED
+
+
+def test_pause_then_resume(client, dev_resource, prod_cluster, operator):
+    cr = staged(dev_resource, operator, state=RolloutState.PROGRESSING, wave_state=WaveState.BAKING)
+    rollouts.pause_rollout(cr, actor=operator)
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.PAUSED
+    with pytest.raises(rollouts.RolloutError):
+        rollouts.pause_rollout(cr, actor=operator)
+    rollouts.resume_rollout(cr, actor=operator)
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.PROGRESSING
+    actions = list(AuditEvent.objects.filter(object_id=str(cr.pk)).values_list("action", flat=True))
+    assert "approvals.rollout.paused" in actions and "approvals.rollout.resumed" in actions
+
+
+def test_operator_cannot_approve_a_wave_they_authored(client, dev_resource, prod_cluster, make_user, approver):
+    author = make_user("dual", Role.OPERATOR, Role.APPROVER)
+    cr = staged(
+        dev_resource,
+        author,
+        state=RolloutState.WAITING_APPROVAL,
+        wave_state=WaveState.PENDING,
+        require_approval=True,
+    )
+    client.force_login(author)
+    body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    assert 'id="rollout-approve"' not in body
+    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]))
+    assert response.status_code == 403
+    assert RolloutWave.objects.get(rollout__change_request=cr, name="prod").approvals == []
+    client.force_login(approver)
+    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]))
+    assert response.status_code == 302
+    wave = RolloutWave.objects.get(rollout__change_request=cr, name="prod")
+    assert [a["username"] for a in wave.approvals] == [approver.username]
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.WAITING_APPROVAL, "prod needs 2"
+
+
+def test_rollback_without_an_earlier_revision_is_refused(dev_resource, prod_cluster, operator):
+    cr = staged(dev_resource, operator)
+    assert cr.base_revision_id is None
+    with pytest.raises(rollouts.RolloutError, match="no earlier revision"):
+        rollouts.rollback_rollout(cr, actor=operator)
+    assert Rollout.objects.get(change_request=cr).state == RolloutState.HALTED
+
+
+def _fedctl(*args) -> str:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("fedctl", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_fedctl_rollout_status_json_and_actions(dev_resource, prod_cluster, operator, viewer):
+    import json
+
+    from django.core.management import CommandError
+
+    cr = staged(dev_resource, operator, failed_gate="rollout: prod-a: deadline")
+    status = json.loads(_fedctl("rollout", "status", str(cr.pk), "-o", "json"))
+    assert status["state"] == RolloutState.HALTED
+    assert [(w["name"], w["state"], w["failedGate"]) for w in status["waves"]] == [
+        ("canary", WaveState.PASSED, None),
+        ("prod", WaveState.FAILED, "rollout: prod-a: deadline"),
+    ]
+    assert status["waves"][0]["clusters"] == {"dev-a": "Healthy"}
+    assert "failed gate: rollout: prod-a: deadline" in _fedctl("rollout", "status", str(cr.pk))
+    with pytest.raises(CommandError, match="viewer"):
+        _fedctl("rollout", "abort", str(cr.pk), "--as", viewer.username)
+    with pytest.raises(CommandError, match="No active user"):
+        _fedctl("rollout", "pause", str(cr.pk))
+    with pytest.raises(CommandError, match="only a"):
+        _fedctl("rollout", "pause", str(cr.pk), "--as", operator.username)  # halted: resume, roll back or abort
+    assert json.loads(_fedctl("rollout", "abort", str(cr.pk), "--as", operator.username, "-o", "json"))["state"] == (
+        RolloutState.ABORTED
+    )
+    with pytest.raises(CommandError, match="no staged rollout"):
+        _fedctl("rollout", "status", "999999")

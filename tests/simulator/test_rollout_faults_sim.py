@@ -1,0 +1,73 @@
+"""The simulator's rollout faults: rollout-fail and image-fail (pattern) keep Deployments unavailable."""
+
+import pytest
+
+from clusters.simulator.fleet import FleetSpecError, parse_faults
+
+
+def test_fault_fields_parse_and_refuse_bad_values():
+    faults = parse_faults({"rolloutFail": True, "imageFail": " registry.example/web:2.* "})
+    assert faults.rollout_fail and faults.image_fail == "registry.example/web:2.*"
+    assert faults.as_dict()["rolloutFail"] is True and faults.as_dict()["imageFail"] == "registry.example/web:2.*"
+    with pytest.raises(FleetSpecError, match="rolloutFail must be true or false"):
+        parse_faults({"rolloutFail": "yes"})
+    with pytest.raises(FleetSpecError, match="imageFail must be an image pattern"):
+        parse_faults({"imageFail": 5})
+
+
+def _live(fleet, cluster):
+    return fleet.get_object(cluster, "apps/v1", "Deployment", "default", "web")
+
+
+def apply_deployment(fleet, cluster, *, image):
+    import json
+    import urllib.request
+
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": image}]},
+            },
+        },
+    }
+    request = urllib.request.Request(
+        f"{fleet.url(cluster)}/apis/apps/v1/namespaces/default/deployments",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {fleet.token(cluster)}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+
+
+def test_image_fail_and_rollout_fail_leave_deployments_unavailable(fleet_factory):
+    import time
+
+    fleet = fleet_factory(
+        {
+            "defaults": {"version": "v1.30.1", "rolloutSeconds": 0.2},
+            "clusters": [
+                {"name": "ok"},
+                {"name": "pull", "faults": {"imageFail": "shop/web:2.*"}},
+                {"name": "stuck"},
+            ],
+        }
+    )
+    fleet.admin("POST", "/clusters/stuck/faults", {"rolloutFail": True})
+    for name in ("ok", "pull", "stuck"):
+        apply_deployment(fleet, name, image="shop/web:2.1")
+    time.sleep(0.5)
+    status = {n: (_live(fleet, n).get("status") or {}) for n in ("ok", "pull", "stuck")}
+    assert status["ok"].get("availableReplicas") == 1
+    assert not status["pull"].get("availableReplicas") and not status["stuck"].get("availableReplicas")
+    assert status["pull"]["updatedReplicas"] == 1, "the rollout happened; only its pods never become available"
+    fleet.admin("POST", "/clusters/stuck/faults", {"rolloutFail": False})
+    writes = fleet.admin("GET", "/clusters/ok/log")["writes"]
+    assert any(w["method"] in ("POST", "PATCH", "PUT") and "/deployments" in w["path"] for w in writes)
+    assert all(w["end"] >= w["start"] for w in writes)
