@@ -21,7 +21,7 @@ from clusters.services.connections import (
     validate_cluster,
     verify_connection,
 )
-from fedportal.audit import record_event
+from fedportal.audit import record_event, record_events
 from fedportal.roles import Role, require_actor_role
 
 
@@ -106,6 +106,39 @@ def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
         cluster.pk = None
         validate_cluster(cluster)
         raise
+
+
+def save_new_clusters(clusters: list[Cluster], *, actor) -> None:
+    """``save_new_cluster`` for many (an import): the rows saved, their audit events appended in one
+    go, the membership listeners told of each; the caller queues their probes (in chunks) and holds
+    the transaction. A concurrent registration of one of them rolls the whole batch back and is
+    reported like the pre-check would (ValidationError)."""
+    try:
+        with transaction.atomic():
+            for cluster in clusters:
+                cluster.save()
+    except IntegrityError:
+        for cluster in clusters:
+            cluster.pk = None
+        for cluster in clusters:
+            validate_cluster(cluster)
+        raise
+    with transaction.atomic():
+        record_events(
+            [
+                dict(
+                    action="cluster.register",
+                    actor=actor,
+                    obj=cluster,
+                    cluster=cluster.name,
+                    summary=f"Registered {cluster.role} cluster {cluster.name} ({cluster.api_server})",
+                    after=snapshot(cluster),
+                )
+                for cluster in clusters
+            ]
+        )
+        for cluster in clusters:
+            membership_changed(cluster, "joined")
 
 
 EDITABLE_FIELDS = ("api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify")
