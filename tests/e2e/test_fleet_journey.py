@@ -118,6 +118,16 @@ def test_daily_loop_on_a_200_cluster_fleet(
     # the simulator's kubeconfig has an admin and a read-only context per cluster: every context is
     # offered, one per API server is ticked (select-all would tick both users of each cluster)
     expect(admin.locator("input[name=contexts]")).to_have_count(2 * FLEET_SIZE)
+    count = admin.locator("#contexts-count")
+    expect(count).to_have_text(f"{FLEET_SIZE} of {2 * FLEET_SIZE} contexts chosen")
+    admin.check("#select-all-contexts")  # select-all, and back to none
+    expect(count).to_have_text(f"{2 * FLEET_SIZE} of {2 * FLEET_SIZE} contexts chosen")
+    admin.uncheck("#select-all-contexts")
+    expect(count).to_have_text(f"0 of {2 * FLEET_SIZE} contexts chosen")
+    admin.click("text=Start over")
+    admin.set_input_files("#id_kubeconfig_file", str(fleet.kubeconfig_path))
+    admin.click("text=Read contexts")
+    expect(count).to_have_text(f"{FLEET_SIZE} of {2 * FLEET_SIZE} contexts chosen")
     expect(admin.locator("input[name=contexts]:checked")).to_have_count(FLEET_SIZE)
     assert admin.is_checked("input[name=contexts][value=member-0199]")
     assert not admin.is_checked("input[name=contexts][value=member-0199-readonly]")
