@@ -42,6 +42,7 @@ from fedportal.roles import Role, has_role, role_required
 
 PAGE_SIZE = 50
 IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
+NAMES_SHOWN = 20  # cluster names a message lists (an import of 200 names the first 20)
 
 
 def _add_errors(form, exc: ValidationError) -> None:
@@ -278,7 +279,9 @@ def cluster_import(request):
                     request.session.pop(IMPORT_SESSION_KEY, None)
                     created = report.clusters
                     messages.success(
-                        request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}."
+                        request,
+                        f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created[:NAMES_SHOWN])}"
+                        f"{' …' if len(created) > NAMES_SHOWN else ''}.",
                     )
                     if report.skipped:
                         messages.warning(
