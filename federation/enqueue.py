@@ -33,3 +33,9 @@ def reconcile_membership(cluster_id: int, reason: str, *, countdown: float | Non
     send(
         "federation.tasks.reconcile_membership_task", (cluster_id, reason, waits), queue="default", countdown=countdown
     )
+
+
+def reconcile_memberships(cluster_ids: list[int], reason: str) -> None:
+    """Many clusters joined or were relabelled at once: one message; the worker queues one
+    ``reconcile_membership`` per cluster (queue "default")."""
+    send("federation.tasks.reconcile_memberships_task", (list(cluster_ids), reason), queue="default")

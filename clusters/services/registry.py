@@ -65,25 +65,36 @@ def register_cluster(
 
 
 # Other apps register ``listener(cluster, reason)`` to hear that a cluster joined or that its labels
-# changed (federation reconciles what the approved placements now select). Called inside the
-# saving transaction: a listener that queues work does it on commit.
-_membership_listeners: list = []
+# changed (federation reconciles what the approved placements now select), and optionally
+# ``many(clusters, reason)`` for a batch (an import, a bulk relabel: one message, not one per
+# cluster). Called inside the saving transaction: a listener that queues work does it on commit.
+_membership_listeners: dict = {}  # listener -> its batch form, or None
 
 
-def register_membership_listener(listener) -> None:
-    if listener not in _membership_listeners:
-        _membership_listeners.append(listener)
+def register_membership_listener(listener, *, many=None) -> None:
+    _membership_listeners[listener] = many
 
 
 def unregister_membership_listener(listener) -> None:
-    if listener in _membership_listeners:
-        _membership_listeners.remove(listener)
+    _membership_listeners.pop(listener, None)
 
 
 def membership_changed(cluster: Cluster, reason: str) -> None:
     """Tell the registered listeners that ``cluster`` joined or was relabelled (``reason`` says which)."""
     for listener in list(_membership_listeners):
         listener(cluster, reason)
+
+
+def memberships_changed(clusters: list[Cluster], reason: str) -> None:
+    """``membership_changed`` for many clusters: a listener's batch form gets them all at once."""
+    if not clusters:
+        return
+    for listener, many in list(_membership_listeners.items()):
+        if many is not None:
+            many(list(clusters), reason)
+        else:
+            for cluster in clusters:
+                listener(cluster, reason)
 
 
 def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
@@ -137,8 +148,7 @@ def save_new_clusters(clusters: list[Cluster], *, actor) -> None:
                 for cluster in clusters
             ]
         )
-        for cluster in clusters:
-            membership_changed(cluster, "joined")
+        memberships_changed(clusters, "joined")
 
 
 EDITABLE_FIELDS = ("api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify")
