@@ -268,5 +268,7 @@ def test_daily_loop_on_a_200_cluster_fleet(
     assert not watch.failed, watch.failed
     assert not watch.errors, watch.errors
     budget = request_budget_ms()
+    slowest = sorted(watch.requests, reverse=True)[:5]
+    print(f"{len(watch.requests)} requests; slowest (ms): {slowest}; load {os.getloadavg()}")  # shown with -s
     assert watch.slow(budget) == [], (f"over {budget:.0f} ms (load {os.getloadavg()})", watch.slow(budget))
     assert len(watch.requests) > 50
