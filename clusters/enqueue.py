@@ -24,11 +24,13 @@ def probe_chunk(
     expires: float | None,
     soft_time_limit: float,
     time_limit: float,
+    on_commit: bool = False,
 ) -> None:
     """One chunk of a fleet poll (queue "probes"), with the chunk's own time limits."""
     send(
         "clusters.tasks.probe_clusters_task",
         (cluster_ids, requested_at),
+        on_commit=on_commit,
         queue="probes",
         expires=expires,
         soft_time_limit=soft_time_limit,

@@ -404,15 +404,28 @@ def _same_inventory(cluster: Cluster, seen: _Observation) -> bool:
 
 
 def fan_out_probe_batches(
-    *, requested_at: datetime | None = None, expires: float | None = None, size: int | None = None
+    *,
+    requested_at: datetime | None = None,
+    expires: float | None = None,
+    size: int | None = None,
+    cluster_ids: list[int] | None = None,
+    on_commit: bool = False,
 ) -> int:
-    """Queue one ``probe_clusters_task`` per chunk of clusters (queue "probes"); returns the cluster count."""
+    """Queue one ``probe_clusters_task`` per chunk of clusters (queue "probes"): every cluster, or
+    ``cluster_ids`` (e.g. the clusters an import just registered: a few messages, not one per
+    cluster); with ``on_commit``, once the transaction commits. Returns the cluster count."""
     size = size or batch_size()
     stamp = requested_at.isoformat() if requested_at else None
-    ids = list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    ids = (
+        sorted(cluster_ids)
+        if cluster_ids is not None
+        else list(Cluster.objects.order_by("pk").values_list("pk", flat=True))
+    )
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
         # a chunk's own limits (a prefork pool enforces them): its probes run thread_count() at a time
         soft = chunk_budget_seconds(len(chunk)) + 5
-        enqueue.probe_chunk(chunk, stamp, expires=expires, soft_time_limit=soft, time_limit=soft + 10)
+        enqueue.probe_chunk(
+            chunk, stamp, expires=expires, soft_time_limit=soft, time_limit=soft + 10, on_commit=on_commit
+        )
     return len(ids)

@@ -5,6 +5,7 @@ Every view serves a full page, and its named partial when the request comes from
 
 from __future__ import annotations
 
+import dataclasses
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -28,7 +29,7 @@ from clusters.forms import (
     RotateCredentialsForm,
     UnjoinForm,
 )
-from clusters.kubeconfig import KubeconfigError, parse_kubeconfig
+from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster, ManagedCluster, PollRequest
 from clusters.services.bulk_labels import bulk_label_clusters
 from clusters.services.kubeconfig import import_kubeconfig
@@ -40,6 +41,7 @@ from fedportal.tables import configure, export_csv, wants_csv
 
 PAGE_SIZE = 50
 IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
+NAMES_SHOWN = 20  # cluster names a message lists (an import of 200 names the first 20)
 
 
 def _add_errors(form, exc: ValidationError) -> None:
@@ -240,7 +242,10 @@ def cluster_import(request):
                 upload_form = _empty_upload_form(exc.message)
                 status = 400
             else:
-                request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json({"text": text})
+                # the contexts as read (encrypted): the next step does not parse the YAML again
+                request.session[IMPORT_SESSION_KEY] = crypto.encrypt_json(
+                    {"contexts": [dataclasses.asdict(context) for context in contexts]}
+                )
                 choose_form = KubeconfigChooseForm(
                     contexts=contexts, initial={"contexts": services.default_contexts(contexts)}
                 )
@@ -250,18 +255,17 @@ def cluster_import(request):
             )
             status = 400
     elif step == "choose":
-        text = _session_kubeconfig(request)
-        if text is None:
+        contexts = _session_contexts(request)
+        if contexts is None:
             expired = "The uploaded kubeconfig expired; upload it again."
             status = 400
         else:
-            contexts = parse_kubeconfig(text)
             choose_form = KubeconfigChooseForm(request.POST, contexts=contexts)
             if choose_form.is_valid():
                 data = choose_form.cleaned_data
                 try:
                     report = import_kubeconfig(
-                        text,
+                        "",
                         contexts=data["contexts"],
                         labels=data["labels"],
                         label_pattern=data.get("label_pattern") or "",
@@ -269,6 +273,7 @@ def cluster_import(request):
                         actor=request.user,
                         skip_existing=data.get("existing") == "skip",
                         update_existing=data.get("existing") == "update",
+                        parsed=contexts,
                     )
                 except ValidationError as exc:
                     _add_errors(choose_form, exc)
@@ -277,7 +282,9 @@ def cluster_import(request):
                     request.session.pop(IMPORT_SESSION_KEY, None)
                     created = report.clusters
                     messages.success(
-                        request, f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created)}."
+                        request,
+                        f"Imported {len(created)} cluster(s): {', '.join(c.name for c in created[:NAMES_SHOWN])}"
+                        f"{' …' if len(created) > NAMES_SHOWN else ''}.",
                     )
                     if report.skipped:
                         messages.warning(
@@ -306,13 +313,15 @@ def _empty_upload_form(*errors: str) -> KubeconfigUploadForm:
     return form
 
 
-def _session_kubeconfig(request) -> str | None:
+def _session_contexts(request) -> list[KubeconfigContext] | None:
+    """The contexts read at the upload step, or None when they expired (or the session holds none)."""
     token = request.session.get(IMPORT_SESSION_KEY)
     if not token:
         return None
     try:
-        return crypto.decrypt_json(token).get("text")
-    except crypto.CredentialDecryptError:
+        stored = crypto.decrypt_json(token).get("contexts")
+        return [KubeconfigContext(**context) for context in stored] if isinstance(stored, list) else None
+    except (crypto.CredentialDecryptError, TypeError):
         return None
 
 

@@ -44,3 +44,9 @@ def advance_rollout(rollout_id: int, *, countdown: float | None = None, on_commi
         queue="default",
         countdown=countdown,
     )
+
+
+def reconcile_memberships(cluster_ids: list[int], reason: str) -> None:
+    """Many clusters joined or were relabelled at once: one message; the worker queues one
+    ``reconcile_membership`` per cluster (queue "default")."""
+    send("federation.tasks.reconcile_memberships_task", (list(cluster_ids), reason), queue="default")

@@ -47,6 +47,12 @@ def on_membership_change(cluster: Cluster, reason: str) -> None:
     transaction.on_commit(lambda: enqueue.reconcile_membership(cluster_id, reason))
 
 
+def on_memberships_change(clusters: list[Cluster], reason: str) -> None:
+    """The batch form (an import, a bulk relabel): one message on commit, fanned out by the worker."""
+    cluster_ids = [cluster.pk for cluster in clusters]
+    transaction.on_commit(lambda: enqueue.reconcile_memberships(cluster_ids, reason))
+
+
 @dataclass(frozen=True)
 class MembershipChange:
     resource: FederatedResource

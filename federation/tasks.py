@@ -115,3 +115,15 @@ def reconcile_membership_task(cluster_id: int, reason: str = "joined", waits: in
     if outcome == "waiting" and waits < MEMBERSHIP_MAX_WAITS:
         enqueue.reconcile_membership(cluster_id, reason, countdown=MEMBERSHIP_WAIT_SECONDS, waits=waits + 1)
     return {"cluster_id": cluster_id, "outcome": outcome}
+
+
+@shared_task(
+    queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
+)
+def reconcile_memberships_task(cluster_ids: list[int], reason: str = "joined") -> int:
+    """The fan-out of a batch (an import of many clusters, a bulk relabel): one reconcile per cluster."""
+    from federation import enqueue
+
+    for cluster_id in cluster_ids:
+        enqueue.reconcile_membership(cluster_id, reason)
+    return len(cluster_ids)

@@ -6,7 +6,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from clusters.models import Cluster
-from clusters.services.registry import membership_changed
+from clusters.services.registry import memberships_changed
 from clusters.validators import label_key_error, validate_labels
 from fedportal.audit import record_events
 from fedportal.roles import Role, require_actor_role
@@ -29,7 +29,7 @@ def bulk_label_clusters(clusters, *, add: dict | None = None, remove=(), actor=N
         raise ValidationError(f"Both added and removed: {', '.join(both)}.")
     if not isinstance(clusters, QuerySet):
         clusters = Cluster.objects.filter(pk__in=list(clusters))
-    changed, events = [], []
+    changed, events, relabelled = [], [], []
     with transaction.atomic():
         for cluster in clusters.select_for_update().order_by("name"):
             before = dict(cluster.labels or {})
@@ -39,7 +39,7 @@ def bulk_label_clusters(clusters, *, add: dict | None = None, remove=(), actor=N
             cluster.labels = after
             cluster.save(update_fields=["labels", "updated_at"])
             changed.append(cluster.name)
-            membership_changed(cluster, "labels changed")  # placements by label may now select it, or not
+            relabelled.append(cluster)
             events.append(
                 {
                     "action": "cluster.labels",
@@ -53,4 +53,5 @@ def bulk_label_clusters(clusters, *, add: dict | None = None, remove=(), actor=N
             )
         if events:
             record_events(events)
+        memberships_changed(relabelled, "labels changed")  # placements by label may now select them, or not
     return changed

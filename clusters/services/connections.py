@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 
 from clusters import addresses, kube
 from clusters.choices import AuthMethod, ClusterRole
@@ -145,26 +146,46 @@ def verify_connection(conn: kube.ClusterConnection) -> ConnectionTest:
     return result
 
 
-def validate_cluster(cluster: Cluster, *, exclude_pk=None) -> None:
-    """Model validation plus friendly messages for the two constraints users can hit."""
+@dataclass(frozen=True)
+class Registered:
+    """What is registered, read once for validating many clusters (an import): (pk, name, api_server,
+    role) per cluster."""
+
+    rows: tuple
+
+    @classmethod
+    def read(cls) -> Registered:
+        return cls(tuple(Cluster.objects.values_list("pk", "name", "api_server", "role")))
+
+
+def validate_cluster(cluster: Cluster, *, exclude_pk=None, registered: Registered | None = None) -> None:
+    """Model validation plus friendly messages for the two constraints users can hit. ``registered``:
+    the registry read once by the caller (no queries per cluster)."""
     errors: dict[str, list] = {}
     try:
         cluster.full_clean(exclude=["credentials_encrypted"], validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
         errors.update(exc.message_dict)
-    others = Cluster.objects.exclude(pk=exclude_pk) if exclude_pk else Cluster.objects.all()
-    if cluster.name and others.filter(name=cluster.name).exists():
+    if registered is None:
+        others = Cluster.objects.exclude(pk=exclude_pk) if exclude_pk else Cluster.objects.all()
+        rows = [
+            (None, name, server, role)
+            for name, server, role in others.filter(
+                Q(name=cluster.name) | Q(api_server=cluster.api_server) | Q(role=ClusterRole.HOST)
+            ).values_list("name", "api_server", "role")
+        ]
+    else:
+        rows = [row for row in registered.rows if not exclude_pk or row[0] != exclude_pk]
+    if cluster.name and any(name == cluster.name for _, name, _, _ in rows):
         errors.setdefault("name", []).append(f"A cluster named {cluster.name!r} is already registered.")
     if cluster.api_server:
-        same = others.filter(api_server=cluster.api_server).values_list("name", flat=True).first()
+        same = next((name for _, name, server, _ in rows if server == cluster.api_server), None)
         if same:
             errors.setdefault("api_server", []).append(f"This API server is already registered as {same}.")
     if cluster.role == ClusterRole.HOST:
-        host = others.filter(role=ClusterRole.HOST).first()
+        host = next((name for _, name, _, role in rows if role == ClusterRole.HOST), None)
         if host is not None:
-            errors.setdefault("role", []).append(
-                f"{host.name} is already the host cluster; a fleet has at most one host."
-            )
+            errors.setdefault("role", []).append(f"{host} is already the host cluster; a fleet has at most one host.")
     if errors:
         raise ValidationError(errors)
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import enqueue
+from clusters import enqueue, probing
 from clusters.choices import ClusterRole
 from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster
 from clusters.services.connections import (
+    Registered,
     apply_version,
     check_tls,
     check_transport,
@@ -24,7 +26,7 @@ from clusters.services.connections import (
     test_connection,
     validate_cluster,
 )
-from clusters.services.registry import save_new_cluster
+from clusters.services.registry import save_new_clusters
 from clusters.validators import validate_labels
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
@@ -58,6 +60,9 @@ def labels_from_context(pattern: re.Pattern | None, context_name: str) -> dict[s
     """The named groups the pattern matched in the context name (searched, not anchored), empty ones left out."""
     match = pattern.search(context_name) if pattern else None
     return {key: value for key, value in match.groupdict().items() if value} if match else {}
+
+
+CONNECTION_TESTS_AT_ONCE = 16
 
 
 @dataclass
@@ -95,13 +100,20 @@ def default_contexts(contexts: list[KubeconfigContext]) -> list[str]:
 
 
 def plan_kubeconfig_import(
-    text: str, *, contexts: list[str] | None = None, host_context: str | None = None, base_dir=None
+    text: str,
+    *,
+    contexts: list[str] | None = None,
+    host_context: str | None = None,
+    base_dir=None,
+    parsed: list[KubeconfigContext] | None = None,
 ) -> list[ImportPlan]:
-    """Parse and select contexts; ValidationError for a malformed file or an unknown context."""
-    try:
-        parsed = parse_kubeconfig(text, base_dir=base_dir)
-    except KubeconfigError as exc:
-        raise ValidationError(exc.message, code="bad_kubeconfig") from None
+    """Parse (unless the caller gives ``parsed``, the contexts it already read from ``text``) and
+    select contexts; ValidationError for a malformed file or an unknown context."""
+    if parsed is None:
+        try:
+            parsed = parse_kubeconfig(text, base_dir=base_dir)
+        except KubeconfigError as exc:
+            raise ValidationError(exc.message, code="bad_kubeconfig") from None
     by_name = {c.name: c for c in parsed}
     wanted = list(contexts) if contexts else default_contexts(parsed)
     if not wanted:
@@ -174,6 +186,7 @@ def import_kubeconfig(
     base_dir=None,
     update_existing: bool = False,
     skip_existing: bool = False,
+    parsed: list[KubeconfigContext] | None = None,
 ) -> ImportReport:
     """Register the chosen contexts (one per API server by default), each with its own credentials.
     All or nothing: every context is validated and tested before any is saved.
@@ -190,7 +203,7 @@ def import_kubeconfig(
     if labels:
         validate_labels(labels)
     pattern = compile_label_pattern(label_pattern)
-    plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir)
+    plans = plan_kubeconfig_import(text, contexts=contexts, host_context=host_context, base_dir=base_dir, parsed=parsed)
     report = ImportReport()
     if skip_existing:
         by_name = set(Cluster.objects.filter(name__in=[p.name for p in plans]).values_list("name", flat=True))
@@ -210,6 +223,7 @@ def import_kubeconfig(
     existing = {c.name: c for c in Cluster.objects.filter(name__in=[p.name for p in plans])} if update_existing else {}
     errors = []
     pending: list[Cluster] = []
+    registered = Registered.read()
     for plan in plans:
         context = plan.context
         ca = (context.ca_data or "").strip()
@@ -232,7 +246,7 @@ def import_kubeconfig(
             credential_version=current.credential_version + 1 if current else 1,
         )
         try:
-            validate_cluster(cluster, exclude_pk=cluster.pk)
+            validate_cluster(cluster, exclude_pk=cluster.pk, registered=registered)
             check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = credentials_for(
                 context.token, context.client_certificate, context.client_key
@@ -243,10 +257,12 @@ def import_kubeconfig(
             errors += [f"{context.name}: {m}" for m in exc.messages]
             continue
         pending.append(cluster)
-    # Test every connection (outside any transaction: no lock is held while we wait on the network).
-    if verify and not errors:
-        for cluster in pending:
-            result = test_connection(connection_for(cluster))
+    # Test every connection (outside any transaction: no lock is held while we wait on the network),
+    # several at a time: a 200-context import must not wait for 200 round trips one after another.
+    if verify and not errors and pending:
+        with ThreadPoolExecutor(max_workers=min(CONNECTION_TESTS_AT_ONCE, len(pending))) as pool:
+            results = list(pool.map(lambda cluster: test_connection(connection_for(cluster)), pending))
+        for cluster, result in zip(pending, results, strict=True):
             if result.ok:
                 apply_version(cluster, result.version)
             else:
@@ -256,12 +272,14 @@ def import_kubeconfig(
     with transaction.atomic():
         for cluster in pending:
             if cluster.pk is None:
-                save_new_cluster(cluster, actor=actor, probe=True)
                 report.created.append(cluster)
             else:
                 before = existing[cluster.name].credential_version
                 updated = _update_from_kubeconfig(existing[cluster.name], cluster, actor=actor)
                 (report.updated if updated.credential_version != before else report.unchanged).append(updated)
+        save_new_clusters(report.created, actor=actor)
+        # the new clusters' first probes, in chunks (a 200-context import queues a few messages, not 200)
+        probing.fan_out_probe_batches(cluster_ids=[c.pk for c in report.created], expires=300, on_commit=True)
     return report
 
 

@@ -21,7 +21,7 @@ from clusters.services.connections import (
     validate_cluster,
     verify_connection,
 )
-from fedportal.audit import record_event
+from fedportal.audit import record_event, record_events
 from fedportal.roles import Role, require_actor_role
 
 
@@ -65,25 +65,36 @@ def register_cluster(
 
 
 # Other apps register ``listener(cluster, reason)`` to hear that a cluster joined or that its labels
-# changed (federation reconciles what the approved placements now select). Called inside the
-# saving transaction: a listener that queues work does it on commit.
-_membership_listeners: list = []
+# changed (federation reconciles what the approved placements now select), and optionally
+# ``many(clusters, reason)`` for a batch (an import, a bulk relabel: one message, not one per
+# cluster). Called inside the saving transaction: a listener that queues work does it on commit.
+_membership_listeners: dict = {}  # listener -> its batch form, or None
 
 
-def register_membership_listener(listener) -> None:
-    if listener not in _membership_listeners:
-        _membership_listeners.append(listener)
+def register_membership_listener(listener, *, many=None) -> None:
+    _membership_listeners[listener] = many
 
 
 def unregister_membership_listener(listener) -> None:
-    if listener in _membership_listeners:
-        _membership_listeners.remove(listener)
+    _membership_listeners.pop(listener, None)
 
 
 def membership_changed(cluster: Cluster, reason: str) -> None:
     """Tell the registered listeners that ``cluster`` joined or was relabelled (``reason`` says which)."""
     for listener in list(_membership_listeners):
         listener(cluster, reason)
+
+
+def memberships_changed(clusters: list[Cluster], reason: str) -> None:
+    """``membership_changed`` for many clusters: a listener's batch form gets them all at once."""
+    if not clusters:
+        return
+    for listener, many in list(_membership_listeners.items()):
+        if many is not None:
+            many(list(clusters), reason)
+        else:
+            for cluster in clusters:
+                listener(cluster, reason)
 
 
 def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
@@ -106,6 +117,38 @@ def save_new_cluster(cluster: Cluster, *, actor, probe: bool) -> None:
         cluster.pk = None
         validate_cluster(cluster)
         raise
+
+
+def save_new_clusters(clusters: list[Cluster], *, actor) -> None:
+    """``save_new_cluster`` for many (an import): the rows saved, their audit events appended in one
+    go, the membership listeners told of each; the caller queues their probes (in chunks) and holds
+    the transaction. A concurrent registration of one of them rolls the whole batch back and is
+    reported like the pre-check would (ValidationError)."""
+    try:
+        with transaction.atomic():
+            for cluster in clusters:
+                cluster.save()
+    except IntegrityError:
+        for cluster in clusters:
+            cluster.pk = None
+        for cluster in clusters:
+            validate_cluster(cluster)
+        raise
+    with transaction.atomic():
+        record_events(
+            [
+                dict(
+                    action="cluster.register",
+                    actor=actor,
+                    obj=cluster,
+                    cluster=cluster.name,
+                    summary=f"Registered {cluster.role} cluster {cluster.name} ({cluster.api_server})",
+                    after=snapshot(cluster),
+                )
+                for cluster in clusters
+            ]
+        )
+        memberships_changed(clusters, "joined")
 
 
 EDITABLE_FIELDS = ("api_server", "role", "labels", "ca_bundle", "insecure_skip_tls_verify")

@@ -163,6 +163,44 @@ def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_captur
     assert sent == [(cluster.pk, "labels changed")]
 
 
+def test_an_import_or_a_bulk_relabel_queues_one_batch_not_one_message_per_cluster(
+    db, admin_user, django_capture_on_commit_callbacks, monkeypatch
+):
+    from clusters.models import Cluster
+    from clusters.services.bulk_labels import bulk_label_clusters
+    from clusters.services.registry import save_new_clusters
+    from federation import enqueue
+    from tests.clusters.factories import ClusterFactory
+
+    one, batches = [], []
+    monkeypatch.setattr(enqueue, "reconcile_membership", lambda cluster_id, reason, **kw: one.append(cluster_id))
+    monkeypatch.setattr(enqueue, "reconcile_memberships", lambda ids, reason: batches.append((sorted(ids), reason)))
+    new = [Cluster(name=f"new-{n}", api_server=f"https://new-{n}.example.test:6443") for n in range(3)]
+    with django_capture_on_commit_callbacks(execute=True):
+        save_new_clusters(new, actor=admin_user)
+    assert batches == [(sorted(c.pk for c in new), "joined")] and one == []
+    assert AuditEvent.objects.filter(action="cluster.register").count() == 3
+
+    batches.clear()
+    ClusterFactory(name="old", labels={"tier": "web"})
+    with django_capture_on_commit_callbacks(execute=True):
+        bulk_label_clusters(Cluster.objects.all(), add={"tier": "web"}, actor=admin_user)
+    assert batches == [(sorted(c.pk for c in new), "labels changed")]  # "old" had the label already
+    assert one == []
+
+
+def test_the_reconcile_memberships_task_queues_one_reconcile_per_cluster(monkeypatch):
+    from federation import enqueue
+    from federation.tasks import reconcile_memberships_task
+
+    sent = []
+    monkeypatch.setattr(
+        enqueue, "reconcile_membership", lambda cluster_id, reason, **kw: sent.append((cluster_id, reason))
+    )
+    assert reconcile_memberships_task.run([4, 7], "joined") == 2
+    assert sent == [(4, "joined"), (7, "joined")]
+
+
 def test_the_reconcile_change_request_once_approved_propagates_to_the_cluster(
     fleet, labelled, settings, operator, approver
 ):

@@ -36,6 +36,7 @@ SERVICE_MODULES = (
 # Functions with an ``actor`` that are not entry points for users: why each is left out.
 NOT_ENTRY_POINTS = {
     "clusters.services.registry.save_new_cluster": "the write shared by register_cluster and the kubeconfig import, after their admin check",
+    "clusters.services.registry.save_new_clusters": "save_new_cluster for many (the kubeconfig import), after its admin check",
     "federation.approvals.services.resource_settings_changed": "hook run by update_resource after its own operator check",
     "federation.approvals.rollout.start_rollout": "run by apply_change_request inside its transaction, after its checks",
 }
