@@ -243,8 +243,8 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
     return server
 
 
-def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float) -> dict:
-    return http_load(port, {"Cookie": cookie}, paths, clients, seconds)
+def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float, server_pid=None) -> dict:
+    return http_load(port, {"Cookie": cookie}, paths, clients, seconds, server_pid=server_pid)
 
 
 def main() -> None:
@@ -285,7 +285,9 @@ def main() -> None:
         )
         # one warm-up request per page and worker (the caches are per process with CACHE_URL=locmem)
         load(port, f"{cookie_name}={session_key}", list(urls.values()), 2, 3)
-        figures.update(load(port, f"{cookie_name}={session_key}", list(urls.values()), args.clients, args.seconds))
+        figures.update(
+            load(port, f"{cookie_name}={session_key}", list(urls.values()), args.clients, args.seconds, server.pid)
+        )
         figures.update(
             {
                 "clusters": len(clusters),
