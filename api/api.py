@@ -6,6 +6,7 @@ from ninja import NinjaAPI
 from api import errors
 from api.auth import AUTH
 from api.endpoints import audit, changes, clusters, drift, resources, tokens
+from api.renderers import FastJSONRenderer
 
 api = NinjaAPI(
     title="FedPortal API",
@@ -17,6 +18,7 @@ api = NinjaAPI(
         "(`next_cursor` -> `?cursor=`); writes accept an `Idempotency-Key` header."
     ),
     auth=AUTH,
+    renderer=FastJSONRenderer(),
     urls_namespace="api",
     docs_url="/docs",
     openapi_url="/openapi.json",

@@ -33,10 +33,15 @@ def decode_cursor(cursor: str, kind: type):
 
 
 def page(queryset, *, key: str, cursor: str | None, limit: int, descending: bool = False, kind: type = int):
-    """(rows, next_cursor) of the queryset ordered on ``key`` (a unique field)."""
+    """(rows, next_cursor) of the queryset ordered on ``key`` (a unique field); rows are what the
+    queryset gives (model instances, or dicts of a ``values()`` queryset that selects ``key``)."""
     if cursor:
         value = decode_cursor(cursor, kind)
         queryset = queryset.filter(**{f"{key}__{'lt' if descending else 'gt'}": value})
     rows = list(queryset.order_by(f"-{key}" if descending else key)[: limit + 1])
-    next_cursor = encode_cursor(getattr(rows[limit - 1], key)) if len(rows) > limit else None
+    if len(rows) > limit:
+        last = rows[limit - 1]
+        next_cursor = encode_cursor(last[key] if isinstance(last, dict) else getattr(last, key))
+    else:
+        next_cursor = None
     return rows[:limit], next_cursor

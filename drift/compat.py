@@ -24,6 +24,7 @@ per cluster.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -213,6 +214,7 @@ def _served(minor: int, served: frozenset | None) -> frozenset:
     return served if served is not None else served_apis.served_group_versions(minor)
 
 
+@functools.lru_cache(maxsize=4096)  # a scan of ~600 resources, asked once per manifest and minor
 def _replacement(minor: int, group: str, kind: str, served: frozenset | None = None) -> str | None:
     enabled = _served(minor, served)
     candidates = [r for r in schemas.api_resources(minor) if r.kind == kind and r.group_version in enabled]

@@ -278,8 +278,9 @@ def _masked_cell(resource, cell):
 
 
 def _compat_csv_rows(resources, rows):
+    targets_memo = {}
     for resource in resources:
-        cells = selectors.compat_row(resource, rows)
+        cells = selectors.compat_row(resource, rows, targets_memo=targets_memo)
         for row in rows:
             cell = _masked_cell(resource, cells[row.name])
             if not cell.targeted:

@@ -106,7 +106,7 @@ class CancelIn(Schema):
     reason: str = Field("", max_length=5000)
 
 
-# what change_out reads: a list page leaves the diffs, preflight and outcome JSON in the database
+# what a list item reads (list_item): a list page leaves the diffs, preflight and outcome JSON in the database
 LIST_FIELDS = (
     "id",
     "state",
@@ -214,10 +214,35 @@ def list_changes(request, filters: Query[ChangeFilters]):
         q=filters.q,
         approval_counts=False,
     )
-    qs = qs.select_related(None).select_related("proposed_revision").only(*LIST_FIELDS)
+    # values(): 50 model instances (and their revisions) were a sixth of the request's CPU
+    qs = qs.select_related(None).values(*LIST_FIELDS)
     rows, next_cursor = page(qs, key="id", cursor=filters.cursor, limit=filters.limit, descending=True)
-    counts = valid_approval_counts([cr.pk for cr in rows])
-    return {"items": [change_out(cr, counts.get(cr.pk, 0)) for cr in rows], "next_cursor": next_cursor}
+    counts = valid_approval_counts([row["id"] for row in rows])
+    return {"items": [list_item(row, counts.get(row["id"], 0)) for row in rows], "next_cursor": next_cursor}
+
+
+def list_item(row: dict, approvals: int) -> dict:
+    """``change_out`` of a ``values(*LIST_FIELDS)`` row."""
+    return {
+        "id": row["id"],
+        "state": row["state"],
+        "kind": row["kind"],
+        "title": row["title"],
+        "subject": f"cluster {row['cluster_name']}" if row["kind"] == ChangeKind.UNJOIN else row["resource_repr"],
+        "author": row["author_name"],
+        "emergency": row["emergency"],
+        "resource_id": row["resource_id"],
+        "cluster_id": row["cluster_id"],
+        "proposed_revision": row["proposed_revision__number"],
+        "target_clusters": list(row["target_clusters"] or []),
+        "required_approvals": row["required_approvals"],
+        "approvals": approvals,
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "submitted_at": row["submitted_at"],
+        "decided_at": row["decided_at"],
+        "finished_at": row["finished_at"],
+    }
 
 
 def valid_approval_counts(ids: list[int]) -> dict[int, int]:

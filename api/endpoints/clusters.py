@@ -115,8 +115,10 @@ def list_clusters(request, filters: Query[ClusterFilters]):
         raise ValidationError({"label_selector": exc.messages}) from None
     qs = selectors.filter_clusters(**query)
     qs = qs.with_labels(terms)
+    # values(): the items are these fields as they are; 50 model instances were a tenth of the request's CPU
+    qs = qs.values(*ClusterOut.model_fields)
     rows, next_cursor = page(qs, key="name", cursor=filters.cursor, limit=filters.limit, kind=str)
-    return {"items": [cluster_out(c) for c in rows], "next_cursor": next_cursor}
+    return {"items": rows, "next_cursor": next_cursor}
 
 
 @router.get(

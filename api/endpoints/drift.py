@@ -96,8 +96,9 @@ def skew(request, filters: Query[SkewFilters]):
 def _compat_rows(resources, rows):
     from types import SimpleNamespace
 
+    targets_memo = {}
     for resource in resources:
-        cells = selectors.compat_row(resource, rows)
+        cells = selectors.compat_row(resource, rows, targets_memo=targets_memo)
         for row in rows:
             cell = cells[row.name]
             if not cell.targeted:

@@ -131,8 +131,8 @@ def measure_in_process(token: str) -> dict:
     return figures
 
 
-def load(port: int, token: str, paths: list[str], clients: int, seconds: float) -> dict:
-    return http_load(port, {"Authorization": f"Bearer {token}"}, paths, clients, seconds)
+def load(port: int, token: str, paths: list[str], clients: int, seconds: float, server_pid=None) -> dict:
+    return http_load(port, {"Authorization": f"Bearer {token}"}, paths, clients, seconds, server_pid=server_pid)
 
 
 def main() -> int:
@@ -161,7 +161,7 @@ def main() -> int:
             env.env, port, env.work / "gunicorn.log", workers=args.gunicorn_workers, threads=args.gunicorn_threads
         )
         load(port, token, list(LISTS.values()), 2, 3)  # warm both workers
-        figures.update(load(port, token, list(LISTS.values()), args.clients, args.seconds))
+        figures.update(load(port, token, list(LISTS.values()), args.clients, args.seconds, server.pid))
         figures.update(
             {
                 "clusters": len(clusters),

@@ -205,6 +205,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and its children (a gunicorn master and its workers)."""
+    pids = [pid]
+    try:
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    return sum(cpu_seconds(p) for p in pids)
+
+
 def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -215,8 +225,12 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: st
     raise TimeoutError(f"timed out after {timeout}s waiting for {message}")
 
 
-def http_load(port: int, headers: dict, paths: list[str], clients: int, seconds: float) -> dict:
-    """``clients`` threads GET ``paths`` in turn for ``seconds``: latency percentiles and errors."""
+def http_load(
+    port: int, headers: dict, paths: list[str], clients: int, seconds: float, *, server_pid: int | None = None
+) -> dict:
+    """``clients`` threads GET ``paths`` in turn for ``seconds``: latency percentiles and errors, and the
+    CPU milliseconds per request of this load generator and (given its pid) of the server: on a 2-core
+    machine with 20 closed-loop clients the p95 is about 10x their sum, so these say where to cut."""
     import urllib3
 
     http = urllib3.PoolManager(maxsize=clients, retries=False, timeout=urllib3.Timeout(connect=5, read=60))
@@ -244,11 +258,15 @@ def http_load(port: int, headers: dict, paths: list[str], clients: int, seconds:
                     errors.append(f"{path} {status}")
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    client_cpu, server_cpu = time.process_time(), tree_cpu_seconds(server_pid) if server_pid else 0.0
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    client_cpu = time.process_time() - client_cpu
+    server_cpu = tree_cpu_seconds(server_pid) - server_cpu if server_pid else None
     ordered = sorted(timings)
+    per_request = max(len(timings), 1) / 1000
 
     def pct(p):
         return round(ordered[min(len(ordered) - 1, int(len(ordered) * p))], 1) if ordered else None
@@ -260,5 +278,7 @@ def http_load(port: int, headers: dict, paths: list[str], clients: int, seconds:
         "errors": len(errors),
         "requests": len(timings),
         "requests_per_second": round(len(timings) / seconds, 1),
+        "client_cpu_ms_per_request": round(client_cpu / per_request, 2),
+        "server_cpu_ms_per_request": round(server_cpu / per_request, 2) if server_pid else None,
         "error_samples": sorted(set(errors))[:5],
     }
