@@ -1,6 +1,7 @@
 """Resource drift: compare live objects with what FedPortal applied; report, or re-apply (Enforce)."""
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef
@@ -25,9 +26,10 @@ from federation.propagation.common import (
     naming_uid,
     object_version,
     remote_status,
+    thread_count,
     uid_refused,
 )
-from federation.rendering import ignored_paths
+from federation.rendering import MANAGED_LABEL, ignored_paths
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets
 
@@ -46,10 +48,10 @@ class DriftSummary:
     resynced: int = 0
 
 
-def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource | None = None) -> DriftSummary:
-    """Compare each live object with its PropagatedVersion. External changes -> OutOfSync with a
-    field diff (server-populated and retained fields ignored); Enforce re-applies what we applied."""
-    summary = DriftSummary()
+def drift_candidates(*, cluster: Cluster | None = None, resource: FederatedResource | None = None, cluster_ids=None):
+    """The PropagatedVersions whose live object is judged: applied OK, on a Ready cluster that is not
+    isolated, and with no propagation to that cluster in flight (the baseline is about to change, and
+    re-applying the old one would undo the new revision)."""
     qs = PropagatedVersion.objects.select_related("resource__type", "cluster", "revision").filter(
         status=PropagationReason.OK,
         applied_manifest__isnull=False,
@@ -58,33 +60,105 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
     )
     if cluster is not None:
         qs = qs.filter(cluster=cluster)
+    if cluster_ids is not None:
+        qs = qs.filter(cluster_id__in=list(cluster_ids))
     if resource is not None:
         qs = qs.filter(resource=resource)
-    # Never judge (or Enforce) an object while a propagation to that cluster is in flight: the
-    # baseline is about to change, and re-applying the old one would undo the new revision.
     in_flight = PropagationTarget.objects.filter(
         run__resource=OuterRef("resource_id"),
         cluster=OuterRef("cluster_id"),
         state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING],
     )
-    qs = qs.exclude(Exists(in_flight))
+    return qs.exclude(Exists(in_flight))
+
+
+def managed_selector() -> str:
+    """The label selector of everything FedPortal applied (render_manifest sets the label)."""
+    return f"{MANAGED_LABEL}=true"
+
+
+def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource | None = None) -> DriftSummary:
+    """Compare each live object with its PropagatedVersion. External changes -> OutOfSync with a
+    field diff (server-populated and retained fields ignored); Enforce re-applies what we applied.
+
+    One LIST per (cluster, federated type) with the managed label selector, not one GET per object
+    (only an object missing from the LIST gets a GET: removed, or made again without our label); the
+    LISTs run on a thread pool (FEDERATION_THREADS), the judging in this thread."""
+    summary = DriftSummary()
+    groups: dict[tuple[int, int], list[PropagatedVersion]] = {}
+    for pv in (
+        drift_candidates(cluster=cluster, resource=resource).order_by("cluster_id", "id").iterator(chunk_size=500)
+    ):
+        groups.setdefault((pv.cluster_id, pv.resource.type_id), []).append(pv)
+    if not groups:
+        return summary
     connections = {}
-    for pv in qs.order_by("cluster_id", "id").iterator(chunk_size=200):
-        summary.checked += 1
-        try:
-            conn = connections.get(pv.cluster_id) or connections.setdefault(pv.cluster_id, connection_for(pv.cluster))
-            outcome = check_drift(pv, conn=conn)
-        except kube.KubeError as exc:
-            summary.errors += 1
-            logger.info("drift check of %s on %s failed: %s", pv.resource_id, pv.cluster.name, exc)
-            continue
-        summary.out_of_sync += outcome == "out_of_sync"
-        summary.repaired += outcome == "repaired"
+    for pvs in groups.values():
+        if pvs[0].cluster_id not in connections:
+            connections[pvs[0].cluster_id] = connection_for(pvs[0].cluster)
+
+    def list_live(key):
+        pvs = groups[key]
+        ftype = pvs[0].resource.type
+        items, _ = kube.list_with_version(
+            connections[key[0]],
+            api_version=ftype.api_version,
+            plural=ftype.plural,
+            label_selector=managed_selector(),
+            timeout=kube_timeout(),
+        )
+        return {object_key(obj): with_type(obj, ftype) for obj in items}
+
+    with ThreadPoolExecutor(max_workers=min(thread_count(), len(groups)), thread_name_prefix="drift-list") as pool:
+        futures = {key: pool.submit(list_live, key) for key in groups}
+        for key, future in futures.items():
+            pvs = groups[key]
+            try:
+                live_by_key = future.result()
+            except kube.KubeError as exc:
+                summary.checked += len(pvs)
+                summary.errors += len(pvs)
+                logger.info("drift LIST on %s failed: %s", pvs[0].cluster.name, exc)
+                continue
+            for pv in pvs:
+                summary.checked += 1
+                try:
+                    live = live_by_key.get(pv_key(pv))
+                    if live is None:  # gone, or made again without our label: a GET tells which
+                        outcome = check_drift(pv, conn=connections[key[0]])
+                    else:
+                        outcome = judge_live(pv, live, conn=connections[key[0]])
+                except kube.KubeError as exc:
+                    summary.errors += 1
+                    logger.info("drift repair of %s on %s failed: %s", pv.resource_id, pv.cluster.name, exc)
+                    continue
+                summary.out_of_sync += outcome == "out_of_sync"
+                summary.repaired += outcome == "repaired"
     return summary
 
 
+def with_type(obj: dict, ftype) -> dict:
+    """A list's items carry no apiVersion/kind (the list has them), a GET's object does."""
+    obj.setdefault("apiVersion", ftype.api_version)
+    obj.setdefault("kind", ftype.kind)
+    return obj
+
+
+def object_key(obj: dict) -> tuple[str, str]:
+    """(namespace, name) of a live object."""
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+def pv_key(pv: PropagatedVersion) -> tuple[str, str]:
+    """(namespace, name) of the object a PropagatedVersion stands for."""
+    resource = pv.resource
+    return (resource.namespace or "") if resource.type.namespaced else "", resource.name
+
+
 def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
-    """One object: 'in_sync', 'out_of_sync' or 'repaired'. Raises KubeError when unreachable."""
+    """One object, read with a GET: 'in_sync', 'out_of_sync' or 'repaired'. Raises KubeError when
+    unreachable."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     conn = conn or connection_for(cluster)
     live = kube.get_object(
@@ -95,6 +169,14 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
         name=resource.name,
         timeout=kube_timeout(),
     )
+    return judge_live(pv, live, conn=conn)
+
+
+def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
+    """Judge one live object (None: it is gone) against what FedPortal applied, and record the
+    outcome: in sync, OutOfSync with its field diff, or re-applied under Enforce. The GET-based
+    check, the LIST-based sweep and the watcher all come here. Raises KubeError (Enforce's apply)."""
+    resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     now = timezone.now()
     live_uid = live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
@@ -144,6 +226,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
     )
     if resource.drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
+    conn = conn or connection_for(cluster)
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
     manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     try:
