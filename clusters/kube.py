@@ -707,10 +707,12 @@ async def watch_objects(
     label_selector: str | None = None,
     timeout_seconds: int = 300,
     connect_timeout: float | None = None,
+    gate=None,
 ):
     """Watch one resource across namespaces from ``resource_version`` with bookmarks; an async
     iterator of WatchEvent until the server ends the watch (after ``timeout_seconds``). Raises
-    WatchExpired on 410, KubeTransientError / KubePermanentError as the blocking calls do."""
+    WatchExpired on 410, KubeTransientError / KubePermanentError as the blocking calls do. ``gate``
+    (an asyncio.Semaphore) bounds how many watches are opening their connection at once."""
     aiohttp = session._aiohttp
     _refuse_unsafe_target(conn)
     query = {
@@ -730,14 +732,26 @@ async def watch_objects(
     url = conn.api_server.rstrip("/") + resource_path(api_version, plural)
     limit = settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES
     try:
-        async with session.session.get(
-            url, params=query, headers=headers, ssl=session.ssl_for(conn), timeout=timeout, max_line_size=limit
-        ) as response:
+        if gate is not None:
+            await gate.acquire()
+        try:
+            response = await session.session.get(
+                url, params=query, headers=headers, ssl=session.ssl_for(conn), timeout=timeout, read_bufsize=1 << 20
+            )
+        finally:
+            if gate is not None:
+                gate.release()
+        try:
             if response.status != 200:
                 body = (await response.content.read(65536)).decode("utf-8", "replace")
                 raise _watch_error(conn, response.status, response.reason or "", body, timeout_seconds)
             while True:
-                line = await response.content.readline()
+                try:
+                    line = await response.content.readline()
+                except ValueError:  # aiohttp: a line past its buffer's high-water mark
+                    raise _too_large(
+                        conn, url, "a watch event over the read buffer", "FEDPORTAL_KUBE_MAX_RESPONSE_BYTES"
+                    ) from None
                 if not line:
                     return
                 if len(line) > limit:
@@ -757,6 +771,8 @@ async def watch_objects(
                     status = int(obj.get("code") or 500)
                     raise _watch_error(conn, status, obj.get("reason") or "", json.dumps(obj), timeout_seconds)
                 yield WatchEvent(kind, obj, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+        finally:
+            response.release()
     except KubeError:
         raise
     except TimeoutError:
