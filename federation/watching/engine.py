@@ -101,7 +101,7 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
                     return
             # the server ended the watch (timeoutSeconds): resume at once from the last version;
             # a connection cut before anything came is a failure (no reconnecting in a tight loop)
-            if not got and time.monotonic() - opened < 1.0:
+            if not got and time.monotonic() - opened < 1.0 and not stop.is_set():
                 raise kube.KubeTransientError(
                     "The watch ended before any event or bookmark.", kind=kube.KIND_UNREACHABLE
                 )
