@@ -11,11 +11,22 @@ Public API:
     default_watcher_name() -> str    host-pid
     clusters_to_sweep() -> list[int] Ready clusters whose watch is unhealthy, or due for the slow sweep
     mark_swept(cluster_id)
-    watcher_rows() -> list[WatcherRow]   each watcher, its clusters and their watch health
+    watcher_rows() -> list[WatcherRow]   each running watcher, how many clusters it holds / has connected
+    cluster_watches(*, unhealthy_only=False)   each cluster's watch health, unhealthy first
+    lease_seconds() -> float
 """
 
 from federation.watching.engine import serve
-from federation.watching.leases import clusters_to_sweep, default_watcher_name, mark_swept
-from federation.watching.status import WatcherRow, watcher_rows
+from federation.watching.leases import clusters_to_sweep, default_watcher_name, lease_seconds, mark_swept
+from federation.watching.status import WatcherRow, cluster_watches, watcher_rows
 
-__all__ = ["WatcherRow", "clusters_to_sweep", "default_watcher_name", "mark_swept", "serve", "watcher_rows"]
+__all__ = [
+    "WatcherRow",
+    "cluster_watches",
+    "clusters_to_sweep",
+    "default_watcher_name",
+    "lease_seconds",
+    "mark_swept",
+    "serve",
+    "watcher_rows",
+]

@@ -1,12 +1,13 @@
 """The operational view of the watchers: who holds which clusters and how their watches are."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from federation.models import ClusterWatch, FleetWatcher
-from federation.watching.leases import lease_seconds
+from federation.watching.leases import lease_seconds, unhealthy_watch_q
 
 
 @dataclass
@@ -17,26 +18,35 @@ class WatcherRow:
     alive: bool
     heartbeat_at: object
     started_at: object
-    clusters: list = field(default_factory=list)  # ClusterWatch rows, cluster selected
-
-    @property
-    def connected(self) -> int:
-        return sum(1 for c in self.clusters if c.connected)
+    clusters: int
+    connected: int
 
 
-def watcher_rows(*, include_stopped: bool = False) -> list[WatcherRow]:
-    """Each watcher (alive first), with its clusters' watch health; then the clusters nobody holds
-    under a watcher row named "(none)". Two queries."""
+def watcher_rows() -> list[WatcherRow]:
+    """Each running watcher (alive first) with how many clusters it holds and how many of their
+    watches are connected. One query."""
     now = timezone.now()
     stale = now - timedelta(seconds=lease_seconds())
-    watchers = FleetWatcher.objects.all() if include_stopped else FleetWatcher.objects.filter(stopped_at__isnull=True)
-    rows = {
-        w.pk: WatcherRow(w.name, w.host, w.pid, w.heartbeat_at >= stale, w.heartbeat_at, w.started_at)
-        for w in watchers.order_by("name")
-    }
-    orphan = WatcherRow("(none)", "", 0, False, None, None)
-    for cw in ClusterWatch.objects.select_related("cluster").order_by("cluster__name"):
-        row = rows.get(cw.watcher_id) if cw.watcher_id and cw.lease_until and cw.lease_until >= now else None
-        (row or orphan).clusters.append(cw)
-    result = sorted(rows.values(), key=lambda r: (not r.alive, r.name))
-    return result + ([orphan] if orphan.clusters else [])
+    held = Q(clusters__lease_until__gte=now)
+    watchers = (
+        FleetWatcher.objects.filter(stopped_at__isnull=True)
+        .annotate(n=Count("clusters", filter=held), up=Count("clusters", filter=held & Q(clusters__connected=True)))
+        .order_by("name")
+    )
+    rows = [
+        WatcherRow(w.name, w.host, w.pid, w.heartbeat_at >= stale, w.heartbeat_at, w.started_at, w.n, w.up)
+        for w in watchers
+    ]
+    return sorted(rows, key=lambda r: (not r.alive, r.name))
+
+
+def cluster_watches(*, unhealthy_only: bool = False):
+    """Every member cluster's watch row, the unhealthy ones first (a page of them is what the view
+    shows); ``healthy`` is annotated."""
+    now = timezone.now()
+    rows = ClusterWatch.objects.select_related("cluster", "watcher").annotate(
+        unhealthy=Count("pk", filter=unhealthy_watch_q(now))
+    )
+    if unhealthy_only:
+        rows = rows.filter(unhealthy_watch_q(now))
+    return rows.order_by("-unhealthy", "cluster__name")
