@@ -708,11 +708,13 @@ async def watch_objects(
     timeout_seconds: int = 300,
     connect_timeout: float | None = None,
     gate=None,
+    on_open=None,
 ):
     """Watch one resource across namespaces from ``resource_version`` with bookmarks; an async
     iterator of WatchEvent until the server ends the watch (after ``timeout_seconds``). Raises
     WatchExpired on 410, KubeTransientError / KubePermanentError as the blocking calls do. ``gate``
-    (an asyncio.Semaphore) bounds how many watches are opening their connection at once."""
+    (an asyncio.Semaphore) bounds how many watches are opening their connection at once; ``on_open``
+    is called once the server has accepted the watch (200), before any event."""
     aiohttp = session._aiohttp
     _refuse_unsafe_target(conn)
     query = {
@@ -745,6 +747,8 @@ async def watch_objects(
             if response.status != 200:
                 body = (await response.content.read(65536)).decode("utf-8", "replace")
                 raise _watch_error(conn, response.status, response.reason or "", body, timeout_seconds)
+            if on_open is not None:
+                on_open()
             while True:
                 try:
                     line = await response.content.readline()

@@ -156,6 +156,7 @@ class _EngineIO(WatchIO):
             label_selector=managed_selector(),
             timeout_seconds=int(engine.watch_timeout * (1 + random.random())),  # client-go: 1x-2x
             gate=engine.startup,
+            on_open=lambda: setattr(state, "connected", True),
         )
 
     async def handle(self, state: WatchState, event: kube.WatchEvent) -> None:

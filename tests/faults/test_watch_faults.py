@@ -7,8 +7,10 @@ import time
 import pytest
 
 from federation import propagation
-from federation.choices import PropagationReason, SyncState
-from federation.models import ClusterWatch, PropagatedVersion
+from federation.choices import Health, PropagationReason, SyncState, Toggle
+from federation.health import health_of
+from federation.models import ClusterWatch, FederatedType, PropagatedVersion
+from federation.schedule import replica_state
 from tests.faults.helpers import WEB_TEMPLATE, federate, fleet_versions, register_clusters
 from tests.utils import wait_for
 
@@ -42,8 +44,8 @@ def _ok(resource) -> int:
     return PropagatedVersion.objects.filter(resource=resource, status=PropagationReason.OK).count()
 
 
-def _watching(names, *, bookmarked=False):
-    rows = ClusterWatch.objects.filter(cluster__name__in=names, connected=True, watches=2)
+def _watching(names, *, bookmarked=False, types=2):
+    rows = ClusterWatch.objects.filter(cluster__name__in=names, connected=True, watches=types)
     if bookmarked:
         rows = rows.filter(last_bookmark_at__isnull=False)
     return rows.count() == len(names)
@@ -150,3 +152,36 @@ def test_one_request_in_five_failing_is_no_drift_and_no_crash_loop(web_fleet, wa
     assert set(
         PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).values_list("cluster__name", flat=True)
     ) == {names[0]}
+
+
+def test_member_status_and_rollout_completion_come_from_the_watch(fleet_factory, celery_worker, watcher_factory):
+    fleet = fleet_factory({"generate": 2, "versions": "1.29-1.30"}, rollout_seconds=4)
+    names = fleet.names
+    register_clusters(fleet, names, versions=fleet_versions(fleet))
+    FederatedType.objects.filter(kind="Deployment").update(status_collection=Toggle.ENABLED)
+    ns = federate("Namespace", "shop", names)
+    propagation.propagate_revision(ns)
+    wait_for(lambda: _ok(ns) == len(names), timeout=60, message="namespace everywhere")
+    watcher_factory("w1", env=WATCHER_ENV)
+    wait_for(lambda: _watching(names, types=1), timeout=60, message="every Namespace watch open")
+    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": 3}}
+    web = federate("Deployment", "web", names, namespace="shop", template=template)
+    propagation.propagate_revision(web)
+    wait_for(lambda: _ok(web) == len(names), timeout=60, message="web everywhere")
+    applied = {pv.cluster.name: pv.remote_status for pv in PropagatedVersion.objects.filter(resource=web)}
+    assert all((status or {}).get("readyReplicas", 0) < 3 for status in applied.values()), applied
+
+    def rolled_out():
+        pvs = {pv.cluster.name: pv for pv in PropagatedVersion.objects.filter(resource=web).select_related("cluster")}
+        done = all(
+            (pv.remote_status or {}).get(key) == 3
+            for pv in pvs.values()
+            for key in ("readyReplicas", "availableReplicas", "updatedReplicas")
+        )
+        return pvs if done else None
+
+    pvs = wait_for(rolled_out, timeout=30, message="the roll-out's end recorded from watch events")
+    assert {name: health_of(pv, "Deployment") for name, pv in pvs.items()} == {n: Health.HEALTHY for n in names}
+    current, _ = replica_state(pvs)
+    assert current == {n: 3 for n in names}, "the scheduler's current replicas read it"
+    assert not PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exists()
