@@ -120,10 +120,15 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
                 summary.errors += len(pvs)
                 logger.info("drift LIST on %s failed: %s", pvs[0].cluster.name, exc)
                 continue
+            confirmed = []
             for pv in pvs:
                 summary.checked += 1
+                live = live_by_key.get(pv_key(pv))
+                version = str(((live or {}).get("metadata") or {}).get("resourceVersion") or "")
+                if version and version == pv.live_resource_version and pv.sync_state == SyncState.IN_SYNC:
+                    confirmed.append(pv.pk)  # unchanged since FedPortal wrote or last judged it: no diff
+                    continue
                 try:
-                    live = live_by_key.get(pv_key(pv))
                     if live is None:  # gone, or made again without our label: a GET tells which
                         outcome = check_drift(pv, conn=connections[key[0]])
                     else:
@@ -134,6 +139,8 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
                     continue
                 summary.out_of_sync += outcome == "out_of_sync"
                 summary.repaired += outcome == "repaired"
+            if confirmed:
+                PropagatedVersion.objects.filter(pk__in=confirmed).update(drift_checked_at=timezone.now())
     return summary
 
 
