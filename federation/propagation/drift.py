@@ -86,9 +86,11 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
     LISTs run on a thread pool (FEDERATION_THREADS), the judging in this thread."""
     summary = DriftSummary()
     groups: dict[tuple[int, int], list[PropagatedVersion]] = {}
-    for pv in (
-        drift_candidates(cluster=cluster, resource=resource).order_by("cluster_id", "id").iterator(chunk_size=500)
-    ):
+    # the big fields are read only for the few objects that changed (most are confirmed by version)
+    candidates = drift_candidates(cluster=cluster, resource=resource).defer(
+        "applied_manifest", "remote_status", "drift", "message", "revision__template"
+    )
+    for pv in candidates.order_by("cluster_id", "id").iterator(chunk_size=2000):
         groups.setdefault((pv.cluster_id, pv.resource.type_id), []).append(pv)
     if not groups:
         return summary
