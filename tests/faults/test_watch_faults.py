@@ -119,7 +119,7 @@ def test_a_killed_watcher_is_replaced_within_the_lease_and_no_edit_is_missed(web
 
     def split():
         held = dict(ClusterWatch.objects.filter(cluster__name__in=names).values_list("cluster__name", "watcher__name"))
-        return held if sorted(held.values()) == ["w1", "w1", "w2", "w2"] and _watching(names) else None
+        return held if sorted(map(str, held.values())) == ["w1", "w1", "w2", "w2"] and _watching(names) else None
 
     held = wait_for(split, timeout=60, message="the fleet split between the two watchers")
     w1.kill()
