@@ -48,16 +48,23 @@ class DriftSummary:
     resynced: int = 0
 
 
-def drift_candidates(*, cluster: Cluster | None = None, resource: FederatedResource | None = None, cluster_ids=None):
-    """The PropagatedVersions whose live object is judged: applied OK, on a Ready cluster that is not
-    isolated, and with no propagation to that cluster in flight (the baseline is about to change, and
-    re-applying the old one would undo the new revision)."""
+def drift_candidates(
+    *,
+    cluster: Cluster | None = None,
+    resource: FederatedResource | None = None,
+    cluster_ids=None,
+    ready_only: bool = True,
+):
+    """The PropagatedVersions whose live object is judged: applied OK, on a cluster that is Ready
+    (unless ``ready_only`` is off) and not isolated, and with no propagation to that cluster in
+    flight (the baseline is about to change, and re-applying the old one would undo the new revision)."""
     qs = PropagatedVersion.objects.select_related("resource__type", "cluster", "revision").filter(
         status=PropagationReason.OK,
         applied_manifest__isnull=False,
-        cluster__state=ClusterState.READY,
         cluster__isolated=False,
     )
+    if ready_only:  # a watch event proves the cluster answers, whatever its last probe said
+        qs = qs.filter(cluster__state=ClusterState.READY)
     if cluster is not None:
         qs = qs.filter(cluster=cluster)
     if cluster_ids is not None:

@@ -55,7 +55,9 @@ def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:
 
 
 def _candidates(target: Target):
-    return drift_candidates(cluster_ids=[target.cluster_id]).filter(resource__type_id=target.type_id)
+    # not only Ready clusters: a cluster back from an outage sends its events (and is relisted)
+    # before the next probe marks it Ready again, and those are the edits made while it was away
+    return drift_candidates(cluster_ids=[target.cluster_id], ready_only=False).filter(resource__type_id=target.type_id)
 
 
 def _remember(target: Target, pv_id: int, key, fallback: str, outcome: str) -> None:

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from clusters.choices import ClusterState
+from clusters.models import Cluster
 from federation import propagation
 from federation.choices import Health, PropagationReason, SyncState, Toggle
 from federation.health import health_of
@@ -102,10 +104,11 @@ def test_a_cluster_down_and_back_has_its_drift_found_within_one_period(web_fleet
     wait_for(
         lambda: not ClusterWatch.objects.get(cluster__name=down).connected, timeout=20, message="watch seen broken"
     )
+    Cluster.objects.filter(name=down).update(state=ClusterState.OFFLINE)  # as the probes would say
     _edit(fleet, down, "evil:2")  # out of band, while FedPortal cannot reach it
     time.sleep(8)  # the 2 minutes of the issue, shortened: the backoff cap (2 s) is the period
     assert _drift(web, down) is None
-    fleet.set_up(down)
+    fleet.set_up(down)  # back, but not probed yet: still Offline in FedPortal's registry
     back = time.monotonic()
     wait_for(lambda: _drift(web, down), timeout=BACKOFF + 15, message="drift found once the cluster is back")
     assert time.monotonic() - back <= BACKOFF + 10
