@@ -18,7 +18,7 @@ from federation.choices import (
     TargetState,
 )
 from federation.diffs import SERVER_POPULATED, diff_desired_live
-from federation.models import FederatedResource, PropagatedVersion, PropagationTarget
+from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationTarget
 from federation.propagation.common import (
     collect_status,
     kube_timeout,
@@ -90,25 +90,33 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
 
     One LIST per (cluster, federated type) with the managed label selector, not one GET per object
     (only an object missing from the LIST gets a GET: removed, or made again without our label); the
-    LISTs run on a thread pool (FEDERATION_THREADS), the judging in this thread."""
+    LISTs run on a thread pool (FEDERATION_THREADS), the judging in this thread. The candidates are
+    read as plain rows; only the objects whose resourceVersion moved since FedPortal wrote or last
+    judged them are loaded in full and diffed."""
     summary = DriftSummary()
-    groups: dict[tuple[int, int], list[PropagatedVersion]] = {}
-    # the big fields are read only for the few objects that changed (most are confirmed by version)
-    candidates = drift_candidates(cluster=cluster, resource=resource).defer(
-        "applied_manifest", "remote_status", "drift", "message", "revision__template"
+    rows = (
+        drift_candidates(cluster=cluster, resource=resource)
+        .order_by("cluster_id", "id")
+        .values_list(
+            "pk",
+            "cluster_id",
+            "resource__type_id",
+            "resource__namespace",
+            "resource__name",
+            "live_resource_version",
+            "sync_state",
+        )
     )
-    for pv in candidates.order_by("cluster_id", "id").iterator(chunk_size=2000):
-        groups.setdefault((pv.cluster_id, pv.resource.type_id), []).append(pv)
+    groups: dict[tuple[int, int], list[tuple]] = {}
+    for row in rows.iterator(chunk_size=5000):
+        groups.setdefault((row[1], row[2]), []).append(row)
     if not groups:
         return summary
-    connections = {}
-    for pvs in groups.values():
-        if pvs[0].cluster_id not in connections:
-            connections[pvs[0].cluster_id] = connection_for(pvs[0].cluster)
+    types = FederatedType.objects.in_bulk({type_id for _, type_id in groups})
+    connections = {c.pk: connection_for(c) for c in Cluster.objects.filter(pk__in={cid for cid, _ in groups})}
 
     def list_live(key):
-        pvs = groups[key]
-        ftype = pvs[0].resource.type
+        ftype = types[key[1]]
         items, _ = kube.list_with_version(
             connections[key[0]],
             api_version=ftype.api_version,
@@ -121,35 +129,38 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
     with ThreadPoolExecutor(max_workers=min(thread_count(), len(groups)), thread_name_prefix="drift-list") as pool:
         futures = {key: pool.submit(list_live, key) for key in groups}
         for key, future in futures.items():
-            pvs = groups[key]
+            group = groups[key]
+            summary.checked += len(group)
             try:
                 live_by_key = future.result()
             except kube.KubeError as exc:
-                summary.checked += len(pvs)
-                summary.errors += len(pvs)
-                logger.info("drift LIST on %s failed: %s", pvs[0].cluster.name, exc)
+                summary.errors += len(group)
+                logger.info("drift LIST on cluster %s failed: %s", key[0], exc)
                 continue
-            confirmed = []
-            for pv in pvs:
-                summary.checked += 1
-                live = live_by_key.get(pv_key(pv))
+            namespaced = types[key[1]].namespaced
+            confirmed, changed = [], {}
+            for pk, _, _, namespace, name, known, state in group:
+                live = live_by_key.get(((namespace or "") if namespaced else "", name))
                 version = str(((live or {}).get("metadata") or {}).get("resourceVersion") or "")
-                if version and version == pv.live_resource_version and pv.sync_state == SyncState.IN_SYNC:
-                    confirmed.append(pv.pk)  # unchanged since FedPortal wrote or last judged it: no diff
-                    continue
+                if version and version == known and state == SyncState.IN_SYNC:
+                    confirmed.append(pk)  # unchanged since FedPortal wrote or last judged it: no diff
+                else:
+                    changed[pk] = live
+            if confirmed:
+                PropagatedVersion.objects.filter(pk__in=confirmed).update(drift_checked_at=timezone.now())
+            for pv in drift_candidates().filter(pk__in=list(changed)).order_by("id") if changed else ():
                 try:
+                    live = changed[pv.pk]
                     if live is None:  # gone, or made again without our label: a GET tells which
                         outcome = check_drift(pv, conn=connections[key[0]])
                     else:
                         outcome = judge_live(pv, live, conn=connections[key[0]])
                 except kube.KubeError as exc:
                     summary.errors += 1
-                    logger.info("drift repair of %s on %s failed: %s", pv.resource_id, pv.cluster.name, exc)
+                    logger.info("drift check of %s on %s failed: %s", pv.resource_id, pv.cluster.name, exc)
                     continue
                 summary.out_of_sync += outcome == "out_of_sync"
                 summary.repaired += outcome == "repaired"
-            if confirmed:
-                PropagatedVersion.objects.filter(pk__in=confirmed).update(drift_checked_at=timezone.now())
     return summary
 
 
