@@ -196,7 +196,8 @@ class PropagationTarget(models.Model):
     reason = models.CharField(max_length=32, choices=PropagationReason.choices, blank=True)
     message = models.TextField(blank=True)
     changed = models.BooleanField(default=False, help_text="Whether the cluster's object was written.")
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # indexed: the fleet watcher asks every few seconds which targets settled since it last looked
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["run_id", "cluster__name"]

@@ -22,9 +22,10 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import close_old_connections
+from django.utils import timezone
 
 from clusters import kube
 from federation.propagation.common import kube_timeout, setting
@@ -188,6 +189,7 @@ class Engine:
         self.connections: dict[int, kube.ClusterConnection] = {}
         self.flushed: dict[int, dict] = {}
         self.stop = asyncio.Event()
+        self.settled_checked = timezone.now()
 
     async def in_db(self, fn, *args):
         def call():
@@ -227,6 +229,16 @@ class Engine:
         await self.in_db(leases.record_health, self.name, self.health_changes())
         owned = await self.in_db(leases.claim_clusters, self.name)
         wanted = await self.in_db(handling.targets_for, owned)
+        now = timezone.now()
+        settled = await self.in_db(handling.settled_since, owned, self.settled_checked - timedelta(seconds=2))
+        self.settled_checked = now
+        for key in settled & set(self.tasks):  # judged again from a fresh LIST (see settled_since)
+            self.tasks.pop(key).cancel()
+            state = self.states[key]
+            state.resource_version = ""
+            self.tasks[key] = asyncio.create_task(
+                run_watch(state, _EngineIO(self, self.targets[key]), stop=self.stop, backoff=self.backoff)
+            )
         for key in [k for k in self.tasks if k not in wanted]:
             self.tasks.pop(key).cancel()
             self.states.pop(key, None)

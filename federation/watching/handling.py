@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from clusters import kube
 from clusters.models import Cluster
 from clusters.services import connection_for
-from federation.models import FederatedType, PropagatedVersion
+from federation.models import FederatedType, PropagatedVersion, PropagationTarget
 from federation.propagation.drift import (
     check_drift,
     drift_candidates,
@@ -48,6 +48,17 @@ def targets_for(cluster_ids) -> dict[tuple[int, int], Target]:
         for cid in sorted(cluster_ids)
         for t in types
     }
+
+
+def settled_since(cluster_ids, since) -> set[tuple[int, int]]:
+    """(cluster, federated type) pairs with a propagation target finished after ``since``: while a
+    target was in flight, events for its object were not judged (drift_candidates), so an edit made
+    in that window is found by relisting the pair once it has settled."""
+    return set(
+        PropagationTarget.objects.filter(finished_at__gt=since, cluster_id__in=list(cluster_ids)).values_list(
+            "cluster_id", "run__resource__type_id"
+        )
+    )
 
 
 def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:

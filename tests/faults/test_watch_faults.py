@@ -5,13 +5,14 @@ periodic sweep runs in these tests."""
 import time
 
 import pytest
+from django.utils import timezone
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster
 from federation import propagation
-from federation.choices import Health, PropagationReason, SyncState, Toggle
+from federation.choices import Health, PropagationReason, RunState, SyncState, TargetState, Toggle
 from federation.health import health_of
-from federation.models import ClusterWatch, FederatedType, PropagatedVersion
+from federation.models import ClusterWatch, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.schedule import replica_state
 from tests.faults.helpers import WEB_TEMPLATE, federate, fleet_versions, register_clusters
 from tests.utils import wait_for
@@ -188,3 +189,20 @@ def test_member_status_and_rollout_completion_come_from_the_watch(fleet_factory,
     current, _ = replica_state(pvs)
     assert current == {n: 3 for n in names}, "the scheduler's current replicas read it"
     assert not PropagatedVersion.objects.filter(sync_state=SyncState.OUT_OF_SYNC).exists()
+
+
+def test_an_edit_made_while_a_propagation_is_in_flight_is_found_once_it_settles(web_fleet, watcher_factory):
+    fleet, names, web = web_fleet
+    watcher_factory("w1", env=WATCHER_ENV)
+    wait_for(lambda: _watching(names), timeout=60, message="every watch open")
+    cluster = Cluster.objects.get(name=names[0])
+    run = PropagationRun.objects.create(resource=web, revision=web.current_revision, state=RunState.RUNNING)
+    target = PropagationTarget.objects.create(run=run, cluster=cluster, state=TargetState.RUNNING)
+    _edit(fleet, names[0], "evil:f")
+    time.sleep(LEASE)  # the event came, but an object with a propagation in flight is not judged
+    assert _drift(web, names[0]) is None
+    now = timezone.now()
+    PropagationTarget.objects.filter(pk=target.pk).update(state=TargetState.DONE, finished_at=now)
+    PropagationRun.objects.filter(pk=run.pk).update(state=RunState.SUCCEEDED, finished_at=now)
+    wait_for(lambda: _drift(web, names[0]), timeout=LEASE + 10, message="found by the relist once it settled")
+    assert _drift(web, names[0]) == _image_drift("evil:f")
