@@ -16,6 +16,7 @@ openings are in flight at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import signal
@@ -87,19 +88,21 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
                 state.relists += 1
                 state.last_relist_at = time.time()
             opened, got = time.monotonic(), False
-            async for event in io.stream(state):
-                got = True
-                state.connected, state.failures = True, 0
-                if event.type == "BOOKMARK":
-                    state.last_bookmark_at = time.time()
-                else:
-                    await io.handle(state, event)
-                    state.events += 1
-                    state.last_event_at = time.time()
-                if event.resource_version:  # only once handled: a crash resumes before it
-                    state.resource_version = event.resource_version
-                if stop.is_set():
-                    return
+            # closed on the way out, cancelled or not: its connection is released now, not at GC
+            async with contextlib.aclosing(io.stream(state)) as stream:
+                async for event in stream:
+                    got = True
+                    state.connected, state.failures = True, 0
+                    if event.type == "BOOKMARK":
+                        state.last_bookmark_at = time.time()
+                    else:
+                        await io.handle(state, event)
+                        state.events += 1
+                        state.last_event_at = time.time()
+                    if event.resource_version:  # only once handled: a crash resumes before it
+                        state.resource_version = event.resource_version
+                    if stop.is_set():
+                        return
             # the server ended the watch (timeoutSeconds): resume at once from the last version;
             # a connection cut before anything came is a failure (no reconnecting in a tight loop)
             if not got and time.monotonic() - opened < 1.0 and not stop.is_set():
