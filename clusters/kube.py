@@ -776,7 +776,7 @@ async def watch_objects(
                     raise _watch_error(conn, status, obj.get("reason") or "", json.dumps(obj), timeout_seconds)
                 yield WatchEvent(kind, obj, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
         finally:
-            response.release()
+            response.close()  # never back to the pool: a watch cut short must end on the server too
     except KubeError:
         raise
     except TimeoutError:

@@ -192,7 +192,9 @@ class Engine:
         self.connections: dict[int, kube.ClusterConnection] = {}
         self.flushed: dict[int, dict] = {}
         self.stop = asyncio.Event()
-        self.settled_checked = timezone.now()
+        # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
+        self.settled_since = timezone.now() - timedelta(seconds=5)
+        self.settled_seen: dict[int, object] = {}
 
     async def in_db(self, fn, *args):
         def call():
@@ -232,9 +234,9 @@ class Engine:
         await self.in_db(leases.record_health, self.name, self.health_changes())
         owned = await self.in_db(leases.claim_clusters, self.name)
         wanted = await self.in_db(handling.targets_for, owned)
-        now = timezone.now()
-        settled = await self.in_db(handling.settled_since, owned, self.settled_checked - timedelta(seconds=2))
-        self.settled_checked = now
+        settled, self.settled_since = await self.in_db(
+            handling.settled_since, owned, self.settled_since, self.settled_seen
+        )
         for key in settled & set(self.tasks):  # judged again from a fresh LIST (see settled_since)
             self.tasks.pop(key).cancel()
             state = self.states[key]

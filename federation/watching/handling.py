@@ -5,6 +5,7 @@ or last judged is settled by comparing resourceVersions, without a diff."""
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from clusters import kube
 from clusters.models import Cluster
@@ -50,15 +51,24 @@ def targets_for(cluster_ids) -> dict[tuple[int, int], Target]:
     }
 
 
-def settled_since(cluster_ids, since) -> set[tuple[int, int]]:
-    """(cluster, federated type) pairs with a propagation target finished after ``since``: while a
-    target was in flight, events for its object were not judged (drift_candidates), so an edit made
-    in that window is found by relisting the pair once it has settled."""
-    return set(
+def settled_since(cluster_ids, since, seen: dict[int, object]) -> tuple[set[tuple[int, int]], object]:
+    """(cluster, federated type) pairs with a propagation target finished after ``since``, not
+    counting the targets in ``seen`` (id -> finished_at, updated here). While a target was in flight,
+    events for its object were not judged (drift_candidates), so an edit made in that window is found
+    by relisting the pair once it has settled. Returns the pairs and the next ``since``: a few
+    seconds before the latest finish seen, for targets whose transaction commits late."""
+    rows = list(
         PropagationTarget.objects.filter(finished_at__gt=since, cluster_id__in=list(cluster_ids)).values_list(
-            "cluster_id", "run__resource__type_id"
+            "pk", "finished_at", "cluster_id", "run__resource__type_id"
         )
     )
+    pairs = {(cid, tid) for pk, _, cid, tid in rows if pk not in seen}
+    seen.update({pk: at for pk, at, _, _ in rows})
+    latest = max([since, *(at for _, at, _, _ in rows)])
+    horizon = latest - timedelta(seconds=5)
+    for pk in [pk for pk, at in seen.items() if at < horizon]:
+        del seen[pk]
+    return pairs, horizon if latest > since else since
 
 
 def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:
