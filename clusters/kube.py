@@ -619,6 +619,214 @@ def list_objects(
     )
 
 
+def list_with_version(
+    conn: ClusterConnection,
+    *,
+    api_version: str,
+    plural: str,
+    label_selector: str | None = None,
+    timeout=None,
+    page_size: int = 500,
+) -> tuple[list[dict], str]:
+    """Every item across namespaces and the list's resourceVersion (where a watch resumes after a
+    relist, as an informer does). Same caps as list_objects."""
+    path = resource_path(api_version, plural)
+    items: list[dict] = []
+    token, version = "", ""
+    for _page in range(settings.FEDPORTAL_KUBE_MAX_LIST_PAGES):
+        query = [("limit", str(page_size))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if token:
+            query.append(("continue", token))
+        data = _request(conn, "GET", path, query=query, timeout=timeout).json()
+        page = data.get("items") or []
+        if not isinstance(page, list):
+            raise KubePermanentError(
+                f"{conn.api_server}{path}: items is not a list.", kind=KIND_BAD_REQUEST, reason="NotAList"
+            )
+        items += page
+        if len(items) > settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS:
+            raise _too_large(
+                conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items", "FEDPORTAL_KUBE_MAX_LIST_ITEMS"
+            )
+        metadata = data.get("metadata") or {}
+        version = version or str(metadata.get("resourceVersion") or "")  # the first page's is the snapshot's
+        token = metadata.get("continue") or ""
+        if not token:
+            return items, version
+    raise _too_large(
+        conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages", "FEDPORTAL_KUBE_MAX_LIST_PAGES"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Watches (asyncio: one event loop holds thousands of them; see federation/watching)
+
+
+class WatchExpired(KubePermanentError):
+    """410 Gone / Expired: the resourceVersion asked for is older than the server keeps; relist."""
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: dict
+    resource_version: str
+
+
+class WatchSession:
+    """An aiohttp session for the watches of many clusters, with one TLS context per connection
+    (built once, from the same kubeconfig fields as the blocking client)."""
+
+    def __init__(self):
+        import aiohttp
+
+        self._aiohttp = aiohttp
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True),
+            auto_decompress=True,
+        )
+        self._contexts: dict[tuple, object] = {}
+        self._files: list[str] = []
+
+    def ssl_for(self, conn: ClusterConnection):
+        if not conn.api_server.startswith("https"):
+            return None
+        key = (conn.cache_key, _fingerprint(conn))
+        if key not in self._contexts:
+            import ssl
+
+            if conn.insecure_skip_tls_verify:
+                context = ssl.create_default_context()
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            else:
+                context = ssl.create_default_context(cadata=conn.ca_data or None)
+            if conn.client_certificate and conn.client_key:
+                cert = _write_private(conn.client_certificate, ".crt")
+                key_file = _write_private(conn.client_key, ".key")
+                self._files += [cert, key_file]
+                context.load_cert_chain(cert, key_file)
+            self._contexts[key] = context
+        return self._contexts[key]
+
+    async def close(self) -> None:
+        await self.session.close()
+        for path in self._files:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+async def watch_objects(
+    session: WatchSession,
+    conn: ClusterConnection,
+    *,
+    api_version: str,
+    plural: str,
+    resource_version: str,
+    label_selector: str | None = None,
+    timeout_seconds: int = 300,
+    connect_timeout: float | None = None,
+    gate=None,
+    on_open=None,
+):
+    """Watch one resource across namespaces from ``resource_version`` with bookmarks; an async
+    iterator of WatchEvent until the server ends the watch (after ``timeout_seconds``). Raises
+    WatchExpired on 410, KubeTransientError / KubePermanentError as the blocking calls do. ``gate``
+    (an asyncio.Semaphore) bounds how many watches are opening their connection at once; ``on_open``
+    is called once the server has accepted the watch (200), before any event."""
+    aiohttp = session._aiohttp
+    _refuse_unsafe_target(conn)
+    query = {
+        "watch": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersion": resource_version,
+        "timeoutSeconds": str(int(timeout_seconds)),
+    }
+    if label_selector:
+        query["labelSelector"] = label_selector
+    headers = {"Accept": "application/json", "User-Agent": "fedportal-watch"}
+    if conn.token:
+        headers["Authorization"] = f"Bearer {conn.token}"
+    connect = float(connect_timeout if connect_timeout is not None else DEFAULT_TIMEOUT)
+    # a silent connection is noticed: bookmarks come at least every minute or so on a healthy watch
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=float(timeout_seconds) + 90)
+    url = conn.api_server.rstrip("/") + resource_path(api_version, plural)
+    limit = settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES
+    try:
+        if gate is not None:
+            await gate.acquire()
+        try:
+            response = await session.session.get(
+                url, params=query, headers=headers, ssl=session.ssl_for(conn), timeout=timeout, read_bufsize=1 << 20
+            )
+        finally:
+            if gate is not None:
+                gate.release()
+        try:
+            if response.status != 200:
+                body = (await response.content.read(65536)).decode("utf-8", "replace")
+                raise _watch_error(conn, response.status, response.reason or "", body, timeout_seconds)
+            if on_open is not None:
+                on_open()
+            while True:
+                try:
+                    line = await response.content.readline()
+                except ValueError:  # aiohttp: a line past its buffer's high-water mark
+                    raise _too_large(
+                        conn, url, "a watch event over the read buffer", "FEDPORTAL_KUBE_MAX_RESPONSE_BYTES"
+                    ) from None
+                if not line:
+                    return
+                if len(line) > limit:
+                    raise _too_large(
+                        conn, url, f"a watch event over {limit} bytes", "FEDPORTAL_KUBE_MAX_RESPONSE_BYTES"
+                    )
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    raise KubeTransientError(
+                        f"{conn.api_server} sent a watch event that is not JSON.", kind=KIND_UNREACHABLE
+                    ) from None
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    status = int(obj.get("code") or 500)
+                    raise _watch_error(conn, status, obj.get("reason") or "", json.dumps(obj), timeout_seconds)
+                yield WatchEvent(kind, obj, str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+        finally:
+            response.close()  # never back to the pool: a watch cut short must end on the server too
+    except KubeError:
+        raise
+    except TimeoutError:
+        raise KubeTransientError(f"The watch on {conn.api_server} went silent.", kind=KIND_TIMEOUT) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise from_transport_error(conn, exc.os_error or ConnectionError(str(exc)), connect) from None
+    except (aiohttp.ClientError, OSError) as exc:
+        raise KubeTransientError(
+            f"The watch on {conn.api_server} was cut: {type(exc).__name__}.", kind=KIND_UNREACHABLE
+        ) from None
+
+
+def _watch_error(conn, status: int, reason: str, body: str, timeout) -> KubeError:
+    if status == 410:
+        return WatchExpired(
+            f"410 Gone from {conn.api_server}: the resourceVersion is too old.", kind=KIND_NOT_FOUND, status=410
+        )
+    return from_api_exception(conn, _StatusError(status, reason, body), timeout)
+
+
+@dataclass
+class _StatusError:  # what from_api_exception reads of an ApiException
+    status: int
+    reason: str
+    body: str
+
+
 def get_discovery(conn: ClusterConnection, timeout=None) -> list[str]:
     """The group-versions the server serves ("v1", "apps/v1", ...)."""
     core = _request(conn, "GET", "/api", timeout=timeout).json()

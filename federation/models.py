@@ -199,7 +199,8 @@ class PropagationTarget(models.Model):
     reason = models.CharField(max_length=32, choices=PropagationReason.choices, blank=True)
     message = models.TextField(blank=True)
     changed = models.BooleanField(default=False, help_text="Whether the cluster's object was written.")
-    finished_at = models.DateTimeField(null=True, blank=True)
+    # indexed: the fleet watcher asks every few seconds which targets settled since it last looked
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["run_id", "cluster__name"]
@@ -287,3 +288,45 @@ class SettingsChange(models.Model):
 
     def __str__(self):
         return f"settings of {self.resource_id} changed at {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+
+class FleetWatcher(models.Model):
+    """One `manage.py watch_fleet` process. Alive while its heartbeat is younger than the lease
+    (FEDERATION_WATCH_LEASE_SECONDS); the clusters of a dead one are taken over by the others."""
+
+    name = models.CharField(max_length=128, unique=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now, db_index=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class ClusterWatch(models.Model):
+    """Which watcher holds a cluster's watches (a lease renewed with compare-and-set updates) and
+    how they are doing, written by the watcher every few seconds."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="watch")
+    watcher = models.ForeignKey(FleetWatcher, null=True, blank=True, on_delete=models.SET_NULL, related_name="clusters")
+    lease_until = models.DateTimeField(null=True, blank=True, db_index=True)
+    connected = models.BooleanField(default=False)
+    watches = models.PositiveIntegerField(default=0, help_text="Watches open (one per federated type).")
+    last_event_at = models.DateTimeField(null=True, blank=True)
+    last_bookmark_at = models.DateTimeField(null=True, blank=True)
+    last_relist_at = models.DateTimeField(null=True, blank=True)
+    last_sweep_at = models.DateTimeField(null=True, blank=True, help_text="The safety-net sweep's last LIST.")
+    reconnects = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster__name"]
+
+    def __str__(self):
+        return f"watch of {self.cluster_id} by {self.watcher_id}"

@@ -6,9 +6,8 @@ from collections import Counter
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from clusters.choices import ClusterState
 from clusters.models import Cluster
-from federation import propagation
+from federation import propagation, watching
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +53,12 @@ def propagate_to_cluster_task(run_id: int, cluster_id: int) -> dict:
     max_retries=3,
 )
 def detect_drift_task() -> dict:
-    """Periodic (beat): one drift check per Ready cluster, and re-sync of clusters that came back."""
+    """Periodic (beat): the safety-net drift sweep (one LIST per type) of each Ready cluster whose
+    watch is not healthy, or that is due for the slow sweep (FEDERATION_SWEEP_SECONDS); and re-sync
+    of clusters that came back."""
     propagation.resume_stale_targets()
     resynced = propagation.reconcile_waiting_clusters()
-    ids = list(Cluster.objects.filter(state=ClusterState.READY, isolated=False).values_list("pk", flat=True))
+    ids = watching.clusters_to_sweep()
     for cluster_id in ids:
         detect_cluster_drift_task.apply_async((cluster_id,), expires=55)
     return {"clusters": len(ids), "resynced": resynced}
@@ -76,6 +77,8 @@ def detect_cluster_drift_task(cluster_id: int) -> dict:
     if cluster is None:
         return {"cluster_id": cluster_id, "skipped": "gone"}
     summary = propagation.detect_drift(cluster=cluster)
+    if not summary.errors:
+        watching.mark_swept(cluster_id)
     return {
         "cluster_id": cluster_id,
         "checked": summary.checked,

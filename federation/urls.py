@@ -10,6 +10,7 @@ urlpatterns = [
     path("rows/<str:kind>/", views.formset_row, name="formset_row"),
     path("drift/", views.drift_list, name="drift_list"),
     path("summary/", views.summary, name="summary"),
+    path("watchers/", views.watcher_list, name="watcher_list"),
     path("types/", views.type_list, name="type_list"),
     path("types/new/", views.type_edit, name="type_create"),
     path("types/<int:pk>/edit/", views.type_edit, name="type_edit"),

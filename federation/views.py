@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from clusters.models import Cluster
-from federation import propagation, schedule, selectors, services
+from federation import propagation, schedule, selectors, services, watching
 from federation.choices import Health, PropagationReason, SyncState, Toggle
 from federation.filtersets import ResourceFilterSet
 from federation.forms import (
@@ -428,6 +428,22 @@ def drift_list(request):
     page = Paginator(selectors.out_of_sync(), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"page": page, "can_edit": has_role(request.user, Role.OPERATOR)}
     return render_page(request, "federation/drift_list.html", context, "rows")
+
+
+@require_GET
+@vary_on_headers("HX-Request")
+@role_required(Role.VIEWER)
+def watcher_list(request):
+    """Each fleet watcher, its clusters and their watch health: why drift on a cluster may be late."""
+    unhealthy = request.GET.get("unhealthy") == "1"
+    page = Paginator(watching.cluster_watches(unhealthy_only=unhealthy), PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "watchers": watching.watcher_rows(),
+        "lease_seconds": watching.lease_seconds(),
+        "page": page,
+        "unhealthy": unhealthy,
+    }
+    return render_page(request, "federation/watcher_list.html", context, "rows")
 
 
 # --- federated types (admin) ----------------------------------------------------------------------------

@@ -376,6 +376,18 @@ FEDERATION_STALE_SECONDS = env_int("FEDERATION_STALE_SECONDS", 60, minimum=1)
 # (gates re-checked, bake counted down), and how long one advancing task holds it.
 FEDPORTAL_ROLLOUT_POLL_SECONDS = env_float("FEDPORTAL_ROLLOUT_POLL_SECONDS", 1.0, minimum=0.1)
 FEDPORTAL_ROLLOUT_LEASE_SECONDS = env_int("FEDPORTAL_ROLLOUT_LEASE_SECONDS", 130, minimum=1)
+# The fleet watcher (manage.py watch_fleet, federation/watching): a watcher that has not renewed its
+# lease for FEDERATION_WATCH_LEASE_SECONDS is dead and its clusters are taken over; a failed watch
+# reconnects after a jittered backoff of at most FEDERATION_WATCH_BACKOFF_MAX_SECONDS; at most
+# FEDERATION_WATCH_STARTUP_CONCURRENCY LISTs / connection openings are in flight at once. The
+# safety-net sweep (the periodic drift task) lists clusters whose watch is healthy only every
+# FEDERATION_SWEEP_SECONDS; the others every time it runs.
+FEDERATION_WATCH_LEASE_SECONDS = env_float("FEDERATION_WATCH_LEASE_SECONDS", 30.0, minimum=1)
+FEDERATION_WATCH_BACKOFF_MAX_SECONDS = env_float("FEDERATION_WATCH_BACKOFF_MAX_SECONDS", 30.0, minimum=0.1)
+FEDERATION_WATCH_TIMEOUT_SECONDS = env_int("FEDERATION_WATCH_TIMEOUT_SECONDS", 300, minimum=1)
+FEDERATION_WATCH_STARTUP_CONCURRENCY = env_int("FEDERATION_WATCH_STARTUP_CONCURRENCY", 32, minimum=1)
+FEDERATION_WATCH_DB_THREADS = env_int("FEDERATION_WATCH_DB_THREADS", 4, minimum=1)
+FEDERATION_SWEEP_SECONDS = env_float("FEDERATION_SWEEP_SECONDS", 3600.0, minimum=1)
 # KubeFed's capacity estimate: replicas a member has not made ready for longer than this count as
 # unschedulable there, and the replica scheduler moves them elsewhere (KubeFed's podanalyzer: 60 s).
 FEDERATION_UNSCHEDULABLE_SECONDS = env_float("FEDERATION_UNSCHEDULABLE_SECONDS", 60.0, minimum=0)

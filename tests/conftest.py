@@ -7,6 +7,7 @@ committed and visible to the worker.
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -159,6 +160,67 @@ class WorkerProcess:
                 self.process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class WatcherProcess:
+    """A real `manage.py watch_fleet` process on the test database (federation/watching)."""
+
+    def __init__(self, name: str, extra_env: dict[str, str] | None = None):
+        self.name = name
+        self.log_path = Path(settings.VAR_DIR) / f"watcher-{settings.TEST_RUN_ID}-{name}.log"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
+            "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
+            "DATABASE_URL": test_database_url(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
+        }
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "manage.py", "watch_fleet", "--name", name],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self):
+        """SIGKILL: no clean stop, its leases must run out."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def watcher_factory(django_db_setup):
+    started: list[WatcherProcess] = []
+
+    def start(name: str = "w1", *, env: dict[str, str] | None = None) -> WatcherProcess:
+        watcher = WatcherProcess(name, env)
+        started.append(watcher)
+        return watcher
+
+    yield start
+    for watcher in started:
+        watcher.stop()
 
 
 def _purge_broker():

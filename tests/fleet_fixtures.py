@@ -163,6 +163,9 @@ class RunningFleet:
     def set_up(self, name: str) -> None:
         self.admin("POST", f"/clusters/{name}/faults", {"down": None})
 
+    def drop_watches(self, name: str) -> int:
+        return self.admin("POST", f"/clusters/{name}/drop-watches", {})["droppedWatches"]
+
     def set_latency(self, name: str, ms: int) -> None:
         self.admin("POST", f"/clusters/{name}/faults", {"latencyMs": int(ms)})
 

@@ -306,6 +306,7 @@ EXPECTED.update(
         "federation:resource_create": {"GET": Role.OPERATOR, "POST": Role.OPERATOR},
         "federation:formset_row": {"GET": Role.OPERATOR},
         "federation:drift_list": {"GET": Role.VIEWER},
+        "federation:watcher_list": {"GET": Role.VIEWER},
         "federation:summary": {"GET": Role.VIEWER},
         "federation:type_list": {"GET": Role.VIEWER},
         "federation:type_create": {"GET": Role.ADMIN, "POST": Role.ADMIN},

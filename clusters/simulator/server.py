@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import logging
+import os
 import random
 import time
 
@@ -23,10 +24,12 @@ from clusters import schemas
 from . import capi, discovery, objects, openapi, protobuf, reviews, scale, tables
 from .errors import ApiError, conflict, not_found
 from .fleet import FleetSpec, FleetSpecError, parse_capacity, parse_faults, parse_version
-from .store import ClusterState, parse_field_selector, parse_selector
+from .store import DROP, ClusterState, parse_field_selector, parse_selector
 
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's request size limit
-BOOKMARK_SECONDS = 60  # a watch with allowWatchBookmarks gets one after this long without events (as an apiserver)
+# a watch with allowWatchBookmarks gets a bookmark after this long without events, as an apiserver
+# sends one about every minute (FLEET_BOOKMARK_SECONDS: shorter in tests)
+BOOKMARK_SECONDS = float(os.environ.get("FLEET_BOOKMARK_SECONDS") or 60)
 WRITE_METHODS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -489,6 +492,10 @@ class ClusterHandler:
                     continue
                 if entry is None:  # the server is shutting down
                     break
+                if entry == DROP:  # fleetctl drop-watches: the connection breaks, no clean end
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return response
                 rv, _, event, raw, previous = entry
                 if rv <= sent:
                     continue  # already part of the initial state (a read converged a roll-out)
@@ -634,6 +641,8 @@ class AdminHandler:
             if action == "faults":
                 merged = {**cluster.faults.as_dict(), **body}
                 cluster.faults = parse_faults(merged)
+                if cluster.faults.down:  # an apiserver that is down holds no watch open
+                    cluster.drop_watches()
                 return _json(self.describe(cluster))
             if action == "version":
                 try:
@@ -658,6 +667,8 @@ class AdminHandler:
             if action == "capacity":
                 cluster.capacity = parse_capacity(body.get("pods"), cluster.name)
                 return _json(self.describe(cluster))
+            if action == "drop-watches":
+                return _json({**self.describe(cluster), "droppedWatches": cluster.drop_watches()})
             if action == "edit":
                 return self.external_edit(cluster, body)
             if action == "delete":
@@ -745,7 +756,7 @@ def build_app(fleet: Fleet) -> web.Application:
         app.on_cleanup.append(stop_capi)
     cluster_handler = ClusterHandler(fleet)
     admin = AdminHandler(fleet)
-    app.router.add_route("*", "/_fleet/clusters/{cluster}/{action:[a-z]*}", admin.handle_cluster)
+    app.router.add_route("*", "/_fleet/clusters/{cluster}/{action:[a-z-]*}", admin.handle_cluster)
     app.router.add_route("*", "/_fleet/{action}", admin.handle)
     app.router.add_route("*", "/clusters/{cluster}/{tail:.*}", cluster_handler)
     app.router.add_route("*", "/clusters/{cluster}", cluster_handler)

@@ -24,6 +24,7 @@ from .fleet import ClusterSpec, Faults, FleetSpecError, parse_version
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 WRITE_LOG = 2000  # writes remembered per cluster (the admin endpoint's /log)
+DROP = "drop"  # a watch queue entry: cut the connection without ending the response
 WATCH_HISTORY = 500  # events kept per cluster for watches that resume from a resourceVersion
 
 
@@ -203,6 +204,16 @@ class ClusterState:
         for queues in self.watchers.values():
             for queue in queues:
                 queue.put_nowait(None)
+
+    def drop_watches(self) -> int:
+        """Cut every open watch connection of this cluster (as a restarted apiserver or a broken
+        network does); the clients must resume from their last resourceVersion. Returns how many."""
+        count = 0
+        for queues in self.watchers.values():
+            for queue in queues:
+                queue.put_nowait(DROP)
+                count += 1
+        return count
 
     def events_since(self, res: schemas.ApiResource, rv: int) -> list[tuple] | None:
         """The kept events of ``res`` after ``rv``; None when ``rv`` is older than what is kept."""

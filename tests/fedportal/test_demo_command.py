@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.worker  # starts the whole demo: fleet simulator, worker, beat, web server
+pytestmark = pytest.mark.worker  # starts the whole demo: fleet simulator, worker, beat, fleet watcher, web server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +89,7 @@ def test_ctrl_c_then_repeated_sigterm_stops_every_child_before_demo_returns(demo
     try:
         assert ready.wait(240), "the demo did not start:\n" + "".join(lines)
         children = [int(pid) for pid in re.findall(r"\(pid (\d+),", "".join(lines))]
-        assert len(children) == 4  # fleet simulator, worker, beat, web server
+        assert len(children) == 5  # fleet simulator, worker, beat, fleet watcher, web server
         assert all(running(pid) for pid in children)
 
         demo.send_signal(signal.SIGINT)  # Ctrl-C

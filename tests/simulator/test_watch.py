@@ -9,7 +9,7 @@ from kubernetes import client
 
 from clusters.simulator.fleet import parse_fleet
 from clusters.simulator.store import WATCH_HISTORY, ClusterState
-from tests.simulator.conftest import deployment
+from tests.simulator.conftest import deployment, make_client
 
 CM = "/api/v1/namespaces/default/configmaps"
 
@@ -219,3 +219,66 @@ def test_bookmarks_only_when_asked_and_resuming_from_one_misses_nothing(api):
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in resumed] == [("ADDED", "bm-2")]
     core.delete_namespaced_config_map("bm-1", "default")
     core.delete_namespaced_config_map("bm-2", "default")
+
+
+def _open_watch(sim, name: str):
+    """A raw watch connection (no timeout soon): returns the urllib3 response being streamed."""
+    c = make_client(sim, name)
+    response = c.call_api(
+        CM,
+        "GET",
+        query_params=[("watch", "1"), ("timeoutSeconds", "60")],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+        _request_timeout=(10, 30),
+    )
+    return c, response
+
+
+def _read_until_cut(response) -> tuple[bool, float]:
+    """(cut without a clean end, seconds it took): a chunked response aborted mid-way raises."""
+    started = time.monotonic()
+    try:
+        for _ in response.stream(1024):
+            pass
+    except Exception:  # urllib3 ProtocolError: the connection broke, no terminating chunk
+        return True, time.monotonic() - started
+    return False, time.monotonic() - started
+
+
+def test_drop_watches_cuts_every_open_watch_of_the_cluster_and_none_of_another(sim):
+    c1, first = _open_watch(sim, "spare")
+    c2, second = _open_watch(sim, "spare")
+    c3, other = _open_watch(sim, "m128")
+    try:
+        time.sleep(0.3)
+        assert sim.drop_watches("spare") == 2
+        assert _read_until_cut(first)[0] and _read_until_cut(second)[0]
+        assert sim.drop_watches("spare") == 0, "nothing left open"
+        core = client.CoreV1Api(c3)  # the other cluster's watch still delivers
+        core.create_namespaced_config_map("default", {"metadata": {"name": "after-drop"}})
+        seen = b""
+        for chunk in other.stream(1024):
+            seen += chunk
+            if b'"after-drop"' in seen:
+                break
+        assert b'"after-drop"' in seen
+        core.delete_namespaced_config_map("after-drop", "default")
+    finally:
+        other.release_conn()
+        for c in (c1, c2, c3):
+            c.close()
+
+
+def test_a_cluster_going_down_cuts_its_open_watches(sim):
+    c, response = _open_watch(sim, "spare")
+    try:
+        time.sleep(0.3)
+        sim.set_down("spare")
+        cut, seconds = _read_until_cut(response)
+        assert cut and seconds < 5
+    finally:
+        sim.set_up("spare")
+        c.close()

@@ -3,6 +3,7 @@ fleet simulator through its admin endpoint.
 
   fleetctl [--state PATH | --admin-url URL --admin-token T] list
   fleetctl down CLUSTER [--mode refused|503]      fleetctl up CLUSTER
+  fleetctl drop-watches CLUSTER                    # cut every watch connection of the cluster
   fleetctl latency CLUSTER MS                      fleetctl errors CLUSTER SHARE
   fleetctl version CLUSTER v1.30.2                 fleetctl rollout CLUSTER SECONDS
   fleetctl capacity CLUSTER PODS|none             # schedulable pods; Deployments beyond it stay unready
@@ -93,6 +94,7 @@ class Command(BaseCommand):
         down.add_argument("cluster")
         down.add_argument("--mode", choices=["refused", "503"], default="refused")
         sub.add_parser("up").add_argument("cluster")
+        sub.add_parser("drop-watches", help="Cut every open watch connection of a cluster.").add_argument("cluster")
         latency = sub.add_parser("latency")
         latency.add_argument("cluster")
         latency.add_argument("ms", type=int)
@@ -173,6 +175,8 @@ class Command(BaseCommand):
             result = call("POST", f"/clusters/{cluster}/faults", {"down": opts["mode"]})
         elif action == "up":
             result = call("POST", f"/clusters/{cluster}/faults", {"down": None})
+        elif action == "drop-watches":
+            result = call("POST", f"/clusters/{cluster}/drop-watches", {})
         elif action == "latency":
             result = call("POST", f"/clusters/{cluster}/faults", {"latencyMs": opts["ms"]})
         elif action == "errors":

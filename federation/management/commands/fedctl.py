@@ -30,7 +30,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from federation import propagation, selectors, services
+from federation import propagation, selectors, services, watching
 from federation.approvals import services as approvals
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
@@ -112,6 +112,11 @@ class Command(BaseCommand):
         rollout.add_argument("-o", "--output", choices=["table", "json"], default="table")
         rollout.add_argument("--watch", action="store_true", help="Print again every 2 s until the rollout ends.")
         rollout.add_argument("--timeout", type=float, default=3600.0, help="How long --watch waits at most.")
+        watchers = sub.add_parser(
+            "watchers", help="Each fleet watcher, its clusters and their watch health (connected, last event, ...)."
+        )
+        watchers.add_argument("--unhealthy", action="store_true", help="Only clusters whose watch is not healthy.")
+        watchers.add_argument("-o", "--output", choices=["table", "json"], default="table")
         enable = sub.add_parser("enable", help="Enable a federated type (like kubefedctl enable).")
         enable.add_argument("kind")
         enable.add_argument("--group", default="")
@@ -165,6 +170,67 @@ class Command(BaseCommand):
             widths = [max(len(row[i]) for row in table) for i in range(len(header))]
             for row in table:
                 self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+    def do_watchers(self, *, unhealthy, output, **_):
+        def when(value):
+            return value.isoformat(timespec="seconds") if value else None
+
+        result = {
+            "watchers": [
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "pid": w.pid,
+                    "alive": w.alive,
+                    "heartbeat": when(w.heartbeat_at),
+                    "clusters": w.clusters,
+                    "connected": w.connected,
+                }
+                for w in watching.watcher_rows()
+            ],
+            "clusters": [
+                {
+                    "cluster": cw.cluster.name,
+                    "watcher": cw.watcher.name if cw.watcher else None,
+                    "healthy": not cw.unhealthy,
+                    "connected": cw.connected,
+                    "watches": cw.watches,
+                    "lastEvent": when(cw.last_event_at),
+                    "lastBookmark": when(cw.last_bookmark_at),
+                    "reconnects": cw.reconnects,
+                    "lastError": cw.last_error,
+                }
+                for cw in watching.cluster_watches(unhealthy_only=unhealthy).iterator()
+            ],
+        }
+        if output == "json":
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        if not result["watchers"]:
+            self.stdout.write("No watcher is running (start one with: python manage.py watch_fleet).")
+        for w in result["watchers"]:
+            state = "alive" if w["alive"] else "SILENT"
+            self.stdout.write(
+                f"watcher {w['name']} ({w['host']} pid {w['pid']}): {state}, heartbeat {w['heartbeat']}, "
+                f"{w['connected']}/{w['clusters']} clusters connected"
+            )
+        header = ("CLUSTER", "WATCHER", "HEALTHY", "WATCHES", "LAST EVENT", "LAST BOOKMARK", "RECONNECTS", "LAST ERROR")
+        table = [header] + [
+            (
+                c["cluster"],
+                c["watcher"] or "-",
+                "yes" if c["healthy"] else "NO",
+                str(c["watches"]),
+                c["lastEvent"] or "-",
+                c["lastBookmark"] or "-",
+                str(c["reconnects"]),
+                (c["lastError"] or "")[:80],
+            )
+            for c in result["clusters"]
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        for row in table:
+            self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
     def _resource(self, target: str, kind: str):
         found = selectors.find_resources(target, kind=kind)

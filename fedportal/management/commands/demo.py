@@ -1,4 +1,5 @@
-"""`make demo`: a simulated fleet, a worker, beat and the web server, all stopped by Ctrl-C.
+"""`make demo`: a simulated fleet, a worker, beat, the fleet watcher and the web server, all
+stopped by Ctrl-C.
 
 Every step is a separate process or a management command invoked by name, so this project-level
 command depends on no app's internals.
@@ -26,7 +27,7 @@ DEMO_USERS = {"admin": Role.ADMIN, "operator": Role.OPERATOR, "approver": Role.A
 
 
 class Command(BaseCommand):
-    help = "Run the demo: fleet simulator, Celery worker + beat, and the web server on 127.0.0.1:8000."
+    help = "Run the demo: fleet simulator, Celery worker + beat, fleet watcher and the web server on 127.0.0.1:8000."
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
@@ -102,6 +103,7 @@ class Command(BaseCommand):
                 ],
                 demo_dir / "beat.log",
             )
+            self._start("fleet watcher", ["manage.py", "watch_fleet", "--name", "demo"], demo_dir / "watcher.log")
             call_command("poll_versions")
             self._start(
                 "web server",

@@ -1,0 +1,331 @@
+"""The watcher process: one asyncio event loop holds one watch per (cluster, federated type) for
+the clusters this process leases; LISTs and database work run on two small thread pools.
+
+Why asyncio and not a thread per watch: 1,000 clusters x N types is thousands of connections that
+are idle nearly all the time. A coroutine and an open socket cost a few kilobytes; a thread costs a
+stack (and a GIL hand-off per wake-up), so thousands of threads would spend the memory and idle-CPU
+budget on doing nothing. The blocking parts (the kubernetes client's LIST, Django's ORM, Enforce's
+apply) stay on bounded pools, so their cost grows with the number of changes, not of watches.
+
+Per watch, as client-go's reflector does: LIST with the label selector, then WATCH from the list's
+resourceVersion with bookmarks; a watch the server ends is resumed from the last version seen (an
+event or a bookmark); 410 Gone means relist; any other failure reconnects after a jittered
+exponential backoff. At start-up at most FEDERATION_WATCH_STARTUP_CONCURRENCY LISTs and connection
+openings are in flight at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from clusters import kube
+from federation.propagation.common import kube_timeout, setting
+from federation.propagation.drift import managed_selector
+from federation.watching import handling, leases
+
+logger = logging.getLogger(__name__)
+
+
+def backoff_delay(failures: int, *, base: float = 1.0, cap: float = 30.0, rand=random.random) -> float:
+    """Seconds before reconnect attempt ``failures`` (1, 2, ...): exponential, capped, jittered to
+    between half and all of it so that a fleet that failed together does not come back together."""
+    if failures <= 0:
+        return 0.0
+    ceiling = min(cap, base * (2 ** (failures - 1)))
+    return ceiling * (0.5 + 0.5 * rand())
+
+
+@dataclass
+class WatchState:
+    """A watch's progress and health (read by the heartbeat, written only by its coroutine)."""
+
+    resource_version: str = ""
+    connected: bool = False
+    failures: int = 0
+    reconnects: int = 0
+    relists: int = 0
+    events: int = 0
+    last_event_at: float | None = None
+    last_bookmark_at: float | None = None
+    last_relist_at: float | None = None
+    last_error: str = ""
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class WatchIO:
+    """What a watch loop does outside itself; the engine's is the network and the database, the
+    unit tests give their own."""
+
+    async def relist(self, state: WatchState) -> str:  # returns the list's resourceVersion
+        raise NotImplementedError
+
+    def stream(self, state: WatchState):  # async iterator of kube.WatchEvent from state.resource_version
+        raise NotImplementedError
+
+    async def handle(self, state: WatchState, event: kube.WatchEvent) -> None:
+        raise NotImplementedError
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, backoff=backoff_delay) -> None:
+    """One watch until ``stop``: relist when there is no version to resume from, watch, resume."""
+    while not stop.is_set():
+        try:
+            if not state.resource_version:
+                state.resource_version = await io.relist(state)
+                state.relists += 1
+                state.last_relist_at = time.time()
+            opened, got = time.monotonic(), False
+            # closed on the way out, cancelled or not: its connection is released now, not at GC
+            async with contextlib.aclosing(io.stream(state)) as stream:
+                async for event in stream:
+                    got = True
+                    state.connected, state.failures = True, 0
+                    if event.type == "BOOKMARK":
+                        state.last_bookmark_at = time.time()
+                    else:
+                        await io.handle(state, event)
+                        state.events += 1
+                        state.last_event_at = time.time()
+                    if event.resource_version:  # only once handled: a crash resumes before it
+                        state.resource_version = event.resource_version
+                    if stop.is_set():
+                        return
+            # the server ended the watch (timeoutSeconds): resume at once from the last version;
+            # a connection cut before anything came is a failure (no reconnecting in a tight loop)
+            if not got and time.monotonic() - opened < 1.0 and not stop.is_set():
+                raise kube.KubeTransientError(
+                    "The watch ended before any event or bookmark.", kind=kube.KIND_UNREACHABLE
+                )
+        except kube.WatchExpired:
+            state.connected = False
+            state.resource_version = ""  # too old: relist, then watch from the list's version
+            state.last_error = "410 Gone: relisting"
+        except asyncio.CancelledError:
+            state.connected = False
+            raise
+        except Exception as exc:  # KubeError, a database error: never a crash loop, a backoff
+            state.connected = False
+            state.failures += 1
+            state.reconnects += 1
+            state.last_error = str(exc)[:500] if isinstance(exc, kube.KubeError) else f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, kube.KubeError):
+                logger.exception("watch loop error")
+            await io.sleep(backoff(state.failures))
+
+
+class _EngineIO(WatchIO):
+    def __init__(self, engine: Engine, target: handling.Target):
+        self.engine, self.target = engine, target
+
+    async def relist(self, state: WatchState) -> str:
+        engine, target = self.engine, self.target
+        conn = engine.connections[target.cluster_id]
+        async with engine.startup:
+            items, version = await engine.loop.run_in_executor(
+                engine.net_pool,
+                lambda: kube.list_with_version(
+                    conn,
+                    api_version=target.api_version,
+                    plural=target.plural,
+                    label_selector=managed_selector(),
+                    timeout=kube_timeout(),
+                ),
+            )
+        counts = await engine.in_db(handling.handle_list, target, items, conn)
+        for name, n in counts.items():
+            state.outcomes[name] = state.outcomes.get(name, 0) + n
+        return version
+
+    def stream(self, state: WatchState):
+        engine, target = self.engine, self.target
+        return kube.watch_objects(
+            engine.session,
+            engine.connections[target.cluster_id],
+            api_version=target.api_version,
+            plural=target.plural,
+            resource_version=state.resource_version,
+            label_selector=managed_selector(),
+            timeout_seconds=int(engine.watch_timeout * (1 + random.random())),  # client-go: 1x-2x
+            gate=engine.startup,
+            on_open=lambda: setattr(state, "connected", True),
+        )
+
+    async def handle(self, state: WatchState, event: kube.WatchEvent) -> None:
+        target = self.target
+        if target.seen.get(handling.object_key(event.object)) == event.resource_version and event.type != "DELETED":
+            outcome = "cheap"  # no thread hop for what is known
+        else:
+            outcome = await self.engine.in_db(
+                handling.handle_event, target, event.type, event.object, self.engine.connections[target.cluster_id]
+            )
+        state.outcomes[outcome] = state.outcomes.get(outcome, 0) + 1
+
+
+class Engine:
+    """The watcher process's loop: heartbeat and leases, one task per watch, health written back."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.lease = leases.lease_seconds()
+        self.watch_timeout = float(setting("FEDERATION_WATCH_TIMEOUT_SECONDS", 300))
+        self.backoff_cap = float(setting("FEDERATION_WATCH_BACKOFF_MAX_SECONDS", 30))
+        self.db_pool = ThreadPoolExecutor(int(setting("FEDERATION_WATCH_DB_THREADS", 4)), thread_name_prefix="watch-db")
+        self.net_pool = ThreadPoolExecutor(
+            int(setting("FEDERATION_WATCH_STARTUP_CONCURRENCY", 32)), thread_name_prefix="watch-list"
+        )
+        self.tasks: dict[tuple[int, int], asyncio.Task] = {}
+        self.states: dict[tuple[int, int], WatchState] = {}
+        self.targets: dict[tuple[int, int], handling.Target] = {}
+        self.connections: dict[int, kube.ClusterConnection] = {}
+        self.flushed: dict[int, dict] = {}
+        self.stop = asyncio.Event()
+        # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
+        self.settled_since = timezone.now() - timedelta(seconds=5)
+        self.settled_seen: dict[int, object] = {}
+
+    async def in_db(self, fn, *args):
+        def call():
+            close_old_connections()
+            return fn(*args)
+
+        return await self.loop.run_in_executor(self.db_pool, call)
+
+    def backoff(self, failures: int) -> float:
+        return backoff_delay(failures, cap=self.backoff_cap)
+
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.startup = asyncio.Semaphore(int(setting("FEDERATION_WATCH_STARTUP_CONCURRENCY", 32)))
+        self.session = kube.WatchSession()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.loop.add_signal_handler(sig, self.stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await self.in_db(leases.register_watcher, self.name)
+        logger.info("watcher %s started (lease %ss)", self.name, self.lease)
+        try:
+            while not self.stop.is_set():
+                try:
+                    await self.tick()
+                except Exception:  # the database away for a moment: keep the watches, try again
+                    logger.exception("watcher %s: heartbeat failed", self.name)
+                try:
+                    await asyncio.wait_for(self.stop.wait(), timeout=max(0.5, self.lease / 3))
+                except TimeoutError:
+                    pass
+        finally:
+            await self.shutdown()
+
+    async def tick(self) -> None:
+        await self.in_db(leases.record_health, self.name, self.health_changes())
+        owned = await self.in_db(leases.claim_clusters, self.name)
+        wanted = await self.in_db(handling.targets_for, owned)
+        settled, self.settled_since = await self.in_db(
+            handling.settled_since, owned, self.settled_since, self.settled_seen
+        )
+        for key in settled & set(self.tasks):  # judged again from a fresh LIST (see settled_since)
+            self.tasks.pop(key).cancel()
+            state = self.states[key]
+            state.resource_version = ""
+            self.tasks[key] = asyncio.create_task(
+                run_watch(state, _EngineIO(self, self.targets[key]), stop=self.stop, backoff=self.backoff)
+            )
+        for key in [k for k in self.tasks if k not in wanted]:
+            self.tasks.pop(key).cancel()
+            self.states.pop(key, None)
+            self.targets.pop(key, None)
+        new = [key for key in wanted if key not in self.tasks]
+        missing = {cid for cid, _ in new if cid not in self.connections}
+        if missing:
+            self.connections.update(await self.in_db(handling.connections_for, missing))
+        for cid in [c for c in self.connections if c not in owned]:
+            del self.connections[cid]
+            self.flushed.pop(cid, None)
+        for key in new:
+            if key[0] not in self.connections:
+                continue
+            self.targets[key] = wanted[key]
+            self.states[key] = WatchState()
+            self.tasks[key] = asyncio.create_task(
+                run_watch(self.states[key], _EngineIO(self, wanted[key]), stop=self.stop, backoff=self.backoff)
+            )
+
+    def health_changes(self) -> dict[int, dict]:
+        """Per cluster, its watches' health; only clusters whose health changed since last written
+        (times within 10 s count as unchanged), so an idle fleet costs few writes."""
+        by_cluster: dict[int, list[WatchState]] = {}
+        for (cid, _), state in self.states.items():
+            by_cluster.setdefault(cid, []).append(state)
+        changes = {}
+        for cid, states in by_cluster.items():
+
+            def latest(attr, states=states):
+                values = [getattr(s, attr) for s in states if getattr(s, attr)]
+                return datetime.fromtimestamp(max(values), UTC) if values else None
+
+            errors = [s.last_error for s in states if not s.connected and s.last_error]
+            fields = {
+                "connected": all(s.connected for s in states),
+                "watches": sum(s.connected for s in states),
+                "reconnects": sum(s.reconnects for s in states),
+                "last_event_at": latest("last_event_at"),
+                "last_bookmark_at": latest("last_bookmark_at"),
+                "last_relist_at": latest("last_relist_at"),
+                "last_error": errors[0] if errors else "",
+            }
+            before = self.flushed.get(cid)
+            if before is None or any(_differs(before[k], v, 10 if k.endswith("_at") else 0) for k, v in fields.items()):
+                changes[cid] = fields
+                self.flushed[cid] = fields
+        return changes
+
+    async def shutdown(self) -> None:
+        self.stop.set()
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        await self.session.close()
+        try:
+            await self.in_db(leases.stop_watcher, self.name)
+        finally:
+            self.db_pool.shutdown(wait=False, cancel_futures=True)
+            self.net_pool.shutdown(wait=False, cancel_futures=True)
+        logger.info("watcher %s stopped", self.name)
+
+
+def _differs(before, after, slack: float) -> bool:
+    if isinstance(before, datetime) and isinstance(after, datetime):
+        return abs((after - before).total_seconds()) > slack
+    return before != after
+
+
+def serve(name: str) -> None:
+    """Run a watcher until SIGTERM / SIGINT (`manage.py watch_fleet`)."""
+    _raise_file_limit()
+    asyncio.run(Engine(name).run())
+
+
+def _raise_file_limit() -> None:
+    """One socket per watch: lift the soft open-files limit to the hard one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 65536, hard))
+    except (ImportError, ValueError, OSError):
+        pass
