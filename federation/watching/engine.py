@@ -244,7 +244,11 @@ class Engine:
             self.tasks[key] = asyncio.create_task(
                 run_watch(state, _EngineIO(self, self.targets[key]), stop=self.stop, backoff=self.backoff)
             )
-        for key in [k for k in self.tasks if k not in wanted]:
+        # rotated credentials: drop the old connection; the watches start again below with the new one
+        stale = handling.rotated(self.connections, await self.in_db(handling.credential_versions, owned))
+        for cid in stale:
+            del self.connections[cid]
+        for key in [k for k in self.tasks if k not in wanted or k[0] in stale]:
             self.tasks.pop(key).cancel()
             self.states.pop(key, None)
             self.targets.pop(key, None)

@@ -75,6 +75,20 @@ def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:
     return {c.pk: connection_for(c) for c in Cluster.objects.filter(pk__in=list(cluster_ids))}
 
 
+def credential_versions(cluster_ids) -> dict[int, int]:
+    """Each cluster's credential_version: a rotation makes the watcher reconnect with the new ones."""
+    return dict(Cluster.objects.filter(pk__in=list(cluster_ids)).values_list("pk", "credential_version"))
+
+
+def rotated(connections: dict[int, kube.ClusterConnection], versions: dict[int, int]) -> set[int]:
+    """Clusters whose held connection was built from credentials that have since been rotated."""
+    return {
+        cid
+        for cid, conn in connections.items()
+        if conn.cache_key is not None and cid in versions and versions[cid] != conn.cache_key[1]
+    }
+
+
 def _candidates(target: Target):
     # not only Ready clusters: a cluster back from an outage sends its events (and is relisted)
     # before the next probe marks it Ready again, and those are the edits made while it was away

@@ -132,3 +132,16 @@ def test_fedctl_watchers_reports_health(members):
     assert "watcher w1" in text and "4/5 clusters connected" in text
     lines = [line for line in text.splitlines() if line.startswith("m")]
     assert len(lines) == 1 and lines[0].split()[:3] == ["m2", "w1", "NO"]
+
+
+def test_a_watcher_drops_a_connection_whose_credentials_were_rotated(members, admin_user):
+    from clusters.services import rotate_credentials
+    from federation.watching import handling
+
+    held = handling.connections_for([c.pk for c in members])
+    ids = list(held)
+    assert handling.rotated(held, handling.credential_versions(ids)) == set()
+    rotate_credentials(members[1], token="a-new-token", actor=admin_user, verify=False)
+    assert handling.rotated(held, handling.credential_versions(ids)) == {members[1].pk}
+    fresh = handling.connections_for([members[1].pk])[members[1].pk]
+    assert fresh.cache_key[1] == members[1].credential_version + 1
