@@ -53,6 +53,8 @@ PAGE_CONTENT = {
     "drift:summary": "0 clusters",
     "drift:version_history": "<title>Version history · FedPortal</title>",
     "federation:drift_list": "<title>Resource drift · FedPortal</title>",
+    "clusters:lifecycle": "<title>Lifecycle · FedPortal</title>",
+    "drift:lifecycle_export": "section,cluster,version,target,detail",
     "federation:watcher_list": "<title>Fleet watchers · FedPortal</title>",
     "federation:formset_row": "TOTAL_FORMS must be a number.",
     "federation:resource_create": "New federated resource",
