@@ -461,8 +461,14 @@ def list_nodes(conn: ClusterConnection, timeout: float | None = None) -> list[No
 
 def _list_all(conn, path, *, label_selector=None, timeout=None, page_size=500) -> list[dict]:
     """Every item, page by page; at most FEDPORTAL_KUBE_MAX_LIST_PAGES pages and _ITEMS items."""
+    return _list_pages(conn, path, label_selector=label_selector, timeout=timeout, page_size=page_size)[0]
+
+
+def _list_pages(conn, path, *, label_selector=None, timeout=None, page_size=500) -> tuple[list[dict], str]:
+    """Every item, page by page, and the first page's resourceVersion (the snapshot's); at most
+    FEDPORTAL_KUBE_MAX_LIST_PAGES pages and FEDPORTAL_KUBE_MAX_LIST_ITEMS items."""
     items: list[dict] = []
-    token = ""
+    token, version = "", ""
     for _page in range(settings.FEDPORTAL_KUBE_MAX_LIST_PAGES):
         query = [("limit", str(page_size))]
         if label_selector:
@@ -480,9 +486,11 @@ def _list_all(conn, path, *, label_selector=None, timeout=None, page_size=500) -
             raise _too_large(
                 conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items", "FEDPORTAL_KUBE_MAX_LIST_ITEMS"
             )
-        token = (data.get("metadata") or {}).get("continue") or ""
+        metadata = data.get("metadata") or {}
+        version = version or str(metadata.get("resourceVersion") or "")
+        token = metadata.get("continue") or ""
         if not token:
-            return items
+            return items, version
     raise _too_large(
         conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages", "FEDPORTAL_KUBE_MAX_LIST_PAGES"
     )
@@ -630,33 +638,8 @@ def list_with_version(
 ) -> tuple[list[dict], str]:
     """Every item across namespaces and the list's resourceVersion (where a watch resumes after a
     relist, as an informer does). Same caps as list_objects."""
-    path = resource_path(api_version, plural)
-    items: list[dict] = []
-    token, version = "", ""
-    for _page in range(settings.FEDPORTAL_KUBE_MAX_LIST_PAGES):
-        query = [("limit", str(page_size))]
-        if label_selector:
-            query.append(("labelSelector", label_selector))
-        if token:
-            query.append(("continue", token))
-        data = _request(conn, "GET", path, query=query, timeout=timeout).json()
-        page = data.get("items") or []
-        if not isinstance(page, list):
-            raise KubePermanentError(
-                f"{conn.api_server}{path}: items is not a list.", kind=KIND_BAD_REQUEST, reason="NotAList"
-            )
-        items += page
-        if len(items) > settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS:
-            raise _too_large(
-                conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_ITEMS} items", "FEDPORTAL_KUBE_MAX_LIST_ITEMS"
-            )
-        metadata = data.get("metadata") or {}
-        version = version or str(metadata.get("resourceVersion") or "")  # the first page's is the snapshot's
-        token = metadata.get("continue") or ""
-        if not token:
-            return items, version
-    raise _too_large(
-        conn, path, f"more than {settings.FEDPORTAL_KUBE_MAX_LIST_PAGES} pages", "FEDPORTAL_KUBE_MAX_LIST_PAGES"
+    return _list_pages(
+        conn, resource_path(api_version, plural), label_selector=label_selector, timeout=timeout, page_size=page_size
     )
 
 

@@ -36,6 +36,7 @@ from federation import enqueue, propagation
 from federation.approvals.choices import ChangeKind, ChangeState, RolloutState, WaveState
 from federation.approvals.content import content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
+from federation.approvals.selectors import outcome_rows
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
 from federation.propagation.common import batch_size
@@ -393,7 +394,7 @@ def _complete(rollout: Rollout) -> None:
             state=RolloutState.COMPLETED, finished_at=now, updated_at=now
         ):
             return
-        rows = _outcome(cr)
+        rows = outcome_rows(cr.runs.all())
         ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
             state=ChangeState.APPLIED, outcome=rows, finished_at=now, updated_at=now
         )
@@ -405,28 +406,6 @@ def _complete(rollout: Rollout) -> None:
             before={"state": ChangeState.APPLYING},
             after={"state": ChangeState.APPLIED, "rollout": RolloutState.COMPLETED},
         )
-
-
-def _outcome(cr: ChangeRequest) -> list[dict]:
-    rows = []
-    for target in (
-        PropagationTarget.objects.filter(run__in=cr.runs.all())
-        .select_related("cluster", "run__resource__type")
-        .order_by("cluster__name", "run_id")
-    ):
-        rows.append(
-            {
-                "cluster": target.cluster.name,
-                "resource": str(target.run.resource),
-                "run": target.run_id,
-                "action": target.action,
-                "state": target.state,
-                "reason": target.reason,
-                "message": target.message,
-                "changed": target.changed,
-            }
-        )
-    return rows
 
 
 def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
@@ -511,7 +490,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
                 states = {n: (C_ROLLED_BACK if s != C_PENDING else s) for n, s in wave.cluster_states.items()}
                 RolloutWave.objects.filter(pk=wave.pk).update(state=WaveState.ROLLED_BACK, cluster_states=states)
         ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
-            state=ChangeState.ROLLED_BACK, outcome=_outcome(cr), finished_at=now, updated_at=now
+            state=ChangeState.ROLLED_BACK, outcome=outcome_rows(cr.runs.all()), finished_at=now, updated_at=now
         )
         record_event(
             "approvals.change.create",
@@ -626,7 +605,7 @@ def abort_rollout(cr, *, actor, reason: str = "") -> Rollout:
         ChangeRequest.objects.filter(pk=rollout.change_request_id, state=ChangeState.APPLYING).update(
             state=final,
             apply_error=f"Rollout aborted by {_name(actor)}" + (f": {reason}" if reason else ""),
-            outcome=_outcome(rollout.change_request),
+            outcome=outcome_rows(rollout.change_request.runs.all()),
             finished_at=timezone.now(),
             updated_at=timezone.now(),
         )

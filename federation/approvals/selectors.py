@@ -6,7 +6,7 @@ from django.db.models.functions import Coalesce
 from federation.approvals.choices import ChangeState, Decision
 from federation.approvals.filtersets import FILTER_KEYS, ChangeRequestFilterSet
 from federation.approvals.models import Approval, ChangeRequest
-from federation.models import Revision
+from federation.models import PropagationTarget, Revision
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, has_role
 
@@ -122,3 +122,26 @@ def as_dict(cr: ChangeRequest) -> dict:
         "created_at": cr.created_at.isoformat(),
         "updated_at": cr.updated_at.isoformat(),
     }
+
+
+def outcome_rows(runs) -> list[dict]:
+    """Each cluster's target of the given runs, as a change request's outcome records it."""
+    rows = []
+    for target in (
+        PropagationTarget.objects.filter(run__in=runs)
+        .select_related("cluster", "run__resource__type")
+        .order_by("cluster__name", "run_id")
+    ):
+        rows.append(
+            {
+                "cluster": target.cluster.name,
+                "resource": str(target.run.resource),
+                "run": target.run_id,
+                "action": target.action,
+                "state": target.state,
+                "reason": target.reason,
+                "message": target.message,
+                "changed": target.changed,
+            }
+        )
+    return rows

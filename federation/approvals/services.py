@@ -47,9 +47,10 @@ from federation.approvals.content import approved_content_hash, content_authors,
 from federation.approvals.kinds import BUSY, handler_for
 from federation.approvals.models import Approval, ChangeRequest, Comment, Rollout
 from federation.approvals.preflight import run_preflight
+from federation.approvals.selectors import outcome_rows
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
 from federation.choices import Retention, RunState, TargetState
-from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
 from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
@@ -937,28 +938,6 @@ def emergency_apply(
     return _fresh(cr)
 
 
-def _outcome_rows(runs) -> list[dict]:
-    rows = []
-    for target in (
-        PropagationTarget.objects.filter(run__in=runs)
-        .select_related("cluster", "run__resource__type")
-        .order_by("cluster__name", "run_id")
-    ):
-        rows.append(
-            {
-                "cluster": target.cluster.name,
-                "resource": str(target.run.resource),
-                "run": target.run_id,
-                "action": target.action,
-                "state": target.state,
-                "reason": target.reason,
-                "message": target.message,
-                "changed": target.changed,
-            }
-        )
-    return rows
-
-
 def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
     """Applying -> Applied / PartiallyFailed / Failed once every run has finished. Idempotent:
     a request not Applying, or with runs still going, is left as it is (outcome refreshed)."""
@@ -971,7 +950,7 @@ def sync_change_request(cr: ChangeRequest | int) -> ChangeRequest:
     if Rollout.objects.filter(change_request_id=cr.pk).exists():
         return cr  # a staged rollout settles its request itself (federation.approvals.rollout)
     runs = list(cr.runs.all())
-    rows = _outcome_rows(runs)
+    rows = outcome_rows(runs)
     if any(run.finished_at is None for run in runs):
         ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(outcome=rows)
         return _fresh(cr)
