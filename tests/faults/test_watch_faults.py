@@ -14,7 +14,8 @@ from federation.choices import Health, PropagationReason, RunState, SyncState, T
 from federation.health import health_of
 from federation.models import ClusterWatch, FederatedType, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.schedule import replica_state
-from tests.faults.helpers import WEB_TEMPLATE, federate, fleet_versions, register_clusters
+from tests.faults.helpers import federate, fleet_versions, register_clusters
+from tests.federation.factories import WEB_TEMPLATE
 from tests.utils import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
