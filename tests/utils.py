@@ -1,6 +1,8 @@
 """Small helpers shared by tests."""
 
+import asyncio
 import sys
+import threading
 import time
 
 
@@ -42,3 +44,22 @@ def celery_worker_command(*, queues: str, concurrency: int, node: str, log_path)
         "--logfile",
         str(log_path),
     ]
+
+
+def run_async(coroutine):
+    """``asyncio.run(coroutine)`` on a thread of its own: the browser tests' Playwright (sync API)
+    keeps an event loop running on the main thread, where asyncio.run refuses to start another."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="run-async")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

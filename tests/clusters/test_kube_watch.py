@@ -1,12 +1,11 @@
 """clusters.kube's watch (asyncio, aiohttp) and list_with_version against the fleet simulator, over
 TLS with the cluster's CA and token: label selector, resume from a version, 410, errors mapped."""
 
-import asyncio
-
 import pytest
 
 from clusters import kube
 from tests.fleet_fixtures import DEFAULT_FLEET
+from tests.utils import run_async
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +38,7 @@ def collect(c, **kwargs):
             await session.close()
         return events
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 def test_a_labelled_list_then_a_watch_from_its_version_sees_only_later_labelled_changes(fleet_factory):

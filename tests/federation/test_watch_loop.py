@@ -8,6 +8,7 @@ import pytest
 
 from clusters import kube
 from federation.watching.engine import WatchIO, WatchState, backoff_delay, run_watch
+from tests.utils import run_async
 
 
 def ev(kind, rv):
@@ -61,7 +62,7 @@ def play(script, list_versions=("100",), backoff=lambda n: float(n)):
         await asyncio.wait_for(run_watch(state, io, stop=stop, backoff=backoff), timeout=5)
         return io, state
 
-    return asyncio.run(main())
+    return run_async(main())
 
 
 def test_a_watch_the_server_ends_is_resumed_from_the_last_event_or_bookmark_without_a_relist():
@@ -116,7 +117,7 @@ def test_an_event_that_fails_to_be_handled_is_not_skipped():
         await asyncio.wait_for(run_watch(state, io, stop=stop, backoff=lambda n: 0.0), timeout=5)
         return io, state
 
-    io, state = asyncio.run(main())
+    io, state = run_async(main())
     assert io.handled == ["MODIFIED:101", "MODIFIED:102"]
     assert ("watch", "101") in io.calls, "resumed before the event that failed"
 
