@@ -659,8 +659,8 @@ class WatchEvent:
 
 
 class WatchSession:
-    """An aiohttp session for the watches of many clusters, with one TLS context per connection
-    (built once, from the same kubeconfig fields as the blocking client)."""
+    """An aiohttp session for the watches of many clusters, with one TLS context per distinct CA and
+    client certificate (built once, from the same kubeconfig fields as the blocking client)."""
 
     def __init__(self):
         import aiohttp
@@ -676,7 +676,18 @@ class WatchSession:
     def ssl_for(self, conn: ClusterConnection):
         if not conn.api_server.startswith("https"):
             return None
-        key = (conn.cache_key, _fingerprint(conn))
+        # keyed by the TLS material alone: the clusters of one CA share a context (and its certificate
+        # store), which is most of a watcher's memory at 1,000 clusters when each has its own
+        key = hashlib.sha256(
+            "\x00".join(
+                (
+                    conn.ca_data or "",
+                    conn.client_certificate or "",
+                    conn.client_key or "",
+                    "insecure" if conn.insecure_skip_tls_verify else "verify",
+                )
+            ).encode()
+        ).hexdigest()
         if key not in self._contexts:
             import ssl
 

@@ -106,9 +106,10 @@ def cluster_detail_out(c: Cluster) -> dict:
 def list_clusters(request, filters: Query[ClusterFilters]):
     require_viewer(request)
     query = {"q": filters.q, "role": filters.role, "state": filters.state, "version": filters.version}
-    form = ClusterFilterSet(query).form
-    if not form.is_valid():
-        raise ValidationError({key: list(errs) for key, errs in form.errors.items()})
+    if any(query.values()):
+        form = ClusterFilterSet(query).form
+        if not form.is_valid():
+            raise ValidationError({key: list(errs) for key, errs in form.errors.items()})
     try:
         terms = parse_label_selector(filters.label_selector)
     except ValidationError as exc:

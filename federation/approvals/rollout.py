@@ -49,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 STALE_SECONDS = 30
 ADVANCE_SECONDS = 20  # how long one advance task keeps polling before handing over to the next
+APPLYING_POLL_SECONDS = 0.02  # how often an advancing task looks whether its wave's runs finished
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
 # a cluster's state within its wave (the page and `fedctl rollout status` show these)
@@ -153,6 +154,10 @@ def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
 # --- the executor -------------------------------------------------------------------------------
 
 
+# what a step never reads of its change request: per-cluster diffs and outcome, preflight results
+LARGE_REQUEST_FIELDS = ("diffs", "outcome", "preflight", "target_clusters")
+
+
 def _claim(rollout_id: int) -> bool:
     now = timezone.now()
     return bool(
@@ -184,7 +189,10 @@ def advance_rollout(rollout_id: int) -> str:
                 continue
             if outcome in ("done", "halted", "waiting approval") or time.monotonic() + poll_seconds() > deadline:
                 break
-            time.sleep(poll_seconds())
+            if outcome == "applying":
+                _wait_for_batches(rollout_id, poll_seconds())
+            else:
+                time.sleep(poll_seconds())
             steps = 0
     finally:
         _release(rollout_id)
@@ -194,9 +202,30 @@ def advance_rollout(rollout_id: int) -> str:
     return outcome if state == RolloutState.PROGRESSING else "done"
 
 
+def _wait_for_batches(rollout_id: int, seconds: float) -> None:
+    """Sleep until every run of the applying wave has finished, or ``seconds`` passed (one cheap
+    query every APPLYING_POLL_SECONDS), so the wave's gates are checked as soon as it is applied."""
+    batches = (
+        RolloutWave.objects.filter(rollout_id=rollout_id, state=WaveState.APPLYING)
+        .values_list("batches", flat=True)
+        .first()
+    )
+    until = time.monotonic() + seconds
+    while batches and time.monotonic() < until:
+        if not PropagationRun.objects.filter(pk__in=batches, finished_at__isnull=True).exists():
+            return
+        time.sleep(APPLYING_POLL_SECONDS)
+    if not batches:
+        time.sleep(seconds)
+
+
 def _step(rollout_id: int) -> str:
     """One transition: "again" when something moved, else what it waits for."""
-    rollout = Rollout.objects.select_related("change_request__resource__type").get(pk=rollout_id)
+    rollout = (
+        Rollout.objects.select_related("change_request__resource__type")
+        .defer(*(f"change_request__{name}" for name in LARGE_REQUEST_FIELDS))
+        .get(pk=rollout_id)
+    )
     if rollout.state != RolloutState.PROGRESSING:
         return "done"
     wave = rollout.waves.exclude(state=WaveState.PASSED).order_by("index").first()
@@ -249,15 +278,17 @@ def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
     """Cluster states from the wave's runs; whether every started batch finished; failure lines."""
     states = dict(wave.cluster_states)
     failures = []
-    runs = {r.pk: r for r in PropagationRun.objects.filter(pk__in=wave.batches)}
-    finished = all(runs.get(pk) is not None and runs[pk].finished_at is not None for pk in wave.batches)
-    for target in PropagationTarget.objects.filter(run_id__in=wave.batches).select_related("cluster"):
-        name = target.cluster.name
-        if target.state == TargetState.DONE:
+    finished_runs = PropagationRun.objects.filter(pk__in=wave.batches, finished_at__isnull=False).count()
+    finished = finished_runs == len(set(wave.batches))
+    targets = PropagationTarget.objects.filter(run_id__in=wave.batches).values_list(
+        "cluster__name", "state", "reason", "message"
+    )
+    for name, state, reason, message in targets:
+        if state == TargetState.DONE:
             states[name] = C_APPLIED if states.get(name) != C_HEALTHY else C_HEALTHY
-        elif target.state == TargetState.FAILED:
+        elif state == TargetState.FAILED:
             states[name] = C_FAILED
-            failures.append(f"{name}: {target.reason} {target.message}".strip())
+            failures.append(f"{name}: {reason} {message}".strip())
         else:
             states[name] = C_APPLYING
     return states, finished, failures
@@ -295,15 +326,16 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
 
 
 def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
-    """Apply a batch of one chunk in this task (its chunk task, queued too, then finds nothing left
-    to claim): a wave does not wait for the broker. Transient failures are retried by tasks. False
-    for a batch of several chunks: those are the propagation queue's, spread over the workers."""
-    if len(cluster_ids) > batch_size():
-        return False
-    outcomes = propagation.propagate_targets(run_id, cluster_ids)
+    """Take part in applying a batch, so a wave does not wait for the broker: the chunk tasks queued
+    with the run go to other worker processes while this task applies the first half of the first
+    chunk, then claims what of that chunk no task has claimed yet (the claim is per target, so a
+    target is applied once). Transient failures are retried by tasks. True when it applied some."""
+    first_chunk = sorted(cluster_ids)[: batch_size()]
+    outcomes = propagation.propagate_targets(run_id, first_chunk[: (len(first_chunk) + 1) // 2])
+    outcomes.update(propagation.propagate_targets(run_id, first_chunk))
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
-    return True
+    return any(not outcome.skipped for outcome in outcomes.values())
 
 
 def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple[int, list[int]] | None:

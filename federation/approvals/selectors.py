@@ -6,7 +6,7 @@ from django.db.models.functions import Coalesce
 from federation.approvals.choices import ChangeState, Decision
 from federation.approvals.filtersets import FILTER_KEYS, ChangeRequestFilterSet
 from federation.approvals.models import Approval, ChangeRequest
-from federation.models import PropagationTarget, Revision
+from federation.models import PropagationRun, PropagationTarget, Revision
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, has_role
 
@@ -29,6 +29,8 @@ def run_filters(queryset: QuerySet, filters: dict) -> QuerySet:
     if unknown:
         raise ValueError(f"unknown change request filters: {', '.join(sorted(unknown))}")
     data = {key: value for key, value in filters.items() if value not in (None, "")}
+    if not data:  # most requests: a FilterSet copies every filter and builds a form just to do nothing
+        return queryset
     if "emergency" in data and isinstance(data["emergency"], bool):
         data["emergency"] = "yes" if data["emergency"] else "no"
     filterset = ChangeRequestFilterSet(data, queryset=queryset)
@@ -125,23 +127,28 @@ def as_dict(cr: ChangeRequest) -> dict:
 
 
 def outcome_rows(runs) -> list[dict]:
-    """Each cluster's target of the given runs, as a change request's outcome records it."""
-    rows = []
-    for target in (
-        PropagationTarget.objects.filter(run__in=runs)
-        .select_related("cluster", "run__resource__type")
-        .order_by("cluster__name", "run_id")
-    ):
-        rows.append(
-            {
-                "cluster": target.cluster.name,
-                "resource": str(target.run.resource),
-                "run": target.run_id,
-                "action": target.action,
-                "state": target.state,
-                "reason": target.reason,
-                "message": target.message,
-                "changed": target.changed,
-            }
+    """Each cluster's target of the given runs, as a change request's outcome records it (rows of
+    values, not model instances: a finished rollout of a large fleet reads thousands of targets)."""
+    run_ids = [run.pk for run in runs]
+    resources = {
+        run.pk: str(run.resource)
+        for run in PropagationRun.objects.select_related("resource__type").filter(pk__in=run_ids)
+    }
+    fields = ("cluster__name", "run_id", "action", "state", "reason", "message", "changed")
+    return [
+        {
+            "cluster": cluster,
+            "resource": resources[run_id],
+            "run": run_id,
+            "action": action,
+            "state": state,
+            "reason": reason,
+            "message": message,
+            "changed": changed,
+        }
+        for cluster, run_id, action, state, reason, message, changed in PropagationTarget.objects.filter(
+            run_id__in=run_ids
         )
-    return rows
+        .order_by("cluster__name", "run_id")
+        .values_list(*fields)
+    ]

@@ -79,10 +79,16 @@ def _user(user):
 
 
 def _fresh(cr: ChangeRequest | int) -> ChangeRequest:
+    """The request as stored now. Its per-cluster diffs and outcome (large on a large fleet, and read
+    by none of the transitions) load when first read."""
     pk = cr.pk if isinstance(cr, ChangeRequest) else cr
-    return ChangeRequest.objects.select_related(
-        "resource__type", "resource__propagated_revision", "proposed_revision", "base_revision", "cluster", "author"
-    ).get(pk=pk)
+    return (
+        ChangeRequest.objects.select_related(
+            "resource__type", "resource__propagated_revision", "proposed_revision", "base_revision", "cluster", "author"
+        )
+        .defer("diffs", "outcome")
+        .get(pk=pk)
+    )
 
 
 def _snapshot(cr: ChangeRequest) -> dict:

@@ -54,12 +54,15 @@ def missing_namespaces(
     clusters = [p.cluster for p in plans if p.action == TargetAction.APPLY]
     if not clusters:
         return {}
-    known = federated_to(resource.namespace) | set(
+    holding = set(
         PropagatedVersion.objects.filter(
             resource__namespace=resource.namespace, status=PropagationReason.OK, cluster__in=clusters
         ).values_list("cluster__name", flat=True)
     )
-    unknown = [c for c in clusters if c.name not in known]
+    unknown = [c for c in clusters if c.name not in holding]
+    if unknown:  # planning the Namespace's placement only when an object of ours there does not settle it
+        placed = federated_to(resource.namespace)
+        unknown = [c for c in unknown if c.name not in placed]
 
     def missing(cluster) -> bool:
         try:

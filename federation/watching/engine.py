@@ -133,6 +133,8 @@ class _EngineIO(WatchIO):
     async def relist(self, state: WatchState) -> str:
         engine, target = self.engine, self.target
         conn = engine.connections[target.cluster_id]
+        # the list is judged inside the startup gate too: a list waiting for a database thread holds
+        # its objects, and 1,000 of them waiting at once were most of the watcher's memory
         async with engine.startup:
             items, version = await engine.loop.run_in_executor(
                 engine.net_pool,
@@ -144,7 +146,8 @@ class _EngineIO(WatchIO):
                     timeout=kube_timeout(),
                 ),
             )
-        counts = await engine.in_db(handling.handle_list, target, items, conn)
+            counts = await engine.in_db(handling.handle_list, target, items, conn)
+            del items
         for name, n in counts.items():
             state.outcomes[name] = state.outcomes.get(name, 0) + n
         return version

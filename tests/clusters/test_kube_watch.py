@@ -82,3 +82,31 @@ def test_a_cluster_that_is_down_is_a_transient_error(fleet):
             collect(conn(fleet, "m128"), resource_version="", timeout_seconds=1, connect_timeout=2)
     finally:
         fleet.set_up("m128")
+
+
+def test_clusters_of_one_ca_share_a_tls_context_and_both_watches_work(fleet_factory):
+    fleet = fleet_factory({"clusters": DEFAULT_FLEET["clusters"][:2]}, tls=True)
+    first, second = (conn(fleet, name) for name in [c["name"] for c in DEFAULT_FLEET["clusters"][:2]])
+    insecure = kube.ClusterConnection(
+        name="other", api_server=fleet.url(second.name), token=second.token, insecure_skip_tls_verify=True
+    )
+
+    async def contexts():
+        session = kube.WatchSession()
+        try:
+            return session.ssl_for(first), session.ssl_for(second), session.ssl_for(insecure)
+        finally:
+            await session.close()
+
+    one, two, other = run_async(contexts())
+    assert one is two and other is not one
+    for c in (first, second):
+        kube.apply_object(c, cm("shared", {"fedportal.io/managed": "true"}), plural="configmaps", namespaced=True)
+        _items, version = kube.list_with_version(c, api_version="v1", plural="configmaps")
+        kube.apply_object(
+            c, cm("shared", {"fedportal.io/managed": "true", "v": "2"}), plural="configmaps", namespaced=True
+        )
+        events = collect(c, resource_version=version, timeout_seconds=1)
+        assert [(e.type, e.object["metadata"]["name"]) for e in events if e.type != "BOOKMARK"] == [
+            ("MODIFIED", "shared")
+        ]
