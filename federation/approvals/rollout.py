@@ -39,7 +39,7 @@ from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
-from federation.propagation.common import batch_size
+from federation.propagation.common import batch_size, thread_count
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event
@@ -326,13 +326,16 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
 
 
 def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
-    """Take part in applying a batch, so a wave does not wait for the broker: the chunk tasks queued
-    with the run go to other worker processes while this task applies the first half of the first
-    chunk, then claims what of that chunk no task has claimed yet (the claim is per target, so a
-    target is applied once). Transient failures are retried by tasks. True when it applied some."""
+    """Take part in applying a batch, so a wave does not wait for the broker. The chunk tasks queued
+    with the run go to other worker processes; this task applies the first chunk's first half (all
+    of it when it is one round of requests on the process's pool), then claims what of that chunk no
+    task has claimed yet (the claim is per target: a target is applied once). Transient failures are
+    retried by tasks. True when it applied some."""
     first_chunk = sorted(cluster_ids)[: batch_size()]
-    outcomes = propagation.propagate_targets(run_id, first_chunk[: (len(first_chunk) + 1) // 2])
-    outcomes.update(propagation.propagate_targets(run_id, first_chunk))
+    share = first_chunk if len(first_chunk) <= thread_count() else first_chunk[: (len(first_chunk) + 1) // 2]
+    outcomes = propagation.propagate_targets(run_id, share)
+    if len(share) < len(first_chunk):
+        outcomes.update(propagation.propagate_targets(run_id, first_chunk))
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
     return any(not outcome.skipped for outcome in outcomes.values())

@@ -1,6 +1,6 @@
 """Benchmark rollout_100: a 4-wave staged rollout of one Deployment over 100 clusters, zero bake time.
 
-    .venv/bin/python tests/bench/bench_rollout.py [--rounds 3] [--workers 2] [--threads 8]
+    .venv/bin/python tests/bench/bench_rollout.py [--rounds 5] [--workers 2] [--threads 8]
 
 Throwaway database and broker (tests/bench/harness.py), a generated 100-cluster simulator fleet whose
 Deployments become available at once (``--rollout-seconds 0``), real ``celery worker`` processes.
@@ -110,7 +110,7 @@ def one_round(resource, names, round_no: int, operator, approvers, waves: dict) 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
