@@ -79,13 +79,14 @@ def _user(user):
 
 
 def _fresh(cr: ChangeRequest | int) -> ChangeRequest:
-    """The request as stored now. Its per-cluster diffs and outcome (large on a large fleet, and read
-    by none of the transitions) load when first read."""
+    """The request as stored now, with what every transition reads joined in. The rest loads when
+    first read: per-cluster diffs and outcome (large on a large fleet), and the base revision, the
+    cluster (unjoins) and the author, which few transitions read. An eight-table join took
+    PostgreSQL longer to plan than a second query takes to run, and a transition reads the request
+    several times."""
     pk = cr.pk if isinstance(cr, ChangeRequest) else cr
     return (
-        ChangeRequest.objects.select_related(
-            "resource__type", "resource__propagated_revision", "proposed_revision", "base_revision", "cluster", "author"
-        )
+        ChangeRequest.objects.select_related("resource__type", "resource__propagated_revision", "proposed_revision")
         .defer("diffs", "outcome")
         .get(pk=pk)
     )
