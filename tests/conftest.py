@@ -105,18 +105,52 @@ def test_database_url() -> str:
     return f"postgres://{auth}{host}{port}/{db['NAME']}"
 
 
-class WorkerProcess:
+def child_process_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a real worker or watcher process on the test database and broker."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
+        "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
+        "DATABASE_URL": test_database_url(),
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+
+
+class ChildProcess:
+    """A real FedPortal process started by a test: its log, and stopping or killing it."""
+
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self):
+        """SIGKILL, as a crashed machine would: unacknowledged tasks are redelivered, leases run out."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class WorkerProcess(ChildProcess):
     def __init__(self, name: str, extra_env: dict[str, str] | None = None, concurrency: int = 8):
         self.name = name
         self.log_path = Path(settings.VAR_DIR) / f"worker-{settings.TEST_RUN_ID}-{name}.log"
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
-            "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
-            "DATABASE_URL": test_database_url(),
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            **(extra_env or {}),
-        }
         self.log_path.write_text("")
         self.process = subprocess.Popen(
             celery_worker_command(
@@ -126,7 +160,7 @@ class WorkerProcess:
                 log_path=self.log_path,
             ),
             cwd=ROOT,
-            env=env,
+            env=child_process_env(extra_env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
@@ -142,71 +176,21 @@ class WorkerProcess:
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.log()}")
 
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
 
-    def kill(self):
-        """SIGKILL, as a crashed machine would: unacknowledged tasks must be redelivered."""
-        self.process.kill()
-        self.process.wait(timeout=10)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-class WatcherProcess:
+class WatcherProcess(ChildProcess):
     """A real `manage.py watch_fleet` process on the test database (federation/watching)."""
 
     def __init__(self, name: str, extra_env: dict[str, str] | None = None):
         self.name = name
         self.log_path = Path(settings.VAR_DIR) / f"watcher-{settings.TEST_RUN_ID}-{name}.log"
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "fedportal.settings_test",
-            "FEDPORTAL_TEST_RUN_ID": settings.TEST_RUN_ID,
-            "DATABASE_URL": test_database_url(),
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "PYTHONUNBUFFERED": "1",
-            **(extra_env or {}),
-        }
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "manage.py", "watch_fleet", "--name", name],
                 cwd=ROOT,
-                env=env,
+                env=child_process_env(extra_env),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self):
-        """SIGKILL: no clean stop, its leases must run out."""
-        self.process.kill()
-        self.process.wait(timeout=10)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest.fixture
