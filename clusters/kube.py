@@ -676,8 +676,8 @@ class WatchSession:
     def ssl_for(self, conn: ClusterConnection):
         if not conn.api_server.startswith("https"):
             return None
-        # keyed by the TLS material alone: the clusters of one CA share a context (and its certificate
-        # store), which is most of a watcher's memory at 1,000 clusters when each has its own
+        # keyed by the TLS material alone: the clusters of one CA share a context and its certificate
+        # store (not one per cluster; the certificate and the hostname are still checked per connection)
         key = hashlib.sha256(
             "\x00".join(
                 (
