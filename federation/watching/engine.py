@@ -147,7 +147,6 @@ class _EngineIO(WatchIO):
                 ),
             )
             counts = await engine.in_db(handling.handle_list, target, items, conn)
-            del items
         for name, n in counts.items():
             state.outcomes[name] = state.outcomes.get(name, 0) + n
         return version
