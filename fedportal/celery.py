@@ -14,8 +14,10 @@ from celery.signals import (
 )
 from kombu.transport import TRANSPORT_ALIASES
 
-# The embedded broker writes its message files atomically (see fedportal/broker.py).
+# The embedded broker writes its message files atomically (see fedportal/broker.py); the Redis
+# transport survives a broker restart while the worker holds messages (fedportal/broker_redis.py).
 TRANSPORT_ALIASES["filesystem"] = "fedportal.broker:Transport"
+TRANSPORT_ALIASES["redis"] = TRANSPORT_ALIASES["rediss"] = "fedportal.broker_redis:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedportal.settings")
 

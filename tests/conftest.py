@@ -150,28 +150,36 @@ class ChildProcess:
 class WorkerProcess(ChildProcess):
     def __init__(self, name: str, extra_env: dict[str, str] | None = None, concurrency: int = 8):
         self.name = name
+        self.extra_env = extra_env
+        self.concurrency = concurrency
         self.log_path = Path(settings.VAR_DIR) / f"worker-{settings.TEST_RUN_ID}-{name}.log"
         self.log_path.write_text("")
+        self.start()
+
+    def start(self):
         self.process = subprocess.Popen(
             celery_worker_command(
                 queues=WORKER_QUEUES,
-                concurrency=concurrency,
-                node=f"{name}-{settings.TEST_RUN_ID}@%h",
+                concurrency=self.concurrency,
+                node=f"{self.name}-{settings.TEST_RUN_ID}@%h",
                 log_path=self.log_path,
             ),
             cwd=ROOT,
-            env=child_process_env(extra_env),
+            env=child_process_env(self.extra_env),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
         )
         self._wait_until_ready()
+
+    readied = 0  # "ready." lines in the log so far (one per start)
 
     def _wait_until_ready(self, timeout: float = 60.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"celery worker exited early:\n{self.log()}")
-            if " ready." in self.log():
+            if self.log().count(" ready.") > self.readied:
+                self.readied += 1
                 return
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.log()}")
@@ -220,13 +228,25 @@ def _purge_broker():
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup, django_db_blocker):
+def session_worker(django_db_setup, django_db_blocker):
     """A real worker process for the whole session, consuming every queue from the test database."""
     with django_db_blocker.unblock():
         _purge_broker()
     worker = WorkerProcess("session")
     yield worker
     worker.stop()
+
+
+@pytest.fixture
+def celery_worker(session_worker):
+    """The session's worker. One that an earlier test left dead is started again (its log is kept
+    and its end shown), so that test fails alone instead of every later test that needs a worker."""
+    if not session_worker.alive():
+        sys.stderr.write(
+            f"the session worker had exited; starting it again. Its log ended:\n{session_worker.log()[-4000:]}\n"
+        )
+        session_worker.start()
+    return session_worker
 
 
 @pytest.fixture

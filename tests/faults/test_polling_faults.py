@@ -145,7 +145,14 @@ def test_polling_resumes_after_the_broker_restarts(fleet_factory, celery_worker)
         poll_fleet_task.apply_async((timezone.now().isoformat(),), retry=True)
         return Cluster.objects.filter(pk__in=ids, last_probe_at__gte=restarted).count() == len(ids)
 
-    wait_for(resumed, timeout=90, interval=3, message="polling resumed after the broker restart")
-    assert celery_worker.process.poll() is None, "the worker survived the restart"
+    try:
+        wait_for(resumed, timeout=90, interval=3, message="polling resumed after the broker restart")
+    except AssertionError:
+        alive = celery_worker.alive()
+        celery_worker.stop()  # alive but not consuming: the next test gets a fresh worker (celery_worker)
+        raise AssertionError(
+            f"polling did not resume; worker alive: {alive}; its log ends:\n{celery_worker.log()[-3000:]}"
+        )
+    assert celery_worker.alive(), "the worker survived the restart"
     assert set(Cluster.objects.filter(pk__in=ids).values_list("state", flat=True)) == {ClusterState.READY}
     assert_one_sample_per_cluster(ids)
