@@ -126,7 +126,9 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
             await io.sleep(backoff(state.failures))
 
 
-class _EngineIO(WatchIO):
+class EngineIO(WatchIO):
+    """The watch loop's I/O for one (cluster, federated type) in this engine: list, stream, judge."""
+
     def __init__(self, engine: Engine, target: handling.Target):
         self.engine, self.target = engine, target
 
@@ -244,7 +246,7 @@ class Engine:
             state = self.states[key]
             state.resource_version = ""
             self.tasks[key] = asyncio.create_task(
-                run_watch(state, _EngineIO(self, self.targets[key]), stop=self.stop, backoff=self.backoff)
+                run_watch(state, EngineIO(self, self.targets[key]), stop=self.stop, backoff=self.backoff)
             )
         # rotated credentials: drop the old connection; the watches start again below with the new one
         stale = handling.rotated(self.connections, await self.in_db(handling.credential_versions, owned))
@@ -267,7 +269,7 @@ class Engine:
             self.targets[key] = wanted[key]
             self.states[key] = WatchState()
             self.tasks[key] = asyncio.create_task(
-                run_watch(self.states[key], _EngineIO(self, wanted[key]), stop=self.stop, backoff=self.backoff)
+                run_watch(self.states[key], EngineIO(self, wanted[key]), stop=self.stop, backoff=self.backoff)
             )
 
     def health_changes(self) -> dict[int, dict]:
