@@ -64,8 +64,6 @@ def test_with_a_gate_of_one_no_two_relists_are_judged_at_once(fleet_factory, mon
     assert most_lists_judged_at_once(fleet, 1, monkeypatch) == 1
 
 
-def test_a_wider_gate_lets_relists_be_judged_together_so_the_spy_would_see_an_ungated_judge(
-    fleet_factory, monkeypatch
-):
+def test_a_wider_gate_lets_relists_be_judged_together_so_the_spy_would_see_an_ungated_judge(fleet_factory, monkeypatch):
     fleet = fleet_factory({"generate": 6})
     assert most_lists_judged_at_once(fleet, 4, monkeypatch) > 1
