@@ -236,6 +236,8 @@ class PropagatedVersion(models.Model):
     )
     propagated_at = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
+    # when the live object was last diffed; a sweep that finds it unchanged (same resourceVersion) does
+    # not write it: ClusterWatch.last_sweep_at says when the cluster was last swept
     drift_checked_at = models.DateTimeField(null=True, blank=True)
     drift_detected_at = models.DateTimeField(null=True, blank=True)
     drift_repaired_at = models.DateTimeField(null=True, blank=True)
