@@ -181,13 +181,12 @@ def in_list_threads(fn, keys: list):
                 return
             try:
                 done.put((key, fn(key), None))
-            except kube.KubeError as exc:
-                done.put((key, None, exc))
-            except BaseException as exc:  # raised in the caller's thread, never a hung sweep
+            except BaseException as exc:  # handed to the caller's thread: never a hung sweep
                 done.put((key, None, exc))
 
-    with ThreadPoolExecutor(max_workers=min(thread_count(), len(keys)) or 1, thread_name_prefix="drift-list") as pool:
-        for _ in range(min(thread_count(), len(keys))):
+    threads = min(thread_count(), len(keys))
+    with ThreadPoolExecutor(max_workers=threads or 1, thread_name_prefix="drift-list") as pool:
+        for _ in range(threads):
             pool.submit(drain)
         try:
             for _ in keys:
