@@ -1,9 +1,13 @@
 """Small helpers shared by tests."""
 
 import asyncio
+import re
 import sys
 import threading
 import time
+
+# A script or stylesheet loaded from another host (a CDN): pages must serve their assets themselves.
+EXTERNAL_ASSET = re.compile(r'(?:src|href)="(?:https?:)?//', re.IGNORECASE)
 
 
 def wait_for(predicate, *, timeout: float = 30.0, interval: float = 0.2, message: str = "condition"):
