@@ -39,7 +39,7 @@ from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
-from federation.propagation.common import batch_size, thread_count
+from federation.propagation.common import batch_size
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 STALE_SECONDS = 30
 ADVANCE_SECONDS = 20  # how long one advance task keeps polling before handing over to the next
-APPLYING_POLL_SECONDS = 0.02  # how often an advancing task looks whether its wave's runs finished
+APPLYING_POLL_SECONDS = 0.005  # how often an advancing task looks whether its wave's runs finished
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
 # a cluster's state within its wave (the page and `fedctl rollout status` show these)
@@ -220,17 +220,27 @@ def _wait_for_batches(rollout_id: int, seconds: float) -> None:
 
 
 def _step(rollout_id: int) -> str:
-    """One transition: "again" when something moved, else what it waits for."""
-    rollout = (
-        Rollout.objects.select_related("change_request__resource__type")
-        .defer(*(f"change_request__{name}" for name in LARGE_REQUEST_FIELDS))
-        .get(pk=rollout_id)
+    """One transition: "again" when something moved, else what it waits for. The rollout is read
+    with its first unfinished wave (one query a step: a rollout takes a few steps a wave)."""
+    wave = (
+        RolloutWave.objects.select_related("rollout__change_request__resource__type")
+        .defer(*(f"rollout__change_request__{name}" for name in LARGE_REQUEST_FIELDS))
+        .filter(rollout_id=rollout_id)
+        .exclude(state=WaveState.PASSED)
+        .order_by("index")
+        .first()
     )
-    if rollout.state != RolloutState.PROGRESSING:
-        return "done"
-    wave = rollout.waves.exclude(state=WaveState.PASSED).order_by("index").first()
     if wave is None:
-        _complete(rollout)
+        rollout = (
+            Rollout.objects.select_related("change_request__resource__type")
+            .defer(*(f"change_request__{name}" for name in LARGE_REQUEST_FIELDS))
+            .get(pk=rollout_id)
+        )
+        if rollout.state == RolloutState.PROGRESSING:
+            _complete(rollout)
+        return "done"
+    rollout = wave.rollout
+    if rollout.state != RolloutState.PROGRESSING:
         return "done"
     if wave.state == WaveState.PENDING:
         return _enter_wave(rollout, wave)
@@ -326,16 +336,13 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
 
 
 def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
-    """Take part in applying a batch, so a wave does not wait for the broker. The chunk tasks queued
-    with the run go to other worker processes; this task applies the first chunk's first half (all
-    of it when it is one round of requests on the process's pool), then claims what of that chunk no
-    task has claimed yet (the claim is per target: a target is applied once). Transient failures are
-    retried by tasks. True when it applied some."""
-    first_chunk = sorted(cluster_ids)[: batch_size()]
-    share = first_chunk if len(first_chunk) <= thread_count() else first_chunk[: (len(first_chunk) + 1) // 2]
-    outcomes = propagation.propagate_targets(run_id, share)
-    if len(share) < len(first_chunk):
-        outcomes.update(propagation.propagate_targets(run_id, first_chunk))
+    """Apply the batch's first chunk in this task, so a wave does not wait for the broker; the chunk
+    tasks queued with the run apply the rest, and find this chunk's targets claimed (the claim is per
+    target: a target is applied once). Sharing the first chunk with a task in another process was
+    slower: both claims, both recordings and the audit chain's head then wait for each other's locks,
+    and the wave waits for the later of the two. Transient failures are retried by tasks. True when
+    it applied some."""
+    outcomes = propagation.propagate_targets(run_id, sorted(cluster_ids)[: batch_size()])
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
     return any(not outcome.skipped for outcome in outcomes.values())
