@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 STALE_SECONDS = 30
 ADVANCE_SECONDS = 20  # how long one advance task keeps polling before handing over to the next
-APPLYING_POLL_SECONDS = 0.005  # how often an advancing task looks whether its wave's runs finished
+APPLYING_POLL_SECONDS = 0.02  # how often an advancing task looks whether the other chunks of its wave finished
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
 # a cluster's state within its wave (the page and `fedctl rollout status` show these)
