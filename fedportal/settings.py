@@ -364,7 +364,9 @@ FEDPORTAL_FRAGMENT_CACHE_SECONDS = env_float("FEDPORTAL_FRAGMENT_CACHE_SECONDS",
 # Fleet-scale probing and propagation recovery (see clusters/probing.py, federation/propagation/).
 FEDPORTAL_PROBE_BATCH_SIZE = env_int("FEDPORTAL_PROBE_BATCH_SIZE", 250, minimum=1)  # clusters per probe task
 FEDPORTAL_PROBE_THREADS = env_int("FEDPORTAL_PROBE_THREADS", 16, minimum=1)  # probe threads inside one task
-FEDERATION_BATCH_SIZE = env_int("FEDERATION_BATCH_SIZE", 50, minimum=1)  # clusters per propagation task
+FEDERATION_BATCH_SIZE = env_int(
+    "FEDERATION_BATCH_SIZE", 50, minimum=1
+)  # clusters per propagation task (large runs: federation.propagation.common.chunked)
 FEDERATION_THREADS = env_int(
     "FEDERATION_THREADS", 16, minimum=1
 )  # apply threads per worker process, shared by its tasks

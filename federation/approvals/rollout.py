@@ -39,7 +39,7 @@ from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
 from federation.choices import TargetState
 from federation.models import PropagationRun, PropagationTarget
-from federation.propagation.common import batch_size
+from federation.propagation.common import chunked
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event
@@ -342,7 +342,8 @@ def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
     slower: both claims, both recordings and the audit chain's head then wait for each other's locks,
     and the wave waits for the later of the two. Transient failures are retried by tasks. True when
     it applied some."""
-    outcomes = propagation.propagate_targets(run_id, sorted(cluster_ids)[: batch_size()])
+    first_chunk = next(iter(chunked(cluster_ids)), [])
+    outcomes = propagation.propagate_targets(run_id, first_chunk)
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
     return any(not outcome.skipped for outcome in outcomes.values())

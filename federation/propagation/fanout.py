@@ -14,7 +14,7 @@ from federation.models import (
     PropagationTarget,
     Revision,
 )
-from federation.propagation.common import PropagationError, batch_size
+from federation.propagation.common import PropagationError, chunked
 from federation.propagation.planning import PLAN_FIELDS, plan_targets
 from federation.propagation.record import (
     create_missing_pvs,
@@ -30,10 +30,9 @@ from fedportal.roles import Role, require_actor_role
 
 
 def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
-    """One ``propagate_targets_task`` per chunk of FEDERATION_BATCH_SIZE clusters."""
-    ids, size = sorted(cluster_ids), batch_size()
-    for start in range(0, len(ids), size):
-        enqueue.propagate_targets(run_id, ids[start : start + size])
+    """One ``propagate_targets_task`` per chunk (``chunked``)."""
+    for chunk in chunked(cluster_ids):
+        enqueue.propagate_targets(run_id, chunk)
 
 
 def propagate_revision(

@@ -69,7 +69,10 @@ def pvs_for(resource, clusters) -> dict[int, PropagatedVersion]:
     def load(ids):
         return {
             pv.cluster_id: pv
-            for pv in PropagatedVersion.objects.only(*_PV_FIELDS).filter(resource=resource, cluster_id__in=ids)
+            # no ordering: the model's (by cluster name) would join the clusters for a dict
+            for pv in PropagatedVersion.objects.only(*_PV_FIELDS)
+            .filter(resource=resource, cluster_id__in=ids)
+            .order_by()
         }
 
     found = load(list(by_id))

@@ -12,6 +12,7 @@ from federation import propagation, services
 from federation.choices import Condition, DriftPolicy, PropagationReason, Retention, RunState, SyncState, TargetState
 from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation import network, record, worker
+from federation.propagation.common import chunked
 from federation.rendering import MANAGED_LABEL
 from fedportal.models import AuditEvent
 from tests.federation.factories import (
@@ -758,3 +759,28 @@ def test_chunks_share_one_apply_pool_per_worker_process_sized_by_the_setting(set
     assert worker.network_pool() is pool and pool._max_workers == 3  # every chunk of the process
     settings.FEDERATION_THREADS = 5
     assert worker.network_pool()._max_workers == 5
+
+
+@pytest.mark.parametrize(
+    "clusters, sizes",
+    [
+        (0, []),
+        (1, [1]),
+        (120, [50, 50, 20]),  # up to 8 x FEDERATION_BATCH_SIZE: chunks of the setting
+        (400, [50] * 8),
+        (1000, [125] * 8),  # a large run: about 8 tasks
+        (10_000, [250] * 40),  # at most 5 x the setting per task
+    ],
+)
+def test_a_run_is_cut_into_chunks_of_the_setting_or_into_about_eight_for_a_large_run(settings, clusters, sizes):
+    settings.FEDERATION_BATCH_SIZE = 50
+    ids = list(range(clusters, 0, -1))
+    chunks = chunked(ids)
+    assert [len(chunk) for chunk in chunks] == sizes
+    assert [i for chunk in chunks for i in chunk] == sorted(ids)  # every cluster once, in id order
+
+
+def test_the_chunks_follow_the_batch_size_setting(settings):
+    settings.FEDERATION_BATCH_SIZE = 3
+    assert [len(chunk) for chunk in chunked(range(10))] == [3, 3, 3, 1]
+    assert [len(chunk) for chunk in chunked(range(100))] == [13] * 7 + [9]
