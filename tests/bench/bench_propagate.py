@@ -18,8 +18,9 @@ at once, so as many requests are in flight as in the baseline's pool).
   reported, each round too.
   FedPortal makes the same one call per cluster (an apply naming a fresh uid, which only a create
   accepts; federation/propagation.py), so the difference is FedPortal's own work: rendering,
-  recording, auditing, Celery. ``worker_cpu_seconds`` and ``simulator_cpu_seconds`` say where the
-  2 cores went.
+  recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
+  ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
+  ``database_cpu_seconds`` (the server's processes) say where the 2 cores went.
 
 Prints two JSON lines, the last holding both scenarios.
 Goals: propagate_100 p50 <= 500 ms, p99 <= 1000 ms; propagate_1000 ratio <= 1.5.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,7 +39,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.harness import BenchEnv, cpu_seconds, fleet_versions, register_clusters, start_worker, wait_until  # noqa: E402
+from tests.bench.harness import (  # noqa: E402
+    BenchEnv,
+    cpu_seconds,
+    fleet_versions,
+    postgres_pids,
+    register_clusters,
+    start_worker,
+    wait_until,
+)
 from tests.fleet_fixtures import start_fleet  # noqa: E402
 
 NAMESPACE = "bench"
@@ -173,11 +183,37 @@ def propagate_new_deployment(names, name: str) -> float:
     )
     started = time.perf_counter()
     run = propagation.propagate_revision(resource)
+    start_seconds = time.perf_counter() - started
     wait_until(lambda: run_finished(run), timeout=600, interval=0.05, message=f"propagation run of {name}")
     seconds = time.perf_counter() - started
     recorded = ok_count(resource, resource.current_revision)
     assert recorded == len(names), f"{name}: {recorded} of {len(names)} PropagatedVersions OK"
+    PHASES.append(run_phases(run, start_seconds))
     return seconds
+
+
+PHASES: list[dict] = []  # per propagation: where its time went (run_phases)
+
+
+def run_phases(run, start_seconds: float) -> dict:
+    """Seconds from the run's start: ``propagate_revision`` returned (targets written, chunks queued),
+    the first and the last target recorded, the run finished."""
+    from django.db.models import Max, Min
+
+    from federation.models import PropagationRun, PropagationTarget
+
+    run = PropagationRun.objects.get(pk=run.pk)
+    ends = PropagationTarget.objects.filter(run=run).aggregate(first=Min("finished_at"), last=Max("finished_at"))
+
+    def since_start(moment):
+        return round((moment - run.started_at).total_seconds(), 2)
+
+    return {
+        "started": round(start_seconds, 2),
+        "first_recorded": since_start(ends["first"]),
+        "last_recorded": since_start(ends["last"]),
+        "finished": since_start(run.finished_at),
+    }
 
 
 def warm_up(names, rounds: int = 4) -> None:
@@ -189,9 +225,12 @@ def warm_up(names, rounds: int = 4) -> None:
         propagate_new_deployment(names, f"warmup{round_no}")
 
 
-def cpu_by_kind(pids: dict[str, list[int]]) -> dict[str, float]:
-    """CPU seconds used so far by each kind of process ("workers", "simulator")."""
-    return {kind: sum(cpu_seconds(pid) for pid in group) for kind, group in pids.items()}
+def cpu_by_kind(pids: dict) -> dict[str, float]:
+    """CPU seconds used so far by each kind of process ("workers", "simulator", "database", "bench"):
+    a list of pids, or a function that lists them now (PostgreSQL's backends come and go)."""
+    return {
+        kind: sum(cpu_seconds(pid) for pid in (group() if callable(group) else group)) for kind, group in pids.items()
+    }
 
 
 def propagate_1000(names, pids: dict[str, list[int]], round_no: int) -> tuple[float, dict[str, float]]:
@@ -308,10 +347,14 @@ def main() -> None:
             }
             print(json.dumps({"propagate_100": results["propagate_100"]}), flush=True)
         if args.only in (None, "1000"):
-            pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid]}
+            # "bench": this process (propagate_revision, and the polling until the run has finished)
+            pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid], "bench": [os.getpid()]}
+            if env.database == "postgresql":
+                pids["database"] = postgres_pids
             warm_up(names)
             baseline = BaselineLoop(fleet, names, concurrency)
             rounds = []  # FedPortal and the baseline alternate, so both see the machine in the same state
+            PHASES.clear()  # the warm-up's
             for round_no in range(args.rounds_1000):
                 settle(pids)
                 seconds, cpu = propagate_1000(names, pids, round_no)
@@ -331,6 +374,11 @@ def main() -> None:
                 "concurrency": concurrency,
                 "worker_cpu_seconds": cpu["workers"],
                 "simulator_cpu_seconds": cpu["simulator"],
+                "bench_process_cpu_seconds": cpu["bench"],
+                "phases_median_seconds": {
+                    key: statistics.median(p[key] for p in PHASES) for key in PHASES[0]
+                },  # from the run's start (run_phases)
+                "database_cpu_seconds": cpu.get("database"),  # PostgreSQL's processes; None on SQLite
                 **common,
             }
     finally:

@@ -205,6 +205,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_pids() -> list[int]:
+    """The PostgreSQL server's processes on this machine (its backends come and go with connections,
+    so a caller asks again at every measurement)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if stat.read_text().strip() == "postgres":
+                found.append(int(stat.parent.name))
+        except OSError:
+            continue
+    return found
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds of a process and its children (a gunicorn master and its workers)."""
     pids = [pid]

@@ -134,3 +134,30 @@ def test_ignore_conflicts_skips_rows_already_there_and_a_plain_insert_refuses_th
     with pytest.raises(IntegrityError), transaction.atomic():
         bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": clusters[1]}])
     assert PropagatedVersion.objects.count() == 3
+
+
+def test_a_column_holding_none_in_some_rows_and_rows_sharing_every_value_are_stored(resource, clusters):
+    stamp = timezone.now()
+    bulk.insert_values(
+        PropagatedVersion,
+        [
+            dict(resource=resource, cluster=cluster, remote_status=status, propagated_at=when)
+            for cluster, status, when in zip(clusters, [None, {"ready": 1}, None], [stamp, None, None], strict=True)
+        ],
+    )
+    rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
+    assert [rows[n].remote_status for n in "abc"] == [None, {"ready": 1}, None]
+    assert [rows[n].propagated_at for n in "abc"] == [stamp, None, None]
+    PropagatedVersion.objects.all().delete()
+    shared = {"ready": 2}  # one value for every row (on PostgreSQL: one parameter, not an array)
+    bulk.insert_values(
+        PropagatedVersion, [dict(resource_id=resource.pk, remote_status=shared, cluster_id=c.pk) for c in clusters[:1]]
+    )
+    bulk.insert_values(
+        PropagatedVersion, [dict(resource_id=resource.pk, remote_status=shared, cluster_id=c.pk) for c in clusters[1:]]
+    )
+    assert sorted(PropagatedVersion.objects.values_list("cluster__name", "remote_status")) == [
+        ("a", {"ready": 2}),
+        ("b", {"ready": 2}),
+        ("c", {"ready": 2}),
+    ]
