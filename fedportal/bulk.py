@@ -28,7 +28,8 @@ from django.utils import timezone
 def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflicts: bool = False) -> None:
     """INSERT rows given as field name -> value mappings (the same names in every row; a foreign key
     as an instance or as its ``<name>_id``): multi-row VALUES statements of as many rows as the
-    backend takes (``bulk_batch_size``, at most 500). The other columns take their field's default,
+    backend takes (``bulk_batch_size``, at most 500); on PostgreSQL ``_insert_unnest``, UNNEST_ROWS
+    rows a statement. The other columns take their field's default,
     computed once for the statement (``auto_now``/``auto_now_add`` fields: one timestamp); no model
     instance is made per row. ``ignore_conflicts`` skips rows that would break a unique constraint
     (one that is already there), like ``bulk_create(ignore_conflicts=True)``."""
@@ -84,7 +85,9 @@ def _insert_unnest(connection, model, rows, given: dict, defaults: dict, on_conf
                     values = [convert(field, _column_value(field, row[given[field]])) for row in batch]
                 else:
                     values = [convert(field, defaults[field])]
-                cast = field.db_type(connection)
+                # the type without its length: a string cast to varchar(64) is cut to 64 characters,
+                # where the column itself refuses one that is too long (as Django's own unnest does)
+                cast = field.db_type(connection).split("(")[0]
                 if all(value is values[0] for value in values):  # one value for every row
                     selects.append(f"%s::{cast}")
                     params.append(values[0])

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import DataError, IntegrityError, transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -161,3 +161,19 @@ def test_a_column_holding_none_in_some_rows_and_rows_sharing_every_value_are_sto
         ("b", {"ready": 2}),
         ("c", {"ready": 2}),
     ]
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one value for every row", "a value per row"])
+def test_a_value_too_long_for_its_column_is_refused_or_stored_whole_never_cut(resource, clusters, shared):
+    # PropagatedVersion.status is a CharField(max_length=32); on PostgreSQL a shared value is one
+    # parameter and values per row one array, each cast to the column's type
+    values = {c.name: "x" * 80 if shared else c.name * 80 for c in clusters}
+    try:
+        with transaction.atomic():
+            bulk.insert_values(
+                PropagatedVersion, [dict(resource=resource, cluster=c, status=values[c.name]) for c in clusters]
+            )
+    except DataError:  # PostgreSQL: "value too long for type character varying(32)", as the ORM gets
+        assert not PropagatedVersion.objects.exists()
+    else:  # SQLite does not enforce lengths: the values are kept whole
+        assert dict(PropagatedVersion.objects.values_list("cluster__name", "status")) == values
