@@ -343,6 +343,8 @@ def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
     and the wave waits for the later of the two. Transient failures are retried by tasks. True when
     it applied some."""
     first_chunk = next(iter(chunked(cluster_ids)), [])
+    if not first_chunk:
+        return False
     outcomes = propagation.propagate_targets(run_id, first_chunk)
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
@@ -375,7 +377,7 @@ def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple
         RolloutWave.objects.filter(pk=wave.pk).update(
             batch_count=locked.batch_count + 1, batches=[*locked.batches, run.pk], cluster_states=states
         )
-    return run.pk, ids
+    return run.pk, run.queued_cluster_ids  # the skipped ones are done already
 
 
 def _deadline_passed(wave: RolloutWave, results) -> str:

@@ -52,7 +52,8 @@ def propagate_revision(
     "propagation" after the transaction commits. Propagating the same revision twice writes
     nothing the second time (hashes and object versions match). The approval workflow calls this
     once a change request is approved. ``only_cluster`` / ``only_clusters`` (cluster ids) restrict
-    the run to those clusters (a re-sync).
+    the run to those clusters (a re-sync). The run's ``queued_cluster_ids`` are the clusters whose
+    targets were queued (``chunked`` cuts them into the tasks' chunks).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -150,6 +151,7 @@ def propagate_revision(
             finish_run_if_complete(run.pk)
         run_id = run.pk
         transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue))
+    run.queued_cluster_ids = to_queue  # whoever applies a chunk itself cuts the same chunks (chunked)
     return run
 
 

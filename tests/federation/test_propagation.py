@@ -343,6 +343,17 @@ def test_not_ready_cluster_is_skipped_then_reconciled_when_ready(fleet, fleet_cl
     assert pv(resource, "m131").status == PropagationReason.OK and live(fleet, "m131") is not None
 
 
+def test_a_run_names_the_clusters_it_queued_and_not_the_ones_it_skipped(fleet, fleet_clusters):
+    # a staged rollout applies the first of these chunks itself: it must cut the same chunks as the tasks
+    cluster = fleet_clusters["m131"]
+    cluster.state = ClusterState.OFFLINE
+    cluster.save()
+    resource = web_deployment(placement={"clusters": ["m128", "m130", "m131"]})
+    run = propagation.propagate_revision(resource)
+    assert sorted(run.queued_cluster_ids) == sorted(fleet_clusters[n].pk for n in ("m128", "m130"))
+    drain(run)
+
+
 def test_isolated_cluster_is_skipped(fleet, fleet_clusters):
     cluster = fleet_clusters["m131"]
     cluster.isolated = True
@@ -769,7 +780,7 @@ def test_chunks_share_one_apply_pool_per_worker_process_sized_by_the_setting(set
         (120, [50, 50, 20]),  # up to 8 x FEDERATION_BATCH_SIZE: chunks of the setting
         (400, [50] * 8),
         (1000, [125] * 8),  # a large run: about 8 tasks
-        (10_000, [250] * 40),  # at most 5 x the setting per task
+        (10_000, [150] * 66 + [100]),  # at most 3 x the setting per task
     ],
 )
 def test_a_run_is_cut_into_chunks_of_the_setting_or_into_about_eight_for_a_large_run(settings, clusters, sizes):
@@ -783,4 +794,4 @@ def test_a_run_is_cut_into_chunks_of_the_setting_or_into_about_eight_for_a_large
 def test_the_chunks_follow_the_batch_size_setting(settings):
     settings.FEDERATION_BATCH_SIZE = 3
     assert [len(chunk) for chunk in chunked(range(10))] == [3, 3, 3, 1]
-    assert [len(chunk) for chunk in chunked(range(100))] == [13] * 7 + [9]
+    assert [len(chunk) for chunk in chunked(range(100))] == [9] * 11 + [1]  # at most 3 x 3
