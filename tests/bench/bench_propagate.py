@@ -20,7 +20,9 @@ at once, so as many requests are in flight as in the baseline's pool).
   accepts; federation/propagation.py), so the difference is FedPortal's own work: rendering,
   recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
   ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
-  ``database_cpu_seconds`` (the server's processes) say where the 2 cores went.
+  ``database_cpu_seconds`` (every PostgreSQL process on this machine: the server is local and
+  otherwise idle) say where the 2 cores went until the run finished; ``phases_median_seconds``
+  when its phases ended, from the call of ``propagate_revision``.
 
 Prints two JSON lines, the last holding both scenarios.
 Goals: propagate_100 p50 <= 500 ms, p99 <= 1000 ms; propagate_1000 ratio <= 1.5.
@@ -174,30 +176,35 @@ def run_finished(run) -> bool:
     return PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists()
 
 
-def propagate_new_deployment(names, name: str) -> float:
-    """Seconds from propagate_revision of a new Deployment ``name`` to every PropagatedVersion OK."""
+def propagate_new_deployment(names, name: str, *, on_finished=None) -> float:
+    """Seconds from propagate_revision of a new Deployment ``name`` to every PropagatedVersion OK;
+    ``on_finished`` is called as soon as the run has finished (before the checks)."""
+    from django.utils import timezone
+
     from federation import propagation, services
 
     resource = services.create_resource(
         ftype("Deployment"), namespace=NAMESPACE, name=name, template=template(0), placement={"clusters": list(names)}
     )
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), timezone.now()
     run = propagation.propagate_revision(resource)
-    start_seconds = time.perf_counter() - started
+    queued = time.perf_counter() - started
     wait_until(lambda: run_finished(run), timeout=600, interval=0.05, message=f"propagation run of {name}")
     seconds = time.perf_counter() - started
+    if on_finished is not None:
+        on_finished()
     recorded = ok_count(resource, resource.current_revision)
     assert recorded == len(names), f"{name}: {recorded} of {len(names)} PropagatedVersions OK"
-    PHASES.append(run_phases(run, start_seconds))
+    PHASES.append(run_phases(run, started_at, queued))
     return seconds
 
 
 PHASES: list[dict] = []  # per propagation: where its time went (run_phases)
 
 
-def run_phases(run, start_seconds: float) -> dict:
-    """Seconds from the run's start: ``propagate_revision`` returned (targets written, chunks queued),
-    the first and the last target recorded, the run finished."""
+def run_phases(run, started_at, queued: float) -> dict:
+    """Seconds from the call of ``propagate_revision`` (``started_at``): it returned (targets written,
+    chunks queued), the first and the last target were recorded, the run was closed."""
     from django.db.models import Max, Min
 
     from federation.models import PropagationRun, PropagationTarget
@@ -206,10 +213,10 @@ def run_phases(run, start_seconds: float) -> dict:
     ends = PropagationTarget.objects.filter(run=run).aggregate(first=Min("finished_at"), last=Max("finished_at"))
 
     def since_start(moment):
-        return round((moment - run.started_at).total_seconds(), 2)
+        return round((moment - started_at).total_seconds(), 2)
 
     return {
-        "started": round(start_seconds, 2),
+        "queued": round(queued, 2),
         "first_recorded": since_start(ends["first"]),
         "last_recorded": since_start(ends["last"]),
         "finished": since_start(run.finished_at),
@@ -225,30 +232,40 @@ def warm_up(names, rounds: int = 4) -> None:
         propagate_new_deployment(names, f"warmup{round_no}")
 
 
-def cpu_by_kind(pids: dict) -> dict[str, float]:
-    """CPU seconds used so far by each kind of process ("workers", "simulator", "database", "bench"):
-    a list of pids, or a function that lists them now (PostgreSQL's backends come and go)."""
+def cpu_by_pid(pids: dict) -> dict[str, dict[int, float]]:
+    """CPU seconds used so far by each process of each kind ("workers", "simulator", "database",
+    "bench"): a list of pids, or a function that lists them now (PostgreSQL's backends come and go)."""
     return {
-        kind: sum(cpu_seconds(pid) for pid in (group() if callable(group) else group)) for kind, group in pids.items()
+        kind: {pid: cpu_seconds(pid) for pid in (group() if callable(group) else group)} for kind, group in pids.items()
     }
 
 
-def propagate_1000(names, pids: dict[str, list[int]], round_no: int) -> tuple[float, dict[str, float]]:
+def cpu_used(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds each kind used between two ``cpu_by_pid`` samples: what the processes alive at the
+    second one used since the first (all of it for one started meanwhile; one that exited meanwhile
+    is not counted, rather than subtracted)."""
+    return {
+        kind: round(sum(used - before[kind].get(pid, 0.0) for pid, used in now.items()), 2)
+        for kind, now in after.items()
+    }
+
+
+def propagate_1000(names, pids: dict, round_no: int) -> tuple[float, dict[str, float]]:
     """Seconds to propagate a new Deployment to every cluster, and the CPU seconds each kind of
-    process used meanwhile."""
-    before = cpu_by_kind(pids)
-    seconds = propagate_new_deployment(names, f"web1000-{round_no}")
-    return seconds, {kind: round(used - before[kind], 2) for kind, used in cpu_by_kind(pids).items()}
+    process used until the run finished."""
+    before, after = cpu_by_pid(pids), {}
+    seconds = propagate_new_deployment(names, f"web1000-{round_no}", on_finished=lambda: after.update(cpu_by_pid(pids)))
+    return seconds, cpu_used(before, after)
 
 
 def settle(pids: dict[str, list[int]], *, quiet_cpu: float = 0.02, timeout: float = 10.0) -> None:
-    """Wait until the workers and the simulator are idle (under ``quiet_cpu`` CPU seconds in 0.25 s),
+    """Wait until the measured processes are idle (under ``quiet_cpu`` CPU seconds in 0.25 s),
     so a round does not share the cores with the end of the one before (acks, the run's last writes)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        before = sum(cpu_by_kind(pids).values())
+        before = cpu_by_pid(pids)
         time.sleep(0.25)
-        if sum(cpu_by_kind(pids).values()) - before < quiet_cpu:
+        if sum(cpu_used(before, cpu_by_pid(pids)).values()) < quiet_cpu:
             return
 
 

@@ -206,8 +206,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def postgres_pids() -> list[int]:
-    """The PostgreSQL server's processes on this machine (its backends come and go with connections,
-    so a caller asks again at every measurement)."""
+    """Every PostgreSQL process on this machine (a benchmark's server is local and otherwise idle);
+    its backends come and go with connections, so a caller asks again at every measurement."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/comm"):
         try:
