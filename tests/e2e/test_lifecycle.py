@@ -13,8 +13,11 @@ from federation.approvals.choices import ChangeState
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
+# A Machine stays Provisioning (and Deleting) for machineSeconds. The page shows what the upgrade's
+# check recorded (sync_change_request_task, every RECHECK_SECONDS = 3 s) and polls every 2 s, so a
+# phase must last longer than both for the page to be sure to show it: with 2 s, it was missed.
 FLEET = {
-    "defaults": {"machineSeconds": 2},
+    "defaults": {"machineSeconds": 7},
     "clusters": [
         {"name": "mgmt", "role": "host", "version": "v1.30.2", "capi": True},
         {
