@@ -519,6 +519,9 @@ def resource_path(api_version: str, plural: str, namespace: str | None = None, n
     return path
 
 
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml; charset=utf-8"
+
+
 def apply_object(
     conn: ClusterConnection,
     manifest: dict,
@@ -553,8 +556,12 @@ def apply_object(
         "PATCH",
         resource_path(api_version, plural, namespace, name),
         query=query,
-        body=manifest,  # JSON is YAML: the client json.dumps it for apply-patch+yaml
-        content_type="application/apply-patch+yaml",
+        # JSON is YAML. Serialised here, once: given a dict, the client first copies it value by value
+        # in Python (sanitize_for_serialization), then json.dumps it. It sends a str as it is only for
+        # a content type it does not serialise itself, hence the charset parameter, which the
+        # apiserver drops before it reads the patch type (apiserver/pkg/endpoints/handlers/patch.go).
+        body=json.dumps(manifest, separators=(",", ":")),
+        content_type=APPLY_CONTENT_TYPE,
         timeout=timeout,
     )
     return ApplyResult(object=response.json(), warnings=response.warnings(), created=response.status == 201)

@@ -2,11 +2,11 @@
 
 Django's ``bulk_create`` compiles its SQL value by value for every row, which measured about two
 thirds of its time for a thousand rows, and ``bulk_update`` builds a CASE per field and row. When
-every row sets the same columns the SQL can be built once: INSERTs as multi-row VALUES statements
-(on PostgreSQL one INSERT ... SELECT FROM unnest(), an array per column whose values differ between
-rows and a single value for one they share),
-UPDATEs as one statement executed for every row (``executemany``). The values still go through each
-field's own ``get_db_prep_save``, so they are stored exactly as the ORM stores them.
+every row sets the same columns the SQL can be built once: INSERTs as multi-row VALUES statements,
+UPDATEs as one statement executed for every row (``executemany``). On PostgreSQL both are one
+statement reading from unnest(): an array per column whose values differ between rows, sent in
+binary, and a single value for a column they share. The values still go through each field's own
+``get_db_prep_save``, so they are stored exactly as the ORM stores them.
 
 Rows are given as mappings of the fields they set, not as model instances: making an instance per
 row was most of the time to create a run's targets and PropagatedVersions, and its audit events.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import psycopg
 from django.db import connections, router
 from django.db.models import CharField, Model, TextField
 from django.db.models.constants import OnConflict
@@ -76,34 +77,73 @@ def _insert_unnest(connection, model, rows, given: dict, defaults: dict, on_conf
     convert = _converter(connection)
     columns = [*given, *defaults]
     tail = connection.ops.on_conflict_suffix_sql(columns, on_conflict, None, None)
-    with connection.cursor() as cursor:
+    with _server_bound_cursor(connection) as cursor:
         for start in range(0, len(rows), UNNEST_ROWS):
             batch = rows[start : start + UNNEST_ROWS]
-            selects, params, arrays, array_params = [], [], [], []
-            for field in columns:
-                if field in given:
-                    values = [convert(field, _column_value(field, row[given[field]])) for row in batch]
-                else:
-                    values = [convert(field, defaults[field])]
-                # the type without its length: a string cast to varchar(64) is cut to 64 characters,
-                # where the column itself refuses one that is too long (as Django's own unnest does)
-                cast = field.db_type(connection).split("(")[0]
-                if all(value is values[0] for value in values):  # one value for every row
-                    selects.append(f"%s::{cast}")
-                    params.append(values[0])
-                else:
-                    selects.append(f"u.c{len(arrays)}")
-                    arrays.append(f"%s::{cast}[]")
-                    array_params.append(values)
-            source = f"unnest({', '.join(arrays)}) AS u({', '.join(f'c{i}' for i in range(len(arrays)))})"
-            if not arrays:  # every row the same: as many as there are rows
-                source = "generate_series(1, %s)"
-                array_params = [len(batch)]
+            values = {
+                field: [convert(field, _column_value(field, row[name])) for row in batch]
+                for field, name in given.items()
+            }
+            values.update({field: [convert(field, value)] for field, value in defaults.items()})
+            selects, source, source_params = _unnest_columns(connection, values, rows=len(batch))
             sql = (
                 f"INSERT INTO {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in columns)}) "
-                f"SELECT {', '.join(selects)} FROM {source} {tail}"
+                f"SELECT {', '.join(sql for sql, _ in selects)} FROM {source} {tail}"
             )
-            cursor.execute(sql.rstrip(), [*params, *array_params])
+            cursor.execute(sql.rstrip(), [*(p for _, params in selects for p in params), *source_params])
+
+
+def _update_unnest(connection, model, rows: list[list], fields: list) -> None:
+    """PostgreSQL: ``UPDATE ... FROM unnest(...)``, one statement for the lot (``rows``: each row's
+    converted values in ``fields``' order, then its primary key), a value every row shares sent once."""
+    meta, quote = model._meta, connection.ops.quote_name
+    values = {field: [row[i] for row in rows] for i, field in enumerate(fields)}
+    values[meta.pk] = [row[-1] for row in rows]
+    selects, source, source_params = _unnest_columns(connection, values, rows=len(rows))
+    *assigned, (key, key_params) = selects
+    sets = ", ".join(f"{quote(f.column)} = {sql}" for f, (sql, _) in zip(fields, assigned, strict=True))
+    table = quote(meta.db_table)
+    # parameters in the order their placeholders come: SET, FROM, WHERE (the key is a parameter of
+    # its own, not an array, when there is one row)
+    params = [*(p for _, params in assigned for p in params), *source_params, *key_params]
+    with _server_bound_cursor(connection) as cursor:
+        cursor.execute(f"UPDATE {table} SET {sets} FROM {source} WHERE {table}.{quote(meta.pk.column)} = {key}", params)
+
+
+def _unnest_columns(connection, values: dict, *, rows: int) -> tuple[list[tuple[str, list]], str, list]:
+    """For each column (``values``: field -> its converted values, one per row, or a single value
+    for every row) its SELECT expression with that expression's parameters; the ``unnest(...) AS
+    u(...)`` they read from, and its parameters. A column whose values are all the same object is
+    one parameter; the others are arrays, sent in binary (``%b``): bound on the client, every element
+    of an array was escaped and quoted into the SQL text in Python, which cost more than the rest of
+    the statement."""
+    selects, arrays, array_params = [], [], []
+    for field, column in values.items():
+        # the type without its length: a string cast to varchar(64) is cut to 64 characters,
+        # where the column itself refuses one that is too long (as Django's own unnest does)
+        cast = field.db_type(connection).split("(")[0]
+        if all(value is column[0] for value in column):  # one value for every row
+            selects.append((f"%s::{cast}", [column[0]]))
+        else:
+            selects.append((f"u.c{len(arrays)}", []))
+            arrays.append(f"%b::{cast}[]")
+            array_params.append(column)
+    if not arrays:  # every row the same: as many as there are rows
+        return selects, "generate_series(1, %s)", [rows]
+    source = f"unnest({', '.join(arrays)}) AS u({', '.join(f'c{i}' for i in range(len(arrays)))})"
+    return selects, source, array_params
+
+
+def _server_bound_cursor(connection):
+    """A cursor of ``connection`` (PostgreSQL) that sends its parameters apart from the SQL, as
+    ``%b`` (binary) needs: Django's own binds on the client. Wrapped as Django wraps its cursors, so
+    errors, query logging and execute wrappers are the same."""
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        cursor = psycopg.Cursor(connection.connection)
+    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
 
 
 def _default(field):
@@ -121,14 +161,17 @@ def update_rows(model: type[Model], values_by_pk: Mapping[object, Mapping]) -> N
     connection = connections[router.db_for_write(model)]
     meta, quote = model._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in next(iter(values_by_pk.values()))]
-    sql = (
-        f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
-        f"WHERE {quote(meta.pk.column)} = %s"
-    )
     convert = _converter(connection)
     rows = [
         [*(convert(f, _column_value(f, values[f.name])) for f in fields), pk] for pk, values in values_by_pk.items()
     ]
+    if connection.vendor == "postgresql":
+        _update_unnest(connection, model, rows, fields)
+        return
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
+        f"WHERE {quote(meta.pk.column)} = %s"
+    )
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
 

@@ -120,10 +120,11 @@ def test_server_side_apply_get_list_delete_round_trip(fleet):
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "fp-test", "namespace": "default", "labels": {"app": "fp"}},
-        "data": {"a": "1"},
+        "data": {"a": "1", "greeting": 'grüß dich — 你好 "quoted"\n'},
     }
+    # the manifest is sent as FedPortal serialised it (apply_object), every character intact
     result = kube.apply_object(c, manifest, plural="configmaps", namespaced=True, timeout=3)
-    assert result.object["data"] == {"a": "1"}
+    assert result.object["data"] == manifest["data"]
     assert kube.get_object(c, api_version="v1", plural="configmaps", namespace="default", name="fp-test", timeout=3)
     listed = kube.list_objects(
         c, api_version="v1", plural="configmaps", namespace="default", label_selector="app=fp", timeout=3

@@ -11,6 +11,7 @@ from federation import services
 from federation.choices import PropagationReason, SyncState
 from federation.models import PropagatedVersion
 from fedportal import bulk
+from fedportal.models import AuditEvent
 from tests.federation.factories import WEB_TEMPLATE, ftype
 
 pytestmark = pytest.mark.django_db
@@ -177,3 +178,45 @@ def test_a_value_too_long_for_its_column_is_refused_or_stored_whole_never_cut(re
         assert not PropagatedVersion.objects.exists()
     else:  # SQLite does not enforce lengths: the values are kept whole
         assert dict(PropagatedVersion.objects.values_list("cluster__name", "status")) == values
+
+
+def test_rows_mixing_nulls_addresses_of_both_families_and_json_read_back_as_given(django_user_model):
+    # on PostgreSQL each column that differs between rows is one array sent in binary: a list holding
+    # None beside values, IPv4 beside IPv6, text with quotes, braces and backslashes, JSON of any shape
+    user = django_user_model.objects.create_user("bulk-actor")
+    stamp = timezone.now()
+    values = [
+        (user.pk, "10.0.0.1", 'say "hi" {x} \\ back', {"nested": {"list": [1, None, "ü"]}}),
+        (None, "2001:db8::7", "", None),
+        (user.pk, None, "NULL", ["a", {"b": 2}]),
+    ]
+    bulk.insert_values(
+        AuditEvent,
+        [
+            dict(
+                created_at=stamp - timedelta(seconds=i),
+                actor_id=actor,
+                actor_name="x",
+                action="test.bulk",
+                summary=summary,
+                after=after,
+                source_ip=ip,
+                prev_hash=str(i),
+                hash=f"h{i}",
+            )
+            for i, (actor, ip, summary, after) in enumerate(values)
+        ],
+    )
+    rows = list(AuditEvent.objects.filter(action="test.bulk").order_by("hash"))
+    assert [(r.actor_id, r.source_ip, r.summary, r.after) for r in rows] == values
+    assert [r.created_at for r in rows] == [stamp - timedelta(seconds=i) for i in range(3)]
+
+
+def test_update_rows_of_a_single_row_sets_only_that_row(resource, clusters):
+    pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c) for c in clusters]
+    bulk.update_rows(PropagatedVersion, {pvs[1].pk: {"version": "only", "remote_status": {"r": 1}}})
+    assert [(r.version, r.remote_status) for r in PropagatedVersion.objects.order_by("pk")] == [
+        ("", None),
+        ("only", {"r": 1}),
+        ("", None),
+    ]

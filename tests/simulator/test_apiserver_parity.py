@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
@@ -234,6 +235,27 @@ def wait_converged(fleet, cluster: str, name: str) -> dict:
 
     wait_for(done, timeout=10, message="roll-out")
     return get_json(fleet, cluster, path)
+
+
+@pytest.mark.parametrize(
+    "ctype, status",
+    [
+        ("application/apply-patch+yaml", 201),
+        ("application/apply-patch+yaml; charset=utf-8", 201),  # what FedPortal sends (clusters/kube.py)
+        ("application/merge-patch+json;charset=utf-8", 404),  # a merge patch of nothing: NotFound
+        ("application/yaml; charset=utf-8", 415),
+    ],
+)
+def test_a_patch_types_parameters_are_dropped_before_its_type_is_read(pfleet, ctype, status):
+    """The apiserver cuts the Content-Type at its first ";" before it reads the patch type
+    (apiserver/pkg/endpoints/handlers/patch.go, "Remove "; charset=" if included in header")."""
+    name = "-".join(re.findall(r"[a-z0-9]+", ctype))
+    path = f"/api/v1/namespaces/default/configmaps/{name}"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}
+    got, raw, _ = call(pfleet, "plain", "PATCH", path, body, ctype=ctype, query="fieldManager=t")
+    assert got == status, raw
+    if status == 201:
+        assert get_json(pfleet, "plain", path)["data"] == {"k": "v"}
 
 
 def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
