@@ -521,6 +521,20 @@ def resource_path(api_version: str, plural: str, namespace: str | None = None, n
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml; charset=utf-8"
 
+# Characters YAML does not allow unescaped (YAML 1.2, 5.1 "c-printable"), escaped as JSON escapes them;
+# json.dumps already escapes those below U+0020
+_NOT_YAML_PRINTABLE = {
+    code: f"\\u{code:04x}" for code in (0x7F, *range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)
+}
+
+
+def apply_body(manifest: dict) -> bytes:
+    """An apply patch's body: the manifest as JSON, which is YAML, in UTF-8. Not ``ensure_ascii``:
+    that writes a character beyond U+FFFF as a surrogate pair (\\ud83d\\ude00), and the apiserver's YAML
+    parser refuses a surrogate escape, so a manifest holding an emoji could not be applied. The few
+    characters YAML does not allow as they are stay escaped."""
+    return json.dumps(manifest, ensure_ascii=False, separators=(",", ":")).translate(_NOT_YAML_PRINTABLE).encode()
+
 
 def apply_object(
     conn: ClusterConnection,
@@ -556,11 +570,11 @@ def apply_object(
         "PATCH",
         resource_path(api_version, plural, namespace, name),
         query=query,
-        # JSON is YAML. Serialised here, once: given a dict, the client first copies it value by value
-        # in Python (sanitize_for_serialization), then json.dumps it. It sends a str as it is only for
+        # Serialised here, once (apply_body): given a dict, the client first copies it value by value
+        # in Python (sanitize_for_serialization), then json.dumps it. It sends a body as it is only for
         # a content type it does not serialise itself, hence the charset parameter, which the
         # apiserver drops before it reads the patch type (apiserver/pkg/endpoints/handlers/patch.go).
-        body=json.dumps(manifest, separators=(",", ":")),
+        body=apply_body(manifest),
         content_type=APPLY_CONTENT_TYPE,
         timeout=timeout,
     )

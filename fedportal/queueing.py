@@ -6,6 +6,7 @@ from django.db import transaction
 from fedportal.celery import app
 
 LISTED_ITEMS = 5  # of a long list argument, how many items a task's argsrepr names
+REPR_MAX = 1024  # characters, as Celery caps the argsrepr it makes itself (argsrepr_maxsize)
 
 
 def send(task_name: str, args=(), *, on_commit: bool = False, **options) -> None:
@@ -31,4 +32,5 @@ def brief_repr(args: tuple) -> str:
         return repr(value)
 
     items = [brief(value) for value in args]
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    shown = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    return shown if len(shown) <= REPR_MAX else f"{shown[: REPR_MAX - 3]}..."

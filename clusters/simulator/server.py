@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 
 import yaml
@@ -122,6 +123,7 @@ async def _read_body(request: web.Request):
     try:
         if "yaml" in ctype:
             if raw.lstrip().startswith(b"{"):  # what clients send as an apply patch: JSON, parsed fast
+                _refuse_what_yaml_refuses(raw)
                 try:
                     return json.loads(raw)
                 except ValueError:
@@ -131,6 +133,20 @@ async def _read_body(request: web.Request):
     except (ValueError, UnicodeDecodeError, yaml.YAMLError) as exc:
         kind = "yaml" if "yaml" in ctype else "json"
         raise ApiError(400, f"couldn't get version/kind; {kind} parse error: {str(exc).splitlines()[0]}") from exc
+
+
+# What the apiserver's YAML reader (go-yaml's scannerc.go and readerc.go) refuses in a body that JSON
+# would take: a \\u escape of a UTF-16 surrogate (what an ASCII-only JSON encoder writes for a character
+# beyond U+FFFF), and a raw DEL, C1 control character or U+FFFE.
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_YAML_CONTROL = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xef\xbf\xbe")
+
+
+def _refuse_what_yaml_refuses(raw: bytes) -> None:
+    if _SURROGATE_ESCAPE.search(raw):
+        raise ValueError("yaml: found invalid Unicode character escape code")
+    if _YAML_CONTROL.search(raw):
+        raise ValueError("yaml: control characters are not allowed")
 
 
 def _bool(request: web.Request, name: str) -> bool:

@@ -1,5 +1,8 @@
 """clusters.kube against the fleet simulator (a real HTTP API server; nothing mocked)."""
 
+import json
+import re
+
 import pytest
 
 from clusters import kube
@@ -114,13 +117,40 @@ def test_clients_are_cached_per_cluster_and_credential_version(fleet):
     kube.clear_client_cache()
 
 
+# What the apiserver's YAML reader (go-yaml: scannerc.go, readerc.go) does with what an apply body
+# holds: a surrogate escape is refused ("found invalid Unicode character escape code"), a raw DEL, C1
+# control or U+FFFE is refused ("control characters are not allowed"), a raw NEL becomes a space;
+# raw characters above U+FFFF and \u escapes of the others are read back unchanged.
+@pytest.mark.parametrize(
+    "text, raw, escaped",
+    [
+        ("grüß 你好", "grüß 你好".encode(), None),
+        ("emoji 😀 𝟙", "😀 𝟙".encode(), None),  # not \ud83d\ude00: a surrogate escape is refused
+        ("del \x7f", None, b"\\u007f"),
+        ("nel \x85 c1 \x9f", None, b"\\u0085 c1 \\u009f"),
+        ("bom-like \ufffe", None, b"\\ufffe"),
+        ('quote " backslash \\ tab \t', None, b'quote \\" backslash \\\\ tab \\t'),
+    ],
+)
+def test_an_apply_body_holds_only_what_the_apiservers_yaml_reader_accepts(text, raw, escaped):
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": text}}
+    body = kube.apply_body(manifest)
+    assert json.loads(body) == manifest
+    assert not re.search(rb"\\u[dD][89abAB]", body), "no surrogate escape"
+    assert not re.search(rb"[\x7f]|\xc2[\x80-\x9f]|\xef\xbf\xbe", body), "no raw DEL, C1 control or U+FFFE"
+    if raw is not None:
+        assert raw in body
+    if escaped is not None:
+        assert escaped in body
+
+
 def test_server_side_apply_get_list_delete_round_trip(fleet):
     c = conn(fleet, "m128")
     manifest = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "fp-test", "namespace": "default", "labels": {"app": "fp"}},
-        "data": {"a": "1", "greeting": 'grüß dich — 你好 "quoted"\n'},
+        "data": {"a": "1", "greeting": 'grüß dich — 你好 😀 "quoted"\n'},
     }
     # the manifest is sent as FedPortal serialised it (apply_object), every character intact
     result = kube.apply_object(c, manifest, plural="configmaps", namespaced=True, timeout=3)

@@ -700,7 +700,7 @@ def test_a_chunk_writes_its_propagated_versions_with_one_statement_not_one_per_c
         for q in queries.captured_queries
         if 'UPDATE "federation_propagatedversion"' in q["sql"] and "applied_manifest" in q["sql"]
     ]
-    assert 1 <= len(writes) < len(MEMBERS), writes  # one (executemany) per flush of the chunk
+    assert 1 <= len(writes) < len(MEMBERS), writes  # one statement per flush of the chunk (fedportal.bulk.update_rows)
     resource.refresh_from_db()
     for name in MEMBERS:
         row, obj = pv(resource, name), live(fleet, name)

@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from django.db import DataError, IntegrityError, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -212,7 +212,8 @@ def test_rows_mixing_nulls_addresses_of_both_families_and_json_read_back_as_give
     assert [r.created_at for r in rows] == [stamp - timedelta(seconds=i) for i in range(3)]
 
 
-def test_update_rows_of_a_single_row_sets_only_that_row(resource, clusters):
+def test_update_rows_of_one_row_or_of_rows_sharing_every_value_sets_only_those_rows(resource, clusters):
+    # on PostgreSQL: no array but the keys (two rows), or none at all (one row)
     pvs = [PropagatedVersion.objects.create(resource=resource, cluster=c) for c in clusters]
     bulk.update_rows(PropagatedVersion, {pvs[1].pk: {"version": "only", "remote_status": {"r": 1}}})
     assert [(r.version, r.remote_status) for r in PropagatedVersion.objects.order_by("pk")] == [
@@ -220,3 +221,29 @@ def test_update_rows_of_a_single_row_sets_only_that_row(resource, clusters):
         ("only", {"r": 1}),
         ("", None),
     ]
+    shared = {"r": 2}
+    bulk.update_rows(PropagatedVersion, {pv.pk: {"version": "both", "remote_status": shared} for pv in pvs[::2]})
+    assert [(r.version, r.remote_status) for r in PropagatedVersion.objects.order_by("pk")] == [
+        ("both", {"r": 2}),
+        ("only", {"r": 1}),
+        ("both", {"r": 2}),
+    ]
+
+
+def test_every_database_sees_the_statements_through_djangos_wrappers(resource, clusters, django_assert_num_queries):
+    # on PostgreSQL they run on a cursor of their own (server-side binding): still Django's wrapper,
+    # so execute wrappers, query logging and Django's exception classes apply to them
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql.split()[0])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper), django_assert_num_queries(3):
+        bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": c} for c in clusters])
+        bulk.update_rows(
+            PropagatedVersion, {pk: {"version": "v"} for pk in PropagatedVersion.objects.values_list("pk", flat=True)}
+        )
+    assert seen == ["INSERT", "SELECT", "UPDATE"]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": clusters[0]}])

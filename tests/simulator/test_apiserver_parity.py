@@ -258,6 +258,39 @@ def test_a_patch_types_parameters_are_dropped_before_its_type_is_read(pfleet, ct
         assert get_json(pfleet, "plain", path)["data"] == {"k": "v"}
 
 
+@pytest.mark.parametrize(
+    "value, status",
+    [
+        ("\\ud83d\\ude00", 400),  # a surrogate pair, as an ASCII-only JSON encoder writes an emoji
+        ("😀", 201),
+        ("\\\\ud83d", 201),  # an escaped backslash, then the letters: no escape of a surrogate
+        ("\x7f", 400),  # a raw DEL
+        ("\\u007f", 201),
+    ],
+)
+def test_an_apply_body_is_read_as_yaml_reads_it_even_when_it_is_json(pfleet, value, status):
+    """JSON is YAML, and the apiserver reads an apply patch as YAML (go-yaml), which refuses a
+    surrogate escape and a raw control character that a JSON parser would take."""
+    name = f"yaml-{status}-{len(value)}-{ord(value[-1])}"
+    body = f'{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}"}},"data":{{"k":"{value}"}}}}'
+    got, raw, _ = call(
+        pfleet,
+        "plain",
+        "PATCH",
+        f"/api/v1/namespaces/default/configmaps/{name}",
+        body.encode(),
+        ctype="application/apply-patch+yaml",
+        query="fieldManager=t",
+    )
+    assert got == status, raw
+    if status == 400:
+        assert json.loads(raw)["reason"] == "BadRequest"
+    else:
+        assert get_json(pfleet, "plain", f"/api/v1/namespaces/default/configmaps/{name}")["data"]["k"] == json.loads(
+            f'"{value}"'
+        )
+
+
 def test_a_dry_run_changes_nothing_but_what_the_request_changes(pfleet):
     """dryRun=All (what `kubectl diff` sends): the registry runs its strategy (the generation is
     bumped, the status is reset to the stored one: PrepareForUpdate) but nothing is stored and no
