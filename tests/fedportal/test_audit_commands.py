@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.utils import timezone
 
 from fedportal.audit import record_event, verify_chain
 from fedportal.csv_export import BOM
@@ -154,6 +155,10 @@ def test_export_audit_filters_by_iso_since_and_until(tmp_path, make_events):
     assert len(read_file(target)) == 1
     call_command("export_audit", "--since", first_time.isoformat(), "-o", str(target), stdout=io.StringIO())
     assert [row[3] for row in read_file(target)[1:]] == ["test.event", "test.event", "audit.export"]
+    # the same moment at an offset PostgreSQL would refuse (beyond 15:59): searched in UTC
+    far = first_time.astimezone(timezone.get_fixed_timezone(-(19 * 60 + 31))).isoformat()
+    call_command("export_audit", "--since", far, "-o", str(target), stdout=io.StringIO())
+    assert [row[3] for row in read_file(target)[1:]][:2] == ["test.event", "test.event"]
 
 
 def test_export_audit_is_itself_audited(tmp_path):
@@ -171,6 +176,7 @@ def test_export_audit_is_itself_audited(tmp_path):
         (["--until", "2026-02-30"], "--until '2026-02-30' is not a valid date"),
         (["--since", "2026-11-02", "--until", "2026-11-01"], "must be earlier than --until"),
         (["--action", "*"], "use \\* only once"),
+        (["--since", "0001-01-01T00:00:00+01:00"], "Out of the range of dates"),
     ],
 )
 def test_export_audit_bad_arguments_are_clear_command_errors(tmp_path, args, message):

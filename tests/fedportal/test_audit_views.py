@@ -1,6 +1,7 @@
 import csv
 import io
 import time
+from datetime import timedelta
 
 import pytest
 from django.http import StreamingHttpResponse
@@ -97,6 +98,18 @@ def test_time_range_filter_is_inclusive_since_and_exclusive_until(viewer_client,
     assert older.pk in listed_ids(until) and newer.pk not in listed_ids(until)
 
 
+def test_a_moment_given_with_any_offset_is_searched_as_that_moment(viewer_client, make_events):
+    # ISO 8601 takes an offset up to 23:59, PostgreSQL one up to 15:59: -19:31 came from a fuzzer, as a 500
+    event = make_events(1, summary="now")[0]
+    offset = timezone.get_fixed_timezone(-(19 * 60 + 31))
+    hour_ago = (event.created_at - timedelta(hours=1)).astimezone(offset).isoformat()
+    assert hour_ago.endswith("-19:31")
+    since = viewer_client.get(LIST_URL, {"since": hour_ago})
+    until = viewer_client.get(LIST_URL, {"until": hour_ago})
+    assert not since.context["form"].errors and event.pk in listed_ids(since)
+    assert not until.context["form"].errors and event.pk not in listed_ids(until)
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -105,6 +118,7 @@ def test_time_range_filter_is_inclusive_since_and_exclusive_until(viewer_client,
         ({"since": "2026-11-02T00:00", "until": "2026-11-01T00:00"}, "until"),
         ({"action": "clu*ster"}, "action"),
         ({"actor": "x" * 151}, "actor"),
+        ({"since": "0001-01-01T00:00:00+01:00"}, "since"),  # the same moment in UTC is in year 0
     ],
 )
 def test_bad_filter_values_are_form_errors_not_500(viewer_client, make_events, params, field):

@@ -4,12 +4,14 @@ import datetime
 import os
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from fedportal.audit import record_event
 from fedportal.csv_export import iter_csv
+from fedportal.forms import in_utc
 from fedportal.selectors import audit_events_for_export, describe_filters
 from fedportal.tables import AuditEventTable, csv_header, csv_rows
 
@@ -30,7 +32,10 @@ def parse_instant(option: str, raw: str) -> datetime.datetime:
         )
     if timezone.is_naive(value):
         value = timezone.make_aware(value, datetime.UTC)
-    return value
+    try:
+        return in_utc(value)  # an offset PostgreSQL refuses (beyond 15:59) is not sent to it
+    except ValidationError as exc:
+        raise CommandError(f"{option} {raw!r}: {exc.messages[0]}") from None
 
 
 class Command(BaseCommand):
