@@ -42,7 +42,7 @@ from federation.models import PropagationRun, PropagationTarget
 from federation.propagation.common import chunked
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
-from fedportal.audit import record_event
+from fedportal.audit import record_event, record_events
 from fedportal.roles import Role, require_role
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,13 @@ def _name(user) -> str:
     return user.get_username() if getattr(user, "pk", None) else "system"
 
 
+def _event(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, after=None) -> dict:
+    """A rollout audit event, as ``record_events`` takes it."""
+    return dict(action=f"approvals.rollout.{action}", actor=actor, obj=cr, summary=summary, before=before, after=after)
+
+
 def _audit(action: str, cr: ChangeRequest, *, actor, summary: str, before=None, after=None) -> None:
-    record_event(f"approvals.rollout.{action}", actor=actor, obj=cr, summary=summary, before=before, after=after)
+    record_event(**_event(action, cr, actor=actor, summary=summary, before=before, after=after))
 
 
 # --- strategy ---------------------------------------------------------------------------------
@@ -220,17 +225,20 @@ def _wait_for_batches(rollout_id: int, seconds: float) -> None:
 
 
 def _step(rollout_id: int) -> str:
-    """One transition: "again" when something moved, else what it waits for. The rollout is read
-    with its first unfinished wave (one query a step: a rollout takes a few steps a wave)."""
-    wave = (
+    """Move the rollout's first unfinished wave as far as it goes now: "again" when it moved (the next
+    step reads the waves again), else what it waits for. The rollout is read with its unfinished
+    waves (one query a step). Within the step a wave goes on from the state it just wrote without
+    reading it again, and a wave that passes enters the next one in the same transaction, so a
+    rollout whose clusters are healthy at once runs its waves in one step (enter, apply, gates, pass)."""
+    waves = list(
         RolloutWave.objects.select_related("rollout__change_request__resource__type")
+        .select_related("rollout__change_request__proposed_revision")
         .defer(*(f"rollout__change_request__{name}" for name in LARGE_REQUEST_FIELDS))
         .filter(rollout_id=rollout_id)
         .exclude(state=WaveState.PASSED)
         .order_by("index")
-        .first()
     )
-    if wave is None:
+    if not waves:
         rollout = (
             Rollout.objects.select_related("change_request__resource__type")
             .defer(*(f"change_request__{name}" for name in LARGE_REQUEST_FIELDS))
@@ -239,15 +247,24 @@ def _step(rollout_id: int) -> str:
         if rollout.state == RolloutState.PROGRESSING:
             _complete(rollout)
         return "done"
-    rollout = wave.rollout
+    rollout = waves[0].rollout
     if rollout.state != RolloutState.PROGRESSING:
         return "done"
+    for wave, following in zip(waves, [*waves[1:], None], strict=True):
+        outcome = _advance_wave(rollout, wave, following)
+        if outcome != "next":
+            return outcome
+    return "again"
+
+
+def _advance_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+    """What the wave's state allows now; "next" when it passed and ``following`` was entered."""
     if wave.state == WaveState.PENDING:
-        return _enter_wave(rollout, wave)
+        return _enter_wave(rollout, wave, following)
     if wave.state == WaveState.APPLYING:
-        return _apply_wave(rollout, wave)
+        return _apply_wave(rollout, wave, following)
     if wave.state == WaveState.BAKING:
-        return _bake_wave(rollout, wave)
+        return _bake_wave(rollout, wave, following)
     return "halted"  # Failed / RolledBack with a Progressing rollout cannot happen; wait for an operator
 
 
@@ -255,7 +272,7 @@ def _wave_cas(wave: RolloutWave, expected: str, new: str, **fields) -> bool:
     return bool(RolloutWave.objects.filter(pk=wave.pk, state=expected).update(state=new, **fields))
 
 
-def _enter_wave(rollout: Rollout, wave: RolloutWave) -> str:
+def _enter_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
     cr = rollout.change_request
     if wave.require_approval:
         valid, required = wave_approval_count(cr, wave)
@@ -272,22 +289,33 @@ def _enter_wave(rollout: Rollout, wave: RolloutWave) -> str:
                         after={"wave": wave.name, "valid": valid, "required": required},
                     )
             return "waiting approval"
+    now = timezone.now()
     with transaction.atomic():
-        if _wave_cas(wave, WaveState.PENDING, WaveState.APPLYING, started_at=timezone.now()):
-            _audit(
-                "wave_start",
-                cr,
-                actor=None,
-                summary=f"CR-{cr.pk} wave {wave.index + 1} {wave.name} started on {len(wave.clusters)} cluster(s)",
-                after={"wave": wave.name, "clusters": wave.clusters, "maxParallel": wave.max_parallel},
-            )
-    return "again"
+        entered = _wave_cas(wave, WaveState.PENDING, WaveState.APPLYING, started_at=now)
+        if entered:
+            record_events([_start_event(cr, wave)])
+    if not entered:
+        return "again"
+    wave.state, wave.started_at = WaveState.APPLYING, now
+    return _apply_wave(rollout, wave, following)
+
+
+def _start_event(cr: ChangeRequest, wave: RolloutWave) -> dict:
+    return _event(
+        "wave_start",
+        cr,
+        actor=None,
+        summary=f"CR-{cr.pk} wave {wave.index + 1} {wave.name} started on {len(wave.clusters)} cluster(s)",
+        after={"wave": wave.name, "clusters": wave.clusters, "maxParallel": wave.max_parallel},
+    )
 
 
 def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
     """Cluster states from the wave's runs; whether every started batch finished; failure lines."""
     states = dict(wave.cluster_states)
     failures = []
+    if not wave.batches:
+        return states, True, failures
     finished_runs = PropagationRun.objects.filter(pk__in=wave.batches, finished_at__isnull=False).count()
     finished = finished_runs == len(set(wave.batches))
     targets = PropagationTarget.objects.filter(run_id__in=wave.batches).values_list(
@@ -304,35 +332,101 @@ def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
     return states, finished, failures
 
 
-def _apply_wave(rollout: Rollout, wave: RolloutWave) -> str:
-    cr = rollout.change_request
-    states, finished, failures = _batch_states(wave)
+def _save_states(wave: RolloutWave, states: dict[str, str]) -> None:
     if states != wave.cluster_states:
         RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
-    if not finished:
-        return "applying"
-    if len(failures) > wave.max_failures:
-        _halt(rollout, wave, f"applied: {len(failures)} cluster(s) failed ({'; '.join(failures)[:900]})")
-        return "again"
-    started = wave.batch_count * wave.max_parallel
-    if started < len(wave.clusters):
-        if rollout.state != RolloutState.PROGRESSING:
-            return "paused"
-        started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel])
-        if started_run is not None and _apply_batch_here(*started_run):
-            return "again"  # applied here: its gates can be checked at once
-        return "applying"
+        wave.cluster_states = states
+
+
+def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+    """Start the wave's batches one after another (each waits for the one before), then check its gates."""
+    while True:
+        states, finished, failures = _batch_states(wave)
+        if not finished:
+            _save_states(wave, states)
+            return "applying"
+        if len(failures) > wave.max_failures:
+            _save_states(wave, states)
+            _halt(rollout, wave, f"applied: {len(failures)} cluster(s) failed ({'; '.join(failures)[:900]})")
+            return "again"
+        started = wave.batch_count * wave.max_parallel
+        if started >= len(wave.clusters):
+            return _finish_applying(rollout, wave, following, states, failures)
+        started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel], states)
+        if started_run is None or not _apply_batch_here(*started_run):
+            return "applying"
+        # applied here: the batch's states are read at once (and its gates checked when it was the last)
+
+
+def _finish_applying(
+    rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, states: dict[str, str], failures: list[str]
+) -> str:
+    """Every batch of the wave is applied: its gates are checked now. A wave whose gates pass at once
+    with no bake time goes straight to Passed (its "applied" and "passed" events in one append);
+    otherwise it is Baking, and the same verdict is judged as a bake step judges it."""
+    cr = rollout.change_request
+    results = check_gates(cr.resource, wave.clusters)
+    applied = _event(
+        "wave_applied",
+        cr,
+        actor=None,
+        summary=f"CR-{cr.pk} wave {wave.name} applied to {len(wave.clusters)} cluster(s); gates checked"
+        + (f", baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
+        after={"wave": wave.name, "failures": failures},
+    )
+    now = timezone.now()
+    gate_states = _gate_states(states, results)
+    if wave.bake_seconds == 0 and _gates_pass(wave, results):
+        return _pass_wave(
+            rollout,
+            wave,
+            following,
+            expected=WaveState.APPLYING,
+            events=[applied, _passed_event(cr, wave, gate_states)],
+            applied_at=now,
+            finished_at=now,
+            healthy_since=now,
+            gate_message="",
+            cluster_states=gate_states,
+        )
     with transaction.atomic():
-        if _wave_cas(wave, WaveState.APPLYING, WaveState.BAKING, applied_at=timezone.now()):
-            _audit(
-                "wave_applied",
-                cr,
-                actor=None,
-                summary=f"CR-{cr.pk} wave {wave.name} applied to {len(wave.clusters)} cluster(s); gates checked"
-                + (f", baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
-                after={"wave": wave.name, "failures": failures},
+        if not _wave_cas(wave, WaveState.APPLYING, WaveState.BAKING, applied_at=now, cluster_states=states):
+            return "again"
+        record_events([applied])
+    wave.state, wave.applied_at, wave.cluster_states = WaveState.BAKING, now, states
+    return _judge_gates(rollout, wave, following, results)
+
+
+def _pass_wave(
+    rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, *, expected: str, events: list, **fields
+) -> str:
+    """The wave passed its gates: it is Passed and, in the same transaction (its wave_start event
+    appended with the wave's own), the next wave is entered unless it waits for approval or the
+    rollout was paused meanwhile. "next" when the step goes on with that wave; after the last wave
+    the rollout is Completed ("done")."""
+    cr = rollout.change_request
+    now = fields["finished_at"]
+    entered = False
+    with transaction.atomic():
+        if not _wave_cas(wave, expected, WaveState.PASSED, **fields):
+            return "again"
+        if following is not None and not following.require_approval:
+            entered = bool(
+                RolloutWave.objects.filter(
+                    pk=following.pk, state=WaveState.PENDING, rollout__state=RolloutState.PROGRESSING
+                ).update(state=WaveState.APPLYING, started_at=now)
             )
-    return "again"
+            if entered:
+                events.append(_start_event(cr, following))
+        record_events(events)
+    wave.state = WaveState.PASSED
+    if following is None:
+        _complete(rollout)
+        return "done"
+    if not entered:
+        return "again"
+    following.state, following.started_at = WaveState.APPLYING, now
+    return "next"
 
 
 def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
@@ -351,15 +445,20 @@ def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
     return any(not outcome.skipped for outcome in outcomes.values())
 
 
-def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple[int, list[int]] | None:
+def _start_batch(
+    rollout: Rollout, wave: RolloutWave, names: list[str], states: dict[str, str]
+) -> tuple[int, list[int]] | None:
     """Send the change to one batch of a wave: the compare-and-set on batch_count and the run are one
-    transaction, so a batch is started once however many tasks try."""
+    transaction, so a batch is started once however many tasks try. ``states`` are the wave's cluster
+    states as just read from its runs; the wave (row and instance) records the batch."""
     cr = rollout.change_request
     ids = list(Cluster.objects.filter(name__in=names).values_list("pk", flat=True))
     with transaction.atomic():
-        locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
+        locked = RolloutWave.objects.select_related("rollout").select_for_update(of=("self",)).get(pk=wave.pk)
         if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
             return None
+        if locked.rollout.state != RolloutState.PROGRESSING:
+            return None  # paused or aborted since this step read it: no new batch
         try:
             with transaction.atomic():
                 run = propagation.propagate_revision(
@@ -373,10 +472,12 @@ def _start_batch(rollout: Rollout, wave: RolloutWave, names: list[str]) -> tuple
             _halt(rollout, wave, f"applied: {refusal}")
             return None
         cr.runs.add(run)
-        states = {**locked.cluster_states, **{n: C_APPLYING for n in names}}
+        states = {**states, **{n: C_APPLYING for n in names}}
+        batches = [*locked.batches, run.pk]
         RolloutWave.objects.filter(pk=wave.pk).update(
-            batch_count=locked.batch_count + 1, batches=[*locked.batches, run.pk], cluster_states=states
+            batch_count=locked.batch_count + 1, batches=batches, cluster_states=states
         )
+    wave.batch_count, wave.batches, wave.cluster_states = locked.batch_count + 1, batches, states
     return run.pk, run.queued_cluster_ids  # the skipped ones are done already
 
 
@@ -392,13 +493,40 @@ def _deadline_passed(wave: RolloutWave, results) -> str:
     return ""
 
 
-def _bake_wave(rollout: Rollout, wave: RolloutWave) -> str:
-    cr = rollout.change_request
-    results = check_gates(cr.resource, wave.clusters)
-    failed = [r for r in results.values() if r.verdict == FAILED]
-    states = dict(wave.cluster_states)
+def _bake_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+    return _judge_gates(rollout, wave, following, check_gates(rollout.change_request.resource, wave.clusters))
+
+
+def _gate_states(states: dict[str, str], results) -> dict[str, str]:
+    states = dict(states)
     for name, result in results.items():
         states[name] = C_HEALTHY if result.verdict == HEALTHY else C_FAILED if result.verdict == FAILED else C_APPLIED
+    return states
+
+
+def _gates_pass(wave: RolloutWave, results) -> bool:
+    """Every cluster healthy, but for the failures the wave allows."""
+    failed = sum(1 for r in results.values() if r.verdict == FAILED)
+    return failed <= wave.max_failures and all(r.verdict in (HEALTHY, FAILED) for r in results.values())
+
+
+def _passed_event(cr: ChangeRequest, wave: RolloutWave, states: dict[str, str]) -> dict:
+    return _event(
+        "gate_passed",
+        cr,
+        actor=None,
+        summary=f"CR-{cr.pk} wave {wave.name} passed its gates"
+        + (f" after baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
+        after={"wave": wave.name, "clusters": states, "bakeSeconds": wave.bake_seconds},
+    )
+
+
+def _judge_gates(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, results) -> str:
+    """A Baking wave's gate verdicts: halt on a failed gate or a passed deadline, wait while a
+    rollout is in progress, pass once healthy for the bake time."""
+    cr = rollout.change_request
+    failed = [r for r in results.values() if r.verdict == FAILED]
+    states = _gate_states(wave.cluster_states, results)
     if len(failed) > wave.max_failures:
         RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
         _halt(rollout, wave, "; ".join(f"{r.gate}: {r.reason}" for r in failed)[:1000])
@@ -415,20 +543,20 @@ def _bake_wave(rollout: Rollout, wave: RolloutWave) -> str:
         )
         return "gates waiting"
     since = wave.healthy_since or now
-    RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states, healthy_since=since, gate_message="")
     if (now - since).total_seconds() < wave.bake_seconds:
+        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states, healthy_since=since, gate_message="")
         return "baking"
-    with transaction.atomic():
-        if _wave_cas(wave, WaveState.BAKING, WaveState.PASSED, finished_at=now):
-            _audit(
-                "gate_passed",
-                cr,
-                actor=None,
-                summary=f"CR-{cr.pk} wave {wave.name} passed its gates"
-                + (f" after baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
-                after={"wave": wave.name, "clusters": states, "bakeSeconds": wave.bake_seconds},
-            )
-    return "again"
+    return _pass_wave(
+        rollout,
+        wave,
+        following,
+        expected=WaveState.BAKING,
+        events=[_passed_event(cr, wave, states)],
+        finished_at=now,
+        cluster_states=states,
+        healthy_since=since,
+        gate_message="",
+    )
 
 
 def _complete(rollout: Rollout) -> None:

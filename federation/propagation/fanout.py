@@ -70,13 +70,19 @@ def propagate_revision(
             f"Propagation of {resource.type.name} is Disabled; an admin can enable it on the Federated types page."
         )
     # what planning and recording the run read of a cluster (the workers load their clusters whole)
-    plans = plan_targets(resource, revision, clusters=Cluster.objects.only(*PLAN_FIELDS))
+    clusters = Cluster.objects.only(*PLAN_FIELDS)
+    wanted = {only_cluster.pk} if only_cluster is not None else set(only_clusters or ())
+    within = None
+    if (only_cluster is not None or only_clusters is not None) and not revision.scheduling:
+        # without replica scheduling a cluster's plan depends on that cluster alone: a run restricted
+        # to a few clusters (a re-sync, a rollout's batch) reads and plans just those
+        clusters, within = clusters.filter(pk__in=wanted), wanted
+    plans = plan_targets(resource, revision, clusters=clusters, within=within)
     if only_cluster is not None:
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:
             raise PropagationError(f"{only_cluster.name} is not a target of {resource} and holds nothing to remove.")
     if only_clusters is not None:
-        wanted = set(only_clusters)
         plans = [p for p in plans if p.cluster.pk in wanted]
         if not plans:
             raise PropagationError(f"None of those clusters is a target of {resource} or holds it.")
@@ -148,7 +154,7 @@ def propagate_revision(
             },
         )
         if not to_queue:
-            finish_run_if_complete(run.pk)
+            finish_run_if_complete(run.pk, resource=resource)
         run_id = run.pk
         transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue))
     run.queued_cluster_ids = to_queue  # whoever applies a chunk itself cuts the same chunks (chunked)

@@ -30,8 +30,12 @@ class ClusterPlan:
 PLAN_FIELDS = ("id", "name", "labels", "state", "isolated", "isolated_reason")
 
 
-def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=None, existing=None) -> list[ClusterPlan]:
-    """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why)."""
+def plan_targets(
+    resource: FederatedResource, revision: Revision, *, clusters=None, existing=None, within: set[int] | None = None
+) -> list[ClusterPlan]:
+    """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why).
+    ``within``: cluster ids the caller restricted ``clusters`` to; only their PropagatedVersions are
+    read, so only they are planned (right only without replica scheduling, whose split needs them all)."""
     if clusters is not None:
         clusters = list(clusters)
         rows = {c.name: (c.pk, c.labels, c.state, c.isolated) for c in clusters}
@@ -52,7 +56,8 @@ def plan_targets(resource: FederatedResource, revision: Revision, *, clusters=No
         fields = ["id", "resource_id", "cluster_id", "status"] + (
             ["applied_manifest", "remote_status"] if revision.scheduling else []
         )
-        existing = list(resource.propagated_versions.only(*fields))
+        versions = resource.propagated_versions.only(*fields)
+        existing = list(versions if within is None else versions.filter(cluster_id__in=within))
     names = {value[0]: name for name, value in rows.items()}
     decision = schedule.decide(
         resource,

@@ -203,26 +203,29 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
     return outcomes
 
 
-def finish_run_if_complete(run_id: int) -> None:
+def finish_run_if_complete(run_id: int, *, resource: FederatedResource | None = None) -> None:
+    """Mark the run finished (with its audit event) once none of its targets is left to do; every
+    chunk but a run's last one finds one still to do. ``resource``: the run's, when the caller has it."""
     unfinished = (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)
-    if PropagationTarget.objects.filter(run_id=run_id, state__in=unfinished).exists():
-        return  # every chunk but the last one of a run stops here, at the first unfinished target
     counts = dict(PropagationTarget.objects.filter(run_id=run_id).values_list("state").annotate(n=Count("id")))
+    if any(counts.get(state) for state in unfinished):
+        return
     failed = counts.get(TargetState.FAILED, 0)
     done = counts.get(TargetState.DONE, 0)
     state = RunState.SUCCEEDED if not failed else (RunState.FAILED if not done else RunState.PARTIALLY_FAILED)
-    finished = PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(
-        state=state, finished_at=timezone.now()
-    )
-    if finished:
-        run = PropagationRun.objects.select_related("resource__type").get(pk=run_id)
-        record_event(
-            "federation.run.finish",
-            actor=None,
-            obj=run.resource,
-            summary=f"Propagation run {run_id} of {run.resource} finished: {state} ({done} done, {failed} failed)",
-            after={"run": run_id, "state": state, "done": done, "failed": failed},
-        )
+    if resource is None:
+        resource = FederatedResource.objects.select_related("type").get(runs__pk=run_id)
+    with transaction.atomic():
+        if PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(
+            state=state, finished_at=timezone.now()
+        ):
+            record_event(
+                "federation.run.finish",
+                actor=None,
+                obj=resource,
+                summary=f"Propagation run {run_id} of {resource} finished: {state} ({done} done, {failed} failed)",
+                after={"run": run_id, "state": state, "done": done, "failed": failed},
+            )
 
 
 def status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:

@@ -158,7 +158,7 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
                 finished = [(pending.pop(future), future.result()) for future in done]
                 outcomes.update(record_steps(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
     # only now can the run be complete: until its last flush this chunk held targets still running
-    finish_run_if_complete(run.pk)
+    finish_run_if_complete(run.pk, resource=resource)
     if resource.type.group == "" and resource.type.kind == "Namespace":
         _retry_waiting_for(resource, ids)
     return outcomes

@@ -354,6 +354,35 @@ def test_a_run_names_the_clusters_it_queued_and_not_the_ones_it_skipped(fleet, f
     drain(run)
 
 
+def targets_of(run) -> dict[str, tuple]:
+    return {t.cluster.name: (t.action, t.replicas) for t in run.targets.select_related("cluster")}
+
+
+def test_a_run_restricted_to_some_clusters_plans_them_as_a_whole_fleet_run_would(fleet, fleet_clusters):
+    # without replica scheduling only the named clusters are read and planned (a rollout's batch, a
+    # re-sync); one that left the placement is still a removal
+    resource = web_deployment(placement={"clusters": ["m127", "m128"]})
+    drain(propagation.propagate_revision(resource))
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128", "m130"]})
+    resource.refresh_from_db()
+    ids = [fleet_clusters[n].pk for n in ("m127", "m130", "m131")]
+    run = propagation.propagate_revision(resource, only_clusters=ids)
+    assert targets_of(run) == {"m127": ("delete", None), "m130": ("apply", None)}
+    drain(run)
+    assert live(fleet, "m127") is None and live(fleet, "m130") is not None
+    assert pv(resource, "m128").revision.number == 1  # not in the run: left as it was
+
+
+def test_a_restricted_run_of_a_scheduled_resource_splits_the_replicas_over_the_whole_fleet(fleet, fleet_clusters):
+    resource = web_deployment(
+        scheduling={"totalReplicas": 10, "rebalance": True, "clusters": {"m127": {"weight": 2}, "*": {"weight": 1}}},
+    )
+    run = propagation.propagate_revision(resource, only_clusters=[fleet_clusters["m127"].pk])
+    assert targets_of(run) == {"m127": ("apply", 4)}  # 2 of the 5 weights, not all 10 replicas
+    drain(run)
+    assert live(fleet, "m127")["spec"]["replicas"] == 4
+
+
 def test_isolated_cluster_is_skipped(fleet, fleet_clusters):
     cluster = fleet_clusters["m131"]
     cluster.isolated = True
