@@ -1,0 +1,113 @@
+"""How an advancing task moves a staged rollout, driven in this process against the fleet simulator:
+waves in order within one advance when their gates pass at once, and a pause between two batches
+of a wave stops the second one. (tests/approvals/test_rollout_integration.py drives the real worker.)"""
+
+import pytest
+from django.db import connection
+
+from federation import propagation
+from federation import services as federation_services
+from federation.approvals import rollout as rollouts
+from federation.approvals import services
+from federation.approvals.choices import RolloutState, WaveState
+from federation.approvals.models import Rollout
+from fedportal.models import AuditEvent
+from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
+from tests.fleet_fixtures import DEFAULT_FLEET
+
+pytestmark = pytest.mark.django_db
+
+MEMBERS = ["m127", "m128", "m130", "m131"]
+NEW_IMAGE = "registry.example/web:2.0"
+
+
+@pytest.fixture
+def ready_fleet(fleet_factory, settings):
+    settings.FEDPORTAL_ROLLOUT_POLL_SECONDS = 0.05
+    fleet = fleet_factory(DEFAULT_FLEET, rollout_seconds=0)  # Deployments available at once: gates pass
+    register_fleet(fleet, MEMBERS)
+    drain(propagation.propagate_revision(federate_namespace("shop", MEMBERS)))
+    return fleet
+
+
+def approved_change(operator, approvers, strategy) -> Rollout:
+    """web everywhere at revision 1, then revision 2 (a new image) approved with ``strategy``."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    containers = [{"name": "web", "image": NEW_IMAGE}]
+    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": {"spec": {"containers": containers}}}}
+    template["spec"]["template"]["metadata"] = {"labels": {"app": "web"}}
+    federation_services.update_resource(resource, template=template, placement={"clusters": MEMBERS}, actor=operator)
+    resource.refresh_from_db()
+    cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
+    for approver in approvers:
+        cr = services.approve(cr, actor=approver)
+    return Rollout.objects.get(change_request=cr)
+
+
+def image(fleet, cluster) -> str:
+    return fleet.get_object(cluster, "apps/v1", "Deployment", "shop", "web")["spec"]["template"]["spec"]["containers"][
+        0
+    ]["image"]
+
+
+def test_waves_whose_gates_pass_at_once_run_in_order_in_one_advance(ready_fleet, operator, approver, second_approver):
+    strategy = {
+        "autoRollback": False,
+        "waves": [
+            {"name": "first", "clusters": ["m128"], "maxParallel": 1},
+            {"name": "second", "clusters": ["m131", "m127"], "maxParallel": "100%"},
+        ],
+    }
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    since = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
+    assert rollouts.advance_rollout(rollout.pk) == "done"
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED
+    actions = [
+        (action.removeprefix("approvals.rollout."), (after or {}).get("wave"))
+        for action, after in AuditEvent.objects.filter(pk__gt=since, action__startswith="approvals.rollout.")
+        .order_by("pk")
+        .values_list("action", "after")
+    ]
+    # the implicit last wave holds m130, the placement's cluster no wave named
+    assert actions == [
+        (step, wave) for wave in ("first", "second", "rest") for step in ("wave_start", "wave_applied", "gate_passed")
+    ] + [("complete", None)], actions
+    waves = list(rollout.waves.order_by("index"))
+    assert [w.state for w in waves] == [WaveState.PASSED] * 3
+    for before, after in zip(waves, waves[1:]):
+        assert before.finished_at <= after.started_at, "a wave starts once the one before has passed"
+    assert all(w.cluster_states == {c: "Healthy" for c in w.clusters} for w in waves)
+    assert {name: image(ready_fleet, name) for name in MEMBERS} == {name: NEW_IMAGE for name in MEMBERS}
+
+
+def test_a_pause_while_a_batch_applies_stops_the_next_batch(ready_fleet, operator, approver, second_approver):
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    paused = []
+
+    def pause_once_the_first_batch_is_recorded(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        recorded = sql.startswith('UPDATE "federation_propagationtarget"') and '"finished_at"' in sql
+        if recorded and not paused:
+            paused.append(True)
+            rollouts.pause_rollout(rollout.change_request, actor=operator)
+        return result
+
+    with connection.execute_wrapper(pause_once_the_first_batch_is_recorded):
+        rollouts.advance_rollout(rollout.pk)
+    assert paused
+    rollout.refresh_from_db()
+    wave = rollout.waves.get()
+    assert rollout.state == RolloutState.PAUSED
+    assert wave.state == WaveState.APPLYING and wave.batch_count == 1
+    first, rest = wave.clusters[:2], wave.clusters[2:]
+    assert {name: image(ready_fleet, name) for name in rest} != {name: NEW_IMAGE for name in rest}
+    assert all(image(ready_fleet, name) == NEW_IMAGE for name in first)
+    rollouts.resume_rollout(rollout.change_request, actor=operator)
+    assert rollouts.advance_rollout(rollout.pk) == "done"
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED
+    assert {name: image(ready_fleet, name) for name in MEMBERS} == {name: NEW_IMAGE for name in MEMBERS}
