@@ -459,11 +459,10 @@ def _start_batch(
             return None
         if locked.rollout.state != RolloutState.PROGRESSING:
             return None  # paused or aborted since this step read it: no new batch
-        try:
-            with transaction.atomic():
-                run = propagation.propagate_revision(
-                    cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids
-                )
+        try:  # a refusal is raised before the run writes anything: no savepoint needed
+            run = propagation.propagate_revision(
+                cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids
+            )
         except propagation.PropagationError as exc:
             refusal = str(exc)
         else:

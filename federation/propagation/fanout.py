@@ -53,7 +53,8 @@ def propagate_revision(
     nothing the second time (hashes and object versions match). The approval workflow calls this
     once a change request is approved. ``only_cluster`` / ``only_clusters`` (cluster ids) restrict
     the run to those clusters (a re-sync). The run's ``queued_cluster_ids`` are the clusters whose
-    targets were queued (``chunked`` cuts them into the tasks' chunks).
+    targets were queued (``chunked`` cuts them into the tasks' chunks). A refusal
+    (PropagationError) is raised before anything is written.
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -110,11 +111,11 @@ def propagate_revision(
             ],
         )
         # the PropagatedVersions: their statuses, and the missing ones created (never read back)
+        versions = PropagatedVersion.objects.filter(resource=resource)
+        if within is not None:
+            versions = versions.filter(cluster_id__in=within)
         known = {
-            cluster_id: (pk, status)
-            for cluster_id, pk, status in PropagatedVersion.objects.filter(resource=resource).values_list(
-                "cluster_id", "pk", "status"
-            )
+            cluster_id: (pk, status) for cluster_id, pk, status in versions.values_list("cluster_id", "pk", "status")
         }
         create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
