@@ -431,8 +431,10 @@ def _pass_wave(
 
 def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
     """Apply the batch's first chunk in this task, so a wave does not wait for the broker; the chunk
-    tasks queued with the run apply the rest, and find this chunk's targets claimed (the claim is per
-    target: a target is applied once). Sharing the first chunk with a task in another process was
+    tasks queued with the run apply the rest. No task is queued for this chunk (``first_chunk_here``):
+    one that found the targets claimed cost the other worker's CPU and locks while this one applied
+    them; should this task die before its claim, the stale-target sweep queues them, and the rollout
+    itself waits for its lease anyway. Sharing the first chunk with a task in another process was
     slower: both claims, both recordings and the audit chain's head then wait for each other's locks,
     and the wave waits for the later of the two. Transient failures are retried by tasks. True when
     it applied some."""
@@ -461,7 +463,7 @@ def _start_batch(
             return None  # paused or aborted since this step read it: no new batch
         try:  # a refusal is raised before the run writes anything: no savepoint needed
             run = propagation.propagate_revision(
-                cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids
+                cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids, first_chunk_here=True
             )
         except propagation.PropagationError as exc:
             refusal = str(exc)

@@ -29,9 +29,9 @@ from fedportal.roles import Role, require_actor_role
 # --- fan-out ------------------------------------------------------------------------------------
 
 
-def enqueue_chunks(run_id: int, cluster_ids: list[int]) -> None:
-    """One ``propagate_targets_task`` per chunk (``chunked``)."""
-    for chunk in chunked(cluster_ids):
+def enqueue_chunks(run_id: int, cluster_ids: list[int], *, skip_first: bool = False) -> None:
+    """One ``propagate_targets_task`` per chunk (``chunked``), but for the first with ``skip_first``."""
+    for chunk in chunked(cluster_ids)[1 if skip_first else 0 :]:
         enqueue.propagate_targets(run_id, chunk)
 
 
@@ -44,6 +44,7 @@ def propagate_revision(
     only_cluster: Cluster | None = None,
     emergency: bool = False,
     only_clusters=None,
+    first_chunk_here: bool = False,
 ) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
@@ -54,7 +55,9 @@ def propagate_revision(
     once a change request is approved. ``only_cluster`` / ``only_clusters`` (cluster ids) restrict
     the run to those clusters (a re-sync). The run's ``queued_cluster_ids`` are the clusters whose
     targets were queued (``chunked`` cuts them into the tasks' chunks). A refusal
-    (PropagationError) is raised before anything is written.
+    (PropagationError) is raised before anything is written. ``first_chunk_here``: the caller
+    applies the first chunk itself (``propagate_targets``), so no task is queued for it; should the
+    caller die first, the stale-target sweep queues it (``resume_stale_targets``).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -157,7 +160,7 @@ def propagate_revision(
         if not to_queue:
             finish_run_if_complete(run.pk, resource=resource)
         run_id = run.pk
-        transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue))
+        transaction.on_commit(lambda: enqueue_chunks(run_id, to_queue, skip_first=first_chunk_here))
     run.queued_cluster_ids = to_queue  # whoever applies a chunk itself cuts the same chunks (chunked)
     return run
 

@@ -4,6 +4,7 @@ worker path is covered by test_integration.py)."""
 import time
 
 import pytest
+from celery.signals import before_task_publish
 
 from clusters import kube
 from clusters.choices import ClusterState
@@ -381,6 +382,31 @@ def test_a_restricted_run_of_a_scheduled_resource_splits_the_replicas_over_the_w
     assert targets_of(run) == {"m127": ("apply", 4)}  # 2 of the 5 weights, not all 10 replicas
     drain(run)
     assert live(fleet, "m127")["spec"]["replicas"] == 4
+
+
+def test_a_caller_that_applies_the_first_chunk_itself_gets_no_task_for_it(
+    fleet, fleet_clusters, settings, django_capture_on_commit_callbacks
+):
+    # a staged rollout's batch: the advancing task applies the first chunk, the tasks the rest
+    settings.FEDERATION_BATCH_SIZE = 1
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    queued = []
+
+    def capture(headers=None, body=None, **_):
+        if headers and headers.get("task") == "federation.tasks.propagate_targets_task":
+            queued.append(body[0][1])
+
+    before_task_publish.connect(capture, weak=False)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            run = propagation.propagate_revision(resource, first_chunk_here=True)
+    finally:
+        before_task_publish.disconnect(capture)
+    chunks = chunked(run.queued_cluster_ids)
+    assert len(chunks) == 4 and queued == chunks[1:]
+    propagation.propagate_targets(run.pk, chunks[0])
+    drain(run)
+    assert all(live(fleet, name) is not None for name in MEMBERS)
 
 
 def test_isolated_cluster_is_skipped(fleet, fleet_clusters):
