@@ -38,7 +38,7 @@ from federation.propagation.network import (
     Step,
 )
 from fedportal import bulk
-from fedportal.audit import append_events, prepare_events, record_event
+from fedportal.audit import append_events, prepare_events
 
 
 def pv_for(resource, cluster) -> PropagatedVersion:
@@ -107,10 +107,13 @@ class TargetOutcome:
     skipped: str = ""
 
 
-def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]]) -> dict[int, TargetOutcome]:
+def record_steps(
+    run: PropagationRun, steps: list[tuple[PropagationTarget, Step]], *, last: bool = False
+) -> dict[int, TargetOutcome]:
     """Write what a chunk's finished targets did, in one transaction with their audit events. What the
     applied targets write (most of a chunk) is prepared before the transaction, and written with one
-    statement, so the write lock is held briefly while other chunks wait for it."""
+    statement, so the write lock is held briefly while other chunks wait for it. ``last``: the
+    chunk's last flush, which closes the run when no target of it is left (``close_run``)."""
     resource, revision, actor = run.resource, run.revision, run.actor
     outcomes, events, finished = {}, [], {}
     now = timezone.now()
@@ -199,33 +202,45 @@ def record_steps(run: PropagationRun, steps: list[tuple[PropagationTarget, Step]
             PropagationTarget.objects.filter(pk__in=pks).update(
                 state=state, reason=reason, message=message, changed=changed, lease_until=None, finished_at=now
             )
+        if last and (closed := close_run(run.pk, resource)):
+            events.append(closed)
         append_events(applied_events + prepare_events(events))
     return outcomes
 
 
-def finish_run_if_complete(run_id: int, *, resource: FederatedResource | None = None) -> None:
-    """Mark the run finished (with its audit event) once none of its targets is left to do; every
-    chunk but a run's last one finds one still to do. ``resource``: the run's, when the caller has it."""
+def close_run(run_id: int, resource: FederatedResource) -> dict | None:
+    """Inside the caller's transaction: mark the run finished once none of its targets is left to
+    do, and return its audit event (None: not finished now). The run's row is locked first, so two
+    chunks finishing at once take turns and the later one counts the earlier one's targets."""
+    if not list(
+        PropagationRun.objects.select_for_update().filter(pk=run_id, finished_at__isnull=True).values_list("pk")
+    ):
+        return None  # finished already
     unfinished = (TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING)
     counts = dict(PropagationTarget.objects.filter(run_id=run_id).values_list("state").annotate(n=Count("id")))
     if any(counts.get(state) for state in unfinished):
-        return
+        return None  # every chunk but a run's last one stops here
     failed = counts.get(TargetState.FAILED, 0)
     done = counts.get(TargetState.DONE, 0)
     state = RunState.SUCCEEDED if not failed else (RunState.FAILED if not done else RunState.PARTIALLY_FAILED)
+    PropagationRun.objects.filter(pk=run_id).update(state=state, finished_at=timezone.now())
+    return dict(
+        action="federation.run.finish",
+        actor=None,
+        obj=resource,
+        summary=f"Propagation run {run_id} of {resource} finished: {state} ({done} done, {failed} failed)",
+        after={"run": run_id, "state": state, "done": done, "failed": failed},
+    )
+
+
+def finish_run_if_complete(run_id: int, *, resource: FederatedResource | None = None) -> None:
+    """``close_run`` in a transaction of its own (a chunk closes its run in its last flush's).
+    ``resource``: the run's, when the caller has it."""
     if resource is None:
         resource = FederatedResource.objects.select_related("type").get(runs__pk=run_id)
     with transaction.atomic():
-        if PropagationRun.objects.filter(pk=run_id, finished_at__isnull=True).update(
-            state=state, finished_at=timezone.now()
-        ):
-            record_event(
-                "federation.run.finish",
-                actor=None,
-                obj=resource,
-                summary=f"Propagation run {run_id} of {resource} finished: {state} ({done} done, {failed} failed)",
-                after={"run": run_id, "state": state, "done": done, "failed": failed},
-            )
+        if event := close_run(run_id, resource):
+            append_events(prepare_events([event]))
 
 
 def status_change(pv: PropagatedVersion, reason: str, message: str, *, actor, events: list, **extra) -> None:

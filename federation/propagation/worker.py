@@ -45,7 +45,6 @@ from federation.propagation.record import (
     TargetOutcome,
     applied_event,
     applied_fields,
-    finish_run_if_complete,
     pv_for,
     pvs_for,
     record_steps,
@@ -147,8 +146,10 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
     steps = [(t, Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
     todo = [t for t in targets if t.cluster_id not in newer]
+    # the chunk's last flush closes the run when it was the last chunk: until then this chunk held
+    # targets still running
     if steps:
-        outcomes.update(record_steps(run, steps))
+        outcomes.update(record_steps(run, steps, last=not todo))
     if todo:
         pool = network_pool()
         pending = {pool.submit(network_step, run, t, pvs[t.cluster_id]): t for t in todo}
@@ -156,9 +157,8 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
             done, _ = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
             if done:
                 finished = [(pending.pop(future), future.result()) for future in done]
-                outcomes.update(record_steps(run, [(t, _complete_namespace(run, t, step)) for t, step in finished]))
-    # only now can the run be complete: until its last flush this chunk held targets still running
-    finish_run_if_complete(run.pk, resource=resource)
+                recorded = [(t, _complete_namespace(run, t, step)) for t, step in finished]
+                outcomes.update(record_steps(run, recorded, last=not pending))
     if resource.type.group == "" and resource.type.kind == "Namespace":
         _retry_waiting_for(resource, ids)
     return outcomes

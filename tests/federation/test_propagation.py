@@ -1,10 +1,12 @@
 """Propagation, drift and preview services against the fleet simulator, run in-process (the
 worker path is covered by test_integration.py)."""
 
+import threading
 import time
 
 import pytest
 from celery.signals import before_task_publish
+from django.db import connection
 
 from clusters import kube
 from clusters.choices import ClusterState
@@ -407,6 +409,37 @@ def test_a_caller_that_applies_the_first_chunk_itself_gets_no_task_for_it(
     propagation.propagate_targets(run.pk, chunks[0])
     drain(run)
     assert all(live(fleet, name) is not None for name in MEMBERS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_chunks_finishing_together_close_their_run_once(fleet, fleet_clusters, settings):
+    # each chunk's last flush closes the run when no target is left: with the run's row locked,
+    # the later of two finishing at once sees the earlier one's targets done
+    settings.FEDERATION_BATCH_SIZE = 1
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    chunks = chunked(run.queued_cluster_ids)
+    assert len(chunks) == len(MEMBERS)
+    start = threading.Barrier(len(chunks))
+
+    def apply(chunk):
+        try:
+            start.wait()
+            propagation.propagate_targets(run.pk, chunk)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=apply, args=(chunk,)) for chunk in chunks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # a worker of another test may have taken some chunks' tasks too: the run is closed all the same
+    wait_for(lambda: PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).exists(), timeout=30)
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+    finishes = AuditEvent.objects.filter(action="federation.run.finish", after__run=run.pk)
+    assert finishes.count() == 1
 
 
 def test_isolated_cluster_is_skipped(fleet, fleet_clusters):
