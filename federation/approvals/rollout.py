@@ -188,9 +188,9 @@ def advance_rollout(rollout_id: int) -> str:
     outcome, steps = "again", 0
     try:
         while True:
-            outcome = _step(rollout_id)
+            outcome = _step(rollout_id, until=deadline)
             steps += 1
-            if outcome == "again" and steps < MAX_STEPS:
+            if outcome == "again" and steps < MAX_STEPS and time.monotonic() < deadline:
                 continue
             if outcome in ("done", "halted", "waiting approval") or time.monotonic() + poll_seconds() > deadline:
                 break
@@ -224,12 +224,14 @@ def _wait_for_batches(rollout_id: int, seconds: float) -> None:
         time.sleep(seconds)
 
 
-def _step(rollout_id: int) -> str:
+def _step(rollout_id: int, *, until: float) -> str:
     """Move the rollout's first unfinished wave as far as it goes now: "again" when it moved (the next
     step reads the waves again), else what it waits for. The rollout is read with its unfinished
     waves (one query a step). Within the step a wave goes on from the state it just wrote without
     reading it again, and a wave that passes enters the next one in the same transaction, so a
-    rollout whose clusters are healthy at once runs its waves in one step (enter, apply, gates, pass)."""
+    rollout whose clusters are healthy at once runs its waves in one step (enter, apply, gates, pass).
+    No new batch or wave is started in the step past ``until`` (time.monotonic()): the advancing
+    task checks its deadline between steps, and a task past its time limit is stopped mid-batch."""
     waves = list(
         RolloutWave.objects.select_related("rollout__change_request__resource__type")
         .select_related("rollout__change_request__proposed_revision")
@@ -251,18 +253,18 @@ def _step(rollout_id: int) -> str:
     if rollout.state != RolloutState.PROGRESSING:
         return "done"
     for wave, following in zip(waves, [*waves[1:], None], strict=True):
-        outcome = _advance_wave(rollout, wave, following)
-        if outcome != "next":
-            return outcome
+        outcome = _advance_wave(rollout, wave, following, until)
+        if outcome != "next" or time.monotonic() > until:
+            return "again" if outcome == "next" else outcome
     return "again"
 
 
-def _advance_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+def _advance_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
     """What the wave's state allows now; "next" when it passed and ``following`` was entered."""
     if wave.state == WaveState.PENDING:
-        return _enter_wave(rollout, wave, following)
+        return _enter_wave(rollout, wave, following, until)
     if wave.state == WaveState.APPLYING:
-        return _apply_wave(rollout, wave, following)
+        return _apply_wave(rollout, wave, following, until)
     if wave.state == WaveState.BAKING:
         return _bake_wave(rollout, wave, following)
     return "halted"  # Failed / RolledBack with a Progressing rollout cannot happen; wait for an operator
@@ -272,7 +274,7 @@ def _wave_cas(wave: RolloutWave, expected: str, new: str, **fields) -> bool:
     return bool(RolloutWave.objects.filter(pk=wave.pk, state=expected).update(state=new, **fields))
 
 
-def _enter_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+def _enter_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
     cr = rollout.change_request
     if wave.require_approval:
         valid, required = wave_approval_count(cr, wave)
@@ -297,7 +299,7 @@ def _enter_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | No
     if not entered:
         return "again"
     wave.state, wave.started_at = WaveState.APPLYING, now
-    return _apply_wave(rollout, wave, following)
+    return _apply_wave(rollout, wave, following, until)
 
 
 def _start_event(cr: ChangeRequest, wave: RolloutWave) -> dict:
@@ -338,7 +340,7 @@ def _save_states(wave: RolloutWave, states: dict[str, str]) -> None:
         wave.cluster_states = states
 
 
-def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
+def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
     """Start the wave's batches one after another (each waits for the one before), then check its gates."""
     while True:
         states, finished, failures = _batch_states(wave)
@@ -352,8 +354,14 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | No
         started = wave.batch_count * wave.max_parallel
         if started >= len(wave.clusters):
             return _finish_applying(rollout, wave, following, states, failures)
+        if wave.batch_count and time.monotonic() > until:  # a wave's first batch always starts: progress
+            _save_states(wave, states)
+            return "again"  # the next step starts the next batch
         started_run = _start_batch(rollout, wave, wave.clusters[started : started + wave.max_parallel], states)
-        if started_run is None or not _apply_batch_here(*started_run):
+        if started_run is None:
+            _save_states(wave, states)  # paused, aborted or halted meanwhile: the last batch's states stay
+            return "applying"
+        if not _apply_batch_here(*started_run):
             return "applying"
         # applied here: the batch's states are read at once (and its gates checked when it was the last)
 
@@ -441,7 +449,12 @@ def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
     first_chunk = next(iter(chunked(cluster_ids)), [])
     if not first_chunk:
         return False
-    outcomes = propagation.propagate_targets(run_id, first_chunk)
+    try:
+        outcomes = propagation.propagate_targets(run_id, first_chunk)
+    except Exception:
+        # no task was queued for this chunk: one takes it now (its claim is a compare-and-set)
+        enqueue.propagate_targets(run_id, first_chunk)
+        raise
     for delay, retry_ids in propagation.retries_by_delay(outcomes).items():
         enqueue.propagate_targets(run_id, retry_ids, countdown=delay)
     return any(not outcome.skipped for outcome in outcomes.values())

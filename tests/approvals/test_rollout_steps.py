@@ -77,6 +77,8 @@ def test_waves_whose_gates_pass_at_once_run_in_order_in_one_advance(ready_fleet,
     ] + [("complete", None)], actions
     waves = list(rollout.waves.order_by("index"))
     assert [w.state for w in waves] == [WaveState.PASSED] * 3
+    # no bake time and gates healthy at the first check: Applying -> Passed, no Baking in between
+    assert all(w.applied_at == w.finished_at == w.healthy_since for w in waves)
     for before, after in zip(waves, waves[1:]):
         assert before.finished_at <= after.started_at, "a wave starts once the one before has passed"
     assert all(w.cluster_states == {c: "Healthy" for c in w.clusters} for w in waves)
@@ -106,8 +108,28 @@ def test_a_pause_while_a_batch_applies_stops_the_next_batch(ready_fleet, operato
     first, rest = wave.clusters[:2], wave.clusters[2:]
     assert {name: image(ready_fleet, name) for name in rest} != {name: NEW_IMAGE for name in rest}
     assert all(image(ready_fleet, name) == NEW_IMAGE for name in first)
+    # the page and `fedctl rollout status` show the first batch applied, not still applying
+    assert wave.cluster_states == {**{n: "Applied" for n in first}, **{n: "Pending" for n in rest}}
     rollouts.resume_rollout(rollout.change_request, actor=operator)
     assert rollouts.advance_rollout(rollout.pk) == "done"
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.COMPLETED
     assert {name: image(ready_fleet, name) for name in MEMBERS} == {name: NEW_IMAGE for name in MEMBERS}
+
+
+def test_an_advance_past_its_time_starts_no_further_batch(ready_fleet, operator, approver, second_approver, settings):
+    # a step checks the advancing task's deadline before each further batch and wave (a task past
+    # its time limit would be stopped mid-batch); a wave's first batch always starts
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 1}]}
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    lease = settings.FEDPORTAL_ROLLOUT_LEASE_SECONDS
+    settings.FEDPORTAL_ROLLOUT_LEASE_SECONDS = 0.001  # the deadline is half the lease: passed at once
+    rollouts.advance_rollout(rollout.pk)
+    wave = rollout.waves.get()
+    assert wave.state == WaveState.APPLYING and wave.batch_count == 1
+    first = wave.clusters[0]
+    assert wave.cluster_states == {n: "Applied" if n == first else "Pending" for n in wave.clusters}
+    settings.FEDPORTAL_ROLLOUT_LEASE_SECONDS = lease
+    assert rollouts.advance_rollout(rollout.pk) == "done"
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED and rollout.waves.get().batch_count == len(MEMBERS)
