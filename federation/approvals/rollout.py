@@ -335,9 +335,16 @@ def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
 
 
 def _save_states(wave: RolloutWave, states: dict[str, str]) -> None:
+    """The cluster states of a wave still in the state this step read (never over a rollback's)."""
     if states != wave.cluster_states:
-        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+        _wave_update(wave, cluster_states=states)
         wave.cluster_states = states
+
+
+def _wave_update(wave: RolloutWave, **fields) -> None:
+    """Write ``fields`` only while the wave is in the state this step knows: a rollback or halt
+    written meanwhile is never overwritten by a step that read the wave before it."""
+    RolloutWave.objects.filter(pk=wave.pk, state=wave.state).update(**fields)
 
 
 def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
@@ -469,11 +476,15 @@ def _start_batch(
     cr = rollout.change_request
     ids = list(Cluster.objects.filter(name__in=names).values_list("pk", flat=True))
     with transaction.atomic():
-        locked = RolloutWave.objects.select_related("rollout").select_for_update(of=("self",)).get(pk=wave.pk)
+        # the rollout's row first, as every operator action and rollback lock it: a pause or rollback
+        # waits for this batch to be recorded (a rollback then undoes it too), or this batch waits
+        # for it and does not start
+        state = Rollout.objects.select_for_update().filter(pk=rollout.pk).values_list("state", flat=True).get()
+        if state != RolloutState.PROGRESSING:
+            return None  # paused or aborted since this step read it: no new batch
+        locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
         if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
             return None
-        if locked.rollout.state != RolloutState.PROGRESSING:
-            return None  # paused or aborted since this step read it: no new batch
         try:  # a refusal is raised before the run writes anything: no savepoint needed
             run = propagation.propagate_revision(
                 cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids, first_chunk_here=True
@@ -499,8 +510,8 @@ def _deadline_passed(wave: RolloutWave, results) -> str:
     since = wave.applied_at or wave.started_at or timezone.now()
     elapsed = (timezone.now() - since).total_seconds()
     for result in results.values():
-        if result.verdict == HEALTHY:
-            continue
+        if result.verdict in (HEALTHY, FAILED):
+            continue  # a failure is judged against max_failures, not the deadline
         deadline = wave.progress_deadline or result.deadline or 600
         if elapsed > deadline:
             return f"rollout: {result.reason or result.cluster} (not complete within {deadline}s)"
@@ -542,23 +553,23 @@ def _judge_gates(rollout: Rollout, wave: RolloutWave, following: RolloutWave | N
     failed = [r for r in results.values() if r.verdict == FAILED]
     states = _gate_states(wave.cluster_states, results)
     if len(failed) > wave.max_failures:
-        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+        _wave_update(wave, cluster_states=states)
         _halt(rollout, wave, "; ".join(f"{r.gate}: {r.reason}" for r in failed)[:1000])
         return "again"
     if expired := _deadline_passed(wave, results):
-        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states)
+        _wave_update(wave, cluster_states=states)
         _halt(rollout, wave, expired)
         return "again"
     waiting = [r for r in results.values() if r.verdict not in (HEALTHY, FAILED)]
     now = timezone.now()
     if waiting:
-        RolloutWave.objects.filter(pk=wave.pk).update(
-            cluster_states=states, healthy_since=None, gate_message="; ".join(r.reason for r in waiting)[:1000]
+        _wave_update(
+            wave, cluster_states=states, healthy_since=None, gate_message="; ".join(r.reason for r in waiting)[:1000]
         )
         return "gates waiting"
     since = wave.healthy_since or now
     if (now - since).total_seconds() < wave.bake_seconds:
-        RolloutWave.objects.filter(pk=wave.pk).update(cluster_states=states, healthy_since=since, gate_message="")
+        _wave_update(wave, cluster_states=states, healthy_since=since, gate_message="")
         return "baking"
     return _pass_wave(
         rollout,
@@ -622,11 +633,8 @@ def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
 # --- rollback ---------------------------------------------------------------------------------
 
 
-def _updated_clusters(rollout: Rollout) -> list[str]:
-    names = []
-    for wave in rollout.waves.all():
-        names += [n for n, s in wave.cluster_states.items() if s != C_PENDING]
-    return sorted(set(names))
+def _updated_clusters(waves: list[RolloutWave]) -> list[str]:
+    return sorted({n for wave in waves for n, s in wave.cluster_states.items() if s != C_PENDING})
 
 
 def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
@@ -636,15 +644,18 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
     base = cr.base_revision
     if base is None:
         raise RolloutError(f"CR-{cr.pk} created the resource: there is no earlier revision to roll back to.")
-    names = _updated_clusters(rollout)
     now = timezone.now()
     with transaction.atomic():
+        # locks in the order a batch's start takes them (rollout, then its waves): a batch being
+        # started finishes first and is rolled back with the rest, and the clusters are read after it
         if not Rollout.objects.filter(
             pk=rollout.pk, state__in=(RolloutState.HALTED, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL)
         ).update(state=RolloutState.ROLLED_BACK, finished_at=now, updated_at=now):
             raise RolloutError(
-                f"CR-{cr.pk}'s rollout is {rollout.state}: only a halted or paused one can be rolled back."
+                f"CR-{cr.pk}'s rollout is {_state_now(rollout)}: only a halted or paused one can be rolled back."
             )
+        waves = list(RolloutWave.objects.select_for_update().filter(rollout_id=rollout.pk).order_by("index"))
+        names = _updated_clusters(waves)
         rollback = ChangeRequest.objects.create(
             kind=ChangeKind.ROLLBACK,
             state=ChangeState.APPLYING,
@@ -672,7 +683,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             except propagation.PropagationError as exc:
                 raise RolloutError(str(exc)) from None
         rollback.runs.add(*runs)
-        for wave in rollout.waves.all():
+        for wave in waves:
             if wave.state in WaveState.started():
                 states = {n: (C_ROLLED_BACK if s != C_PENDING else s) for n, s in wave.cluster_states.items()}
                 RolloutWave.objects.filter(pk=wave.pk).update(state=WaveState.ROLLED_BACK, cluster_states=states)
@@ -709,6 +720,11 @@ def _rollout_of(cr: ChangeRequest | int) -> Rollout:
     return rollout
 
 
+def _state_now(rollout: Rollout) -> str:
+    """The rollout's state as stored now (a refused compare-and-set found another than it read)."""
+    return Rollout.objects.filter(pk=rollout.pk).values_list("state", flat=True).first() or rollout.state
+
+
 def _operator_move(cr, *, actor, expected: tuple[str, ...], new: str, verb: str, **fields) -> Rollout:
     require_role(actor, Role.OPERATOR)
     rollout = _rollout_of(cr)
@@ -717,7 +733,7 @@ def _operator_move(cr, *, actor, expected: tuple[str, ...], new: str, verb: str,
         if not Rollout.objects.filter(pk=rollout.pk, state__in=expected).update(state=new, updated_at=now, **fields):
             allowed = " or ".join(expected)
             raise RolloutError(
-                f"CR-{rollout.change_request_id}'s rollout is {rollout.state}: only a {allowed} one can be {verb}."
+                f"CR-{rollout.change_request_id}'s rollout is {_state_now(rollout)}: only a {allowed} one can be {verb}."
             )
         _audit(
             verb.replace(" ", "_"),
@@ -746,7 +762,9 @@ def resume_rollout(cr, *, actor) -> Rollout:
     require_role(actor, Role.OPERATOR)
     rollout = _rollout_of(cr)
     with transaction.atomic():
-        if rollout.state == RolloutState.HALTED:
+        # locks in a batch's order: the rollout's row, its wave, the audit chain
+        state = Rollout.objects.select_for_update().filter(pk=rollout.pk).values_list("state", flat=True).get()
+        if state == RolloutState.HALTED:
             failed = rollout.waves.filter(state=WaveState.FAILED).first()
             if failed is not None:
                 RolloutWave.objects.filter(pk=failed.pk).update(
@@ -787,7 +805,7 @@ def abort_rollout(cr, *, actor, reason: str = "") -> Rollout:
             verb="aborted",
             finished_at=timezone.now(),
         )
-        updated = _updated_clusters(rollout)
+        updated = _updated_clusters(list(rollout.waves.all()))  # read under the rollout's lock
         final = ChangeState.PARTIALLY_FAILED if updated else ChangeState.CANCELLED
         ChangeRequest.objects.filter(pk=rollout.change_request_id, state=ChangeState.APPLYING).update(
             state=final,

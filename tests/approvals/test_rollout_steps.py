@@ -2,6 +2,9 @@
 waves in order within one advance when their gates pass at once, and a pause between two batches
 of a wave stops the second one. (tests/approvals/test_rollout_integration.py drives the real worker.)"""
 
+import threading
+import time
+
 import pytest
 from django.db import connection
 
@@ -10,7 +13,7 @@ from federation import services as federation_services
 from federation.approvals import rollout as rollouts
 from federation.approvals import services
 from federation.approvals.choices import RolloutState, WaveState
-from federation.approvals.models import Rollout
+from federation.approvals.models import ChangeRequest, Rollout
 from fedportal.models import AuditEvent
 from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
 from tests.fleet_fixtures import DEFAULT_FLEET
@@ -133,3 +136,65 @@ def test_an_advance_past_its_time_starts_no_further_batch(ready_fleet, operator,
     assert rollouts.advance_rollout(rollout.pk) == "done"
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.COMPLETED and rollout.waves.get().batch_count == len(MEMBERS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rollback_while_a_batch_starts_rolls_that_batch_back_too(
+    ready_fleet, operator, approver, second_approver, monkeypatch
+):
+    # a batch's start locks the rollout's row before its wave's: a pause and rollback made while the
+    # batch's run is being written wait for it, then roll its clusters back with the rest, and the
+    # advancing task's later writes never overwrite the rolled-back wave
+    monkeypatch.setattr(rollouts.enqueue, "advance_rollout", lambda *args, **kwargs: None)  # this test advances
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    errors, paused = [], threading.Event()
+
+    def pause_and_roll_back():
+        try:
+            rollouts.pause_rollout(rollout.change_request, actor=operator)
+            paused.set()
+            rollouts.rollback_rollout(rollout.change_request, actor=operator, reason="test")
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    operator_thread = threading.Thread(target=pause_and_roll_back)
+
+    def roll_back_while_the_batch_is_written(execute, sql, params, many, context):
+        if operator_thread.ident is not None and not connection.in_atomic_block and not paused.is_set():
+            # the batch's transaction committed: the pause goes first (SQLite's one writer at a
+            # time would otherwise let this task start the next batch before it)
+            paused.wait(timeout=10)
+        result = execute(sql, params, many, context)
+        if sql.startswith('INSERT INTO "federation_propagationrun"') and operator_thread.ident is None:
+            operator_thread.start()
+            time.sleep(0.5)  # the operator's pause now waits for this transaction
+        return result
+
+    with connection.execute_wrapper(roll_back_while_the_batch_is_written):
+        rollouts.advance_rollout(rollout.pk)
+    operator_thread.join(timeout=60)
+    assert not errors, errors
+    rollout.refresh_from_db()
+    wave = rollout.waves.get()
+    started, rest = wave.clusters[:2], wave.clusters[2:]  # the batch being written when the operator acted
+    assert rollout.state == RolloutState.ROLLED_BACK
+    assert wave.state == WaveState.ROLLED_BACK and wave.batch_count == 1
+    assert wave.cluster_states == {**{n: "RolledBack" for n in started}, **{n: "Pending" for n in rest}}
+    rollback = ChangeRequest.objects.get(rollback_of=rollout.change_request)
+    assert rollback.target_clusters == sorted(started)
+
+
+def test_a_refused_operator_action_names_the_state_it_found(ready_fleet, operator, approver, second_approver):
+    # the refusal reads the state again: the operator's page may show one older than the rollout's
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    stale = rollout.change_request
+    assert rollouts.advance_rollout(rollout.pk) == "done"
+    for action in (rollouts.pause_rollout, rollouts.resume_rollout, rollouts.rollback_rollout):
+        with pytest.raises(rollouts.RolloutError, match="rollout is Completed"):
+            action(stale, actor=operator)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED
