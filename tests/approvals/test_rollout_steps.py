@@ -8,6 +8,8 @@ import time
 import pytest
 from django.db import connection
 
+from clusters.choices import ClusterState
+from clusters.models import Cluster
 from federation import propagation
 from federation import services as federation_services
 from federation.approvals import rollout as rollouts
@@ -198,3 +200,36 @@ def test_a_refused_operator_action_names_the_state_it_found(ready_fleet, operato
             action(stale, actor=operator)
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.COMPLETED
+
+
+@pytest.mark.parametrize("max_failures, outcome", [(0, RolloutState.HALTED), (1, RolloutState.COMPLETED)])
+def test_a_wave_allows_max_failures_failed_gates_whatever_its_deadline(
+    ready_fleet, operator, approver, second_approver, max_failures, outcome
+):
+    # m130 fails its cluster-ready gate; the others are healthy at once and bake 2 s, past the wave's
+    # 1 s progress deadline: a failure maxFailures allows is not "late", the wave passes after its bake
+    strategy = {
+        "autoRollback": False,
+        "waves": [
+            {
+                "name": "all",
+                "clusters": MEMBERS,
+                "maxParallel": "100%",
+                "maxFailures": max_failures,
+                "bakeSeconds": 2,
+                "progressDeadlineSeconds": 1,
+            }
+        ],
+    }
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    Cluster.objects.filter(name="m130").update(state=ClusterState.NOT_READY)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    wave = rollout.waves.get()
+    assert rollout.state == outcome, (rollout.halt_reason, wave.failed_gate)
+    assert wave.cluster_states["m130"] == "Failed"
+    if outcome == RolloutState.HALTED:
+        assert wave.state == WaveState.FAILED and wave.failed_gate.startswith("cluster-ready: m130 is NotReady")
+    else:
+        assert wave.state == WaveState.PASSED and wave.finished_at >= wave.applied_at
+        assert {n for n, s in wave.cluster_states.items() if s == "Healthy"} == set(MEMBERS) - {"m130"}
