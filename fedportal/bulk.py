@@ -162,8 +162,10 @@ def update_rows(model: type[Model], values_by_pk: Mapping[object, Mapping]) -> N
     meta, quote = model._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in next(iter(values_by_pk.values()))]
     convert = _converter(connection)
+    # in primary-key order: two statements updating some of the same rows lock them in the same order
     rows = [
-        [*(convert(f, _column_value(f, values[f.name])) for f in fields), pk] for pk, values in values_by_pk.items()
+        [*(convert(f, _column_value(f, values[f.name])) for f in fields), pk]
+        for pk, values in sorted(values_by_pk.items(), key=lambda item: item[0])
     ]
     if connection.vendor == "postgresql":
         _update_unnest(connection, model, rows, fields)

@@ -271,7 +271,13 @@ def _advance_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | 
 
 
 def _wave_cas(wave: RolloutWave, expected: str, new: str, **fields) -> bool:
-    return bool(RolloutWave.objects.filter(pk=wave.pk, state=expected).update(state=new, **fields))
+    """A step's move of its wave, only while the rollout still progresses: once paused, aborted or
+    rolled back (committed before this statement) no wave is entered, applied or passed."""
+    return bool(
+        RolloutWave.objects.filter(pk=wave.pk, state=expected, rollout__state=RolloutState.PROGRESSING).update(
+            state=new, **fields
+        )
+    )
 
 
 def _enter_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
@@ -493,15 +499,15 @@ def _start_batch(
             refusal = str(exc)
         else:
             refusal = ""
-        if refusal:
-            _halt(rollout, wave, f"applied: {refusal}")
-            return None
-        cr.runs.add(run)
-        states = {**states, **{n: C_APPLYING for n in names}}
-        batches = [*locked.batches, run.pk]
-        RolloutWave.objects.filter(pk=wave.pk).update(
-            batch_count=locked.batch_count + 1, batches=batches, cluster_states=states
-        )
+            cr.runs.add(run)
+            states = {**states, **{n: C_APPLYING for n in names}}
+            batches = [*locked.batches, run.pk]
+            RolloutWave.objects.filter(pk=wave.pk).update(
+                batch_count=locked.batch_count + 1, batches=batches, cluster_states=states
+            )
+    if refusal:  # halted (and rolled back) in transactions of their own, taking the locks in order
+        _halt(rollout, wave, f"applied: {refusal}")
+        return None
     wave.batch_count, wave.batches, wave.cluster_states = locked.batch_count + 1, batches, states
     return run.pk, run.queued_cluster_ids  # the skipped ones are done already
 
@@ -628,6 +634,8 @@ def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
             _roll_back(Rollout.objects.get(pk=rollout.pk), actor=None, reason=f"automatic: {reason}")
         except RolloutError as exc:
             logger.warning("automatic rollback of CR-%s not possible: %s", cr.pk, exc)
+        except Exception:  # a database error: the rollout stays Halted, an operator can roll it back
+            logger.exception("automatic rollback of CR-%s failed; roll it back from its page", cr.pk)
 
 
 # --- rollback ---------------------------------------------------------------------------------

@@ -140,10 +140,11 @@ def propagate_revision(
         for status, pks in waiting.items():
             if pks:
                 PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)
-        record_events(skip_events)
+        # the resource's row before the audit chain's head (skip events appended first held the head
+        # while waiting for the row, which another run of the resource may hold and want the head)
         FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
-        record_event(
-            f"federation.resource.{trigger}",
+        run_event = dict(
+            action=f"federation.resource.{trigger}",
             actor=actor,
             obj=resource,
             summary=f"{RunTrigger(trigger).label} revision {revision.number} of {resource} to "
@@ -157,6 +158,7 @@ def propagate_revision(
                 },
             },
         )
+        record_events([*skip_events, run_event])
         if not to_queue:
             finish_run_if_complete(run.pk, resource=resource)
         run_id = run.pk

@@ -150,10 +150,13 @@ def test_a_rollback_while_a_batch_starts_rolls_that_batch_back_too(
     monkeypatch.setattr(rollouts.enqueue, "advance_rollout", lambda *args, **kwargs: None)  # this test advances
     strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
     rollout = approved_change(operator, [approver, second_approver], strategy)
-    errors, paused = [], threading.Event()
+    errors, paused, operator_pid = [], threading.Event(), []
+    since = AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first()
 
     def pause_and_roll_back():
         try:
+            connection.ensure_connection()
+            operator_pid.append(getattr(getattr(connection.connection, "info", None), "backend_pid", None))
             rollouts.pause_rollout(rollout.change_request, actor=operator)
             paused.set()
             rollouts.rollback_rollout(rollout.change_request, actor=operator, reason="test")
@@ -165,15 +168,30 @@ def test_a_rollback_while_a_batch_starts_rolls_that_batch_back_too(
     operator_thread = threading.Thread(target=pause_and_roll_back)
 
     def roll_back_while_the_batch_is_written(execute, sql, params, many, context):
-        if operator_thread.ident is not None and not connection.in_atomic_block and not paused.is_set():
+        if operator_thread.is_alive() and not connection.in_atomic_block and not paused.is_set():
             # the batch's transaction committed: the pause goes first (SQLite's one writer at a
             # time would otherwise let this task start the next batch before it)
             paused.wait(timeout=10)
         result = execute(sql, params, many, context)
         if sql.startswith('INSERT INTO "federation_propagationrun"') and operator_thread.ident is None:
             operator_thread.start()
-            time.sleep(0.5)  # the operator's pause now waits for this transaction
+            wait_until_the_operator_waits_for_this_transaction()
         return result
+
+    def wait_until_the_operator_waits_for_this_transaction():
+        if connection.vendor != "postgresql":
+            time.sleep(0.5)  # SQLite: one writer at a time, the operator's first write waits anyway
+            return
+        batch_pid = connection.connection.info.backend_pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with connection.connection.cursor() as cursor:  # psycopg's own: not through this wrapper
+                if operator_pid:
+                    cursor.execute("SELECT %s = ANY(pg_blocking_pids(%s))", [batch_pid, operator_pid[0]])
+                    if cursor.fetchone()[0]:
+                        return
+            time.sleep(0.02)
+        pytest.fail("the operator's pause and rollback never waited for the batch being written")
 
     with connection.execute_wrapper(roll_back_while_the_batch_is_written):
         rollouts.advance_rollout(rollout.pk)
@@ -187,6 +205,9 @@ def test_a_rollback_while_a_batch_starts_rolls_that_batch_back_too(
     assert wave.cluster_states == {**{n: "RolledBack" for n in started}, **{n: "Pending" for n in rest}}
     rollback = ChangeRequest.objects.get(rollback_of=rollout.change_request)
     assert rollback.target_clusters == sorted(started)
+    # the pause took effect after the batch was written (it waited for the rollout's lock)
+    actions = list(AuditEvent.objects.filter(pk__gt=since).order_by("pk").values_list("action", flat=True))
+    assert actions.index("federation.resource.propagate") < actions.index("approvals.rollout.paused"), actions
 
 
 def test_a_refused_operator_action_names_the_state_it_found(ready_fleet, operator, approver, second_approver):
@@ -233,3 +254,28 @@ def test_a_wave_allows_max_failures_failed_gates_whatever_its_deadline(
     else:
         assert wave.state == WaveState.PASSED and wave.finished_at >= wave.applied_at
         assert {n for n, s in wave.cluster_states.items() if s == "Healthy"} == set(MEMBERS) - {"m130"}
+
+
+def test_a_step_that_read_the_rollout_before_an_abort_moves_no_wave(ready_fleet, operator, approver, second_approver):
+    # the abort commits between the step's read of the rollout and its first wave's move: a wave is
+    # moved only while the rollout still progresses, so nothing starts after the abort
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    aborted = []
+
+    def abort_once_the_step_has_read_its_waves(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not aborted and sql.startswith("SELECT") and 'FROM "approvals_rolloutwave"' in sql:
+            aborted.append(True)
+            rollouts.abort_rollout(rollout.change_request, actor=operator, reason="test")
+        return result
+
+    with connection.execute_wrapper(abort_once_the_step_has_read_its_waves):
+        assert rollouts.advance_rollout(rollout.pk) == "done"
+    assert aborted
+    rollout.refresh_from_db()
+    wave = rollout.waves.get()
+    assert rollout.state == RolloutState.ABORTED
+    assert wave.state == WaveState.PENDING and wave.batch_count == 0
+    assert not AuditEvent.objects.filter(action="approvals.rollout.wave_start").exists()
+    assert {name: image(ready_fleet, name) for name in MEMBERS} != {name: NEW_IMAGE for name in MEMBERS}
