@@ -485,8 +485,7 @@ def _start_batch(
         # the rollout's row first, as every operator action and rollback lock it: a pause or rollback
         # waits for this batch to be recorded (a rollback then undoes it too), or this batch waits
         # for it and does not start
-        state = Rollout.objects.select_for_update().filter(pk=rollout.pk).values_list("state", flat=True).get()
-        if state != RolloutState.PROGRESSING:
+        if _lock_rollout(rollout) != RolloutState.PROGRESSING:
             return None  # paused or aborted since this step read it: no new batch
         locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
         if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
@@ -728,6 +727,12 @@ def _rollout_of(cr: ChangeRequest | int) -> Rollout:
     return rollout
 
 
+def _lock_rollout(rollout: Rollout) -> str:
+    """Inside a transaction: lock the rollout's row (the first lock of every path that takes its
+    waves' too) and return its state as stored now."""
+    return Rollout.objects.select_for_update().filter(pk=rollout.pk).values_list("state", flat=True).get()
+
+
 def _state_now(rollout: Rollout) -> str:
     """The rollout's state as stored now (a refused compare-and-set found another than it read)."""
     return Rollout.objects.filter(pk=rollout.pk).values_list("state", flat=True).first() or rollout.state
@@ -771,8 +776,7 @@ def resume_rollout(cr, *, actor) -> Rollout:
     rollout = _rollout_of(cr)
     with transaction.atomic():
         # locks in a batch's order: the rollout's row, its wave, the audit chain
-        state = Rollout.objects.select_for_update().filter(pk=rollout.pk).values_list("state", flat=True).get()
-        if state == RolloutState.HALTED:
+        if _lock_rollout(rollout) == RolloutState.HALTED:
             failed = rollout.waves.filter(state=WaveState.FAILED).first()
             if failed is not None:
                 RolloutWave.objects.filter(pk=failed.pk).update(

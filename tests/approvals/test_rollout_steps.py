@@ -51,6 +51,21 @@ def approved_change(operator, approvers, strategy) -> Rollout:
     return Rollout.objects.get(change_request=cr)
 
 
+def once_after(matches, action):
+    """An execute wrapper calling ``action`` once, right after the first statement ``matches``; the
+    list it returns holds True once it has."""
+    done = []
+
+    def wrapper(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not done and matches(sql):
+            done.append(True)
+            action()
+        return result
+
+    return wrapper, done
+
+
 def image(fleet, cluster) -> str:
     return fleet.get_object(cluster, "apps/v1", "Deployment", "shop", "web")["spec"]["template"]["spec"]["containers"][
         0
@@ -93,16 +108,10 @@ def test_waves_whose_gates_pass_at_once_run_in_order_in_one_advance(ready_fleet,
 def test_a_pause_while_a_batch_applies_stops_the_next_batch(ready_fleet, operator, approver, second_approver):
     strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
     rollout = approved_change(operator, [approver, second_approver], strategy)
-    paused = []
-
-    def pause_once_the_first_batch_is_recorded(execute, sql, params, many, context):
-        result = execute(sql, params, many, context)
-        recorded = sql.startswith('UPDATE "federation_propagationtarget"') and '"finished_at"' in sql
-        if recorded and not paused:
-            paused.append(True)
-            rollouts.pause_rollout(rollout.change_request, actor=operator)
-        return result
-
+    pause_once_the_first_batch_is_recorded, paused = once_after(
+        lambda sql: sql.startswith('UPDATE "federation_propagationtarget"') and '"finished_at"' in sql,
+        lambda: rollouts.pause_rollout(rollout.change_request, actor=operator),
+    )
     with connection.execute_wrapper(pause_once_the_first_batch_is_recorded):
         rollouts.advance_rollout(rollout.pk)
     assert paused
@@ -211,16 +220,30 @@ def test_a_rollback_while_a_batch_starts_rolls_that_batch_back_too(
 
 
 def test_a_refused_operator_action_names_the_state_it_found(ready_fleet, operator, approver, second_approver):
-    # the refusal reads the state again: the operator's page may show one older than the rollout's
+    # the rollout completes between the action's read of it and its compare-and-set: the refusal
+    # reads the state again rather than naming the one the action read (Progressing)
     strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
     rollout = approved_change(operator, [approver, second_approver], strategy)
-    stale = rollout.change_request
-    assert rollouts.advance_rollout(rollout.pk) == "done"
+    moving = []
+
+    def complete_just_before_the_move(execute, sql, params, many, context):
+        if sql.startswith('UPDATE "approvals_rollout"') and not moving:
+            moving.append(True)
+            Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.COMPLETED)
+        return execute(sql, params, many, context)
+
     for action in (rollouts.pause_rollout, rollouts.resume_rollout, rollouts.rollback_rollout):
-        with pytest.raises(rollouts.RolloutError, match="rollout is Completed"):
-            action(stale, actor=operator)
+        Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.PROGRESSING)
+        moving.clear()
+        with connection.execute_wrapper(complete_just_before_the_move):
+            with pytest.raises(rollouts.RolloutError, match="rollout is Completed"):
+                action(rollout.change_request, actor=operator)
+        assert moving, action
+    # a refused action writes nothing (the completion made inside its transaction went with it)
     rollout.refresh_from_db()
-    assert rollout.state == RolloutState.COMPLETED
+    assert rollout.state == RolloutState.PROGRESSING
+    assert not ChangeRequest.objects.filter(rollback_of=rollout.change_request).exists()
+    assert not AuditEvent.objects.filter(action__in=("approvals.rollout.paused", "approvals.rollout.resumed")).exists()
 
 
 @pytest.mark.parametrize("max_failures, outcome", [(0, RolloutState.HALTED), (1, RolloutState.COMPLETED)])
@@ -261,15 +284,10 @@ def test_a_step_that_read_the_rollout_before_an_abort_moves_no_wave(ready_fleet,
     # moved only while the rollout still progresses, so nothing starts after the abort
     strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": 2}]}
     rollout = approved_change(operator, [approver, second_approver], strategy)
-    aborted = []
-
-    def abort_once_the_step_has_read_its_waves(execute, sql, params, many, context):
-        result = execute(sql, params, many, context)
-        if not aborted and sql.startswith("SELECT") and 'FROM "approvals_rolloutwave"' in sql:
-            aborted.append(True)
-            rollouts.abort_rollout(rollout.change_request, actor=operator, reason="test")
-        return result
-
+    abort_once_the_step_has_read_its_waves, aborted = once_after(
+        lambda sql: sql.startswith("SELECT") and 'FROM "approvals_rolloutwave"' in sql,
+        lambda: rollouts.abort_rollout(rollout.change_request, actor=operator, reason="test"),
+    )
     with connection.execute_wrapper(abort_once_the_step_has_read_its_waves):
         assert rollouts.advance_rollout(rollout.pk) == "done"
     assert aborted
