@@ -75,7 +75,12 @@ def baseline(fleet, names, concurrency: int, *, same_calls: bool = False) -> flo
             core = client.CoreV1Api(api.api_client)
             # read, as a probe reads it (an unread response does not give its connection back)
             api.api_client.call_api(
-                "/readyz", "GET", auth_settings=["BearerToken"], _preload_content=False, _request_timeout=(10, 10)
+                "/readyz",
+                "GET",
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=(10, 10),
             ).read()
             core.list_node(limit=500, _request_timeout=(10, 10))
         return api.get_code(_request_timeout=(10, 10)).git_version
