@@ -100,10 +100,35 @@ def legacy_hash(values: Mapping) -> str:
     return hashlib.sha256(_payload(values)).hexdigest()
 
 
-def _normalise(value):
+# Values a JSON round trip gives back as they are (exact types: a str subclass or a float may not).
+_JSON_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def normalise(value):
     """JSON round-trip so the hash is computed over exactly what the database stores; credentials
     redacted, and the values of any Secret manifest in it masked (fedportal.masking)."""
-    return None if value is None else json.loads(_canonical(mask_secrets(redact(value))))
+    if value is None:
+        return None
+    if _is_flat(value):
+        # what most events carry ({"status": ..., "version": ...}): the round trip would give back
+        # the same keys, sorted, and the same values; nothing in it for mask_secrets, which masks
+        # nested Secret data and diff rows (a "path") only
+        return {
+            key: REDACTED if _is_secret_key(key) and item not in (None, "") else item
+            for key, item in sorted(value.items())
+        }
+    return json.loads(_canonical(mask_secrets(redact(value))))
+
+
+def _is_flat(value) -> bool:
+    """A dict of str keys and JSON scalars that is neither a Secret manifest nor a diff row."""
+    return (
+        type(value) is dict
+        and "path" not in value
+        and value.get("kind") != "Secret"
+        and all(type(key) is str for key in value)
+        and all(type(item) in _JSON_SCALARS for item in value.values())
+    )
 
 
 def record_event(
@@ -150,7 +175,8 @@ def prepare_events(events: list[dict]) -> list[dict]:
     chained. A task that holds a database lock while it writes builds its events before taking it,
     then calls ``append_events``."""
     context = request_context.current()
-    return [_event_row(context, **spec) for spec in events]
+    now = timezone.now()  # one timestamp for the batch: stored once, not converted per row
+    return [_event_row(context, now, **spec) for spec in events]
 
 
 def append_events(rows: list[dict]) -> None:
@@ -184,6 +210,7 @@ def _append(rows: list[dict], *, read_ids: bool) -> list[AuditEvent]:
 
 def _event_row(
     context,
+    now,
     *,
     action: str,
     actor=None,
@@ -203,7 +230,7 @@ def _event_row(
         object_id = object_id or obj.pk
         object_repr = object_repr or str(obj)
     return dict(
-        created_at=timezone.now(),
+        created_at=now,
         actor_id=getattr(actor, "pk", None),
         actor_name=(actor.get_username() if actor is not None else "system")[:150],
         action=action,
@@ -212,8 +239,8 @@ def _event_row(
         object_repr=str(object_repr)[:255],
         cluster=cluster[:63],
         summary=summary,
-        before=_normalise(before),
-        after=_normalise(after),
+        before=normalise(before),
+        after=normalise(after),
         request_id=context.request_id,
         source_ip=context.source_ip,
     )

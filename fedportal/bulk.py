@@ -190,13 +190,16 @@ _TEXT_FIELDS = (CharField, TextField)
 
 def _converter(connection):
     """``field.get_db_prep_save`` for one statement's values, a value many rows share (the same
-    object: a timestamp, a manifest, a name) converted once, a str for a text field not at all."""
+    object: a timestamp, a manifest, a name; or an empty list or dict) converted once, a str for a
+    text field not at all."""
     converted = {}
 
     def convert(field, value):
         if type(value) is str and type(field) in _TEXT_FIELDS:
             return value
-        key = (field.name, id(value))
+        kind = type(value)
+        # an empty list or dict is made afresh for each row (a PropagatedVersion's drift): one key for all
+        key = (field.name, kind) if (kind is list or kind is dict) and not value else (field.name, id(value))
         if key not in converted:  # kept with the value itself, so its id cannot be reused meanwhile
             converted[key] = (value, field.get_db_prep_save(value, connection))
         return converted[key][1]
