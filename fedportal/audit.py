@@ -113,10 +113,7 @@ def normalise(value):
         # what most events carry ({"status": ..., "version": ...}): the round trip would give back
         # the same keys, sorted, and the same values; nothing in it for mask_secrets, which masks
         # nested Secret data and diff rows (a "path") only
-        return {
-            key: REDACTED if _is_secret_key(key) and item not in (None, "") else item
-            for key, item in sorted(value.items())
-        }
+        return dict(sorted(redact(value).items()))
     return json.loads(_canonical(mask_secrets(redact(value))))
 
 
