@@ -116,8 +116,9 @@ def read_namespace(conn, name: str, *, timeout: float | None = None) -> dict | N
     )
 
 
-def apply_as_fedportal(conn, ftype: FederatedType, manifest: dict) -> kube.ApplyResult:
-    """Server-side apply as FedPortal's field manager: strict field validation, taking over conflicts."""
+def apply_as_fedportal(conn, ftype: FederatedType, manifest: dict, *, body: bytes | None = None) -> kube.ApplyResult:
+    """Server-side apply as FedPortal's field manager: strict field validation, taking over conflicts.
+    ``body``: ``manifest`` serialised already (kube.apply_object)."""
     return kube.apply_object(
         conn,
         manifest,
@@ -127,6 +128,7 @@ def apply_as_fedportal(conn, ftype: FederatedType, manifest: dict) -> kube.Apply
         field_validation="Strict",
         force=True,
         timeout=kube_timeout(),
+        body=body,
     )
 
 

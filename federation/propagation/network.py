@@ -21,7 +21,6 @@ from federation.overrides import OverrideError
 from federation.propagation.common import (
     apply_as_fedportal,
     kube_timeout,
-    naming_uid,
     object_version,
     read_live,
     read_namespace,
@@ -148,12 +147,13 @@ def _apply_naming_uid(
     if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
         return None
     try:
-        manifest = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
+        bodies = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
     except OverrideError as exc:
         raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
+    manifest = bodies.manifest
     uid = pv.live_uid if ours else str(uuid.uuid4())
     try:
-        result = apply_as_fedportal(conn, ftype, naming_uid(manifest, uid))
+        result = apply_as_fedportal(conn, ftype, manifest, body=bodies.naming(uid))
     except kube.KubeError as exc:
         if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
             return None
@@ -222,16 +222,18 @@ def _read_then_apply(
     )
 
 
-def _shared_manifest(revision: Revision, ftype: FederatedType, common: dict, override_hash: str, *, replicas) -> dict:
-    """The manifest for a cluster when no live object is read (nothing to retain from it). It depends
-    on the cluster only through its override operations and replicas, which ``override_hash`` stands
-    for, so the clusters of a chunk that share them (most of a fleet) share one manifest, rendered
-    once and kept on the shared Revision instance. Never modified afterwards: the apply names its uid
-    on a copy, and the recorded manifest is only serialised."""
+def _shared_manifest(
+    revision: Revision, ftype: FederatedType, common: dict, override_hash: str, *, replicas
+) -> kube.UidApplyBodies:
+    """The manifest for a cluster when no live object is read (nothing to retain from it), with its
+    apply bodies. It depends on the cluster only through its override operations and replicas, which
+    ``override_hash`` stands for, so the clusters of a chunk that share them (most of a fleet) share
+    one manifest, rendered and serialised once and kept on the shared Revision instance. Never
+    modified afterwards: each apply's body names its uid, and the recorded manifest is only serialised."""
     key = (ftype.api_version, ftype.kind, common["namespace"], common["name"], override_hash)
     shared = revision.__dict__.setdefault("_manifests", {})
     if key not in shared:  # two threads may both render it: same value
-        shared[key] = render_manifest(overrides=revision.overrides, replicas=replicas, **common)
+        shared[key] = kube.UidApplyBodies(render_manifest(overrides=revision.overrides, replicas=replicas, **common))
     return shared[key]
 
 

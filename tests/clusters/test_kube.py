@@ -1,5 +1,6 @@
 """clusters.kube against the fleet simulator (a real HTTP API server; nothing mocked)."""
 
+import copy
 import json
 import re
 
@@ -142,6 +143,37 @@ def test_an_apply_body_holds_only_what_the_apiservers_yaml_reader_accepts(text, 
         assert raw in body
     if escaped is not None:
         assert escaped in body
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "v"}},
+        # a uid already there is replaced; keys named uid elsewhere are left as they are
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "x", "namespace": "n", "uid": "old", "labels": {"uid": "uid"}},
+            "spec": {"template": {"metadata": {"annotations": {"uid": '"uid":"x"'}}}},
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": None, "data": {"k": 'grüß 😀 \x7f "q"'}},
+        {"apiVersion": "v1", "kind": "ConfigMap"},
+    ],
+)
+@pytest.mark.parametrize("uid", ["0b7c5f0e-5d0a-4a53-9a38-9f1b8d3b2c11", 'odd "uid" \\ 😀'])
+def test_uid_apply_bodies_are_the_body_of_the_manifest_naming_that_uid(manifest, uid):
+    before = copy.deepcopy(manifest)
+    bodies = kube.UidApplyBodies(manifest)
+    named = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": uid}}
+    assert bodies.naming(uid) == kube.apply_body(named)
+    assert bodies.manifest is manifest and manifest == before  # the shared manifest is left as it was
+
+
+def test_uid_apply_bodies_serialise_whole_when_the_marker_is_not_alone(monkeypatch):
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "ab" * 16}}
+    monkeypatch.setattr(kube.os, "urandom", lambda n: bytes.fromhex("ab" * n))  # the marker: "abab...ab"
+    bodies = kube.UidApplyBodies(manifest)
+    assert bodies.naming("u-1") == kube.apply_body({**manifest, "metadata": {"name": "x", "uid": "u-1"}})
 
 
 def test_server_side_apply_get_list_delete_round_trip(fleet):
