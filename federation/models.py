@@ -273,9 +273,9 @@ class PropagatedVersion(models.Model):
 
 
 class SettingsChange(models.Model):
-    """Who changed a resource's retention or drift policy, and when. These settings change what
-    propagation does without a new revision, so the approval workflow counts their authors as
-    authors of what a change request would apply (federation.approvals.content)."""
+    """Who changed a resource's retention, drift policy or rollout strategy, and when. These settings
+    change what propagation does without a new revision, so the approval workflow counts their
+    authors as authors of what a change request would apply (federation.approvals.content)."""
 
     resource = models.ForeignKey(FederatedResource, on_delete=models.CASCADE, related_name="settings_changes")
     author = models.ForeignKey(

@@ -679,17 +679,27 @@ def set_rollout_strategy(resource: FederatedResource, strategy, *, actor=None) -
     before = resource.rollout_strategy or {}
     if strategy == before:
         return resource
-    FederatedResource.objects.filter(pk=resource.pk).update(rollout_strategy=strategy)
-    resource.rollout_strategy = strategy
-    record_event(
-        "federation.resource.rollout_strategy",
-        actor=actor,
-        obj=resource,
-        summary=f"Rollout strategy of {resource}: "
-        + (", ".join(w["name"] for w in strategy["waves"]) if strategy else "none (all clusters at once)"),
-        before={"rolloutStrategy": before},
-        after={"rolloutStrategy": strategy},
-    )
+    with transaction.atomic():
+        FederatedResource.objects.filter(pk=resource.pk).update(rollout_strategy=strategy)
+        resource.rollout_strategy = strategy
+        record_event(
+            "federation.resource.rollout_strategy",
+            actor=actor,
+            obj=resource,
+            summary=f"Rollout strategy of {resource}: "
+            + (", ".join(w["name"] for w in strategy["waves"]) if strategy else "none (all clusters at once)"),
+            before={"rolloutStrategy": before},
+            after={"rolloutStrategy": strategy},
+        )
+        # the waves and gates an open request would go through changed: approvals given for the old
+        # ones no longer count, and whoever changed them cannot approve (federation.approvals.content)
+        SettingsChange.objects.create(
+            resource=resource,
+            author=actor if getattr(actor, "pk", None) else None,
+            before={"rollout_strategy": before},
+            after={"rollout_strategy": strategy},
+        )
+        settings_changed(resource, actor=actor)
     return resource
 
 

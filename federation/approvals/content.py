@@ -4,13 +4,15 @@
     content_authors(cr) -> dict[int, str]      user id -> what they wrote ("revision 4", ...)
 
 The hash covers everything that decides what applying the request does: the proposed revision
-(template, placement, overrides, scheduling) and the resource's retention and drift policy; for a
+(template, placement, overrides, scheduling), the resource's retention and drift policy, and the
+rollout strategy it would go through (the request's own, else its resource's); for a
 delete, the retention; for an unjoin, the retention of every resource still on the cluster.
 Approvals are given for a hash; when it changes they no longer count.
 
 An approval counts only from someone who wrote none of that content: not the request's author,
 not the author of any revision after the one the clusters last received up to the proposed one,
-and not whoever changed the retention or drift policy since the resource was last propagated.
+and not whoever changed the retention, drift policy or rollout strategy since the resource was last
+propagated.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def _present_on(cluster) -> list[PropagatedVersion]:
     ]
 
 
-def approved_content_hash(kind: str, resource, revision, cluster) -> str:
+def approved_content_hash(kind: str, resource, revision, cluster, *, strategy_override=None) -> str:
+    """``strategy_override``: the request's own rollout strategy (None: its resource's applies)."""
     if kind == ChangeKind.UNJOIN:
         retention = {str(pv.resource_id): pv.resource.retention for pv in _present_on(cluster)} if cluster else {}
         return content_hash({"unjoin": cluster.pk if cluster else None, "retention": retention})
@@ -51,14 +54,21 @@ def approved_content_hash(kind: str, resource, revision, cluster) -> str:
         )
     if revision is None:
         return ""
-    return content_hash({"revision": revision.content_hash, **resource_settings(resource)})
+    content = {"revision": revision.content_hash, **resource_settings(resource)}
+    # the waves and gates the change goes through (a request without any hashes as it always has)
+    strategy = strategy_override if strategy_override is not None else (resource.rollout_strategy or {})
+    if strategy:
+        content["rollout_strategy"] = strategy
+    return content_hash(content)
 
 
 def request_content_hash(cr) -> str:
     handler = handler_for(cr.kind)
     if handler is not None:
         return handler.content_hash(cr)
-    return approved_content_hash(cr.kind, cr.resource, cr.proposed_revision, cr.cluster)
+    return approved_content_hash(
+        cr.kind, cr.resource, cr.proposed_revision, cr.cluster, strategy_override=cr.rollout_strategy
+    )
 
 
 def _revision_authors(cr) -> dict[int, str]:
@@ -80,7 +90,7 @@ def _revision_authors(cr) -> dict[int, str]:
 
 
 def _settings_authors(resource_ids) -> dict[int, str]:
-    """Who changed retention or drift policy after the resource was last propagated."""
+    """Who changed retention, drift policy or rollout strategy after the resource was last propagated."""
     last_propagated = Subquery(
         PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
         .order_by("-started_at")
@@ -93,8 +103,13 @@ def _settings_authors(resource_ids) -> dict[int, str]:
         .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at")))
     )
     authors: dict[int, str] = {}
-    for author_id in changes.order_by("created_at").values_list("author_id", flat=True):
-        authors.setdefault(author_id, "the retention/drift policy change")
+    for author_id, after in changes.order_by("created_at").values_list("author_id", "after"):
+        what = (
+            "the rollout strategy change"
+            if "rollout_strategy" in (after or {})
+            else "the retention/drift policy change"
+        )
+        authors.setdefault(author_id, what)
     return authors
 
 

@@ -6,7 +6,7 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
                           title="", description="") -> ChangeRequest            (Draft)
     revise_change_request(cr, *, actor, revision) -> ChangeRequest   author or admin: new proposed revision; voids approvals
     refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-hash content, re-snapshot diff, targets, preflight
-    resource_settings_changed(resource, *, actor)   hook: retention/drift policy changed, open requests re-hashed
+    resource_settings_changed(resource, *, actor)   hook: retention/drift policy/rollout strategy changed, open requests re-hashed
     submit(cr, *, actor)                       Draft -> Submitted
     approve(cr, *, actor, comment="")          Submitted -> (Approved when enough valid approvals)
     reject(cr, *, actor, comment)              Submitted / Approved -> Rejected
@@ -345,8 +345,8 @@ def refresh_change_request(
 
 
 def resource_settings_changed(resource: FederatedResource, *, actor) -> None:
-    """federation.content_hooks: a resource's retention or drift policy changed (inside the saving
-    transaction). Its open requests, and open unjoins of clusters holding it, are re-hashed now
+    """federation.content_hooks: a resource's retention, drift policy or rollout strategy changed
+    (inside the saving transaction). Its open requests, and open unjoins of clusters holding it, are re-hashed now
     (their approvals void at once) and their diffs re-taken after the commit (that reads clusters)."""
     clusters = PropagatedVersion.objects.filter(resource=resource).values("cluster_id")
     affected = ChangeRequest.objects.filter(state__in=ChangeState.open()).filter(
@@ -440,6 +440,7 @@ def create_change_request(
                     f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."
                 )
     subject = cluster.name if kind == ChangeKind.UNJOIN else str(resource)  # "Unjoin cluster <name>"
+    strategy = _strategy_override(rollout_strategy) if resource else None
     with transaction.atomic():
         cr = ChangeRequest.objects.create(
             kind=kind,
@@ -452,9 +453,9 @@ def create_change_request(
             cluster=cluster,
             cluster_name=cluster.name if cluster else "",
             proposed_revision=revision,
-            proposed_hash=approved_content_hash(kind, resource, revision, cluster),
+            proposed_hash=approved_content_hash(kind, resource, revision, cluster, strategy_override=strategy),
             base_revision=resource.propagated_revision if resource else None,
-            rollout_strategy=_strategy_override(rollout_strategy) if resource else None,
+            rollout_strategy=strategy,
         )
         _audit(
             "create",
@@ -495,7 +496,9 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
         return cr
     before = _snapshot(cr)
     with transaction.atomic():
-        new_hash = approved_content_hash(cr.kind, cr.resource, revision, cr.cluster)
+        new_hash = approved_content_hash(
+            cr.kind, cr.resource, revision, cr.cluster, strategy_override=cr.rollout_strategy
+        )
         cr, voided = _repropose(cr, new_hash, verb="revised", proposed_revision=revision)
         _audit(
             "revise",

@@ -144,6 +144,65 @@ def test_whoever_changed_retention_since_the_last_propagation_cannot_approve(dev
     assert services.approve(cr, actor=carol).state == ChangeState.APPLYING
 
 
+STAGED = {
+    "waves": [
+        {"name": "canary", "clusters": ["dev-a"]},
+        {"name": "later", "clusters": ["dev-b"], "requireApproval": True},
+    ]
+}
+
+
+def test_a_rollout_strategy_change_voids_approvals_and_its_author_cannot_approve(
+    dev_resource, operator, bob, carol, approver, settings
+):
+    """Approvers agree to the waves and gates a change goes through: removing a wave's approval gate
+    after they approved must not let the change reach every cluster at once."""
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    federation_services.set_rollout_strategy(dev_resource, STAGED, actor=operator)
+    resource = FederatedResource.objects.get(pk=dev_resource.pk)
+    edit(resource, operator, 4)
+    cr = services.approve(submitted(FederatedResource.objects.get(pk=resource.pk), operator), actor=carol)
+    assert cr.state == ChangeState.APPROVED
+    hash_with_waves = cr.proposed_hash
+
+    federation_services.set_rollout_strategy(resource, {}, actor=bob)  # no waves, no gate
+
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.SUBMITTED and services.approval_summary(cr).valid == 0
+    assert cr.proposed_hash != hash_with_waves
+    assert AuditEvent.objects.filter(action="approvals.change.content_changed", object_id=str(cr.pk)).exists()
+    with pytest.raises(PermissionDenied, match="the rollout strategy change"):
+        services.approve(cr, actor=bob)
+    assert services.approve(cr, actor=approver).state == ChangeState.APPROVED
+
+
+def test_a_request_with_its_own_strategy_ignores_the_resources(dev_resource, operator, bob, carol, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    edit(dev_resource, operator, 4)
+    resource = FederatedResource.objects.get(pk=dev_resource.pk)
+    cr = services.create_change_request(resource=resource, actor=operator, rollout_strategy=STAGED)
+    cr = services.approve(services.submit(cr, actor=operator), actor=carol)
+    federation_services.set_rollout_strategy(resource, STAGED, actor=bob)  # not what the request goes through
+    cr.refresh_from_db()
+    assert cr.state == ChangeState.APPROVED and services.approval_summary(cr).valid == 1
+
+
+def test_requests_without_waves_keep_the_hash_they_always_had(dev_resource, operator):
+    from federation.approvals.content import request_content_hash
+    from federation.rendering import content_hash
+
+    cr = submitted(dev_resource, operator)
+    resource = FederatedResource.objects.get(pk=dev_resource.pk)
+    expected = content_hash(
+        {
+            "revision": cr.proposed_revision.content_hash,
+            "retention": resource.retention,
+            "drift_policy": resource.drift_policy,
+        }
+    )
+    assert cr.proposed_hash == request_content_hash(cr) == expected
+
+
 def test_the_author_can_still_repoint_his_own_request(dev_resource, operator, approver):
     cr = submitted(dev_resource, operator)
     cr = services.revise_from_current(cr, actor=operator)
