@@ -167,14 +167,37 @@ def propagate_revision(
     return run
 
 
+def clusters_sent(resource: FederatedResource, revision: Revision, cluster_ids) -> set[int]:
+    """Which of ``cluster_ids`` a run of ``revision`` has targeted: the clusters an approved change
+    (or the approved placement, for a cluster that joined) sent that revision to. A staged rollout
+    sends it wave by wave, so the clusters of a wave it has not reached (waiting for its approval,
+    paused, halted, aborted) are not among them, nor, with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST,
+    a cluster that joined until its reconcile request is approved."""
+    return set(
+        PropagationTarget.objects.filter(
+            run__resource_id=resource.pk, run__revision=revision, cluster_id__in=list(cluster_ids)
+        ).values_list("cluster_id", flat=True)
+    )
+
+
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
-    """Re-apply the last propagated (so already approved) revision on one cluster. A resource that was
-    never propagated has nothing to re-sync: its first propagation goes through a change request."""
+    """Re-apply the last propagated (so already approved) revision on one cluster, where it was
+    already sent (``clusters_sent``): a re-sync repeats what was approved for that cluster and never
+    gets ahead of a staged rollout. A resource that was never propagated has nothing to re-sync: its
+    first propagation goes through a change request."""
     propagation_gate.check_resync(actor)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     revision = resource.propagated_revision
     if revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
+    if refusal := propagation_gate.propagation_refusal(resource, actor=actor):  # a protected namespace says more
+        raise PropagationError(refusal)
+    if not clusters_sent(resource, revision, [cluster.pk]):
+        raise PropagationError(
+            f"Revision {revision.number} of {resource} has not been sent to {cluster.name} by an approved change "
+            "(a staged rollout that has not reached it, or a cluster that joined since): re-sync repeats only "
+            "what was approved for a cluster."
+        )
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
 
 
@@ -187,7 +210,8 @@ FAILED_STATUSES = tuple(
 
 def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun | None:
     """Operator: one re-sync run (the last propagated revision) over every cluster where ``resource``
-    failed or was skipped; None when nothing failed. Audited as ``federation.resource.resync_failed``."""
+    failed or was skipped and that revision was sent (``clusters_sent``); None when nothing failed.
+    Audited as ``federation.resource.resync_failed``."""
     require_actor_role(actor, Role.OPERATOR)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
     if resource.propagated_revision is None:
@@ -197,6 +221,8 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
             "cluster_id", "cluster__name"
         )
     )
+    sent = clusters_sent(resource, resource.propagated_revision, failed)
+    failed = {pk: name for pk, name in failed.items() if pk in sent}
     if not failed:
         return None
     with transaction.atomic():

@@ -297,3 +297,39 @@ def test_a_step_that_read_the_rollout_before_an_abort_moves_no_wave(ready_fleet,
     assert wave.state == WaveState.PENDING and wave.batch_count == 0
     assert not AuditEvent.objects.filter(action="approvals.rollout.wave_start").exists()
     assert NEW_IMAGE not in {image(ready_fleet, name) for name in MEMBERS}  # no cluster got the change
+
+
+def test_no_resync_gets_ahead_of_a_rollout_waiting_for_a_waves_approval(
+    ready_fleet, operator, approver, second_approver
+):
+    """Re-sync repeats what was approved for a cluster: the clusters of a wave waiting for its
+    approval keep revision 1 whether an operator re-syncs them, one by one or as failed ones, or the
+    periodic sweep finds them Ready again."""
+    from federation.choices import PropagationReason
+    from federation.models import PropagatedVersion
+
+    strategy = {
+        "autoRollback": False,
+        "waves": [
+            {"name": "canary", "clusters": ["m128"]},
+            {"name": "prod", "clusters": ["m131", "m127", "m130"], "requireApproval": True},
+        ],
+    }
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL
+    resource = rollout.change_request.resource
+    prod = Cluster.objects.get(name="m131")
+
+    with pytest.raises(propagation.PropagationError, match="has not been sent to m131 by an approved change"):
+        propagation.resync_cluster(resource, prod, actor=operator)
+    PropagatedVersion.objects.filter(resource=resource, cluster=prod).update(status=PropagationReason.UPDATE_FAILED)
+    assert propagation.resync_failed(resource, actor=operator) is None
+    PropagatedVersion.objects.filter(resource=resource, cluster=prod).update(status=PropagationReason.CLUSTER_NOT_READY)
+    assert propagation.reconcile_waiting_clusters() == 0
+    assert NEW_IMAGE not in {image(ready_fleet, name) for name in ("m131", "m127", "m130")}
+
+    # the canary got revision 2 from the rollout: re-syncing it repeats that
+    drain(propagation.resync_cluster(resource, Cluster.objects.get(name="m128"), actor=operator))
+    assert image(ready_fleet, "m128") == NEW_IMAGE

@@ -147,6 +147,20 @@ def test_with_the_setting_a_change_request_is_opened_instead(client, fleet, labe
     assert page.status_code == 200 and "Reconcile Deployment shop/web: m130 labels changed" in page.content.decode()
 
 
+def test_with_the_setting_an_operator_cannot_resync_a_cluster_ahead_of_its_reconcile_request(
+    client, fleet, labelled, settings, operator
+):
+    settings.FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST = True
+    web = web_deployment(placement=WEB)
+    drain(propagation.propagate_revision(web))
+    m130 = relabel(labelled["m130"], {"tier": "web"})
+    assert reconcile_cluster_membership(m130, reason="labels changed")  # the request waits for approval
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_resync", args=[web.pk, m130.pk]), follow=True)
+    assert "has not been sent to m130 by an approved change" in response.content.decode()
+    assert not web.runs.filter(targets__cluster=m130).exists() and status(web, "m130") is None
+
+
 def test_joining_and_relabelling_notify_the_listener_on_commit(db, django_capture_on_commit_callbacks, monkeypatch):
     from federation import enqueue
 
