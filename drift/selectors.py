@@ -3,6 +3,7 @@ and cache the heavy results keyed on a hash of those inputs (recomputed only whe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -44,6 +45,7 @@ from federation.models import FederatedResource, PropagatedVersion
 from federation.overrides import OverrideError, operations_for
 from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
 from federation.rendering import render_manifest
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = "drift-1"
@@ -679,3 +681,24 @@ def isolated_clusters(limit: int = 5) -> dict:
     if count > limit:
         count = Cluster.objects.filter(isolated=True).count()
     return {"count": count, "clusters": names[:limit]}
+
+
+def mask_compat_cell(resource, cell):
+    """``cell`` with Secret values masked in its manifest and in its problems' messages and fixes:
+    what the cell page, the matrix's CSV export and the API's /drift/compatibility show."""
+    secret = is_secret_kind(resource.type.kind)
+    if not secret or cell.manifest is None:
+        return cell
+    known = secret_values(cell.manifest, secret=True)
+    result = cell.result
+    if result is not None:
+        result = dataclasses.replace(
+            result,
+            problems=tuple(
+                dataclasses.replace(
+                    p, message=mask_secrets(p.message, known=known), fix=mask_secrets(p.fix, secret=True, known=known)
+                )
+                for p in result.problems
+            ),
+        )
+    return dataclasses.replace(cell, manifest=mask_secrets(cell.manifest, secret=True, known=known), result=result)

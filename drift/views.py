@@ -1,7 +1,6 @@
 """Drift pages: the skew matrix (heatmap, host-vs-member table, pair details), version history,
 the version policy form, and the CSV export. Thin: check the role, validate, call a selector."""
 
-import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -39,7 +38,6 @@ from fedportal.audit import record_event
 from fedportal.csv_export import stream_csv
 from fedportal.fragments import render_with_cached_partial
 from fedportal.htmx import render_page
-from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, role_required
 
 MEMBER_PAGE_SIZE = 50
@@ -236,7 +234,9 @@ def compat_cell(request, pk, cluster):
             plan = selectors.repair_plan(row, resource.qualified_name, cell.manifest, cell.result)
         except UpgradePathError as exc:
             plan_error = str(exc)
-    cell = _masked_cell(resource, cell)  # what the page shows: no Secret value, in the manifest or a message
+    cell = selectors.mask_compat_cell(
+        resource, cell
+    )  # what the page shows: no Secret value, in the manifest or a message
     overrides_entry = None
     if cell.result is not None and cell.result.suggested_overrides:
         overrides_entry = json.dumps(
@@ -257,32 +257,12 @@ def compat_cell(request, pk, cluster):
     return render(request, template_name, context)
 
 
-def _masked_cell(resource, cell):
-    """``cell`` with Secret values masked in its manifest and in its problems' messages and fixes."""
-    secret = is_secret_kind(resource.type.kind)
-    if not secret or cell.manifest is None:
-        return cell
-    known = secret_values(cell.manifest, secret=True)
-    result = cell.result
-    if result is not None:
-        result = dataclasses.replace(
-            result,
-            problems=tuple(
-                dataclasses.replace(
-                    p, message=mask_secrets(p.message, known=known), fix=mask_secrets(p.fix, secret=True, known=known)
-                )
-                for p in result.problems
-            ),
-        )
-    return dataclasses.replace(cell, manifest=mask_secrets(cell.manifest, secret=True, known=known), result=result)
-
-
 def _compat_csv_rows(resources, rows):
     targets_memo = {}
     for resource in resources:
         cells = selectors.compat_row(resource, rows, targets_memo=targets_memo)
         for row in rows:
-            cell = _masked_cell(resource, cells[row.name])
+            cell = selectors.mask_compat_cell(resource, cells[row.name])
             if not cell.targeted:
                 continue
             result = cell.result

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from django.db.models import Count, F
 from django.shortcuts import get_object_or_404
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Field, Query, Router, Status
 
-from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
+from api.common import READ_ERRORS, WRITE_ERRORS, In, Out, PageParams, require_viewer
 from api.errors import ApiError
 from api.pagination import page
 from clusters.models import Cluster
@@ -17,6 +17,7 @@ from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import FederatedResource
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 router = Router(tags=["change requests"])
 
@@ -89,7 +90,7 @@ class ChangeFilters(PageParams):
     q: str = Field("", max_length=200, description="title or resource contains")
 
 
-class ChangeRequestIn(Schema):
+class ChangeRequestIn(In):
     kind: KindName | None = None
     resource_id: int | None = None
     revision: int | None = Field(None, ge=1, description="revision number to propose (default: the current one)")
@@ -98,11 +99,11 @@ class ChangeRequestIn(Schema):
     description: str = Field("", max_length=20000)
 
 
-class DecisionIn(Schema):
+class DecisionIn(In):
     comment: str = Field("", max_length=5000)
 
 
-class CancelIn(Schema):
+class CancelIn(In):
     reason: str = Field("", max_length=5000)
 
 
@@ -190,12 +191,24 @@ def change_detail_out(cr: ChangeRequest) -> dict:
             for a in approvals
         ],
         "blocking_preflight": summary.blocked,
+        **masked_content(cr),
+        "rollout": rollout,
+    }
+
+
+def masked_content(cr: ChangeRequest) -> dict:
+    """The preflight results, per-cluster diffs, outcome and apply error of ``cr``; for a Secret,
+    its values masked and scrubbed out of messages (an API server's error may quote a value)."""
+    content = {
         "preflight": list(cr.preflight or []),
         "diffs": list(cr.diffs or []),
         "outcome": list(cr.outcome or []),
-        "rollout": rollout,
         "apply_error": cr.apply_error,
     }
+    if cr.resource_id is None or not is_secret_kind(cr.resource.type.kind):
+        return content
+    revisions = [revision.snapshot for revision in (cr.proposed_revision, cr.base_revision) if revision is not None]
+    return mask_secrets(content, secret=True, known=secret_values(revisions, secret=True))
 
 
 def _get(change_id: int) -> ChangeRequest:

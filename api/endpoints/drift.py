@@ -100,7 +100,7 @@ def _compat_rows(resources, rows):
     for resource in resources:
         cells = selectors.compat_row(resource, rows, targets_memo=targets_memo)
         for row in rows:
-            cell = cells[row.name]
+            cell = selectors.mask_compat_cell(resource, cells[row.name])  # as the page's CSV export: no Secret value
             if not cell.targeted:
                 continue
             result = cell.result

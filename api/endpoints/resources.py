@@ -14,6 +14,7 @@ from api.errors import ApiError
 from api.pagination import page
 from federation import propagation, selectors, services
 from federation.models import FederatedResource, FederatedType
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, require_role
 
 router = Router(tags=["resources"])
@@ -140,12 +141,21 @@ def _annotated(pk: int) -> FederatedResource:
 
 
 def resource_detail_out(r: FederatedResource) -> dict:
+    """The resource with its current revision and per-cluster status; a Secret's values masked as
+    the pages, the admin and ``fedctl status`` mask them (fedportal.masking)."""
     revision = r.current_revision
+    rows = selectors.cluster_rows(r)
+    secret = is_secret_kind(r.type.kind)
+    known = ()  # an API server's message may quote a value: scrub the revision's and what was applied
+    if secret:
+        known = secret_values(
+            [revision.snapshot if revision else None, *[pv.applied_manifest for pv in rows]], secret=True
+        )
     return {
         **resource_out(r),
-        "template": revision.template if revision else {},
+        "template": mask_secrets(revision.template, secret=secret) if revision else {},
         "placement": revision.placement if revision else {},
-        "overrides": revision.overrides if revision else [],
+        "overrides": mask_secrets(revision.overrides, secret=secret) if revision else [],
         "scheduling": revision.scheduling if revision else None,
         "clusters": [
             {
@@ -153,13 +163,13 @@ def resource_detail_out(r: FederatedResource) -> dict:
                 "cluster": pv.cluster.name,
                 "status": pv.status,
                 "sync_state": pv.sync_state,
-                "message": pv.message,
+                "message": mask_secrets(pv.message, known=known),
                 "version": pv.version,
                 "revision": _number(pv.revision),
                 "propagated_at": pv.propagated_at,
-                "drift": pv.drift or [],
+                "drift": mask_secrets(pv.drift or [], secret=secret, known=known),
             }
-            for pv in selectors.cluster_rows(r)
+            for pv in rows
         ],
     }
 

@@ -4,20 +4,28 @@ A federated Secret with a sentinel value, an override adding a second, a later r
 third and a drifted live value with a fourth; propagated to a real fleet (simulator), previewed,
 requested as a change. Then every URL of the site (walked from the URL conf) is fetched as viewer,
 operator and approver, as a full page and as htmx, every CSV export and every command's output is
-read, and none of the sentinels may appear, in plain or in base64 form.
+read, and none of the sentinels may appear, in plain or in base64 form. The REST API is walked the same
+way from its OpenAPI schema, with a viewer's token.
 """
 
 import base64
+import dataclasses
 import io
+import json
 import re
 
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from api.api import api as rest_api
+from api.tokens import create_token
+from drift import compat
+from drift.choices import CompatProblemCode, CompatStatus
 from federation import propagation, services
 from federation.approvals import services as approvals
-from federation.models import FederatedResource
+from federation.approvals.models import ChangeRequest
+from federation.models import FederatedResource, PropagatedVersion
 from fedportal.masking import (
     MaskedValueError,
     mask_secrets,
@@ -376,3 +384,186 @@ def test_an_api_server_message_quoting_a_value_is_masked_on_the_page_and_in_fedc
         out = io.StringIO()
         call_command("fedctl", "status", "shop/db", "--kind", "Secret", "-o", output, stdout=out)
         assert not leaks(out.getvalue()) and "<secret hmac:" in out.getvalue()
+
+
+# --- the REST API ------------------------------------------------------------------------------------
+
+API_PREFIX = "/api/v1"
+VISIBLE = "visible-config-value-K4wJ"  # a ConfigMap's value: shown as it is, wherever a Secret's is masked
+TOKEN = re.compile(r"<secret hmac:[0-9a-f]{12}>")
+
+
+def api_get_endpoints() -> list[tuple[str, list[str]]]:
+    """(path, its path parameters) of every GET operation in the API's OpenAPI schema."""
+    schema = rest_api.get_openapi_schema(path_prefix=API_PREFIX)
+    return [
+        (path, [p["name"] for p in operations["get"].get("parameters", []) if p["in"] == "path"])
+        for path, operations in schema["paths"].items()
+        if "get" in operations
+    ]
+
+
+def quoting_check(real):
+    """compat.check_manifest, plus a problem that quotes the manifest's first data value in its
+    message and in its suggested override (as a schema check of a value could)."""
+
+    def check(manifest, version, **kwargs):
+        result = real(manifest, version, **kwargs)
+        key, value = next(iter((manifest.get("data") or {"-": None}).items()))
+        if value is None:
+            return result
+        quoted = compat.CompatProblem(
+            CompatProblemCode.INVALID,
+            f"/data/{key}",
+            f"data.{key}: invalid value {value!r}",
+            fix={"op": "replace", "path": f"/data/{key}", "value": value},
+        )
+        return dataclasses.replace(result, status=CompatStatus.INCOMPATIBLE, problems=(*result.problems, quoted))
+
+    return check
+
+
+@pytest.fixture
+def api_world(secret_world, operator, monkeypatch):
+    """secret_world, plus what only the API could still show in clear: an API server's error quoting a
+    value (on each cluster, in the change request's outcome and apply error), a drift row stored
+    before drift was masked on write, a compatibility problem quoting a value; and a ConfigMap with
+    the same of its own, which must stay visible."""
+    resource, cr = secret_world["resource"], secret_world["cr"]
+    PropagatedVersion.objects.filter(resource=resource).update(
+        message=f'Secret "db" is invalid: data[password]: Invalid value: "{SENTINEL_TEMPLATE}"',
+        drift=[
+            {
+                "path": "/data/password",
+                "before": b64(SENTINEL_TEMPLATE),
+                "after": b64(SENTINEL_LIVE),
+                "change": "changed",
+            }
+        ],
+    )
+    ChangeRequest.objects.filter(pk=cr.pk).update(
+        outcome=[
+            {
+                "cluster": "m128",
+                "resource": str(resource),
+                "action": "update",
+                "state": "failed",
+                "reason": "Invalid",
+                "message": f"Invalid value: {b64(SENTINEL_REVISION)}",
+                "changed": False,
+            }
+        ],
+        apply_error=f"m128: Invalid value: {SENTINEL_REVISION}",
+    )
+    config_map = services.create_resource(
+        services.find_type("ConfigMap"),
+        namespace="shop",
+        name="settings",
+        actor=operator,
+        template={"data": {"colour": VISIBLE}},
+        placement={"clusters": MEMBERS},
+        overrides=[
+            {"clusterName": "m128", "clusterOverrides": [{"op": "add", "path": "/data/size", "value": VISIBLE}]}
+        ],
+    )
+    drain(propagation.propagate_revision(config_map))
+    PropagatedVersion.objects.filter(resource=config_map).update(
+        message=f'Invalid value: "{VISIBLE}"',
+        drift=[{"path": "/data/colour", "before": VISIBLE, "after": "red", "change": "changed"}],
+    )
+    monkeypatch.setattr(compat, "check_manifest", quoting_check(compat.check_manifest))
+    return {**secret_world, "config_map": config_map}
+
+
+def api_get(client, token: str, path: str, **headers):
+    response = client.get(path, headers={"Authorization": f"Bearer {token}", **headers})
+    return response, body(response)
+
+
+@pytest.mark.django_db
+def test_no_api_response_shows_a_secret_value(client, api_world, viewer, operator):
+    resource, config_map, cr = api_world["resource"], api_world["config_map"], api_world["cr"]
+    values = {
+        "resource_id": [resource.pk, config_map.pk],
+        "change_id": [cr.pk],
+        "cluster_id": [cluster.pk for cluster in api_world["clusters"].values()],
+    }
+    queries = {"/resources/{resource_id}/preview": ["", "?revision=1", "?revision=2"]}
+    token = create_token(viewer, actor=viewer).secret
+    checked = set()
+    for template, params in api_get_endpoints():
+        missing = set(params) - set(values)
+        assert not missing, f"{template}: give the walk values for {missing}"
+        paths = [template]
+        for param in params:
+            paths = [path.replace(f"{{{param}}}", str(value)) for path in paths for value in values[param]]
+        for path in paths:
+            for query in queries.get(template.removeprefix(API_PREFIX), [""]):
+                for headers in ({}, {"Accept": "text/csv"}):
+                    response, text = api_get(client, token, path + query, **headers)
+                    assert response.status_code == 200 or (query and response.status_code == 404), (
+                        path + query,
+                        response.status_code,
+                        text[:300],
+                    )
+                    found = leaks(text + str(response.headers))
+                    assert not found, f"GET {path + query} {headers}: {found}"
+                    checked.add(template.removeprefix(API_PREFIX))
+    assert {
+        "/resources",
+        "/resources/{resource_id}",
+        "/resources/{resource_id}/preview",
+        "/change-requests",
+        "/change-requests/{change_id}",
+        "/drift/compatibility",
+        "/audit/events",
+    } <= checked
+
+    # the Secret's values were there, masked: each in its place
+    detail = json.loads(api_get(client, token, f"{API_PREFIX}/resources/{resource.pk}")[1])
+    assert detail["template"] == {"type": "Opaque", "data": {"password": mask_token(b64(SENTINEL_REVISION))}}
+    assert detail["overrides"][0]["clusterOverrides"] == [
+        {"op": "add", "path": "/data/extra", "value": mask_token(b64(SENTINEL_OVERRIDE))}
+    ]
+    for row in detail["clusters"]:
+        assert (
+            row["message"]
+            == f'Secret "db" is invalid: data[password]: Invalid value: "{mask_token(SENTINEL_TEMPLATE)}"'
+        )
+        assert row["drift"] == [
+            {
+                "path": "/data/password",
+                "before": mask_token(b64(SENTINEL_TEMPLATE)),
+                "after": mask_token(b64(SENTINEL_LIVE)),
+                "change": "changed",
+            }
+        ]
+    change = json.loads(api_get(client, token, f"{API_PREFIX}/change-requests/{cr.pk}")[1])
+    assert change["outcome"][0]["message"] == f"Invalid value: {mask_token(b64(SENTINEL_REVISION))}"
+    assert change["apply_error"] == f"m128: Invalid value: {mask_token(SENTINEL_REVISION)}"
+    assert any(TOKEN.search(row["diff"]) for row in change["diffs"])  # masked when taken, left so
+    rows = json.loads(api_get(client, token, f"{API_PREFIX}/drift/compatibility")[1])["rows"]
+    [secret_row] = [row for row in rows if row["resource"] == "shop/db" and row["cluster"] == "m127"]
+    masked = mask_token(b64(SENTINEL_REVISION))
+    assert secret_row["problems"] == f"data.password: invalid value '{masked}'"
+    assert secret_row["fix"] == [{"op": "replace", "path": "/data/password", "value": masked}]
+
+    # a ConfigMap's values are not masked
+    detail = json.loads(api_get(client, token, f"{API_PREFIX}/resources/{config_map.pk}")[1])
+    assert detail["template"] == {"data": {"colour": VISIBLE}}
+    assert detail["overrides"][0]["clusterOverrides"] == [{"op": "add", "path": "/data/size", "value": VISIBLE}]
+    assert {row["message"] for row in detail["clusters"]} == {f'Invalid value: "{VISIBLE}"'}
+    assert detail["clusters"][0]["drift"][0]["before"] == VISIBLE
+    [config_row] = [row for row in rows if row["resource"] == "shop/settings" and row["cluster"] == "m127"]
+    assert config_row["problems"] == f"data.colour: invalid value '{VISIBLE}'"
+    assert config_row["fix"] == [{"op": "replace", "path": "/data/colour", "value": VISIBLE}]
+
+    # what a write answers with is masked too: an operator opens a change request for the Secret
+    response = client.post(
+        f"{API_PREFIX}/change-requests",
+        json.dumps({"resource_id": resource.pk, "revision": 2, "title": "again"}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {create_token(operator, actor=operator).secret}"},
+    )
+    assert response.status_code == 201, body(response)
+    assert not leaks(body(response))
