@@ -266,8 +266,11 @@ def lifecycle_json(member: Cluster) -> dict:
 
 
 def link_member(managed: ManagedCluster, member: Cluster | None, *, actor) -> ManagedCluster:
-    """Link (or unlink, ``member=None``) a CAPI Cluster to a registered cluster by hand; audited."""
-    require_actor_role(actor, Role.OPERATOR)
+    """Link (or unlink, ``member=None``) a CAPI Cluster to a registered cluster by hand; audited. An
+    admin's: the link decides which control plane an upgrade of the registered cluster patches, while
+    the upgrade's approvals and preflight follow the registered cluster (its env label), so an
+    operator who could link a prod control plane to a dev cluster could upgrade prod with dev's approvals."""
+    require_actor_role(actor, Role.ADMIN)
     if member is not None and member.pk == managed.management_id:
         raise ValidationError({"member": "A management cluster cannot be its own workload cluster."})
     if member is not None:

@@ -442,19 +442,19 @@ def lifecycle(request):
     rows = list(ManagedCluster.objects.filter(gone=False).select_related("management", "member"))
     context = {
         "rows": rows,
-        "members": Cluster.objects.only("pk", "name") if has_role(request.user, Role.OPERATOR) else None,
+        "members": Cluster.objects.only("pk", "name") if has_role(request.user, Role.ADMIN) else None,
     }
     return render_page(request, "clusters/lifecycle.html", context, "rows")
 
 
 @require_POST
-@role_required(Role.OPERATOR)
+@role_required(Role.ADMIN)
 def lifecycle_link(request, pk):
     managed = get_object_or_404(ManagedCluster.objects.select_related("management"), pk=pk)
     raw = request.POST.get("member", "")
     member = None
     if raw:
-        member = Cluster.objects.filter(pk=raw).first() if raw.isdigit() else None
+        member = Cluster.objects.filter(pk=raw).first() if raw.isascii() and raw.isdecimal() else None
         if member is None:
             messages.error(request, "Choose a registered cluster (or none).")
             return redirect("clusters:lifecycle")

@@ -133,7 +133,7 @@ EXPECTED.update(
         "clusters:fleet_poll": {"POST": Role.OPERATOR},
         "clusters:poll_status": {"GET": Role.VIEWER},
         "clusters:lifecycle": {"GET": Role.VIEWER},
-        "clusters:lifecycle_link": {"POST": Role.OPERATOR},
+        "clusters:lifecycle_link": {"POST": Role.ADMIN},
     }
 )
 URL_KWARGS.update(

@@ -107,7 +107,7 @@ def test_a_roll_is_recorded_with_mixed_kubelets(capi):
     assert not row.rolling and row.machine_deployments[0]["version"] == "v1.29.4"
 
 
-def test_lifecycle_page_and_manual_link(capi, client, viewer, operator):
+def test_lifecycle_page_and_manual_link(capi, client, viewer, operator, admin_user):
     fleet, rows = capi
     client.force_login(viewer)
     page = client.get(reverse("clusters:lifecycle")).content.decode()
@@ -118,7 +118,15 @@ def test_lifecycle_page_and_manual_link(capi, client, viewer, operator):
     assert (
         client.post(reverse("clusters:lifecycle_link", args=[w2.pk]), {"member": rows["plain"].pk}).status_code == 403
     )
+    # an operator neither: the link decides which control plane an upgrade of "plain" patches
     client.force_login(operator)
+    assert "Link to" not in client.get(reverse("clusters:lifecycle")).content.decode()
+    assert (
+        client.post(reverse("clusters:lifecycle_link", args=[w2.pk]), {"member": rows["plain"].pk}).status_code == 403
+    )
+    assert ManagedCluster.objects.get(pk=w2.pk).member_id != rows["plain"].pk
+    client.force_login(admin_user)
+    assert "Link to" in client.get(reverse("clusters:lifecycle")).content.decode()
     client.post(reverse("clusters:lifecycle_link", args=[w2.pk]), {"member": rows["plain"].pk})
     w2.refresh_from_db()
     assert w2.member_id == rows["plain"].pk and w2.link_source == "manual"

@@ -359,7 +359,7 @@ TABLE = [
     ),
     row(
         "clusters.lifecycle.link_member",
-        [OPERATOR],
+        [ADMIN],
         lambda w, a: import_module("clusters.lifecycle").link_member(
             import_module("clusters.models").ManagedCluster.objects.get_or_create(
                 management=w.cluster, namespace="default", name="rm-capi"
