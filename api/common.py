@@ -3,15 +3,31 @@
 from typing import Any
 
 from ninja import Field, Schema
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
+from pydantic_core import PydanticCustomError
 
 from api.pagination import DEFAULT_LIMIT, MAX_LIMIT
 from fedportal.roles import Role, require_role
+from fedportal.text import find_text_error
 
 
 class Out(BaseModel):
     """Response bodies: plain pydantic models (ninja's Schema wraps every value of a reply in a
     Django-aware getter, a third of a list page's time)."""
+
+
+class In(Schema):
+    """Request bodies: every string in every field (dict keys and list items included) must be
+    text the database can store (fedportal.text: no NUL). A bad one is a 422 naming the field, as
+    any other value the schema refuses (pydantic itself refuses a lone surrogate in a ``str``)."""
+
+    @field_validator("*")
+    @classmethod
+    def storable_text(cls, value):
+        problem = find_text_error(value)
+        if problem:
+            raise PydanticCustomError("storable_text", problem)
+        return value
 
 
 class ErrorOut(Out):

@@ -7,6 +7,7 @@ import binascii
 import json
 
 from api.errors import ApiError
+from fedportal.text import text_error
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -22,7 +23,8 @@ def decode_cursor(cursor: str, kind: type):
         value = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())[0]
     except (ValueError, binascii.Error, IndexError, KeyError, TypeError, UnicodeDecodeError):
         value = None
-    if not isinstance(value, kind) or isinstance(value, bool):
+    # a str key must be text the database can compare (a NUL or a lone surrogate is a 500 there)
+    if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, str) and text_error(value)):
         raise ApiError(
             400,
             "invalid_cursor",

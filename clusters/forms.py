@@ -322,7 +322,9 @@ class BulkLabelForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["ids"].choices = [
-            (pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else []) if str(pk).isdigit()
+            (pk, pk)
+            for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
+            if str(pk).isascii() and str(pk).isdecimal()
         ]
 
     def clean_remove(self):

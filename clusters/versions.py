@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-_VERSION_RE = re.compile(r"^\s*(v?)(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?([-+.][0-9A-Za-z.+-]*)?\s*$")
+# re.ASCII: \d is 0-9 only (unicode \d also takes "١٢٧"); a version is ASCII, as filter_version reads it
+_VERSION_RE = re.compile(r"^\s*(v?)(\d{1,4})\.(\d{1,4})(?:\.(\d{1,6}))?([-+.][0-9A-Za-z.+-]*)?\s*$", re.ASCII)
 
 
 @dataclass(frozen=True, order=True)

@@ -156,7 +156,12 @@ def _path_exists(document, path: str) -> bool:
                 return False
             current = current[part]
         elif isinstance(current, list):
-            if not part.isdigit() or int(part) >= len(current) or (len(part) > 1 and part.startswith("0")):
+            # an array index is ASCII digits (RFC 6901): "²" passes isdigit() but not int()
+            if (
+                not (part.isascii() and part.isdecimal())
+                or int(part) >= len(current)
+                or (len(part) > 1 and part.startswith("0"))
+            ):
                 return False
             current = current[int(part)]
         else:

@@ -1,5 +1,6 @@
 """Read-side queries for federation pages and the CLI; each list is a fixed number of queries."""
 
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from federation.choices import Condition, Health, PropagationReason, SyncState, TargetState
@@ -12,7 +13,8 @@ _GONE = [PropagationReason.REMOVED, PropagationReason.ORPHANED]
 
 def resources(**filters) -> QuerySet:
     """Resources with per-cluster counts and a 'running' flag, for the list page, filtered by
-    federation.filtersets.ResourceFilterSet's keys (q, type, namespace, retention, drift_policy)."""
+    federation.filtersets.ResourceFilterSet's keys (q, type, namespace, retention, drift_policy).
+    A value the FilterSet refuses raises ValidationError naming the field (the API's 400)."""
     unknown = set(filters) - set(FILTER_KEYS)
     if unknown:
         raise ValueError(f"unknown resource filters: {', '.join(sorted(unknown))}")
@@ -43,7 +45,7 @@ def resources(**filters) -> QuerySet:
         return qs
     filterset = ResourceFilterSet(filters, queryset=qs)
     if not filterset.is_valid():
-        raise ValueError(f"bad resource filters: {filterset.errors.as_text()}")
+        raise ValidationError({key: list(errors) for key, errors in filterset.errors.items()})
     return filterset.qs
 
 

@@ -216,10 +216,9 @@ def _form_page(request, context, status):
 @role_required(Role.OPERATOR)
 def resource_create(request):
     initial = {}
-    if request.method == "GET" and request.GET.get("type"):
-        initial["type"] = FederatedType.objects.filter(
-            pk=request.GET["type"] if request.GET["type"].isdigit() else 0
-        ).first()
+    type_pk = request.GET.get("type", "") if request.method == "GET" else ""
+    if type_pk.isascii() and type_pk.isdecimal():  # not isdigit(): "²" passes that, and int() refuses it
+        initial["type"] = FederatedType.objects.filter(pk=type_pk).first()
     form = ResourceForm(request.POST or None, initial=initial)
     overrides, rsp = _formsets(request.POST or None)
     status = 200

@@ -8,6 +8,8 @@ the last one. Timestamps stay strings, as kubectl (YAML -> JSON) leaves them.
 
 import yaml
 
+from fedportal.text import text_error
+
 MAX_NODES = 20_000
 MAX_DEPTH = 64
 
@@ -66,15 +68,23 @@ def where(mark_holder) -> str:
 
 
 def check_json(value, path: str = "") -> None:
-    """Only what JSON (and so Kubernetes) can hold: no binary, sets, dates, non-finite floats."""
+    """Only what JSON (and so Kubernetes) can hold: no binary, sets, dates, non-finite floats; and
+    only text the database can store (fedportal.text: no NUL, such as a "\\0" or "\\u0000" escape)."""
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise StrictYAMLError(f"Key {key!r} at {path or '/'} is not a string.")
+            problem = text_error(key) if isinstance(key, str) else None
+            if problem:
+                raise StrictYAMLError(f"A key at {path or '/'} cannot be stored: {problem}")
             check_json(item, f"{path}/{key}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             check_json(item, f"{path}/{index}")
+    elif isinstance(value, str):
+        problem = text_error(value)
+        if problem:
+            raise StrictYAMLError(f"The value at {path or '/'} cannot be stored: {problem}")
     elif isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise StrictYAMLError(f"The number at {path or '/'} is not finite (JSON cannot hold it).")

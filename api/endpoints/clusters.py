@@ -5,9 +5,9 @@ from typing import Literal
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Field, Query, Router, Status
 
-from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
+from api.common import READ_ERRORS, WRITE_ERRORS, In, Out, PageParams, require_viewer
 from api.pagination import page
 from clusters import selectors, services
 from clusters.choices import ClusterRole, ClusterState
@@ -132,7 +132,7 @@ def get_cluster(request, cluster_id: int):
     return cluster_detail_out(get_object_or_404(Cluster, pk=cluster_id))
 
 
-class Credentials(Schema):
+class Credentials(In):
     """Write-only: stored encrypted, never returned."""
 
     token: str | None = Field(None, max_length=10000)
@@ -150,7 +150,7 @@ class ClusterIn(Credentials):
     verify: bool = Field(True, description="Test the connection before saving (as the page does)")
 
 
-class ClusterPatch(Schema):
+class ClusterPatch(In):
     labels: dict[str, str] | None = None
     role: Literal[tuple(ClusterRole.values)] | None = None
     api_server: str | None = Field(None, max_length=2048)

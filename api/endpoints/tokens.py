@@ -4,10 +4,10 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Router, Status
 
 from api import tokens
-from api.common import READ_ERRORS, WRITE_ERRORS, Out
+from api.common import READ_ERRORS, WRITE_ERRORS, In, Out
 from api.models import ApiToken
 from fedportal.roles import Role, require_role
 
@@ -29,7 +29,7 @@ class NewTokenOut(TokenOut):
     token: str = Field(..., description="The secret: shown only in this reply")
 
 
-class TokenIn(Schema):
+class TokenIn(In):
     name: str = Field("api", min_length=1, max_length=100)
     expires: str = Field("", max_length=8, description="lifetime like 30d, 12h, 2w; empty: never")
     read_only: bool = False

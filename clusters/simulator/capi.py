@@ -227,10 +227,10 @@ def scaled(value, total: int, *, round_up: bool) -> int:
     """intstr.GetScaledValueFromIntOrPercent: an int, or a percentage of ``total``."""
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isascii() and value[:-1].isdecimal():
         exact = int(value[:-1]) * total / 100
         return math.ceil(exact) if round_up else math.floor(exact)
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdecimal():
         return int(value)
     return 1 if round_up else 0
 

@@ -1,5 +1,6 @@
 """Read-side queries for change-request pages, the badge and the command."""
 
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
@@ -24,7 +25,8 @@ def filter_change_requests(*, approval_counts: bool = True, **filters) -> QueryS
 
 
 def run_filters(queryset: QuerySet, filters: dict) -> QuerySet:
-    """``queryset`` through ChangeRequestFilterSet; a value it refuses raises ValueError."""
+    """``queryset`` through ChangeRequestFilterSet; a value it refuses raises ValidationError naming
+    the field (the API's 400)."""
     unknown = set(filters) - set(FILTER_KEYS)
     if unknown:
         raise ValueError(f"unknown change request filters: {', '.join(sorted(unknown))}")
@@ -35,7 +37,7 @@ def run_filters(queryset: QuerySet, filters: dict) -> QuerySet:
         data["emergency"] = "yes" if data["emergency"] else "no"
     filterset = ChangeRequestFilterSet(data, queryset=queryset)
     if not filterset.is_valid():
-        raise ValueError(f"bad change request filters: {filterset.errors.as_text()}")
+        raise ValidationError({key: list(errors) for key, errors in filterset.errors.items()})
     return filterset.qs
 
 

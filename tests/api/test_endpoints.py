@@ -5,9 +5,10 @@ import io
 
 import pytest
 
-from api.models import IdempotencyRecord
+from api.models import ApiToken, IdempotencyRecord
 from clusters.choices import ClusterState
-from federation.approvals.models import ChangeRequest
+from clusters.models import Cluster
+from federation.approvals.models import Approval, ChangeRequest
 from federation.models import FederatedResource
 from fedportal.audit import record_event
 from fedportal.models import AuditEvent
@@ -21,6 +22,26 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings, namespace: default}
 data: {colour: blue}
+"""
+
+FEDERATED_DEPLOYMENT_YAML = """\
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedDeployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec:
+          containers: [{name: web, image: "nginx:1.25"}]
+  placement:
+    clusters: [{name: east}]
+  overrides:
+  - clusterName: east
+    clusterOverrides:
+    - {path: /spec/replicas, value: 2}
 """
 
 
@@ -83,6 +104,48 @@ def test_cluster_list_cursor_pages_through_every_cluster_once(viewer_api):
 def test_a_forged_cursor_is_400(viewer_api):
     response = viewer_api.get("/api/v1/clusters", {"cursor": "bm9wZQ"})
     assert response.status_code == 400 and response.json()["error"] == "invalid_cursor"
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "WyJcdWQ4MDAiXQ",  # ["\ud800"]: a lone surrogate, which no database driver can encode
+        "WyJcdTAwMDAiXQ",  # ["\u0000"]: a NUL, which PostgreSQL refuses in text
+    ],
+)
+def test_a_cursor_holding_text_the_database_cannot_compare_is_400(viewer_api, cursor):
+    ClusterFactory(name="east")
+    response = viewer_api.get("/api/v1/clusters", {"cursor": cursor})
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "error": "invalid_cursor",
+        "message": "The cursor is not one this API returned; start again without it.",
+        "fields": {"cursor": ["Not a valid cursor."]},
+    }
+
+
+@pytest.mark.parametrize(
+    "path,field",
+    [
+        ("/api/v1/resources", "q"),
+        ("/api/v1/change-requests", "author"),
+        ("/api/v1/change-requests", "q"),
+        ("/api/v1/change-requests", "resource"),
+        ("/api/v1/change-requests", "cluster"),
+        ("/api/v1/clusters", "q"),
+        ("/api/v1/audit/events", "actor"),
+    ],
+)
+def test_a_list_filter_the_filter_form_refuses_is_400_naming_the_field(viewer_api, path, field):
+    # the forms refuse NUL (PostgreSQL cannot compare it); the resource and change-request
+    # selectors raised a plain ValueError for that, a 500
+    response = viewer_api.get(path, {field: "a\x00"})
+    assert response.status_code == 400, response.content
+    assert response.json() == {
+        "error": "invalid",
+        "message": f"{field}: Null characters are not allowed.",
+        "fields": {field: ["Null characters are not allowed."]},
+    }
 
 
 def test_cluster_detail_has_versions_and_inventory_and_never_credentials(viewer_api):
@@ -202,12 +265,43 @@ def test_dry_run_saves_nothing(operator_api):
         ('{"manifest": 5}', "application/json", 400),
         ("{not json", "application/json", 400),
         ("<xml/>", "application/xml", 415),
+        # a NUL (a YAML "\\0" or JSON "\\u0000" escape) or a lone surrogate: PostgreSQL's jsonb refuses them
+        (CONFIGMAP_YAML.replace("blue", '"bl\\0ue"'), "application/yaml", 400),
+        (CONFIGMAP_YAML.replace("blue", '"bl\\ud800ue"'), "application/yaml", 400),
+        (
+            '{"manifest": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a\\u0000": "b"}}}',
+            "application/json",
+            400,
+        ),
     ],
 )
 def test_bad_manifests_are_4xx_json(operator_api, body, content_type, status):
     response = operator_api.request("POST", "/api/v1/resources", data=body, content_type=content_type)
     assert response.status_code == status, response.content
     assert response.json()["error"] and response.json()["message"]
+    assert not FederatedResource.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        (CONFIGMAP_YAML.replace("blue", '"bl\\0ue"'), "The value at /data/colour cannot be stored: Null characters"),
+        (CONFIGMAP_YAML.replace("colour", '"col\\x00our"'), "A key at /data cannot be stored: Null characters"),
+    ],
+)
+def test_a_null_character_in_a_manifest_is_400_and_saves_nothing(operator_api, text, message):
+    response = operator_api.request("POST", "/api/v1/resources", data=text, content_type="application/yaml")
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid" and message in response.json()["message"]
+    assert not FederatedResource.objects.exists()
+
+
+def test_an_override_index_that_is_not_ascii_digits_is_400_and_saves_nothing(operator_api):
+    ClusterFactory(name="east")
+    text = FEDERATED_DEPLOYMENT_YAML.replace("/spec/replicas", "/spec/template/spec/containers/²/image")
+    response = operator_api.request("POST", "/api/v1/resources", data=text, content_type="application/yaml")
+    assert response.status_code == 400, response.content
+    assert "containers/²/image does not exist" in response.json()["message"]
     assert not FederatedResource.objects.exists()
 
 
@@ -255,6 +349,77 @@ def test_change_request_actions_and_errors(operator_api, api_as, approver, confi
     listed = operator_api.get("/api/v1/change-requests", {"state": "Rejected"}).json()["items"]
     assert [c["id"] for c in listed] == [cr["id"]]
     assert operator_api.get("/api/v1/change-requests", {"state": "Draft"}).json()["items"] == []
+
+
+NUL = "a\x00b"
+
+
+@pytest.mark.parametrize(
+    "who,method,path,body,field",
+    [
+        ("operator", "POST", "/api/v1/change-requests", {"title": NUL}, "title"),
+        ("operator", "POST", "/api/v1/change-requests", {"description": NUL}, "description"),
+        ("approver", "POST", "/api/v1/change-requests/{cr}/approve", {"comment": NUL}, "comment"),
+        ("approver", "POST", "/api/v1/change-requests/{cr}/reject", {"comment": NUL}, "comment"),
+        ("operator", "POST", "/api/v1/change-requests/{cr}/cancel", {"reason": NUL}, "reason"),
+        ("operator", "POST", "/api/v1/tokens", {"name": NUL}, "name"),
+        ("admin", "POST", "/api/v1/clusters", {"name": "west", "api_server": f"https://{NUL}.example"}, "api_server"),
+        ("admin", "PATCH", "/api/v1/clusters/{cluster}", {"labels": {"env": NUL}}, "labels"),
+        ("admin", "PATCH", "/api/v1/clusters/{cluster}", {"labels": {NUL: "prod"}}, "labels"),
+    ],
+)
+def test_a_null_character_in_a_request_body_is_422_naming_the_field_and_writes_nothing(
+    api_as, operator, approver, admin_user, configmap, who, method, path, body, field
+):
+    # PostgreSQL refuses NUL in text: each of these was a 500 there (and stored as sent on SQLite)
+    client = api_as({"operator": operator, "approver": approver, "admin": admin_user}[who])
+    cr = api_as(operator).post("/api/v1/change-requests", {"resource_id": configmap.pk}).json()
+    api_as(operator).post(f"/api/v1/change-requests/{cr['id']}/submit")
+    cluster = ClusterFactory(name="east", labels={"env": "dev"})
+
+    def written():
+        return (
+            list(AuditEvent.objects.exclude(action="api.token.use").values_list("action")),  # use: every call
+            list(ChangeRequest.objects.values_list("id", "state", "title", "description")),
+            list(Approval.objects.values_list("id")),
+            list(ApiToken.objects.values_list("id", "name")),
+            list(Cluster.objects.values_list("name", "api_server", "labels")),
+        )
+
+    before = written()
+    payload = {"resource_id": configmap.pk, **body} if path == "/api/v1/change-requests" else body
+    response = client.request(method, path.format(cr=cr["id"], cluster=cluster.pk), payload)
+    assert response.status_code == 422, response.content
+    assert response.json() == {
+        "error": "invalid_request",
+        "message": f"{field}: Null characters are not allowed.",
+        "fields": {field: ["Null characters are not allowed."]},
+    }
+    assert written() == before
+
+
+def test_every_request_body_schema_refuses_text_the_database_cannot_store():
+    """One place: every body an endpoint reads is an api.common.In, whose check covers every string."""
+    import importlib
+    import pkgutil
+
+    from ninja import Router
+
+    import api.endpoints
+    from api.common import In
+
+    bodies = {}
+    for info in pkgutil.iter_modules(api.endpoints.__path__):
+        module = importlib.import_module(f"api.endpoints.{info.name}")
+        for router in (value for value in vars(module).values() if isinstance(value, Router)):
+            for path, view in router.path_operations.items():
+                for operation in view.operations:
+                    for model in operation.models:
+                        if model.__ninja_param_source__ == "body":
+                            for field in model.model_fields.values():
+                                bodies[f"{info.name} {operation.methods} {path!r}"] = field.annotation
+    assert len(bodies) >= 7, bodies  # the ones this test was written against
+    assert {where: schema for where, schema in bodies.items() if not issubclass(schema, In)} == {}
 
 
 def test_missing_objects_are_404_json(viewer_api):

@@ -71,6 +71,7 @@ def test_every_cluster_matching_the_filter(client, admin_user, fleet_of_five):
         {"add": "tier=gold"},  # nothing ticked, not "all matching"
         {"ids": ["1"], "add": "", "remove": ""},  # nothing to do
         {"ids": ["1"], "add": "no-equals-sign"},
+        {"ids": ["²"], "add": "a=b"},  # not an id ("²" passes str.isdigit())
         {"all_matching": "1", "version": "banana", "add": "a=b"},
     ],
 )

@@ -17,6 +17,8 @@ from clusters.versions import KubeVersion, minor_of, parse_version
         ("", None),
         ("garbage", None),
         ("v2.0.0", None),
+        ("١.٢٧", None),  # Arabic-Indic digits: a version is ASCII (the list filter reads it with isdecimal/isascii)
+        ("1.²⁷", None),
         (None, None),
         (127, None),
     ],

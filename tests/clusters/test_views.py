@@ -171,6 +171,28 @@ def test_list_filters_by_label_role_state_and_version(login, viewer):
     assert names(q="b") == ["b"]
 
 
+@pytest.mark.parametrize("version", ["١.٢٧", "1.²⁷"])
+def test_a_version_filter_in_digits_other_than_ascii_is_refused(login, viewer, cluster, version):
+    response = login(viewer).get(reverse("clusters:cluster_list"), {"version": version})
+    assert response.status_code == 200
+    assert list(response.context["form"].errors) == ["version"]
+
+
+@pytest.mark.parametrize("member", ["²", "١", "x", "99999999999999999999"])
+def test_linking_a_capi_cluster_to_a_member_that_is_not_an_id_is_an_error_message(login, admin_user, member):
+    from django.contrib.messages import get_messages
+
+    from clusters.models import ManagedCluster
+
+    managed = ManagedCluster.objects.create(management=ClusterFactory(name="mgmt"), namespace="default", name="w1")
+    response = login(admin_user).post(reverse("clusters:lifecycle_link", args=[managed.pk]), {"member": member})
+    assert response.status_code == 302 and response["Location"] == reverse("clusters:lifecycle")
+    messages = [str(m) for m in get_messages(response.wsgi_request)]
+    assert messages == ["Choose a registered cluster (or none)."]
+    managed.refresh_from_db()
+    assert managed.member is None and not AuditEvent.objects.filter(action="cluster.lifecycle_link").exists()
+
+
 def test_list_with_bad_filters_ignores_them_and_shows_why(login, viewer, cluster):
     response = login(viewer).get(reverse("clusters:cluster_list"), {"label": "bad key!=x", "state": "Sideways"})
     assert response.status_code == 200

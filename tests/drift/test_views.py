@@ -174,6 +174,33 @@ def test_pair_of_unknown_clusters_is_404(viewer_client, sim_fleet):
     assert viewer_client.get(pair_url("host", "nope")).status_code == 404
 
 
+NUL_NAME_URLS = [
+    ("get", "/drift/pair/%00/host/"),
+    ("get", "/drift/pair/host/m%0028/"),
+    ("get", "/drift/compat/1/%00/"),
+    ("get", "/drift/isolation/m%0028/isolate/"),
+    ("post", "/drift/isolation/%00/restore/"),
+    ("post", "/drift/upgrade/%00/"),
+]
+
+
+@pytest.mark.parametrize("method,url", NUL_NAME_URLS)
+def test_a_cluster_name_with_a_null_character_is_404(admin_client_, sim_fleet, method, url):
+    # the name went straight into filter(name=...), which PostgreSQL refuses (a 500 there)
+    assert getattr(admin_client_, method)(url).status_code == 404
+
+
+@pytest.mark.parametrize("url", [url for _, url in NUL_NAME_URLS])
+def test_cluster_name_segments_do_not_match_a_null_character(url):
+    from urllib.parse import unquote
+
+    from django.urls import Resolver404, resolve
+
+    with pytest.raises(Resolver404):
+        resolve(unquote(url))
+    assert resolve(unquote(url).replace("\x00", "x")).url_name  # the same URL with a plain name matches
+
+
 # --- export --------------------------------------------------------------------------------------
 
 

@@ -114,3 +114,23 @@ def test_timestamps_stay_strings_like_kubectl():
 def test_values_json_cannot_hold_are_refused(text, message):
     with pytest.raises(ManifestError, match=message):
         load_yaml(text)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('a: "x\\0y"\n', "The value at /a cannot be stored: Null characters are not allowed"),
+        ('a: {b: ["ok", "x\\u0000"]}\n', "The value at /a/b/1 cannot be stored: Null characters"),
+        ('"k\\x00": 1\n', "A key at / cannot be stored: Null characters"),
+        ('{"a": {"k\\u0000": "v"}}', "A key at /a cannot be stored: Null characters"),  # JSON is YAML
+        ('a: "\\ud800"\n', "The value at /a cannot be stored: Lone surrogate"),
+    ],
+)
+def test_text_the_database_cannot_store_is_refused(text, message):
+    # PostgreSQL refuses U+0000 in text and jsonb, and a lone surrogate is not UTF-8: each was a 500 on save
+    with pytest.raises(ManifestError, match=message):
+        load_yaml(text)
+
+
+def test_other_control_characters_and_non_ascii_text_are_kept():
+    assert load_yaml('a: "tab\\there \\x01 é 😀"\n') == {"a": "tab\there \x01 é 😀"}

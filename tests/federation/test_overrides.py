@@ -61,6 +61,27 @@ def test_list_index_out_of_range_is_missing():
         )
 
 
+@pytest.mark.parametrize("index", ["²", "١", "0x0", "-1", "01"])
+@pytest.mark.parametrize("op", ["replace", "remove"])
+def test_an_array_index_that_is_not_ascii_digits_is_missing(op, index):
+    # RFC 6901: an array index is 0 or [1-9][0-9]*; "²" passes str.isdigit() and made int() raise (a 500)
+    raw = {"op": op, "path": f"/spec/template/spec/containers/{index}/image"}
+    if op == "replace":
+        raw["value"] = "x"
+    with pytest.raises(OverrideError, match="does not exist in the rendered template") as info:
+        apply_overrides(DEPLOYMENT, overrides(raw), cluster="c2")
+    assert info.value.cluster == "c2" and info.value.path == raw["path"]
+
+
+def test_add_at_an_array_index_that_is_not_ascii_digits_is_an_override_error():
+    with pytest.raises(OverrideError, match="add /spec/template/spec/containers/² failed"):
+        apply_overrides(
+            DEPLOYMENT,
+            overrides({"op": "add", "path": "/spec/template/spec/containers/²", "value": {"name": "x"}}),
+            cluster="c2",
+        )
+
+
 @pytest.mark.parametrize(
     "raw, message",
     [

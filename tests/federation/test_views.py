@@ -182,6 +182,12 @@ def test_htmx_create_redirects_with_hx_header(client, operator, clusters):
         ({"namespace": "Not_Valid"}, "not a valid name"),
         ({"rsp_enabled": "on", "total_replicas": ""}, "Give the total number of replicas"),
         ({"type": "99999"}, "Select a valid choice"),
+        # "²" passes str.isdigit() but not int(): a 500 before; an array index is ASCII digits only
+        ({"ov-0-path": "/spec/template/spec/containers/²/image"}, "containers/²/image does not exist"),
+        # a "\0" escape loads as NUL, which PostgreSQL's jsonb refuses: a 500 on save before
+        ({"template_yaml": TEMPLATE_YAML.replace('"nginx:1.25"', '"nginx\\0"')}, "Null characters are not allowed"),
+        ({"ov-0-value": '"nginx\\u0000"'}, "Null characters are not allowed"),
+        ({"placement_mode": "selector", "selector_yaml": 'matchLabels: {"env\\0": prod}'}, "Null characters"),
     ],
 )
 def test_bad_input_is_a_form_error_and_nothing_is_saved(client, operator, clusters, changes, field_text):
@@ -190,6 +196,32 @@ def test_bad_input_is_a_form_error_and_nothing_is_saved(client, operator, cluste
     assert response.status_code == 400
     assert field_text in response.content.decode()
     assert not FederatedResource.objects.exists() and not Revision.objects.exists()
+
+
+def test_edit_with_a_bad_array_index_or_a_null_character_is_a_form_error(client, operator, resource):
+    client.force_login(operator)
+    url = reverse("federation:resource_edit", args=[resource.pk])
+    base = form_data(namespace=None, name=None, type=None)
+    bad_index = client.post(url, {**base, "ov-0-path": "/spec/template/spec/containers/²/image"})
+    assert bad_index.status_code == 400 and "containers/²/image does not exist" in bad_index.content.decode()
+    nul = client.post(url, {**base, "template_yaml": TEMPLATE_YAML.replace('"nginx:1.25"', '"nginx\\u0000"')})
+    assert nul.status_code == 400 and "Null characters are not allowed" in nul.content.decode()
+    resource.refresh_from_db()
+    assert resource.current_revision.number == 1 and resource.revisions.count() == 1
+
+
+@pytest.mark.parametrize("raw", ["²", "١", "x", "-1", "99999999999999999999"])
+def test_new_resource_page_ignores_a_type_that_is_not_a_number(client, operator, raw):
+    client.force_login(operator)
+    response = client.get(reverse("federation:resource_create"), {"type": raw})
+    assert response.status_code == 200 and response.context["form"].initial.get("type") is None
+
+
+def test_new_resource_page_preselects_the_type_given(client, operator):
+    client.force_login(operator)
+    deployment = ftype("Deployment")
+    response = client.get(reverse("federation:resource_create"), {"type": str(deployment.pk)})
+    assert response.status_code == 200 and response.context["form"].initial["type"] == deployment
 
 
 def test_bad_override_error_names_the_cluster(client, operator, clusters):

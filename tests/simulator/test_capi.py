@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
+from clusters.simulator.capi import scaled
 from clusters.simulator.fleet import FleetSpecError, generate_fleet, parse_fleet
 from tests.fleet_fixtures import start_fleet
 from tests.simulator.conftest import make_client
@@ -67,6 +68,16 @@ def _wait(predicate, timeout=30.0):
             return value
         time.sleep(0.1)
     raise AssertionError("condition not reached in time")
+
+
+@pytest.mark.parametrize(
+    ("value", "up", "down"),
+    [(2, 2, 2), ("3", 3, 3), ("25%", 2, 1), ("0%", 0, 0), ("²", 1, 0), ("²%", 1, 0), ("x%", 1, 0)],
+)
+def test_max_surge_and_unavailable_scale_like_intstr(value, up, down):
+    # "²" passes str.isdigit() but int() refuses it: the rollout loop raised; a value that is not a
+    # number is the default instead, as before for any other string
+    assert (scaled(value, 6, round_up=True), scaled(value, 6, round_up=False)) == (up, down)
 
 
 def test_fleet_file_capi_shape_and_errors():
