@@ -17,7 +17,6 @@ from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import FederatedResource
-from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 router = Router(tags=["change requests"])
 
@@ -191,24 +190,9 @@ def change_detail_out(cr: ChangeRequest) -> dict:
             for a in approvals
         ],
         "blocking_preflight": summary.blocked,
-        **masked_content(cr),
+        **selectors.masked_content(cr),
         "rollout": rollout,
     }
-
-
-def masked_content(cr: ChangeRequest) -> dict:
-    """The preflight results, per-cluster diffs, outcome and apply error of ``cr``; for a Secret,
-    its values masked and scrubbed out of messages (an API server's error may quote a value)."""
-    content = {
-        "preflight": list(cr.preflight or []),
-        "diffs": list(cr.diffs or []),
-        "outcome": list(cr.outcome or []),
-        "apply_error": cr.apply_error,
-    }
-    if cr.resource_id is None or not is_secret_kind(cr.resource.type.kind):
-        return content
-    revisions = [revision.snapshot for revision in (cr.proposed_revision, cr.base_revision) if revision is not None]
-    return mask_secrets(content, secret=True, known=secret_values(revisions, secret=True))
 
 
 def _get(change_id: int) -> ChangeRequest:

@@ -8,6 +8,7 @@ from federation.approvals.choices import ChangeState, Decision
 from federation.approvals.filtersets import FILTER_KEYS, ChangeRequestFilterSet
 from federation.approvals.models import Approval, ChangeRequest
 from federation.models import PropagationRun, PropagationTarget, Revision
+from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, has_role
 
@@ -108,6 +109,22 @@ def authors() -> list[str]:
     return list(ChangeRequest.objects.order_by().values_list("author_name", flat=True).distinct()[:200])
 
 
+def masked_content(cr: ChangeRequest) -> dict:
+    """The preflight results, per-cluster diffs, outcome and apply error of ``cr`` as the page, the
+    command and the API show them: for a Secret, its values masked and scrubbed out of messages (an
+    API server's error may quote a value)."""
+    content = {
+        "preflight": list(cr.preflight or []),
+        "diffs": list(cr.diffs or []),
+        "outcome": list(cr.outcome or []),
+        "apply_error": cr.apply_error,
+    }
+    if cr.resource_id is None or not is_secret_kind(cr.resource.type.kind):
+        return content
+    revisions = [revision.snapshot for revision in (cr.proposed_revision, cr.base_revision) if revision is not None]
+    return mask_secrets(content, secret=True, known=secret_values(revisions, secret=True))
+
+
 def as_dict(cr: ChangeRequest) -> dict:
     """A change request as plain data (the command's and fedctl's JSON output)."""
     return {
@@ -122,7 +139,7 @@ def as_dict(cr: ChangeRequest) -> dict:
         "targets": list(cr.target_clusters or []),
         "approvals": getattr(cr, "approval_count", None),
         "required_approvals": cr.required_approvals,
-        "outcome": list(cr.outcome or []),
+        "outcome": masked_content(cr)["outcome"],
         "created_at": cr.created_at.isoformat(),
         "updated_at": cr.updated_at.isoformat(),
     }

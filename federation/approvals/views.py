@@ -120,8 +120,10 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
     planned_waves = rollouts.planned_waves(cr) if rollout is None and cr.is_open else []
     rollout_state = rollout["state"] if rollout else None
     operator = has_role(user, Role.OPERATOR)
+    content = selectors.masked_content(cr)  # a Secret's values masked
     context = {
         "cr": cr,
+        "content": content,
         "rollout": rollout,
         "planned_waves": planned_waves,
         "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
@@ -136,7 +138,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "can_approve_wave": rollout_state == RolloutState.WAITING_APPROVAL
         and has_role(user, Role.APPROVER)
         and not wrote_content,
-        "diff_groups": group_previews(cr.diffs or []),
+        "diff_groups": group_previews(content["diffs"]),
         "approvals": [(a, a.decision != Decision.APPROVE or a.is_valid_for(cr)) for a in approvals],
         "summary": summary,
         "comments": list(cr.comments.all()),

@@ -567,3 +567,21 @@ def test_no_api_response_shows_a_secret_value(client, api_world, viewer, operato
     )
     assert response.status_code == 201, body(response)
     assert not leaks(body(response))
+
+
+@pytest.mark.django_db
+def test_a_change_requests_outcome_and_apply_error_are_masked_on_its_page_and_in_the_command(
+    client, api_world, secret_world, viewer
+):
+    """An API server's error quoting a Secret's value, as a change request's outcome row and apply
+    error recorded it: the page and ``changes list`` show the error, not the value."""
+    client.force_login(viewer)
+    url = reverse("approvals:change_detail", args=[secret_world["cr"].pk])
+    for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+        page = body(client.get(url, **headers))
+        assert not leaks(page)
+        # the outcome row, masked (the page shows the apply error of upgrade requests only)
+        assert "Invalid value: &lt;secret hmac:" in page
+    out = io.StringIO()
+    call_command("changes", "list", "-o", "json", stdout=out)
+    assert not leaks(out.getvalue()) and "Invalid value: <secret hmac:" in out.getvalue()
