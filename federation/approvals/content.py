@@ -30,6 +30,8 @@ from federation.models import (
 )
 from federation.rendering import content_hash
 
+STAGED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)  # as federation.approvals.rollout.is_staged
+
 
 def resource_settings(resource) -> dict:
     return {"retention": resource.retention, "drift_policy": resource.drift_policy}
@@ -55,9 +57,10 @@ def approved_content_hash(kind: str, resource, revision, cluster, *, strategy_ov
     if revision is None:
         return ""
     content = {"revision": revision.content_hash, **resource_settings(resource)}
-    # the waves and gates the change goes through (a request without any hashes as it always has)
+    # the waves and gates the change goes through, for the kinds a strategy stages (a request
+    # without any hashes as it always has)
     strategy = strategy_override if strategy_override is not None else (resource.rollout_strategy or {})
-    if strategy:
+    if strategy and kind in STAGED_KINDS:
         content["rollout_strategy"] = strategy
     return content_hash(content)
 
@@ -89,7 +92,7 @@ def _revision_authors(cr) -> dict[int, str]:
     return authors
 
 
-def _settings_authors(resource_ids) -> dict[int, str]:
+def _settings_authors(resource_ids, *, strategy: bool = True) -> dict[int, str]:
     """Who changed retention, drift policy or rollout strategy after the resource was last propagated."""
     last_propagated = Subquery(
         PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
@@ -102,6 +105,8 @@ def _settings_authors(resource_ids) -> dict[int, str]:
         .annotate(baseline_at=last_propagated)
         .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at")))
     )
+    if not strategy:  # the request does not go through the resource's strategy
+        changes = changes.exclude(after__has_key="rollout_strategy")
     authors: dict[int, str] = {}
     for author_id, after in changes.order_by("created_at").values_list("author_id", "after"):
         what = (
@@ -124,6 +129,7 @@ def content_authors(cr) -> dict[int, str]:
         resource_ids = [pv.resource_id for pv in _present_on(cr.cluster)] if cr.cluster_id else []
     else:
         resource_ids = [cr.resource_id] if cr.resource_id else []
-    for author_id, what in _settings_authors(resource_ids).items():
+    staged = cr.kind in STAGED_KINDS and cr.rollout_strategy is None
+    for author_id, what in _settings_authors(resource_ids, strategy=staged).items():
         authors.setdefault(author_id, what)
     return authors

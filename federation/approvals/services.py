@@ -608,7 +608,7 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
         refresh_change_request(cr, actor=actor, preflight=False)
         raise TransitionError(
             f"What CR-{cr.pk} would apply changed while you were reviewing it (a retention or drift "
-            "policy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
+            "policy, a rollout strategy, or what is on the cluster); the diff is refreshed and earlier approvals are void: "
             "review it again."
         )
     handler = handler_for(cr.kind)

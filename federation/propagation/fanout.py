@@ -142,7 +142,8 @@ def propagate_revision(
                 PropagatedVersion.objects.filter(pk__in=pks).update(status=status, message="", last_attempt_at=now)
         # the resource's row before the audit chain's head (skip events appended first held the head
         # while waiting for the row, which another run of the resource may hold and want the head)
-        FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
+        if trigger != RunTrigger.RESYNC:  # a re-sync repeats what a cluster had (resync_cluster)
+            FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=revision)
         run_event = dict(
             action=f"federation.resource.{trigger}",
             actor=actor,
@@ -167,36 +168,48 @@ def propagate_revision(
     return run
 
 
-def clusters_sent(resource: FederatedResource, revision: Revision, cluster_ids) -> set[int]:
-    """Which of ``cluster_ids`` a run of ``revision`` has targeted: the clusters an approved change
-    (or the approved placement, for a cluster that joined) sent that revision to. A staged rollout
-    sends it wave by wave, so the clusters of a wave it has not reached (waiting for its approval,
-    paused, halted, aborted) are not among them, nor, with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST,
-    a cluster that joined until its reconcile request is approved."""
-    return set(
-        PropagationTarget.objects.filter(
-            run__resource_id=resource.pk, run__revision=revision, cluster_id__in=list(cluster_ids)
-        ).values_list("cluster_id", flat=True)
+def approved_revisions(resource: FederatedResource, cluster_ids) -> dict[int, Revision]:
+    """What re-sync repeats on each of ``cluster_ids``: the revision of the newest run of ``resource``
+    that targeted the cluster, when that run applied it there (or skipped it while the cluster was
+    not Ready or isolated). That is what an approved change, or the approved placement for a cluster
+    that joined, last sent it. A staged rollout sends the propagated revision wave by wave, so a
+    cluster in a wave it has not reached (waiting for its approval, paused, halted, aborted) gets
+    the revision it had; a cluster no run has targeted (one that joined, with
+    FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST, until its reconcile request is approved) or whose newest
+    target removed the resource is left out."""
+    newest: dict[int, tuple[str, int]] = {}
+    rows = (
+        PropagationTarget.objects.filter(run__resource_id=resource.pk, cluster_id__in=list(cluster_ids))
+        .order_by("cluster_id", "-run_id")
+        .values_list("cluster_id", "action", "run__revision_id")
     )
+    for cluster_id, action, revision_id in rows:
+        newest.setdefault(cluster_id, (action, revision_id))
+    wanted = {
+        cluster_id: revision_id
+        for cluster_id, (action, revision_id) in newest.items()
+        if action in (TargetAction.APPLY, TargetAction.SKIP)
+    }
+    revisions = Revision.objects.in_bulk(set(wanted.values()))
+    return {cluster_id: revisions[revision_id] for cluster_id, revision_id in wanted.items()}
 
 
 def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None) -> PropagationRun:
-    """Re-apply the last propagated (so already approved) revision on one cluster, where it was
-    already sent (``clusters_sent``): a re-sync repeats what was approved for that cluster and never
-    gets ahead of a staged rollout. A resource that was never propagated has nothing to re-sync: its
-    first propagation goes through a change request."""
+    """Re-apply on one cluster what was approved for it (``approved_revisions``): usually the last
+    propagated revision; during a staged rollout that has not reached the cluster, the revision it
+    had. A re-sync never gets ahead of an approval. A resource that was never propagated has nothing
+    to re-sync: its first propagation goes through a change request."""
     propagation_gate.check_resync(actor)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
-    revision = resource.propagated_revision
-    if revision is None:
+    if resource.propagated_revision is None:
         raise PropagationError(f"{resource} was never propagated: request a change to propagate it.")
     if refusal := propagation_gate.propagation_refusal(resource, actor=actor):  # a protected namespace says more
         raise PropagationError(refusal)
-    if not clusters_sent(resource, revision, [cluster.pk]):
+    revision = approved_revisions(resource, [cluster.pk]).get(cluster.pk)
+    if revision is None:
         raise PropagationError(
-            f"Revision {revision.number} of {resource} has not been sent to {cluster.name} by an approved change "
-            "(a staged rollout that has not reached it, or a cluster that joined since): re-sync repeats only "
-            "what was approved for a cluster."
+            f"No approved change has sent {resource} to {cluster.name} (a cluster that joined since, or one it "
+            "was removed from): re-sync repeats only what was approved for a cluster."
         )
     return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
 
@@ -210,7 +223,8 @@ FAILED_STATUSES = tuple(
 
 def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun | None:
     """Operator: one re-sync run (the last propagated revision) over every cluster where ``resource``
-    failed or was skipped and that revision was sent (``clusters_sent``); None when nothing failed.
+    failed or was skipped and that revision is what was approved for it (``approved_revisions``; a
+    cluster a staged rollout has not reached is re-synced one by one); None when nothing failed.
     Audited as ``federation.resource.resync_failed``."""
     require_actor_role(actor, Role.OPERATOR)
     resource = FederatedResource.objects.select_related("type", "propagated_revision").get(pk=resource.pk)
@@ -221,8 +235,8 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
             "cluster_id", "cluster__name"
         )
     )
-    sent = clusters_sent(resource, resource.propagated_revision, failed)
-    failed = {pk: name for pk, name in failed.items() if pk in sent}
+    approved = approved_revisions(resource, failed)
+    failed = {pk: name for pk, name in failed.items() if approved.get(pk) == resource.propagated_revision}
     if not failed:
         return None
     with transaction.atomic():

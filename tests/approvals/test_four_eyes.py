@@ -187,6 +187,19 @@ def test_a_request_with_its_own_strategy_ignores_the_resources(dev_resource, ope
     assert cr.state == ChangeState.APPROVED and services.approval_summary(cr).valid == 1
 
 
+def test_a_strategy_change_neither_voids_nor_bars_requests_no_strategy_stages(
+    dev_resource, operator, bob, carol, settings
+):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    resource = applied(dev_resource, operator, carol)
+    cr = submitted(resource, operator, kind=ChangeKind.DELETE)
+    hash_before = cr.proposed_hash
+    federation_services.set_rollout_strategy(resource, STAGED, actor=bob)
+    cr.refresh_from_db()
+    assert cr.proposed_hash == hash_before
+    assert services.approve(cr, actor=bob).state == ChangeState.APPROVED
+
+
 def test_requests_without_waves_keep_the_hash_they_always_had(dev_resource, operator):
     from federation.approvals.content import request_content_hash
     from federation.rendering import content_hash

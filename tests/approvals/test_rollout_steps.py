@@ -303,8 +303,9 @@ def test_no_resync_gets_ahead_of_a_rollout_waiting_for_a_waves_approval(
     ready_fleet, operator, approver, second_approver
 ):
     """Re-sync repeats what was approved for a cluster: the clusters of a wave waiting for its
-    approval keep revision 1 whether an operator re-syncs them, one by one or as failed ones, or the
-    periodic sweep finds them Ready again."""
+    approval get revision 1 back, not revision 2, whether an operator re-syncs them or the periodic
+    sweep finds them Ready again; "re-sync all failed" leaves them to that; the resource's
+    propagated revision stays 2."""
     from federation.choices import PropagationReason
     from federation.models import PropagatedVersion
 
@@ -320,16 +321,25 @@ def test_no_resync_gets_ahead_of_a_rollout_waiting_for_a_waves_approval(
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.WAITING_APPROVAL
     resource = rollout.change_request.resource
+    first, second = rollout.change_request.base_revision, rollout.change_request.proposed_revision
     prod = Cluster.objects.get(name="m131")
+    old_image = image(ready_fleet, "m131")
 
-    with pytest.raises(propagation.PropagationError, match="has not been sent to m131 by an approved change"):
-        propagation.resync_cluster(resource, prod, actor=operator)
+    run = propagation.resync_cluster(resource, prod, actor=operator)
+    assert run.revision == first
+    drain(run)
     PropagatedVersion.objects.filter(resource=resource, cluster=prod).update(status=PropagationReason.UPDATE_FAILED)
     assert propagation.resync_failed(resource, actor=operator) is None
     PropagatedVersion.objects.filter(resource=resource, cluster=prod).update(status=PropagationReason.CLUSTER_NOT_READY)
-    assert propagation.reconcile_waiting_clusters() == 0
-    assert NEW_IMAGE not in {image(ready_fleet, name) for name in ("m131", "m127", "m130")}
+    assert propagation.reconcile_waiting_clusters() == 1
+    drain(resource.runs.order_by("-pk").first())
+    assert run.revision == first and resource.runs.order_by("-pk").first().revision == first
+    assert {image(ready_fleet, name) for name in ("m131", "m127", "m130")} == {old_image} != {NEW_IMAGE}
+    resource.refresh_from_db()
+    assert resource.propagated_revision == second
 
     # the canary got revision 2 from the rollout: re-syncing it repeats that
-    drain(propagation.resync_cluster(resource, Cluster.objects.get(name="m128"), actor=operator))
+    run = propagation.resync_cluster(resource, Cluster.objects.get(name="m128"), actor=operator)
+    assert run.revision == second
+    drain(run)
     assert image(ready_fleet, "m128") == NEW_IMAGE

@@ -157,7 +157,7 @@ def test_with_the_setting_an_operator_cannot_resync_a_cluster_ahead_of_its_recon
     assert reconcile_cluster_membership(m130, reason="labels changed")  # the request waits for approval
     client.force_login(operator)
     response = client.post(reverse("federation:resource_resync", args=[web.pk, m130.pk]), follow=True)
-    assert "has not been sent to m130 by an approved change" in response.content.decode()
+    assert "No approved change has sent Deployment shop/web to m130" in response.content.decode()
     assert not web.runs.filter(targets__cluster=m130).exists() and status(web, "m130") is None
 
 
