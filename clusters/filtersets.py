@@ -12,6 +12,7 @@ from clusters.choices import ClusterRole, ClusterState
 from clusters.labels import SelectorError, parse_selector
 from clusters.models import Cluster
 from clusters.versions import parse_version
+from fedportal.text import is_number
 
 
 class ClusterFilterForm(forms.Form):
@@ -38,7 +39,7 @@ def filter_version(queryset: QuerySet, version: str) -> QuerySet:
     if version == "unknown":
         return queryset.filter(version_minor__isnull=True)
     parts = version.lstrip("v").split(".")
-    if len(parts) == 2 and all(p.isascii() and p.isdecimal() for p in parts):
+    if len(parts) == 2 and all(is_number(p) for p in parts):
         return queryset.filter(version_major=int(parts[0]), version_minor=int(parts[1]))
     return queryset.filter(server_version=version if version.startswith("v") else f"v{version}")
 

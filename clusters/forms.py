@@ -12,6 +12,7 @@ from django.core.validators import URLValidator
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
 from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
+from fedportal.text import is_number
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
@@ -322,9 +323,7 @@ class BulkLabelForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["ids"].choices = [
-            (pk, pk)
-            for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
-            if str(pk).isascii() and str(pk).isdecimal()
+            (pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else []) if is_number(str(pk))
         ]
 
     def clean_remove(self):

@@ -545,17 +545,19 @@ class UidApplyBodies:
     def __init__(self, manifest: dict):
         self.manifest = manifest
         marker = os.urandom(16).hex()  # a value nothing else in the body holds
-        named = {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": marker}}
-        body = apply_body(named)
+        body = apply_body(self._named(marker))
         quoted = f'"{marker}"'.encode()
         self._parts = body.split(quoted) if body.count(quoted) == 1 else None
 
     def naming(self, uid: str) -> bytes:
         """The apply body of the manifest with metadata.uid ``uid``."""
         if self._parts is None:  # the marker turned up twice: serialise this one whole
-            return apply_body({**self.manifest, "metadata": {**(self.manifest.get("metadata") or {}), "uid": uid}})
+            return apply_body(self._named(uid))
         head, tail = self._parts
         return head + apply_body(uid) + tail
+
+    def _named(self, uid: str) -> dict:
+        return {**self.manifest, "metadata": {**(self.manifest.get("metadata") or {}), "uid": uid}}
 
 
 def apply_object(

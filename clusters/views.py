@@ -38,6 +38,7 @@ from fedportal.fragments import render_with_cached_partial
 from fedportal.htmx import redirect_page, render_page
 from fedportal.roles import Role, has_role, role_required
 from fedportal.tables import configure, export_csv, wants_csv
+from fedportal.text import is_number
 
 PAGE_SIZE = 50
 IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
@@ -454,7 +455,7 @@ def lifecycle_link(request, pk):
     raw = request.POST.get("member", "")
     member = None
     if raw:
-        member = Cluster.objects.filter(pk=raw).first() if raw.isascii() and raw.isdecimal() else None
+        member = Cluster.objects.filter(pk=raw).first() if is_number(raw) else None
         if member is None:
             messages.error(request, "Choose a registered cluster (or none).")
             return redirect("clusters:lifecycle")

@@ -234,9 +234,8 @@ def compat_cell(request, pk, cluster):
             plan = selectors.repair_plan(row, resource.qualified_name, cell.manifest, cell.result)
         except UpgradePathError as exc:
             plan_error = str(exc)
-    cell = selectors.mask_compat_cell(
-        resource, cell
-    )  # what the page shows: no Secret value, in the manifest or a message
+    # what the page shows: no Secret value, in the manifest or a message
+    cell = selectors.mask_compat_cell(resource, cell)
     overrides_entry = None
     if cell.result is not None and cell.result.suggested_overrides:
         overrides_entry = json.dumps(

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 import jsonpatch
 import jsonpointer
 
+from fedportal.text import is_number
+
 OPS = ("add", "remove", "replace")
 DEFAULT_OP = "replace"
 # KubeFed refuses overrides of the object's identity; so do we.
@@ -156,12 +158,8 @@ def _path_exists(document, path: str) -> bool:
                 return False
             current = current[part]
         elif isinstance(current, list):
-            # an array index is ASCII digits (RFC 6901): "²" passes isdigit() but not int()
-            if (
-                not (part.isascii() and part.isdecimal())
-                or int(part) >= len(current)
-                or (len(part) > 1 and part.startswith("0"))
-            ):
+            # an array index is ASCII digits (RFC 6901)
+            if not is_number(part) or int(part) >= len(current) or (len(part) > 1 and part.startswith("0")):
                 return False
             current = current[int(part)]
         else:

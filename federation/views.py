@@ -47,6 +47,7 @@ from fedportal.masking import (
 )
 from fedportal.roles import Role, has_role, role_required
 from fedportal.tables import configure, export_csv, wants_csv
+from fedportal.text import is_number
 
 PAGE_SIZE = 50
 # Service error keys -> the form field that shows them.
@@ -217,7 +218,7 @@ def _form_page(request, context, status):
 def resource_create(request):
     initial = {}
     type_pk = request.GET.get("type", "") if request.method == "GET" else ""
-    if type_pk.isascii() and type_pk.isdecimal():  # not isdigit(): "²" passes that, and int() refuses it
+    if is_number(type_pk):
         initial["type"] = FederatedType.objects.filter(pk=type_pk).first()
     form = ResourceForm(request.POST or None, initial=initial)
     overrides, rsp = _formsets(request.POST or None)

@@ -24,6 +24,12 @@ def text_error(value: str) -> str | None:
     return None
 
 
+def is_number(text: str) -> bool:
+    """Whether ``text`` is ASCII digits, as an id or an array index is. Not ``str.isdigit()``: that
+    also takes "²" and "١", which ``int()`` refuses or reads as another number."""
+    return text.isascii() and text.isdecimal()
+
+
 def find_text_error(value) -> str | None:
     """``text_error`` of the first string in a JSON-like value (dict keys included), or None."""
     if isinstance(value, str):

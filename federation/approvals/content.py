@@ -30,7 +30,7 @@ from federation.models import (
 )
 from federation.rendering import content_hash
 
-STAGED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)  # as federation.approvals.rollout.is_staged
+STAGED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)  # the kinds a rollout strategy stages
 
 
 def resource_settings(resource) -> dict:

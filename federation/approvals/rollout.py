@@ -34,7 +34,7 @@ from django.utils import timezone
 from clusters.models import Cluster
 from federation import enqueue, propagation
 from federation.approvals.choices import ChangeKind, ChangeState, RolloutState, WaveState
-from federation.approvals.content import content_authors
+from federation.approvals.content import STAGED_KINDS, content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
 from federation.choices import TargetState
@@ -101,7 +101,7 @@ def effective_strategy(cr: ChangeRequest) -> dict:
 def is_staged(cr: ChangeRequest) -> bool:
     """Resource changes with a strategy; never deletes, unjoins, emergencies or rollbacks of a rollout."""
     return (
-        cr.kind in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
+        cr.kind in STAGED_KINDS
         and cr.resource_id is not None
         and not cr.emergency
         and cr.rollback_of_id is None
