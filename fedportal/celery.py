@@ -49,6 +49,20 @@ worker_ready.connect(freeze_startup_objects, weak=False)
 worker_process_init.connect(freeze_startup_objects, weak=False)
 
 
+def close_old_database_connections(**_) -> None:
+    """Before and after each task, what Django does around a request (``close_old_connections``): a
+    connection is closed when it outlived CONN_MAX_AGE, was left with autocommit off, or failed a
+    health check after an error; otherwise the task's thread keeps it for its next task (a dropped one
+    is found by CONN_HEALTH_CHECKS at its next use). Celery's own closing is off: CELERY_DB_REUSE_MAX."""
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
+task_prerun.connect(close_old_database_connections, weak=False)
+task_postrun.connect(close_old_database_connections, weak=False)
+
+
 # --- structured logs in the worker (LOG_FORMAT=json; see fedportal/logs.py) -------------------------
 
 

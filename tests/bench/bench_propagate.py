@@ -24,8 +24,8 @@ be applying (8 tasks a worker: 1.71 s against 1.31 s with 2, SQLite, the same ma
   accepts; federation/propagation.py), so the difference is FedPortal's own work: rendering,
   recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
   ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
-  ``database_cpu_seconds`` (every PostgreSQL process on this machine: the server is local and
-  otherwise idle) say where the 2 cores went until the run finished; ``phases_median_seconds``
+  ``database_cpu_seconds`` (every PostgreSQL process on this machine, the backends that exited
+  meanwhile too: the server is local and otherwise idle) say where the 2 cores went until the run finished; ``phases_median_seconds``
   when its phases ended, from the call of ``propagate_revision``.
 
 Prints two JSON lines, the last holding both scenarios.
@@ -49,7 +49,7 @@ from tests.bench.harness import (  # noqa: E402
     BenchEnv,
     cpu_seconds,
     fleet_versions,
-    postgres_pids,
+    postgres_cpu,
     register_clusters,
     start_worker,
     wait_until,
@@ -240,20 +240,18 @@ def warm_up(names, rounds: int = 4) -> None:
 
 def cpu_by_pid(pids: dict) -> dict[str, dict[int, float]]:
     """CPU seconds used so far by each process of each kind ("workers", "simulator", "database",
-    "bench"): a list of pids, or a function that lists them now (PostgreSQL's backends come and go)."""
+    "bench"): a list of pids, or a function that samples them now (``postgres_cpu``: backends come
+    and go, and what the exited ones used is kept under their postmaster)."""
     return {
-        kind: {pid: cpu_seconds(pid) for pid in (group() if callable(group) else group)} for kind, group in pids.items()
+        kind: group() if callable(group) else {pid: cpu_seconds(pid) for pid in group} for kind, group in pids.items()
     }
 
 
 def cpu_used(before: dict, after: dict) -> dict[str, float]:
-    """CPU seconds each kind used between two ``cpu_by_pid`` samples: what the processes alive at the
-    second one used since the first (all of it for one started meanwhile; one that exited meanwhile
-    is not counted, rather than subtracted)."""
-    return {
-        kind: round(sum(used - before[kind].get(pid, 0.0) for pid, used in now.items()), 2)
-        for kind, now in after.items()
-    }
+    """CPU seconds each kind used between two ``cpu_by_pid`` samples: the difference of their totals
+    (a backend started meanwhile counts from 0; one that exited meanwhile has moved into its
+    postmaster's children's times, so it is neither lost nor counted twice)."""
+    return {kind: round(sum(now.values()) - sum(before[kind].values()), 2) for kind, now in after.items()}
 
 
 def propagate_1000(names, pids: dict, round_no: int) -> tuple[float, dict[str, float]]:
@@ -383,7 +381,7 @@ def main() -> None:
             # "bench": this process (propagate_revision, and the polling until the run has finished)
             pids = {"workers": [w.process.pid for w in workers], "simulator": [fleet.proc.pid], "bench": [os.getpid()]}
             if env.database == "postgresql":
-                pids["database"] = postgres_pids
+                pids["database"] = postgres_cpu
             warm_up(names)
             baseline = BaselineLoop(fleet, names, concurrency)
             rounds = []  # FedPortal and the baseline alternate, so both see the machine in the same state

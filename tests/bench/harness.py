@@ -205,17 +205,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def postgres_pids() -> list[int]:
-    """Every PostgreSQL process on this machine (a benchmark's server is local and otherwise idle);
-    its backends come and go with connections, so a caller asks again at every measurement."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/comm"):
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds used so far by every PostgreSQL process on this machine (a benchmark's server is
+    local and otherwise idle), by pid, and under each postmaster's negated pid what its exited
+    backends used (its children's times, added once it reaps them). Without those, a backend opened
+    and closed between two samples was not counted at all. Ask again at every measurement: backends
+    come and go with connections."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        pid = int(comm.parent.name)
         try:
-            if stat.read_text().strip() == "postgres":
-                found.append(int(stat.parent.name))
+            if comm.read_text().strip() != "postgres":
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
+        found[pid] = (int(fields[11]) + int(fields[12])) / tick
+        if not _is_postgres(int(fields[1])):  # its parent is not postgres: the postmaster
+            found[-pid] = (int(fields[13]) + int(fields[14])) / tick
     return found
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() == "postgres"
+    except OSError:
+        return False
 
 
 def tree_cpu_seconds(pid: int) -> float:
