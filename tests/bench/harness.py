@@ -196,10 +196,16 @@ def fleet_versions(fleet) -> dict[str, str]:
     return {c["name"]: c["version"] for c in fleet.admin("GET", "/clusters")["clusters"]}
 
 
+def _stat_fields(pid: int) -> list[str]:
+    """A process's /proc/<pid>/stat after its name (Linux; OSError elsewhere or once it is gone):
+    [1] the parent's pid, [11] and [12] its user and system CPU, [13] and [14] its reaped children's."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc; 0.0 elsewhere)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat_fields(pid)
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -218,7 +224,7 @@ def postgres_cpu() -> dict[int, float]:
         try:
             if comm.read_text().strip() != "postgres":
                 continue
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = _stat_fields(pid)
         except OSError:
             continue
         found[pid] = (int(fields[11]) + int(fields[12])) / tick
