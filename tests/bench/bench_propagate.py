@@ -25,8 +25,8 @@ be applying (8 tasks a worker: 1.71 s against 1.31 s with 2, SQLite, the same ma
   recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
   ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
   ``database_cpu_seconds`` (every PostgreSQL process on this machine, the backends that exited
-  meanwhile too: the server is local and otherwise idle) say where the 2 cores went until the run finished; ``phases_median_seconds``
-  when its phases ended, from the call of ``propagate_revision``.
+  meanwhile too: the server is local and otherwise idle) say where the 2 cores went until the run
+  finished; ``phases_median_seconds`` when its phases ended, from the call of ``propagate_revision``.
 
 Prints two JSON lines, the last holding both scenarios.
 Goals: propagate_100 p50 <= 500 ms, p99 <= 1000 ms; propagate_1000 ratio <= 1.5.

@@ -202,13 +202,17 @@ def _stat_fields(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+def _seconds(fields: list[str], user: int) -> float:
+    """The user + system CPU seconds at ``fields[user]`` and the one after (``_stat_fields``)."""
+    return (int(fields[user]) + int(fields[user + 1])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time a process has used so far (Linux /proc; 0.0 elsewhere)."""
     try:
-        fields = _stat_fields(pid)
+        return _seconds(_stat_fields(pid), 11)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def postgres_cpu() -> dict[int, float]:
@@ -217,7 +221,6 @@ def postgres_cpu() -> dict[int, float]:
     backends used (its children's times, added once it reaps them). Without those, a backend opened
     and closed between two samples was not counted at all. Ask again at every measurement: backends
     come and go with connections."""
-    tick = os.sysconf("SC_CLK_TCK")
     found = {}
     for comm in Path("/proc").glob("[0-9]*/comm"):
         pid = int(comm.parent.name)
@@ -227,9 +230,9 @@ def postgres_cpu() -> dict[int, float]:
             fields = _stat_fields(pid)
         except OSError:
             continue
-        found[pid] = (int(fields[11]) + int(fields[12])) / tick
+        found[pid] = _seconds(fields, 11)
         if not _is_postgres(int(fields[1])):  # its parent is not postgres: the postmaster
-            found[-pid] = (int(fields[13]) + int(fields[14])) / tick
+            found[-pid] = _seconds(fields, 13)
     return found
 
 
