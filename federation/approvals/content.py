@@ -11,20 +11,19 @@ Approvals are given for a hash; when it changes they no longer count.
 
 An approval counts only from someone who wrote none of that content: not the request's author,
 not the author of any revision after the one the clusters last received up to the proposed one,
-and not whoever changed the retention, drift policy or rollout strategy since the resource was last
-propagated.
+and not whoever changed the retention, drift policy or rollout strategy since a request whose content
+held that change was approved by others.
 """
 
 from __future__ import annotations
 
-from django.db.models import F, OuterRef, Q, Subquery
+from datetime import datetime
 
-from federation.approvals.choices import ChangeKind
+from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.kinds import handler_for
-from federation.choices import RunTrigger
+from federation.approvals.models import ChangeRequest
 from federation.models import (
     PropagatedVersion,
-    PropagationRun,
     Revision,
     SettingsChange,
 )
@@ -92,28 +91,68 @@ def _revision_authors(cr) -> dict[int, str]:
     return authors
 
 
-def _settings_authors(resource_ids, *, strategy: bool = True) -> dict[int, str]:
-    """Who changed retention, drift policy or rollout strategy after the resource was last propagated."""
-    last_propagated = Subquery(
-        PropagationRun.objects.filter(resource=OuterRef("resource"), trigger=RunTrigger.PROPAGATE)
-        .order_by("-started_at")
-        .values("started_at")[:1]
+# The settings each kind of request's approved content covers (approved_content_hash): its
+# resource's retention and drift policy, and the rollout strategy when the request goes through it.
+_SETTINGS_IN_CONTENT = {kind: ("retention", "drift_policy") for kind in STAGED_KINDS}
+_SETTINGS_IN_CONTENT[ChangeKind.DELETE] = ("retention",)
+_DECIDED = (
+    ChangeState.APPROVED,
+    ChangeState.APPLYING,
+    ChangeState.APPLIED,
+    ChangeState.PARTIALLY_FAILED,
+    ChangeState.FAILED,
+    ChangeState.ROLLED_BACK,
+)
+
+
+def _settings_reviewed_at(resource_ids, *, besides) -> dict[int, dict[str, datetime]]:
+    """For each resource, when each of its settings was last part of another request's content that
+    approvers approved (``besides``: the request asking). An emergency apply and a rollout's
+    rollback were decided without approvers: they prove nothing."""
+    decided = (
+        ChangeRequest.objects.filter(
+            resource_id__in=resource_ids,
+            kind__in=list(_SETTINGS_IN_CONTENT),
+            state__in=_DECIDED,
+            emergency=False,
+            required_approvals__gt=0,
+            decided_at__isnull=False,
+        )
+        .exclude(pk=besides)
+        .values_list("resource_id", "kind", "rollout_strategy", "decided_at")
     )
+    reviewed: dict[int, dict[str, datetime]] = {}
+    for resource_id, kind, own_strategy, decided_at in decided:
+        names = _SETTINGS_IN_CONTENT[kind]
+        if kind in STAGED_KINDS and own_strategy is None:  # it went through the resource's strategy
+            names = (*names, "rollout_strategy")
+        latest = reviewed.setdefault(resource_id, {})
+        for name in names:
+            latest[name] = max(latest.get(name, decided_at), decided_at)
+    return reviewed
+
+
+def _settings_authors(cr, resource_ids, *, strategy: bool = True) -> dict[int, str]:
+    """Who changed retention, drift policy or rollout strategy since a request whose content held
+    that change was approved by others. A run is no such proof: a rollout approved before the change
+    starts its later waves after it, and an emergency apply has no approvers."""
     changes = (
         SettingsChange.objects.filter(resource_id__in=resource_ids)
         .exclude(author=None)
-        .annotate(baseline_at=last_propagated)
-        .filter(Q(baseline_at__isnull=True) | Q(created_at__gt=F("baseline_at")))
+        .order_by("created_at", "id")
+        .values_list("resource_id", "author_id", "before", "after", "created_at")
     )
-    if not strategy:  # the request does not go through the resource's strategy
-        changes = changes.exclude(after__has_key="rollout_strategy")
+    reviewed = _settings_reviewed_at(resource_ids, besides=cr.pk)
     authors: dict[int, str] = {}
-    for author_id, after in changes.order_by("created_at").values_list("author_id", "after"):
-        what = (
-            "the rollout strategy change"
-            if "rollout_strategy" in (after or {})
-            else "the retention/drift policy change"
-        )
+    for resource_id, author_id, before, after, created_at in changes:
+        after, before = after or {}, before or {}
+        changed = {name for name in after if before.get(name) != after[name]} or set(after)
+        if not strategy:  # the request does not go through the resource's strategy
+            changed.discard("rollout_strategy")
+        seen = reviewed.get(resource_id, {})
+        if not changed or all(name in seen and seen[name] > created_at for name in changed):
+            continue
+        what = "the rollout strategy change" if "rollout_strategy" in after else "the retention/drift policy change"
         authors.setdefault(author_id, what)
     return authors
 
@@ -130,6 +169,6 @@ def content_authors(cr) -> dict[int, str]:
     else:
         resource_ids = [cr.resource_id] if cr.resource_id else []
     staged = cr.kind in STAGED_KINDS and cr.rollout_strategy is None
-    for author_id, what in _settings_authors(resource_ids, strategy=staged).items():
+    for author_id, what in _settings_authors(cr, resource_ids, strategy=staged).items():
         authors.setdefault(author_id, what)
     return authors

@@ -11,7 +11,7 @@ from federation.approvals import services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
 from federation.choices import DriftPolicy, Retention
-from federation.models import FederatedResource, PropagatedVersion, PropagationRun
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, SettingsChange
 from fedportal.models import AuditEvent
 from fedportal.roles import Role
 from tests.approvals.factories import submitted
@@ -150,6 +150,48 @@ STAGED = {
         {"name": "later", "clusters": ["dev-b"], "requireApproval": True},
     ]
 }
+
+
+def test_a_propagation_nobody_approved_does_not_clear_a_settings_author(
+    dev_resource, operator, bob, carol, admin_user
+):
+    """A run after the change is no proof that anyone else agreed to it: an emergency apply (or a
+    rollout's later wave, approved before the change) propagates it without approvers."""
+    resource = applied(dev_resource, operator, carol)
+    set_settings(resource, bob, retention=Retention.ORPHAN)
+    changed_at = SettingsChange.objects.get(author=bob).created_at
+    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    assert PropagationRun.objects.filter(resource=resource, started_at__gt=changed_at).exists()
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator, kind=ChangeKind.DELETE)
+    with pytest.raises(PermissionDenied, match="the retention/drift policy change"):
+        services.approve(cr, actor=bob)
+    assert services.approve(cr, actor=carol).state == ChangeState.APPLYING
+
+
+def test_a_settings_change_others_approved_no_longer_bars_its_author(dev_resource, operator, bob, carol):
+    resource = applied(dev_resource, operator, carol)
+    set_settings(resource, bob, retention=Retention.ORPHAN)
+    edit(resource, operator, 5)
+    resource = applied(resource, operator, carol)  # carol approved content holding bob's retention
+    edit(resource, operator, 6)
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator)
+    assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
+
+
+def test_a_request_with_its_own_strategy_does_not_clear_the_resource_strategys_author(
+    dev_resource, operator, bob, carol, settings
+):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    federation_services.set_rollout_strategy(dev_resource, STAGED, actor=bob)
+    edit(dev_resource, operator, 4)
+    resource = FederatedResource.objects.get(pk=dev_resource.pk)
+    own = services.create_change_request(resource=resource, actor=operator, rollout_strategy={})
+    assert services.approve(services.submit(own, actor=operator), actor=carol).state == ChangeState.APPROVED
+    services.apply_change_request(own, actor=operator)  # propagated without the resource's waves
+    edit(resource, operator, 5)
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator)  # through the resource's waves
+    with pytest.raises(PermissionDenied, match="the rollout strategy change"):
+        services.approve(cr, actor=bob)
 
 
 def test_a_rollout_strategy_change_voids_approvals_and_its_author_cannot_approve(
