@@ -686,10 +686,15 @@ def isolated_clusters(limit: int = 5) -> dict:
 def mask_compat_cell(resource, cell):
     """``cell`` with Secret values masked in its manifest and in its problems' messages and fixes:
     what the cell page, the matrix's CSV export and the API's /drift/compatibility show."""
-    secret = is_secret_kind(resource.type.kind)
-    if not secret or cell.manifest is None:
+    if not is_secret_kind(resource.type.kind):
         return cell
-    known = secret_values(cell.manifest, secret=True)
+    if cell.manifest is not None:
+        known = secret_values(cell.manifest, secret=True)
+    else:  # the overrides did not apply: the error may quote the document it walked, as Python shows it
+        revision = resource.current_revision
+        source = {"template": revision.template, "overrides": revision.overrides} if revision is not None else {}
+        known = secret_values(source, secret=True)
+        known |= {repr(value)[1:-1] for value in known} | {json.dumps(value)[1:-1] for value in known}
     result = cell.result
     if result is not None:
         result = dataclasses.replace(

@@ -157,3 +157,42 @@ def test_compat_matrix_queries_do_not_grow_with_resources_or_clusters(
     with django_assert_max_num_queries(10):
         response = viewer_client.get(MATRIX)
     assert len(response.context["grid"]) == 25 and len(response.context["clusters"]) == 30
+
+
+def test_a_secret_cell_whose_overrides_do_not_apply_shows_no_value(viewer_client, sim_fleet, viewer):
+    """The render error of an override that does not apply quotes the document it walked (jsonpointer
+    names the mapping it searched): on a Secret that is its data. Create and update refuse such
+    overrides, so the revision is written directly, as an older FedPortal may have stored it."""
+    import base64
+    import json
+
+    from api.tokens import create_token
+    from federation.models import Revision
+    from federation.services import find_type
+
+    value = "sentinel-cell-K4pW9z's\\value"
+    encoded = base64.b64encode(value.encode()).decode()
+    resource = create_resource(
+        find_type("Secret"),
+        namespace="default",
+        name="db",
+        template={"type": "Opaque", "data": {"password": encoded}, "stringData": {"plain": value}},
+        placement={"clusters": ["m29"]},
+    )
+    broken = [{"clusterName": "m29", "clusterOverrides": [{"op": "add", "path": "/data/nested/key", "value": "eA=="}]}]
+    Revision.objects.filter(pk=resource.current_revision_id).update(overrides=broken)
+
+    page = viewer_client.get(cell_url(resource, "m29"))
+    assert page.status_code == 200
+    problems = [p.message for p in page.context["cell"].result.problems]
+    assert problems and all(message.startswith("The overrides do not apply") for message in problems)
+    token = create_token(viewer, actor=viewer).secret
+    api = viewer_client.get("/api/v1/drift/compatibility", headers={"Authorization": f"Bearer {token}"})
+    assert api.status_code == 200
+    texts = {
+        "page": page.content.decode(),
+        "export": b"".join(viewer_client.get(EXPORT).streaming_content).decode(),
+        "api": json.dumps(api.json()),
+    }
+    forms = {value, encoded, repr(value)[1:-1], json.dumps(value)[1:-1], "sentinel-cell-K4pW9z"}
+    assert {where: [f for f in forms if f in text] for where, text in texts.items()} == {w: [] for w in texts}
