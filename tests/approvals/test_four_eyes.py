@@ -152,9 +152,7 @@ STAGED = {
 }
 
 
-def test_a_propagation_nobody_approved_does_not_clear_a_settings_author(
-    dev_resource, operator, bob, carol, admin_user
-):
+def test_a_propagation_nobody_approved_does_not_clear_a_settings_author(dev_resource, operator, bob, carol, admin_user):
     """A run after the change is no proof that anyone else agreed to it: an emergency apply (or a
     rollout's later wave, approved before the change) propagates it without approvers."""
     resource = applied(dev_resource, operator, carol)
