@@ -45,7 +45,7 @@ from federation.models import FederatedResource, PropagatedVersion
 from federation.overrides import OverrideError, operations_for
 from federation.placement import ClusterRef, PlacementError, normalize_placement, select_clusters
 from federation.rendering import render_manifest
-from fedportal.masking import is_secret_kind, mask_secrets, secret_values
+from fedportal.masking import is_secret_kind, mask_secrets, scrub_message, secret_values
 
 CACHE_SECONDS = 24 * 3600
 CACHE_VERSION = "drift-1"
@@ -688,20 +688,17 @@ def mask_compat_cell(resource, cell):
     what the cell page, the matrix's CSV export and the API's /drift/compatibility show."""
     if not is_secret_kind(resource.type.kind):
         return cell
-    if cell.manifest is not None:
-        known = secret_values(cell.manifest, secret=True)
-    else:  # the overrides did not apply: the error may quote the document it walked, as Python shows it
-        revision = resource.current_revision
-        source = {"template": revision.template, "overrides": revision.overrides} if revision is not None else {}
-        known = secret_values(source, secret=True)
-        known |= {repr(value)[1:-1] for value in known} | {json.dumps(value)[1:-1] for value in known}
+    # the overrides did not apply (no manifest): their error may quote the document it walked
+    revision = resource.current_revision
+    source = cell.manifest or ({"template": revision.template, "overrides": revision.overrides} if revision else {})
+    known = secret_values(source, secret=True)
     result = cell.result
     if result is not None:
         result = dataclasses.replace(
             result,
             problems=tuple(
                 dataclasses.replace(
-                    p, message=mask_secrets(p.message, known=known), fix=mask_secrets(p.fix, secret=True, known=known)
+                    p, message=scrub_message(p.message, source), fix=mask_secrets(p.fix, secret=True, known=known)
                 )
                 for p in result.problems
             ),

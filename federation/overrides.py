@@ -16,6 +16,10 @@ import jsonpointer
 
 from fedportal.text import is_number
 
+# jsonpointer's errors quote the whole mapping a missing member was looked up in ("member 'x' not
+# found in {...}"): on a Secret, its data. Its documented switch keeps them to the member's name.
+jsonpointer.VERBOSE_EXCEPTIONS = False
+
 OPS = ("add", "remove", "replace")
 DEFAULT_OP = "replace"
 # KubeFed refuses overrides of the object's identity; so do we.

@@ -150,6 +150,15 @@ def secret_values(value, *, secret: bool = False) -> set[str]:
     return {item for item in found if len(item) >= _MIN_KNOWN and not TOKEN_RE.fullmatch(item)}
 
 
+def scrub_message(message: str, *sources) -> str:
+    """``message`` (free text: an API server's refusal, a library's error) without the Secret values
+    found in ``sources`` (a Secret's manifests, templates, overrides), in plain and base64 form and as
+    Python's repr and JSON escape them inside a quoted string. For text about a Secret only."""
+    known = set().union(*(secret_values(source, secret=True) for source in sources if source))
+    escaped = {repr(value)[1:-1] for value in known} | {json.dumps(value)[1:-1] for value in known}
+    return mask_secrets(message, known=known | escaped)
+
+
 def restore_masked(new, old, *, path: str = ""):
     """``new`` with every mask token that matches the value at the same place in ``old`` replaced
     by that value. A token with no matching stored value raises MaskedValueError (naming where)."""

@@ -34,7 +34,7 @@ from federation.propagation.common import (
 )
 from federation.rendering import MANAGED_LABEL, ignored_paths
 from fedportal.audit import record_event
-from fedportal.masking import is_secret_kind, mask_secrets
+from fedportal.masking import is_secret_kind, mask_secrets, scrub_message
 
 logger = logging.getLogger(__name__)
 
@@ -297,12 +297,15 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
                 f"it is left untouched (delete it to let FedPortal create its own).",
                 kind=exc.kind,
             )
-        PropagatedVersion.objects.filter(pk=pv.pk).update(message=f"Drift repair failed: {exc.message}")
+        message = exc.message
+        if is_secret_kind(ftype.kind):  # the refusal may quote the values it refused
+            message = scrub_message(message, pv.applied_manifest)
+        PropagatedVersion.objects.filter(pk=pv.pk).update(message=f"Drift repair failed: {message}")
         record_event(
             "federation.drift.enforce_failed",
             obj=resource,
             cluster=cluster.name,
-            summary=f"Could not repair drift of {resource} on {cluster.name}: {exc.message}",
+            summary=f"Could not repair drift of {resource} on {cluster.name}: {message}",
         )
         return "out_of_sync"
     obj = result.object

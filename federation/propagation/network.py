@@ -37,6 +37,7 @@ from federation.rendering import (
 from federation.rendering import (
     override_hash as hash_overrides,  # the local variables are called override_hash
 )
+from fedportal.masking import is_secret_kind, scrub_message
 
 _UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
 # Server-side apply's spelling of the same rejection: ".spec.foo: field not declared in schema".
@@ -118,9 +119,18 @@ def apply_step(
     """Server-side apply this cluster's manifest when anything changed. No database access; raises
     StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
     (``_read_then_apply``) when that call cannot decide."""
-    return _apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas) or _read_then_apply(
-        resource, revision, cluster, pv, conn, replicas=replicas
-    )
+    try:
+        return _apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas) or _read_then_apply(
+            resource, revision, cluster, pv, conn, replicas=replicas
+        )
+    except StepFailure as failure:
+        if is_secret_kind(resource.type.kind):
+            # an API server's refusal may quote the values it refused (the revision's): they never
+            # reach a status, a target, an audit event or a rollout's halt reason
+            failure.message = scrub_message(
+                failure.message, {"template": revision.template, "overrides": revision.overrides}
+            )
+        raise
 
 
 def _apply_naming_uid(
