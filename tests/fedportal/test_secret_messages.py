@@ -94,7 +94,10 @@ def test_an_override_error_in_the_api_does_not_echo_the_data(client, operator, o
             "template": {"type": "Opaque", "data": {"password": ENCODED}},
             "placement": {"clusters": [{"name": "m128"}]},
             "overrides": [
-                {"clusterName": "m128", "clusterOverrides": [{"op": "add", "path": "/data/nested/key", "value": "eA=="}]}
+                {
+                    "clusterName": "m128",
+                    "clusterOverrides": [{"op": "add", "path": "/data/nested/key", "value": "eA=="}],
+                }
             ],
         },
     }
