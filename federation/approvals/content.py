@@ -30,6 +30,15 @@ from federation.models import (
 from federation.rendering import content_hash
 
 STAGED_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)  # the kinds a rollout strategy stages
+# the states of a request its approvers approved
+_DECIDED = (
+    ChangeState.APPROVED,
+    ChangeState.APPLYING,
+    ChangeState.APPLIED,
+    ChangeState.PARTIALLY_FAILED,
+    ChangeState.FAILED,
+    ChangeState.ROLLED_BACK,
+)
 
 
 def resource_settings(resource) -> dict:
@@ -74,35 +83,65 @@ def request_content_hash(cr) -> str:
 
 
 def _revision_authors(cr) -> dict[int, str]:
-    if cr.kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK) or cr.proposed_revision is None:
+    """Who wrote the proposed content: the authors of every revision after the clusters' one up to
+    the proposed one, and of every revision the proposed one came from (its parents: the previous
+    revision of an edit, the restored one of a rollback) back to content that others approved. A
+    revision's number says nothing of where its content came from: a rollback copies an older
+    revision, a request may propose an older one, and once a rollout's first wave has gone out the
+    clusters' revision is the proposed one itself."""
+    if cr.kind not in STAGED_KINDS or cr.proposed_revision is None:
         return {}
     proposed = cr.proposed_revision
+    rows = {
+        pk: (number, parent_id, author_id, content)
+        for pk, number, parent_id, author_id, content in Revision.objects.filter(
+            resource_id=proposed.resource_id
+        ).values_list("pk", "number", "parent_id", "author_id", "content_hash")
+    }
+    by_content: dict[str, list[int]] = {}
+    for pk, row in rows.items():
+        by_content.setdefault(row[3], []).append(pk)
+    # the proposed revision, and every revision after the clusters' one up to it
     baseline = cr.resource.propagated_revision if cr.resource is not None else None
-    revisions = Revision.objects.filter(resource_id=proposed.resource_id)
-    if baseline is not None and baseline.number < proposed.number:
-        revisions = revisions.filter(number__gt=baseline.number, number__lte=proposed.number)
-    elif baseline is not None:
-        revisions = revisions.filter(pk=proposed.pk)
-    else:
-        revisions = revisions.filter(number__lte=proposed.number)
+    after = baseline.number if baseline is not None and baseline.number < proposed.number else proposed.number
+    wrote = {pk for pk, row in rows.items() if after < row[0] <= proposed.number} | {proposed.pk}
+    # ... and where their content came from, back to content that others approved
+    approved = _approved_contents(proposed.resource_id, besides=cr.pk)
+    todo = [pk for seed in wrote for pk in (rows[seed][1], *by_content[rows[seed][3]])]
+    while todo:
+        pk = todo.pop()
+        if pk not in rows or pk in wrote or rows[pk][3] in approved:
+            continue
+        wrote.add(pk)
+        todo += [rows[pk][1], *by_content[rows[pk][3]]]
     authors: dict[int, str] = {}
-    for author_id, number in revisions.exclude(author=None).order_by("number").values_list("author_id", "number"):
-        authors.setdefault(author_id, f"revision {number}")
+    for pk in sorted(wrote, key=lambda pk: rows[pk][0]):
+        if rows[pk][2] is not None:
+            authors.setdefault(rows[pk][2], f"revision {rows[pk][0]}")
     return authors
+
+
+def _approved_contents(resource_id, *, besides) -> set[str]:
+    """The content hashes of the revisions of ``resource_id`` that requests other than ``besides``
+    proposed and approvers approved (not an emergency apply or a rollout's rollback)."""
+    return set(
+        ChangeRequest.objects.filter(
+            resource_id=resource_id,
+            kind__in=STAGED_KINDS,
+            state__in=_DECIDED,
+            emergency=False,
+            required_approvals__gt=0,
+            proposed_revision__isnull=False,
+        )
+        .exclude(pk=besides)
+        .values_list("proposed_revision__content_hash", flat=True)
+    )
 
 
 # The settings each kind of request's approved content covers (approved_content_hash): its
 # resource's retention and drift policy, and the rollout strategy when the request goes through it.
 _SETTINGS_IN_CONTENT = {kind: ("retention", "drift_policy") for kind in STAGED_KINDS}
 _SETTINGS_IN_CONTENT[ChangeKind.DELETE] = ("retention",)
-_DECIDED = (
-    ChangeState.APPROVED,
-    ChangeState.APPLYING,
-    ChangeState.APPLIED,
-    ChangeState.PARTIALLY_FAILED,
-    ChangeState.FAILED,
-    ChangeState.ROLLED_BACK,
-)
 
 
 def _settings_reviewed_at(resource_ids, *, besides) -> dict[int, dict[str, datetime]]:

@@ -135,6 +135,49 @@ def test_revisions_already_applied_do_not_make_their_author_a_content_author(dev
     assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
 
 
+def test_restoring_a_revision_that_never_reached_the_clusters_keeps_its_author_out(
+    dev_resource, operator, approver, bob
+):
+    """A rollback copies an older revision's content into a new revision written by whoever rolled
+    back: the author of the copied content, never approved, is still its author."""
+    resource = applied(dev_resource, operator, approver)  # revision 1 on the clusters
+    bobs = edit(resource, bob, 7)  # revision 2, never approved
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    federation_services.rollback_resource(resource, to_revision=resource.revisions.get(number=1), actor=operator)
+    resource = applied(resource, operator, approver)  # revision 3 (= 1) propagated
+    restored = federation_services.rollback_resource(resource, to_revision=bobs, actor=operator)
+    assert restored.content_hash == bobs.content_hash and restored.author == operator
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator)
+    with pytest.raises(PermissionDenied, match=r"\(revision 2\)"):
+        services.approve(cr, actor=bob)
+    assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
+
+
+def test_proposing_an_older_revision_keeps_the_authors_it_was_built_on_out(dev_resource, operator, approver, bob):
+    yves = type(operator).objects.create_user("yves-operator")
+    yves.groups.add(*operator.groups.all())
+    resource = applied(dev_resource, operator, approver)
+    edit(resource, bob, 7)  # revision 2 by bob
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    built_on_bobs = edit(resource, yves, 8)  # revision 3 by yves, on top of bob's
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    federation_services.rollback_resource(resource, to_revision=resource.revisions.get(number=1), actor=operator)
+    applied(resource, operator, approver)  # revision 4 (= 1) propagated
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator, revision=built_on_bobs)
+    with pytest.raises(PermissionDenied, match=r"\(revision 2\)"):
+        services.approve(cr, actor=bob)
+
+
+def test_content_others_approved_clears_its_author_even_when_restored(dev_resource, operator, approver, bob, carol):
+    edit(dev_resource, bob, 5)  # bob's revision 2 ...
+    resource = applied(dev_resource, operator, carol)  # ... approved by carol and propagated
+    edit(resource, operator, 6)
+    resource = applied(resource, operator, carol)  # revision 3 propagated
+    federation_services.rollback_resource(resource, to_revision=resource.revisions.get(number=2), actor=operator)
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator)
+    assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
+
+
 def test_whoever_changed_retention_since_the_last_propagation_cannot_approve(dev_resource, operator, bob, carol):
     resource = applied(dev_resource, operator, carol)
     set_settings(resource, bob, retention=Retention.ORPHAN)

@@ -343,3 +343,44 @@ def test_no_resync_gets_ahead_of_a_rollout_waiting_for_a_waves_approval(
     assert run.revision == second
     drain(run)
     assert image(ready_fleet, "m128") == NEW_IMAGE
+
+
+def test_an_earlier_revisions_author_cannot_approve_a_wave(ready_fleet, operator, approver, second_approver, make_user):
+    """Once the first wave has gone out, the clusters' revision is the proposed one: who wrote the
+    revisions it was built on must still not count as a wave's approver."""
+    from django.core.exceptions import PermissionDenied
+
+    from fedportal.roles import Role
+
+    bob = make_user("bob-both", Role.OPERATOR, Role.APPROVER)
+    strategy = {
+        "autoRollback": False,
+        "waves": [
+            {"name": "canary", "clusters": ["m128"]},
+            {"name": "prod", "clusters": ["m131", "m127", "m130"], "requireApproval": True},
+        ],
+    }
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    pod = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": NEW_IMAGE}]}}
+    template = {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": pod}}
+    federation_services.update_resource(resource, template=template, placement={"clusters": MEMBERS}, actor=bob)
+    resource.refresh_from_db()
+    federation_services.update_resource(
+        resource,
+        template={**template, "metadata": {"labels": {"team": "shop"}}},
+        placement={"clusters": MEMBERS},
+        actor=operator,
+    )
+    resource.refresh_from_db()
+    cr = services.submit(services.create_change_request(resource, actor=operator), actor=operator)
+    assert bob.pk in services.content_authors(cr)
+    for one in (approver, second_approver):
+        cr = services.approve(cr, actor=one)
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL
+    with pytest.raises(PermissionDenied):
+        rollouts.approve_wave(cr, actor=bob)
