@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedportal.strict_yaml import StrictYAMLError, load_documents
+from fedportal.text import text_error
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
 
@@ -125,9 +126,17 @@ def _string(mapping: dict, key: str, where: str) -> str:
 
 def _decode_data(value: str, what: str) -> str:
     try:
-        return base64.b64decode(value.strip(), validate=False).decode("utf-8")
+        text = base64.b64decode(value.strip(), validate=False).decode("utf-8")
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise KubeconfigError(f"{what} is not valid base64-encoded PEM.") from None
+    return _storable(text, what)
+
+
+def _storable(text: str, what: str) -> str:
+    """Decoded or read text is checked as the YAML's own strings are: a NUL cannot be stored."""
+    if problem := text_error(text):
+        raise KubeconfigError(f"{what}: {problem}")
+    return text
 
 
 def _read_file(base_dir: Path | None, path: str, what: str) -> str:
@@ -138,7 +147,7 @@ def _read_file(base_dir: Path | None, path: str, what: str) -> str:
         )
     target = (base_dir / path).expanduser()
     try:
-        return target.read_text()
+        return _storable(target.read_text(), what)
     except OSError as exc:
         raise KubeconfigError(f"{what}: cannot read {target}: {exc.strerror}.") from None
 

@@ -90,6 +90,10 @@ def parse_federated(
         raise KubeFedImportError(f"{where}: spec.template must be a mapping.")
     template = dict(template)
     target_api_version = template.pop("apiVersion", "") or ""
+    if not isinstance(target_api_version, str):
+        raise KubeFedImportError(f"{where}: spec.template.apiVersion must be a string, not {target_api_version!r}.")
+    if not isinstance(template.get("metadata") or {}, Mapping):
+        raise KubeFedImportError(f"{where}: spec.template.metadata must be a mapping.")
     template_kind = template.pop("kind", None)
     if template_kind not in (None, target_kind):
         raise KubeFedImportError(f"{where}: spec.template.kind is {template_kind!r}, expected {target_kind!r}.")

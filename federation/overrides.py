@@ -132,7 +132,25 @@ def apply_operations(manifest: dict, operations: list[dict], *, cluster: str) ->
             raise OverrideError(
                 f"Override for cluster {cluster!r}: {op} {path} failed: {exc}", cluster=cluster, path=path
             ) from exc
+    if operations:
+        _check_metadata(document, cluster)
     return document
+
+
+def _check_metadata(document, cluster: str) -> None:
+    """What the overrides left of the object's metadata is still one FedPortal can label: a mapping,
+    its labels and annotations mappings (an override could replace any of them with a string)."""
+    metadata = document.get("metadata") if isinstance(document, Mapping) else None
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise OverrideError(f"Override for cluster {cluster!r}: metadata must stay a mapping.", cluster=cluster)
+    for field in ("labels", "annotations"):
+        value = (metadata or {}).get(field)
+        if value is not None and not isinstance(value, Mapping):
+            raise OverrideError(
+                f"Override for cluster {cluster!r}: metadata.{field} must stay a mapping of names to values.",
+                cluster=cluster,
+                path=f"/metadata/{field}",
+            )
 
 
 def apply_overrides(manifest: dict, overrides: list[dict], *, cluster: str) -> dict:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}$")
-_LABEL_VALUE_RE = re.compile(rf"^({_NAME})?$")
+_LABEL_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}\Z")
+_LABEL_VALUE_RE = re.compile(rf"^({_NAME})?\Z")
 
 
 class PlacementError(ValueError):

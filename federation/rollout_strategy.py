@@ -36,8 +36,8 @@ WAVE_FIELDS = {
 }
 IMPLICIT_WAVE = "rest"
 MAX_WAVES = 20
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
-_PERCENT_RE = re.compile(r"^(\d{1,3})%$")
+_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")  # fullmatch: "$" would let a final newline in
+_PERCENT_RE = re.compile(r"(\d{1,3})%")
 DEFAULT_PROGRESS_DEADLINE = 600  # seconds, Kubernetes' default spec.progressDeadlineSeconds
 
 
@@ -45,22 +45,27 @@ class StrategyError(ValueError):
     """A strategy that cannot be used; the message names the bad part."""
 
 
+MAX_WHOLE = 2**31 - 1  # Kubernetes' int32 fields (progressDeadlineSeconds), and the columns the waves keep them in
+
+
 def _whole(value, where: str, *, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise StrategyError(f"{where} must be a whole number, not {value!r}.")
     if value < minimum:
         raise StrategyError(f"{where} must be {minimum} or more, not {value}.")
+    if value > MAX_WHOLE:
+        raise StrategyError(f"{where} must be at most {MAX_WHOLE}, not {value}.")
     return value
 
 
 def _max_parallel(value, where: str):
     if isinstance(value, str):
-        match = _PERCENT_RE.match(value.strip())
+        match = _PERCENT_RE.fullmatch(value.strip())
         if not match or not 1 <= int(match.group(1)) <= 100:
             raise StrategyError(f'{where} must be a count (1 or more) or a percentage like "25%", not {value!r}.')
         return f"{int(match.group(1))}%"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise StrategyError(f'{where} must be a count (1 or more) or a percentage like "25%", not {value!r}.')
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WHOLE:
+        raise StrategyError(f'{where} must be a count (1 to {MAX_WHOLE}) or a percentage like "25%", not {value!r}.')
     return value
 
 
@@ -91,7 +96,7 @@ def normalize_strategy(raw) -> dict:
         if unknown:
             raise StrategyError(f"{where}: unknown field {sorted(unknown)[0]!r}.")
         name = wave.get("name")
-        if not isinstance(name, str) or not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
             raise StrategyError(f"{where}.name must be lower-case letters, digits and '-' (at most 40), not {name!r}.")
         if name in seen or name == IMPLICIT_WAVE:
             raise StrategyError(

@@ -564,6 +564,8 @@ def apply_kubefed_file(
             namespace = (item.namespace or default_namespace) if ftype.namespaced else ""
             key = (ftype.pk, namespace, item.name)
             template = dict(item.template)
+            if not isinstance(template.get("metadata") or {}, Mapping):
+                raise FederationError(f"{item.kind} {item.name}: the template's metadata must be a mapping.")
             metadata = dict(template.get("metadata") or {})
             metadata.pop("namespace", None)
             metadata.pop("name", None)

@@ -109,3 +109,12 @@ def test_client_key_is_a_textarea_that_never_renders_the_key_back():
     form.is_valid()
     html = str(form["client_key"])
     assert "<textarea" in html and "PRIVATE-KEY-TEXT" not in html
+
+
+@pytest.mark.parametrize("labels", [{"env\n": "prod"}, {"env": "prod\n"}])
+def test_labels_with_a_final_newline_are_refused(labels):
+    """JSON and YAML bodies are not stripped: a pattern ending in "$" let "prod\\n" in (a review's finding)."""
+    with pytest.raises(ValidationError):
+        validate_labels(labels)
+    with pytest.raises(ValidationError):
+        validate_dns1123_label("m128\n")

@@ -103,3 +103,13 @@ def test_the_kubeconfig_module_does_not_import_kubernetes():
     code = "import sys, clusters.kubeconfig; print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_certificate_data_that_decodes_to_a_nul_is_refused():
+    """The YAML's own strings are checked for NUL; the text decoded from base64 is checked too (PostgreSQL
+    refuses to store it: a 500 on save)."""
+    import base64
+
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n\x00\n-----END CERTIFICATE-----\n").decode()
+    with pytest.raises(KubeconfigError, match="CA: Null characters are not allowed"):
+        parse_kubeconfig(kubeconfig(f", certificate-authority-data: {ca}"))

@@ -80,6 +80,16 @@ def test_unknown_cluster_is_a_clear_error():
             "targetKind",
         ),
         ("apiVersion: core.kubefed.io/v1beta1\nkind: KubeFedCluster\nmetadata: {name: x}\n", "control-plane"),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\n"
+            "spec: {template: {metadata: oops, data: {a: b}}}\n",
+            "spec.template.metadata must be a mapping",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\n"
+            "spec: {template: {apiVersion: 5, data: {a: b}}}\n",
+            "spec.template.apiVersion must be a string",
+        ),
         ("a: [1", "Invalid YAML"),
         ("", "no YAML documents"),
     ],

@@ -128,3 +128,18 @@ def test_check_overrides_collects_every_problem():
     )
     problems = check_overrides(DEPLOYMENT, ops)
     assert [(p.cluster, p.path) for p in problems] == [("a", "/nope"), ("c", "/spec/gone")]
+
+
+@pytest.mark.parametrize("value", ["oops", ["a"], 5])
+@pytest.mark.parametrize("field", ["labels", "annotations"])
+def test_an_override_cannot_leave_labels_or_annotations_that_are_not_a_mapping(field, value):
+    """render_manifest adds FedPortal's label and annotation to these: a string there was a 500 on
+    the preview and on creating a change request (a review's finding), so saving refuses it."""
+    template = {"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}}, "spec": {}}
+    overrides = normalize_overrides(
+        [{"clusterName": "c1", "clusterOverrides": [{"op": "replace", "path": f"/metadata/{field}", "value": value}]}]
+    )
+    [problem] = check_overrides(template, overrides)
+    assert f"metadata.{field} must stay a mapping" in str(problem)
+    with pytest.raises(OverrideError, match="must stay a mapping"):
+        apply_overrides(template, overrides, cluster="c1")

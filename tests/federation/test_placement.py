@@ -121,3 +121,13 @@ def test_in_and_not_in_are_complements_when_key_present(key, values, have):
         assert in_ != not_in
     else:
         assert not in_ and not_in
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [{"matchLabels": {"env\n": "prod"}}, {"matchLabels": {"env": "prod\n"}}],
+)
+def test_a_label_with_a_final_newline_is_refused(selector):
+    """A pattern ending in "$" matches before a final newline: the patterns end in \\Z."""
+    with pytest.raises(PlacementError):
+        normalize_placement({"clusterSelector": selector})

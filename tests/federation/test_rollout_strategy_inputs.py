@@ -139,3 +139,22 @@ def test_the_demo_resource_file_ships_a_staged_strategy():
     assert web.rollout_strategy["autoRollback"] and web.rollout_strategy["waves"][2]["requireApproval"]
     call_command("fedctl", "apply", "-f", str(DEMO_RESOURCES), stdout=out)  # a second demo start changes nothing
     assert "unchanged" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "wave",
+    [
+        {"name": "canary", "clusters": ["dev-a"], "bakeSeconds": 2**63},
+        {"name": "canary", "clusters": ["dev-a"], "maxFailures": 2**31},
+        {"name": "canary", "clusters": ["dev-a"], "progressDeadlineSeconds": 2**40},
+        {"name": "canary", "clusters": ["dev-a"], "maxParallel": 2**31},
+        {"name": "a" * 40 + "\n", "clusters": ["dev-a"]},
+    ],
+)
+def test_numbers_past_int32_and_names_with_a_newline_are_refused(wave):
+    """They were stored, and starting the rollout failed writing its waves: a 500 on approval that
+    left the request Approved (a review's finding)."""
+    from federation.rollout_strategy import StrategyError, normalize_strategy
+
+    with pytest.raises(StrategyError):
+        normalize_strategy({"waves": [wave]})
