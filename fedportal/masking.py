@@ -38,7 +38,11 @@ SECRET_KIND = "Secret"
 SECRET_FIELDS = ("data", "stringData")
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 TOKEN_RE = re.compile(r"<secret hmac:[0-9a-f]{12}>")
-_PATH_RE = re.compile(r"(^|/)(data|stringData)(/|$)")
+# a diff row or override operation on a Secret's values: under data/stringData, or the annotation
+# kubectl keeps a copy of the whole object in (a JSON pointer escapes its "/" as "~1")
+_PATH_RE = re.compile(
+    r"(^|/)(data|stringData)(/|$)|/metadata/annotations/kubectl\.kubernetes\.io~1last-applied-configuration$"
+)
 _MIN_KNOWN = 4  # shorter strings are not scrubbed out of free text (they would match everywhere)
 
 
@@ -98,10 +102,12 @@ def _mask(value, secret: bool, known: tuple[str, ...]):
         in_secret_path = secret and isinstance(value.get("path"), str) and bool(_PATH_RE.search(value["path"]))
         result = {}
         for key, item in value.items():
-            if secret and (key in SECRET_FIELDS or (in_secret_path and key in ("value", "before", "after"))):
+            if secret and (
+                key in SECRET_FIELDS or key == LAST_APPLIED or (in_secret_path and key in ("value", "before", "after"))
+            ):
+                # the annotation wherever it sits: in a manifest's annotations, or a diff row's value
+                # at /metadata/annotations
                 result[key] = _mask_leaves(item)
-            elif secret and key == "annotations" and isinstance(item, Mapping) and LAST_APPLIED in item:
-                result[key] = {**_mask(dict(item), secret, known), LAST_APPLIED: _mask_leaves(item[LAST_APPLIED])}
             else:
                 result[key] = _mask(item, secret, known)
         return result

@@ -152,3 +152,53 @@ def test_a_drift_repair_refusal_quoting_a_value_is_stored_without_it(fleet, oper
     propagation.detect_drift(resource=resource)
     stored = stored_texts(resource)
     assert "Could not repair drift" in stored and ENCODED not in stored
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+LIVE_VALUE = base64.b64encode(b"sentinel-live-edit-W8kD3s").decode()
+
+
+def last_applied(value):
+    return json.dumps({"apiVersion": "v1", "kind": "Secret", "data": {"password": value}})
+
+
+def test_drift_of_a_secrets_last_applied_annotation_is_masked(client, fleet, operator, viewer):
+    """kubectl keeps a copy of the whole object, values included, in this annotation: a drift row
+    on it (or on the annotations as a whole) shows them unless masked like data."""
+    register_fleet(fleet, MEMBERS)
+    drain(propagation.propagate_revision(federate_namespace("shop", MEMBERS)))
+    resource = services.create_resource(
+        services.find_type("Secret"),
+        namespace="shop",
+        name="db",
+        actor=operator,
+        template={
+            "type": "Opaque",
+            "metadata": {"annotations": {LAST_APPLIED: last_applied(ENCODED)}},
+            "data": {"password": ENCODED},
+        },
+        placement={"clusters": MEMBERS},
+    )
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit(
+        "m127",
+        "v1",
+        "Secret",
+        "shop",
+        "db",
+        {"data": {"password": LIVE_VALUE}, "metadata": {"annotations": {LAST_APPLIED: last_applied(LIVE_VALUE)}}},
+    )
+    propagation.detect_drift(resource=resource)
+    drift = PropagatedVersion.objects.get(resource=resource, cluster__name="m127").drift
+    assert any("last-applied" in row["path"] for row in drift)
+    client.force_login(viewer)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    text = json.dumps([drift, list(AuditEvent.objects.values_list("before", "after"))]) + page
+    assert ENCODED not in text and LIVE_VALUE not in text
+
+
+def test_a_diff_row_on_the_annotations_as_a_whole_is_masked():
+    from fedportal.masking import mask_secrets
+
+    row = {"path": "/metadata/annotations", "before": {LAST_APPLIED: last_applied(ENCODED)}, "after": None}
+    assert ENCODED not in json.dumps(mask_secrets([row], secret=True))
