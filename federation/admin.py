@@ -5,7 +5,7 @@ from django.utils.html import format_html
 
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationRun, Revision
 from fedportal.admin import ReadOnlyAdmin
-from fedportal.masking import is_secret_kind, mask_secrets
+from fedportal.masking import is_secret_kind, mask_secrets, scrub_message
 
 
 @admin.register(FederatedType)
@@ -52,8 +52,17 @@ class PropagationRunAdmin(ReadOnlyAdmin):
 class PropagatedVersionAdmin(ReadOnlyAdmin):
     list_display = ("resource", "cluster", "status", "sync_state", "version", "propagated_at")
     list_filter = ("status", "sync_state")
-    exclude = ("applied_manifest", "drift")
-    readonly_fields = ("applied_manifest_shown", "drift_shown")
+    exclude = ("applied_manifest", "drift", "message")
+    readonly_fields = ("message_shown", "applied_manifest_shown", "drift_shown")
+
+    @admin.display(description="message")
+    def message_shown(self, obj):
+        """A message written before API servers' refusals were scrubbed on write may quote a value."""
+        if not is_secret_kind(obj.resource.type.kind):
+            return obj.message
+        revision = obj.resource.current_revision
+        source = {"template": revision.template, "overrides": revision.overrides} if revision else {}
+        return scrub_message(obj.message, obj.applied_manifest, source)
 
     @admin.display(description="applied manifest")
     def applied_manifest_shown(self, obj):

@@ -19,7 +19,7 @@ from federation.propagation import drift as drift_module
 from federation.propagation import network
 from fedportal.masking import scrub_message
 from fedportal.models import AuditEvent
-from tests.federation.factories import drain, federate_namespace, register_fleet
+from tests.federation.factories import as_approved, drain, federate_namespace, register_fleet
 
 VALUE = "sentinel-message-R6yT2e"
 ENCODED = base64.b64encode(VALUE.encode()).decode()
@@ -29,14 +29,16 @@ pytestmark = pytest.mark.django_db
 
 
 def federated_secret(operator, **extra):
-    return services.create_resource(
-        services.find_type("Secret"),
-        namespace="shop",
-        name="db",
-        actor=operator,
-        template={"type": "Opaque", "data": {"password": ENCODED}},
-        placement={"clusters": MEMBERS},
-        **extra,
+    return as_approved(
+        services.create_resource(
+            services.find_type("Secret"),
+            namespace="shop",
+            name="db",
+            actor=operator,
+            template={"type": "Opaque", "data": {"password": ENCODED}},
+            placement={"clusters": MEMBERS},
+            **extra,
+        )
     )
 
 
@@ -202,3 +204,29 @@ def test_a_diff_row_on_the_annotations_as_a_whole_is_masked():
 
     row = {"path": "/metadata/annotations", "before": {LAST_APPLIED: last_applied(ENCODED)}, "after": None}
     assert ENCODED not in json.dumps(mask_secrets([row], secret=True))
+
+
+def test_the_admin_shows_messages_written_before_scrubbing_without_the_values(client, operator, offline_secret):
+    """Rows written by an earlier FedPortal may hold a refusal quoting a value: the admin masks them."""
+    from django.contrib.auth.models import User
+
+    from federation.approvals import services as approvals
+    from federation.approvals.models import ChangeRequest
+
+    refusal = f'Secret "db" is invalid: data[password]: Invalid value: "{ENCODED}"'
+    version = PropagatedVersion.objects.create(
+        resource=offline_secret, cluster=Cluster.objects.get(name="m128"), status="CreationFailed", message=refusal
+    )
+    cr = approvals.create_change_request(offline_secret, actor=operator)
+    ChangeRequest.objects.filter(pk=cr.pk).update(
+        outcome=[{"cluster": "m128", "message": refusal}], apply_error=f"m128: {refusal}"
+    )
+    client.force_login(User.objects.create_superuser("root", password="root-pass-123456"))
+    pages = [
+        client.get(f"/admin/federation/propagatedversion/{version.pk}/change/"),
+        client.get(f"/admin/approvals/changerequest/{cr.pk}/change/"),
+    ]
+    assert [page.status_code for page in pages] == [200, 200]
+    for page in pages:
+        text = page.content.decode()
+        assert "Invalid value" in text and ENCODED not in text
