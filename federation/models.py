@@ -91,6 +91,14 @@ class FederatedResource(models.Model):
     )
     retention = models.CharField(max_length=16, choices=Retention.choices, default=Retention.DELETE)
     drift_policy = models.CharField(max_length=16, choices=DriftPolicy.choices, default=DriftPolicy.REPORT)
+    approved_drift_policy = models.CharField(
+        max_length=16,
+        choices=DriftPolicy.choices,
+        blank=True,
+        default="",
+        help_text="The drift policy of the last applied change request, which is what drift checks act on "
+        "(empty: none applied yet, so drift is reported, never repaired).",
+    )
     rollout_strategy = models.JSONField(
         default=dict, blank=True, help_text="Waves an approved change goes through (federation.rollout_strategy)."
     )

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -43,7 +43,7 @@ from federation import enqueue, propagation
 from federation import services as federation_services
 from federation.approvals import rollout
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, Severity
-from federation.approvals.content import approved_content_hash, content_authors, request_content_hash
+from federation.approvals.content import STAGED_KINDS, approved_content_hash, content_authors, request_content_hash
 from federation.approvals.kinds import BUSY, handler_for
 from federation.approvals.models import Approval, ChangeRequest, Comment, Rollout
 from federation.approvals.preflight import run_preflight
@@ -845,6 +845,13 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
     return _apply(cr, actor=actor)
 
 
+def _adopt_approved_settings(cr: ChangeRequest) -> None:
+    """The request's approved content held its resource's drift policy (its hash was checked again
+    just now): drift checks act on it from here on (``approved_drift_policy``)."""
+    if cr.kind in STAGED_KINDS and cr.resource_id:
+        FederatedResource.objects.filter(pk=cr.resource_id).update(approved_drift_policy=F("drift_policy"))
+
+
 def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.APPROVED,), "applied")
@@ -860,6 +867,7 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
     with transaction.atomic():
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
+        _adopt_approved_settings(cr)
         if rollout.is_staged(cr):
             try:
                 rollout.start_rollout(cr, actor=actor)
@@ -931,6 +939,7 @@ def emergency_apply(
             run = propagation.propagate_revision(resource, actor=actor, revision=revision, emergency=True)
         except propagation.PropagationError as exc:
             raise TransitionError(str(exc)) from None
+        _adopt_approved_settings(cr)  # the admin's audited bypass decides for the policy too
         cr.runs.add(run)
         _audit(
             "emergency_apply",

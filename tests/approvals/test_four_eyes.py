@@ -388,6 +388,25 @@ def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_
         services.apply_change_request(cr, actor=operator)
 
 
+def test_the_drift_policy_drift_checks_act_on_is_the_one_an_applied_request_held(
+    client, dev_resource, operator, approver, admin_user
+):
+    resource = applied(dev_resource, operator, approver)
+    assert resource.approved_drift_policy == DriftPolicy.REPORT
+    set_settings(resource, operator, drift_policy=DriftPolicy.ENFORCE)
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    assert (resource.drift_policy, resource.approved_drift_policy) == (DriftPolicy.ENFORCE, DriftPolicy.REPORT)
+    client.force_login(operator)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert "drift checks act on Report until a change request holding Enforce is applied" in page
+    edit(resource, operator, 4)
+    resource = applied(resource, operator, approver)  # a request holding Enforce, approved and applied
+    assert resource.approved_drift_policy == DriftPolicy.ENFORCE
+    set_settings(resource, operator, drift_policy=DriftPolicy.REPORT)
+    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    assert FederatedResource.objects.get(pk=resource.pk).approved_drift_policy == DriftPolicy.REPORT
+
+
 def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
     dev_resource, dev_cluster, operator, admin_user, approver, settings
 ):

@@ -6,7 +6,7 @@ from clusters.choices import ClusterRole, ClusterState
 from clusters.models import Cluster
 from federation import propagation, services
 from federation.choices import TargetState
-from federation.models import FederatedType, PropagationTarget
+from federation.models import FederatedResource, FederatedType, PropagationTarget
 
 WEB_TEMPLATE = {
     "metadata": {"labels": {"app": "web"}},
@@ -94,16 +94,27 @@ def namespace_everywhere(name: str):
 def web_deployment(
     *, namespace="shop", name="web", placement=None, overrides=None, scheduling=None, template=None, **kw
 ):
-    return services.create_resource(
-        ftype("Deployment"),
-        namespace=namespace,
-        name=name,
-        template=template or WEB_TEMPLATE,
-        placement=placement,
-        overrides=overrides,
-        scheduling=scheduling,
-        **kw,
+    """A Deployment as if its creation had been approved (tests propagate it directly): its drift
+    policy is the approved one (``as_approved``)."""
+    return as_approved(
+        services.create_resource(
+            ftype("Deployment"),
+            namespace=namespace,
+            name=name,
+            template=template or WEB_TEMPLATE,
+            placement=placement,
+            overrides=overrides,
+            scheduling=scheduling,
+            **kw,
+        )
     )
+
+
+def as_approved(resource):
+    """What applying an approved change request records of ``resource``: drift checks act on its policy."""
+    FederatedResource.objects.filter(pk=resource.pk).update(approved_drift_policy=resource.drift_policy)
+    resource.approved_drift_policy = resource.drift_policy
+    return resource
 
 
 def drain(run, *, rounds: int = 3):

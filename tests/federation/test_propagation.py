@@ -569,6 +569,27 @@ def test_enforce_makes_a_removed_object_again(fleet, fleet_clusters):
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
 
 
+def test_enforce_acts_only_once_a_request_holding_it_was_applied(fleet, fleet_clusters, operator):
+    """Switching Report to Enforce makes FedPortal write to the clusters: it is part of the approved
+    content (a review's finding: an operator's switch took effect at the next drift check)."""
+    resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=DriftPolicy.REPORT)
+    drain(propagation.propagate_revision(resource))
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    current = resource.current_revision
+    services.update_resource(
+        resource, template=current.template, placement=current.placement, actor=operator, drift_policy="Enforce"
+    )
+    resource.refresh_from_db()
+    assert (resource.drift_policy, resource.approved_drift_policy) == (DriftPolicy.ENFORCE, DriftPolicy.REPORT)
+    assert propagation.detect_drift(resource=resource).repaired == 0
+    assert live(fleet, "m128") is None
+
+    # applying a request holding it is what turns it on (tests/approvals/test_four_eyes.py)
+    type(resource).objects.filter(pk=resource.pk).update(approved_drift_policy=DriftPolicy.ENFORCE)
+    assert propagation.detect_drift(resource=resource).repaired == 1
+    assert live(fleet, "m128") is not None
+
+
 def test_status_collection_records_remote_status(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
