@@ -686,7 +686,7 @@ def isolated_clusters(limit: int = 5) -> dict:
 def mask_compat_cell(resource, cell):
     """``cell`` with Secret values masked in its manifest and in its problems' messages and fixes:
     what the cell page, the matrix's CSV export and the API's /drift/compatibility show."""
-    if not is_secret_kind(resource.type.kind):
+    if not cell.targeted or not is_secret_kind(resource.type.kind):
         return cell
     # the overrides did not apply (no manifest): their error may quote the document it walked
     revision = resource.current_revision

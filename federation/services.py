@@ -327,7 +327,14 @@ def _save_revision(
             "drift_policy": drift_policy or resource.drift_policy,
         }
         if settings_after != settings_before:
-            FederatedResource.objects.filter(pk=resource.pk).update(**settings_after)
+            # stopping repairs needs nobody's approval: Report is at once what drift checks act on,
+            # and Enforce again needs a change request holding it
+            stop = (
+                {"approved_drift_policy": DriftPolicy.REPORT}
+                if settings_after["drift_policy"] == DriftPolicy.REPORT
+                else {}
+            )
+            FederatedResource.objects.filter(pk=resource.pk).update(**settings_after, **stop)
             record_event(
                 "federation.resource.settings",
                 actor=actor,

@@ -10,8 +10,9 @@ delete, the retention; for an unjoin, the retention of every resource still on t
 Approvals are given for a hash; when it changes they no longer count.
 
 An approval counts only from someone who wrote none of that content: not the request's author,
-not the author of any revision after the one the clusters last received up to the proposed one,
-and not whoever changed the retention, drift policy or rollout strategy since a request whose content
+not the author of any revision after the one the clusters last received up to the proposed one, nor
+of any revision the proposed one came from (its parents, and revisions of the same content, as a
+rollback copies one) back to content others approved, and not whoever changed the retention, drift policy or rollout strategy since a request whose content
 held that change was approved by others.
 """
 

@@ -43,6 +43,7 @@ from federation.propagation.common import chunked
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event, record_events
+from fedportal.masking import is_secret_kind, scrub_message
 from fedportal.roles import Role, require_role
 
 logger = logging.getLogger(__name__)
@@ -891,6 +892,7 @@ def rollout_status(cr) -> dict | None:
     if rollout is None:
         return None
     now = timezone.now()
+    shown = _secret_scrubber(rollout.change_request_id)
     waves = []
     for wave in rollout.waves.all():
         bake_left = None
@@ -902,8 +904,8 @@ def rollout_status(cr) -> dict | None:
                 "name": wave.name,
                 "state": wave.state,
                 "clusters": dict(sorted(wave.cluster_states.items())),
-                "failedGate": wave.failed_gate or None,
-                "waiting": wave.gate_message or None,
+                "failedGate": shown(wave.failed_gate) or None,
+                "waiting": shown(wave.gate_message) or None,
                 "maxParallel": wave.max_parallel,
                 "bakeSeconds": wave.bake_seconds,
                 "bakeRemaining": bake_left,
@@ -924,10 +926,20 @@ def rollout_status(cr) -> dict | None:
         "changeRequest": rollout.change_request_id,
         "state": rollout.state,
         "autoRollback": rollout.auto_rollback,
-        "haltReason": rollout.halt_reason or None,
+        "haltReason": shown(rollout.halt_reason) or None,
         "rollbacks": rollbacks,
         "waves": waves,
     }
+
+
+def _secret_scrubber(cr_id: int):
+    """For a Secret's rollout: its gate texts quote member statuses, which rows written before API
+    servers' refusals were scrubbed on write may hold a value in (``scrub_message``)."""
+    cr = ChangeRequest.objects.select_related("resource__type", "proposed_revision", "base_revision").get(pk=cr_id)
+    if cr.resource is None or not is_secret_kind(cr.resource.type.kind):
+        return lambda text: text
+    sources = [r.snapshot for r in (cr.proposed_revision, cr.base_revision) if r is not None]
+    return lambda text: scrub_message(text, *sources) if text else text
 
 
 def resume_stale_rollouts(*, stale_seconds: float = STALE_SECONDS) -> int:

@@ -56,8 +56,10 @@ def with_approval_counts(queryset: QuerySet, *, approval_counts: bool = True) ->
 
 def inbox_for(user) -> QuerySet:
     """Submitted requests waiting for this approver: not their own, not proposing a revision they
-    wrote (any after the clusters' one, up to the proposed one: content.content_authors, which
-    approve() enforces in full), not approved by them already (for the current content)."""
+    wrote (any after the clusters' one, up to the proposed one), not approved by them already (for
+    the current content). A first cut: content.content_authors, which approve() enforces, also
+    counts the revisions the proposed one came from and settings changes, so a request listed here
+    may still refuse this approver's approval with the reason."""
     mine = Approval.objects.filter(change_request=OuterRef("pk"), approver=user, content_hash=OuterRef("proposed_hash"))
     wrote = Revision.objects.filter(
         Q(pk=OuterRef("proposed_revision_id"))

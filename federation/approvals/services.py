@@ -49,7 +49,7 @@ from federation.approvals.models import Approval, ChangeRequest, Comment, Rollou
 from federation.approvals.preflight import run_preflight
 from federation.approvals.selectors import outcome_rows
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
-from federation.choices import Retention, RunState, TargetState
+from federation.choices import DriftPolicy, Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, Revision
 from federation.protected import protected_namespace_of, protected_namespace_refusal
 from federation.rollout_strategy import StrategyError, normalize_strategy
@@ -435,7 +435,11 @@ def create_change_request(
                 raise TransitionError(f"Unknown change kind {kind!r}.")
             if kind == ChangeKind.RECONCILE and resource.propagated_revision_id != revision.pk:
                 raise TransitionError("A reconcile request re-applies the propagated revision, as approved.")
-            if kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE) and resource.propagated_revision_id == revision.pk:
+            if (
+                kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE)
+                and resource.propagated_revision_id == revision.pk
+                and not _enforce_pending(resource)
+            ):
                 raise TransitionError(
                     f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."
                 )
@@ -845,6 +849,12 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
     return _apply(cr, actor=actor)
 
 
+def _enforce_pending(resource: FederatedResource) -> bool:
+    """The resource was switched to Enforce and no applied request held that yet: a request for the
+    revision the clusters have is how it gets approved (there is no new revision to propose)."""
+    return resource.drift_policy == DriftPolicy.ENFORCE and resource.approved_drift_policy != DriftPolicy.ENFORCE
+
+
 def _adopt_approved_settings(cr: ChangeRequest) -> None:
     """The request's approved content held its resource's drift policy (its hash was checked again
     just now): drift checks act on it from here on (``approved_drift_policy``)."""
@@ -951,6 +961,7 @@ def emergency_apply(
                 "reason": reason,
                 "run": run.pk,
                 "protected_namespace": protected_namespace_of(resource),
+                "drift_policy": resource.drift_policy,  # what drift checks act on from now (_adopt_approved_settings)
             },
         )
         _schedule_sync(cr.pk)

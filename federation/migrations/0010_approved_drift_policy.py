@@ -1,18 +1,40 @@
 """FederatedResource.approved_drift_policy: what drift checks act on, set when a change request is
-applied. Resources already on the clusters keep acting as they did: their current policy."""
+applied. A resource already on the clusters acts on the policy its last applied change request held."""
 
 from django.db import migrations, models
-from django.db.models import F
 
 
-def keep_current_behaviour(apps, schema_editor):
+STAGED_KINDS = ("create", "edit", "rollback")
+
+
+def approved_policies(apps, schema_editor):
+    """A propagated resource acts on the drift policy it had when a change request of it was last
+    applied: its current one, unless the policy was changed since (then what it was changed from)."""
     resources = apps.get_model("federation", "FederatedResource")
-    resources.objects.filter(propagated_revision__isnull=False).update(approved_drift_policy=F("drift_policy"))
+    changes = apps.get_model("federation", "SettingsChange")
+    requests = apps.get_model("approvals", "ChangeRequest")
+    for resource in resources.objects.filter(propagated_revision__isnull=False).only("pk", "drift_policy"):
+        applied_at = (
+            requests.objects.filter(resource_id=resource.pk, kind__in=STAGED_KINDS, applied_at__isnull=False)
+            .order_by("-applied_at")
+            .values_list("applied_at", flat=True)
+            .first()
+        )
+        later = changes.objects.filter(resource_id=resource.pk).order_by("created_at", "id")
+        if applied_at is not None:
+            later = later.filter(created_at__gt=applied_at)
+        policy = resource.drift_policy
+        for before, after in later.values_list("before", "after"):
+            if "drift_policy" in (after or {}) and (before or {}).get("drift_policy") != after["drift_policy"]:
+                policy = (before or {}).get("drift_policy") or "Report"  # the first change since: what it was
+                break
+        resources.objects.filter(pk=resource.pk).update(approved_drift_policy=policy)
 
 
 class Migration(migrations.Migration):
     dependencies = [
         ("federation", "0009_watch_fleet_watchers"),
+        ("approvals", "0006_rollout_waves"),
     ]
 
     operations = [
@@ -28,5 +50,5 @@ class Migration(migrations.Migration):
                 max_length=16,
             ),
         ),
-        migrations.RunPython(keep_current_behaviour, migrations.RunPython.noop),
+        migrations.RunPython(approved_policies, migrations.RunPython.noop),
     ]

@@ -281,9 +281,9 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         drift_checked_at=now,
         drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now,
     )
-    # the policy an applied change request approved: switching to Enforce writes to the clusters,
-    # so it takes effect only once others approved a request that holds it
-    if resource.approved_drift_policy != DriftPolicy.ENFORCE:
+    # Enforce writes to the clusters: it acts once a change request holding it was applied (the
+    # approved policy); switching back to Report stops it at once (``drift_policy``)
+    if DriftPolicy.ENFORCE != resource.drift_policy or DriftPolicy.ENFORCE != resource.approved_drift_policy:
         return "out_of_sync"
     conn = conn or connection_for(cluster)
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again

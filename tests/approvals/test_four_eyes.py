@@ -399,12 +399,17 @@ def test_the_drift_policy_drift_checks_act_on_is_the_one_an_applied_request_held
     client.force_login(operator)
     page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
     assert "drift checks act on Report until a change request holding Enforce is applied" in page
-    edit(resource, operator, 4)
-    resource = applied(resource, operator, approver)  # a request holding Enforce, approved and applied
+    # no new revision: the request proposes the one the clusters have, holding Enforce
+    resource = applied(resource, operator, approver)
     assert resource.approved_drift_policy == DriftPolicy.ENFORCE
-    set_settings(resource, operator, drift_policy=DriftPolicy.REPORT)
-    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    set_settings(resource, operator, drift_policy=DriftPolicy.REPORT)  # stopping needs nobody's approval
     assert FederatedResource.objects.get(pk=resource.pk).approved_drift_policy == DriftPolicy.REPORT
+    # nothing pending: a request for the revision the clusters have is refused, as before
+    with pytest.raises(services.TransitionError, match="already what the clusters have"):
+        submitted(FederatedResource.objects.get(pk=resource.pk), operator)
+    set_settings(resource, operator, drift_policy=DriftPolicy.ENFORCE)
+    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    assert FederatedResource.objects.get(pk=resource.pk).approved_drift_policy == DriftPolicy.ENFORCE
 
 
 def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(

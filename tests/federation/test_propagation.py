@@ -588,6 +588,14 @@ def test_enforce_acts_only_once_a_request_holding_it_was_applied(fleet, fleet_cl
     type(resource).objects.filter(pk=resource.pk).update(approved_drift_policy=DriftPolicy.ENFORCE)
     assert propagation.detect_drift(resource=resource).repaired == 1
     assert live(fleet, "m128") is not None
+    # switching back to Report stops the repairs at once
+    resource.refresh_from_db()
+    services.update_resource(
+        resource, template=current.template, placement=current.placement, actor=operator, drift_policy="Report"
+    )
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    assert propagation.detect_drift(resource=resource).repaired == 0
+    assert live(fleet, "m128") is None
 
 
 def test_status_collection_records_remote_status(fleet, fleet_clusters):
