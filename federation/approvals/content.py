@@ -12,8 +12,8 @@ Approvals are given for a hash; when it changes they no longer count.
 An approval counts only from someone who wrote none of that content: not the request's author,
 not the author of any revision after the one the clusters last received up to the proposed one, nor
 of any revision the proposed one came from (its parents, and revisions of the same content, as a
-rollback copies one) back to content others approved, and not whoever changed the retention, drift policy or rollout strategy since a request whose content
-held that change was approved by others.
+rollback copies one) back to content others approved, and not whoever changed the retention, drift
+policy or rollout strategy since a request whose content held that change was approved by others.
 """
 
 from __future__ import annotations
@@ -122,21 +122,24 @@ def _revision_authors(cr) -> dict[int, str]:
     return authors
 
 
+def _approved_by_others(resource_ids, *, kinds, besides):
+    """The requests of ``resource_ids`` that approvers approved, but ``besides`` (the request
+    asking): not an emergency apply or a rollout's rollback, which were decided without approvers."""
+    return ChangeRequest.objects.filter(
+        resource_id__in=resource_ids,
+        kind__in=list(kinds),
+        state__in=_DECIDED,
+        emergency=False,
+        required_approvals__gt=0,
+        decided_at__isnull=False,
+    ).exclude(pk=besides)
+
+
 def _approved_contents(resource_id, *, besides) -> set[str]:
-    """The content hashes of the revisions of ``resource_id`` that requests other than ``besides``
-    proposed and approvers approved (not an emergency apply or a rollout's rollback)."""
-    return set(
-        ChangeRequest.objects.filter(
-            resource_id=resource_id,
-            kind__in=STAGED_KINDS,
-            state__in=_DECIDED,
-            emergency=False,
-            required_approvals__gt=0,
-            proposed_revision__isnull=False,
-        )
-        .exclude(pk=besides)
-        .values_list("proposed_revision__content_hash", flat=True)
-    )
+    """The content hashes of the revisions of ``resource_id`` that other requests proposed and
+    approvers approved."""
+    approved = _approved_by_others([resource_id], kinds=STAGED_KINDS, besides=besides)
+    return set(approved.exclude(proposed_revision=None).values_list("proposed_revision__content_hash", flat=True))
 
 
 # The settings each kind of request's approved content covers (approved_content_hash): its
@@ -147,19 +150,9 @@ _SETTINGS_IN_CONTENT[ChangeKind.DELETE] = ("retention",)
 
 def _settings_reviewed_at(resource_ids, *, besides) -> dict[int, dict[str, datetime]]:
     """For each resource, when each of its settings was last part of another request's content that
-    approvers approved (``besides``: the request asking). An emergency apply and a rollout's
-    rollback were decided without approvers: they prove nothing."""
-    decided = (
-        ChangeRequest.objects.filter(
-            resource_id__in=resource_ids,
-            kind__in=list(_SETTINGS_IN_CONTENT),
-            state__in=_DECIDED,
-            emergency=False,
-            required_approvals__gt=0,
-            decided_at__isnull=False,
-        )
-        .exclude(pk=besides)
-        .values_list("resource_id", "kind", "rollout_strategy", "decided_at")
+    approvers approved (``besides``: the request asking)."""
+    decided = _approved_by_others(resource_ids, kinds=_SETTINGS_IN_CONTENT, besides=besides).values_list(
+        "resource_id", "kind", "rollout_strategy", "decided_at"
     )
     reviewed: dict[int, dict[str, datetime]] = {}
     for resource_id, kind, own_strategy, decided_at in decided:

@@ -283,7 +283,7 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
     )
     # Enforce writes to the clusters: it acts once a change request holding it was applied (the
     # approved policy); switching back to Report stops it at once (``drift_policy``)
-    if DriftPolicy.ENFORCE != resource.drift_policy or DriftPolicy.ENFORCE != resource.approved_drift_policy:
+    if resource.drift_policy != DriftPolicy.ENFORCE or resource.approved_drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
     conn = conn or connection_for(cluster)
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
