@@ -7,9 +7,7 @@ import pytest
 from django.urls import reverse
 
 from federation import services
-from federation.approvals.choices import ChangeState, RolloutState, WaveState
-from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
-from tests.approvals.factories import draft
+from tests.approvals.factories import staged
 from tests.federation.factories import namespace_everywhere
 
 ENCODED = base64.b64encode(b"sentinel-rollout-J2mQ7v").decode()
@@ -27,20 +25,8 @@ def test_a_secrets_halt_reason_and_failed_gate_are_scrubbed(client, dev_cluster,
         template={"type": "Opaque", "data": {"password": ENCODED}},
         placement={"clusters": ["prod-a", "dev-a"]},
     )
-    cr = draft(resource, operator)
-    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
     reason = f'applied: 1 cluster(s) failed (prod-a: CreationFailed data[password]: Invalid value: "{ENCODED}")'
-    rollout = Rollout.objects.create(change_request=cr, state=RolloutState.HALTED, halt_reason=reason)
-    RolloutWave.objects.create(
-        rollout=rollout,
-        index=0,
-        name="prod",
-        state=WaveState.FAILED,
-        clusters=["prod-a"],
-        cluster_states={"prod-a": "Failed"},
-        failed_gate=reason,
-        gate_message=reason,
-    )
+    cr = staged(resource, operator, halt_reason=reason, failed_gate=reason, gate_message=reason)
     client.force_login(viewer)
     page = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
     assert "Invalid value" in page and ENCODED not in page

@@ -6,38 +6,13 @@ from django.urls import reverse
 
 from federation.approvals import rollout as rollouts
 from federation.approvals.choices import ChangeState, RolloutState, WaveState
-from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
+from federation.approvals.models import Rollout, RolloutWave
 from fedportal.models import AuditEvent
 from fedportal.roles import Role
-from tests.approvals.factories import draft
+from tests.approvals.factories import staged
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-def staged(resource, author, state=RolloutState.HALTED, **kw):
-    cr = draft(resource, author)
-    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
-    rollout = Rollout.objects.create(change_request=cr, state=state, halt_reason=kw.pop("halt_reason", ""))
-    RolloutWave.objects.create(
-        rollout=rollout,
-        index=0,
-        name="canary",
-        state=WaveState.PASSED,
-        clusters=["dev-a"],
-        cluster_states={"dev-a": "Healthy"},
-    )
-    RolloutWave.objects.create(
-        rollout=rollout,
-        index=1,
-        name="prod",
-        state=kw.pop("wave_state", WaveState.FAILED),
-        clusters=["prod-a"],
-        cluster_states={"prod-a": "Failed"},
-        failed_gate=kw.pop("failed_gate", ""),
-        require_approval=kw.pop("require_approval", False),
-    )
-    return ChangeRequest.objects.get(pk=cr.pk)
 
 
 def test_timeline_shows_waves_and_failed_gate_and_buttons_follow_the_role(
