@@ -99,6 +99,14 @@ class FederatedResource(models.Model):
         help_text="The drift policy of the last applied change request, which is what drift checks act on "
         "(empty: none applied yet, so drift is reported, never repaired).",
     )
+    approved_retention = models.CharField(
+        max_length=16,
+        choices=Retention.choices,
+        blank=True,
+        default="",
+        help_text="The retention of the last applied change request, which is what removals outside a change "
+        "request (a relabelled cluster leaving a placement) act on (empty: none applied yet, so they orphan).",
+    )
     rollout_strategy = models.JSONField(
         default=dict, blank=True, help_text="Waves an approved change goes through (federation.rollout_strategy)."
     )

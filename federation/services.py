@@ -327,14 +327,15 @@ def _save_revision(
             "drift_policy": drift_policy or resource.drift_policy,
         }
         if settings_after != settings_before:
-            # stopping repairs needs nobody's approval: Report is at once what drift checks act on,
-            # and Enforce again needs a change request holding it
-            stop = (
-                {"approved_drift_policy": DriftPolicy.REPORT}
-                if settings_after["drift_policy"] == DriftPolicy.REPORT
-                else {}
-            )
-            FederatedResource.objects.filter(pk=resource.pk).update(**settings_after, **stop)
+            # the safer setting needs nobody's approval: Report (no repairs) and Orphan (removals leave
+            # the object) are at once what drift checks and removals act on; Enforce and Delete again
+            # need a change request holding them
+            safer = {}
+            if settings_after["drift_policy"] == DriftPolicy.REPORT:
+                safer["approved_drift_policy"] = DriftPolicy.REPORT
+            if settings_after["retention"] == Retention.ORPHAN:
+                safer["approved_retention"] = Retention.ORPHAN
+            FederatedResource.objects.filter(pk=resource.pk).update(**settings_after, **safer)
             record_event(
                 "federation.resource.settings",
                 actor=actor,

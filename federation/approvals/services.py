@@ -438,7 +438,7 @@ def create_change_request(
             if (
                 kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE)
                 and resource.propagated_revision_id == revision.pk
-                and not _enforce_pending(resource)
+                and not _settings_pending(resource)
             ):
                 raise TransitionError(
                     f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."
@@ -849,17 +849,23 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
     return _apply(cr, actor=actor)
 
 
-def _enforce_pending(resource: FederatedResource) -> bool:
-    """The resource was switched to Enforce and no applied request held that yet: a request for the
-    revision the clusters have is how it gets approved (there is no new revision to propose)."""
-    return resource.drift_policy == DriftPolicy.ENFORCE and resource.approved_drift_policy != DriftPolicy.ENFORCE
+def _settings_pending(resource: FederatedResource) -> bool:
+    """The resource was switched to Enforce or to retention Delete and no applied request held that
+    yet: a request for the revision the clusters have is how it gets approved (there is no new
+    revision to propose)."""
+    return (resource.drift_policy == DriftPolicy.ENFORCE and resource.approved_drift_policy != DriftPolicy.ENFORCE) or (
+        resource.retention == Retention.DELETE and resource.approved_retention != Retention.DELETE
+    )
 
 
 def _adopt_approved_settings(cr: ChangeRequest) -> None:
-    """The request's approved content held its resource's drift policy (its hash was checked again
-    just now): drift checks act on it from here on (``approved_drift_policy``)."""
+    """The request's approved content held its resource's drift policy and retention (its hash was
+    checked again just now): drift checks and removals outside a change request act on them from
+    here on (``approved_drift_policy``, ``approved_retention``)."""
     if cr.kind in STAGED_KINDS and cr.resource_id:
-        FederatedResource.objects.filter(pk=cr.resource_id).update(approved_drift_policy=F("drift_policy"))
+        FederatedResource.objects.filter(pk=cr.resource_id).update(
+            approved_drift_policy=F("drift_policy"), approved_retention=F("retention")
+        )
 
 
 def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
@@ -945,11 +951,11 @@ def emergency_apply(
             applied_at=timezone.now(),
             target_clusters=sorted({p.cluster.name for p in propagation.plan_targets(resource, revision)}),
         )
+        _adopt_approved_settings(cr)  # the admin's audited bypass decides for the policy and retention too
         try:
             run = propagation.propagate_revision(resource, actor=actor, revision=revision, emergency=True)
         except propagation.PropagationError as exc:
             raise TransitionError(str(exc)) from None
-        _adopt_approved_settings(cr)  # the admin's audited bypass decides for the policy too
         cr.runs.add(run)
         _audit(
             "emergency_apply",
@@ -961,7 +967,9 @@ def emergency_apply(
                 "reason": reason,
                 "run": run.pk,
                 "protected_namespace": protected_namespace_of(resource),
-                "drift_policy": resource.drift_policy,  # what drift checks act on from now (_adopt_approved_settings)
+                # what drift checks and removals act on from now (_adopt_approved_settings)
+                "drift_policy": resource.drift_policy,
+                "retention": resource.retention,
             },
         )
         _schedule_sync(cr.pk)

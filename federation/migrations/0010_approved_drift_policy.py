@@ -10,10 +10,17 @@ STAGED_KINDS = ("create", "edit", "rollback")
 def approved_policies(apps, schema_editor):
     """A propagated resource acts on the drift policy it had when a change request of it was last
     applied: its current one, unless the policy was changed since (then what it was changed from)."""
+    adopt_last_approved(apps, "drift_policy", fallback="Report")
+
+
+def adopt_last_approved(apps, setting: str, *, fallback: str) -> None:
+    """Each propagated resource's ``approved_<setting>``: the ``setting`` it had when a change request
+    of it was last applied, i.e. its current one unless changed since (then what it was changed
+    from; ``fallback`` when that is not recorded). Migration 0011 does the same for retention."""
     resources = apps.get_model("federation", "FederatedResource")
     changes = apps.get_model("federation", "SettingsChange")
     requests = apps.get_model("approvals", "ChangeRequest")
-    for resource in resources.objects.filter(propagated_revision__isnull=False).only("pk", "drift_policy"):
+    for resource in resources.objects.filter(propagated_revision__isnull=False).only("pk", setting):
         applied_at = (
             requests.objects.filter(resource_id=resource.pk, kind__in=STAGED_KINDS, applied_at__isnull=False)
             .order_by("-applied_at")
@@ -23,12 +30,12 @@ def approved_policies(apps, schema_editor):
         later = changes.objects.filter(resource_id=resource.pk).order_by("created_at", "id")
         if applied_at is not None:
             later = later.filter(created_at__gt=applied_at)
-        policy = resource.drift_policy
+        value = getattr(resource, setting)
         for before, after in later.values_list("before", "after"):
-            if "drift_policy" in (after or {}) and (before or {}).get("drift_policy") != after["drift_policy"]:
-                policy = (before or {}).get("drift_policy") or "Report"  # the first change since: what it was
+            if setting in (after or {}) and (before or {}).get(setting) != after[setting]:
+                value = (before or {}).get(setting) or fallback  # the first change since: what it was
                 break
-        resources.objects.filter(pk=resource.pk).update(approved_drift_policy=policy)
+        resources.objects.filter(pk=resource.pk).update(**{f"approved_{setting}": value})
 
 
 class Migration(migrations.Migration):

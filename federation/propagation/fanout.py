@@ -81,7 +81,7 @@ def propagate_revision(
         # without replica scheduling a cluster's plan depends on that cluster alone: a run restricted
         # to a few clusters (a re-sync, a rollout's batch) reads and plans just those
         clusters, within = clusters.filter(pk__in=wanted), wanted
-    plans = plan_targets(resource, revision, clusters=clusters, within=within)
+    plans = plan_targets(resource, revision, clusters=clusters, within=within, acting=True)
     if only_cluster is not None:
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:

@@ -31,11 +31,20 @@ PLAN_FIELDS = ("id", "name", "labels", "state", "isolated", "isolated_reason")
 
 
 def plan_targets(
-    resource: FederatedResource, revision: Revision, *, clusters=None, existing=None, within: set[int] | None = None
+    resource: FederatedResource,
+    revision: Revision,
+    *,
+    clusters=None,
+    existing=None,
+    within: set[int] | None = None,
+    acting: bool = False,
 ) -> list[ClusterPlan]:
     """What propagating ``revision`` does on each cluster: apply, delete/orphan, or skip (why).
     ``within``: cluster ids the caller restricted ``clusters`` to; only their PropagatedVersions are
-    read, so only they are planned (right only without replica scheduling, whose split needs them all)."""
+    read, so only they are planned (right only without replica scheduling, whose split needs them all).
+    A cluster that left the placement is planned per the resource's retention, as applying a change
+    request (which adopts it) does; ``acting``: the plan a run acts on, per the approved retention
+    (``deletes_on_removal``)."""
     if clusters is not None:
         clusters = list(clusters)
         rows = {c.name: (c.pk, c.labels, c.state, c.isolated) for c in clusters}
@@ -108,7 +117,8 @@ def plan_targets(
                 )
             )
     targeted = set(candidates)
-    removal = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    deletes = deletes_on_removal(resource) if acting else resource.retention == Retention.DELETE
+    removal = TargetAction.DELETE if deletes else TargetAction.ORPHAN
     for pv in existing:
         if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
             plans.append(ClusterPlan(pv.cluster, removal))
@@ -120,3 +130,10 @@ def _clusters_named(names: set[str], ids: set[int], *, total: int) -> list[Clust
     if len(names) + len(ids) >= total // 2:
         return list(Cluster.objects.all())
     return list(Cluster.objects.filter(Q(name__in=names) | Q(pk__in=ids)))
+
+
+def deletes_on_removal(resource: FederatedResource) -> bool:
+    """Whether a cluster leaving the placement has the object deleted: retention Delete, and held by
+    an applied change request (``approved_retention``: applying one adopts the retention it approved).
+    Until then a removal orphans, so switching Orphan to Delete reaches no cluster unapproved."""
+    return resource.retention == Retention.DELETE and resource.approved_retention == Retention.DELETE

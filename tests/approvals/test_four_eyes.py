@@ -412,6 +412,35 @@ def test_the_drift_policy_drift_checks_act_on_is_the_one_an_applied_request_held
     assert FederatedResource.objects.get(pk=resource.pk).approved_drift_policy == DriftPolicy.ENFORCE
 
 
+def test_the_retention_removals_act_on_is_the_one_an_applied_request_held(
+    client, dev_resource, operator, approver, admin_user
+):
+    """Retention Delete makes a cluster leaving the placement outside a change request (a relabel)
+    delete the object: part of the approved content, like Enforce (tests/federation/test_membership.py
+    relabels against the simulator)."""
+    resource = applied(dev_resource, operator, approver)
+    assert resource.approved_retention == Retention.DELETE
+    set_settings(resource, operator, retention=Retention.ORPHAN)  # the safer one needs nobody's approval
+    assert FederatedResource.objects.get(pk=resource.pk).approved_retention == Retention.ORPHAN
+    set_settings(resource, operator, retention=Retention.DELETE)
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    assert (resource.retention, resource.approved_retention) == (Retention.DELETE, Retention.ORPHAN)
+    client.force_login(operator)
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert 'id="retention-pending"' in page and "until a change request holding Delete is applied" in page
+    # no new revision: the request proposes the one the clusters have, holding Delete
+    resource = applied(resource, operator, approver)
+    assert resource.approved_retention == Retention.DELETE
+    page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert 'id="retention-pending"' not in page
+    set_settings(resource, operator, retention=Retention.ORPHAN)
+    set_settings(resource, operator, retention=Retention.DELETE)
+    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    assert FederatedResource.objects.get(pk=resource.pk).approved_retention == Retention.DELETE
+    event = AuditEvent.objects.filter(action="approvals.change.emergency_apply").latest("id")
+    assert event.after["retention"] == Retention.DELETE
+
+
 def test_retention_change_of_a_resource_on_the_cluster_voids_an_unjoin_approval(
     dev_resource, dev_cluster, operator, admin_user, approver, settings
 ):

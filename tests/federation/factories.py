@@ -111,9 +111,12 @@ def web_deployment(
 
 
 def as_approved(resource):
-    """What applying an approved change request records of ``resource``: drift checks act on its policy."""
-    FederatedResource.objects.filter(pk=resource.pk).update(approved_drift_policy=resource.drift_policy)
-    resource.approved_drift_policy = resource.drift_policy
+    """What applying an approved change request records of ``resource``: drift checks act on its
+    policy, and removals outside a change request on its retention."""
+    FederatedResource.objects.filter(pk=resource.pk).update(
+        approved_drift_policy=resource.drift_policy, approved_retention=resource.retention
+    )
+    resource.approved_drift_policy, resource.approved_retention = resource.drift_policy, resource.retention
     return resource
 
 

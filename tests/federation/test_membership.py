@@ -109,6 +109,29 @@ def test_a_cluster_relabelled_out_of_the_placement_loses_it_per_retention(
     assert [c for c in membership_changes(m128) if c.resource.pk == web.pk] == []
 
 
+def test_a_relabel_orphans_until_retention_delete_is_held_by_an_applied_request(fleet, labelled, operator):
+    """An operator's switch from Orphan to Delete waits for approval: until then a cluster relabelled
+    out of the placement keeps the object (a review's finding: retention acted live)."""
+    web = web_deployment(placement=WEB, retention=Retention.ORPHAN)
+    drain(propagation.propagate_revision(web))
+    current = web.current_revision
+    services.update_resource(
+        web, template=current.template, placement=current.placement, actor=operator, retention=Retention.DELETE
+    )
+    web.refresh_from_db()
+    assert (web.retention, web.approved_retention) == (Retention.DELETE, Retention.ORPHAN)
+    # a change request's preview shows what applying it (which adopts Delete) does
+    assert {p.cluster.name: p.action for p in propagation.plan_targets(web, current)}["m128"] == TargetAction.APPLY
+    m128 = relabel(labelled["m128"], {"tier": "batch"})
+    assert {p.cluster.name: p.action for p in propagation.plan_targets(web, current)}["m128"] == TargetAction.DELETE
+    runs = reconcile_cluster_membership(m128, reason="labels changed")
+    web_run = next(r for r in runs if r.resource_id == web.pk)
+    assert list(web_run.targets.values_list("cluster__name", "action")) == [("m128", TargetAction.ORPHAN)]
+    drain(web_run)
+    assert status(web, "m128") == PropagationReason.ORPHANED
+    assert fleet.get_object("m128", "apps/v1", "Deployment", "shop", "web") is not None
+
+
 def test_a_cluster_not_ready_yet_is_waited_for(fleet, labelled):
     from federation.membership import reconcile_when_ready
 
