@@ -3,7 +3,7 @@
 from typing import Any
 
 from ninja import Field, Schema
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic_core import PydanticCustomError
 
 from api.pagination import DEFAULT_LIMIT, MAX_LIMIT
@@ -19,7 +19,10 @@ class Out(BaseModel):
 class In(Schema):
     """Request bodies: every string in every field (dict keys and list items included) must be
     text the database can store (fedportal.text: no NUL). A bad one is a 422 naming the field, as
-    any other value the schema refuses (pydantic itself refuses a lone surrogate in a ``str``)."""
+    any other value the schema refuses (pydantic itself refuses a lone surrogate in a ``str``).
+    An unknown field is a 422 naming it too (a typo like ``readonly`` must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     @field_validator("*")
     @classmethod

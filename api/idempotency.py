@@ -2,8 +2,16 @@
 with the same key, so a retried CI step does not open a second change request.
 
 The same key with a different request (method, path, query or body) is refused with 422; while the
-first request is still running a retry gets 409. Replies of 5xx are not kept (a retry runs again).
-Keys are kept for KEEP_FOR (24 hours, as most APIs that offer them), per user."""
+first request is still running a retry gets 409, unless it has been "running" for longer than
+ABANDONED_AFTER (the process died mid-way): then the retry takes the key over and runs. Replies of
+5xx are not kept (a retry runs again). Keys are kept for KEEP_FOR (24 hours, as most APIs that
+offer them), per user.
+
+The fingerprint also names the credential (which token, and whether it is read-only, or the browser
+session), so a read-only token never gets the replay of a write; read-only tokens are not recorded
+at all (their writes answer 403). A reply that carries a secret (a view sets
+``request.idempotency_no_replay`` to the reason) is never stored: its record keeps a 409 with that
+reason instead, which a retry gets."""
 
 import hashlib
 import json
@@ -20,6 +28,8 @@ from api.models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 KEEP_FOR = timedelta(hours=24)
+ABANDONED_AFTER = timedelta(minutes=5)
+NO_REPLAY = "idempotency_no_replay"
 MAX_KEY = 255
 
 
@@ -28,16 +38,18 @@ def _json(status: int, error: str, message: str) -> HttpResponse:
 
 
 def _caller(request):
+    """(user, credential) of the request: the credential names the token (and its read-only flag) or
+    the browser session; (None, "") without either."""
     token = token_from_request(request)
     if token is not None:
-        return token.user
+        return token.user, f"token:{token.pk}:{'ro' if token.read_only else 'rw'}"
     user = getattr(request, "user", None)
-    return user if user is not None and user.is_authenticated else None
+    return (user, "session") if user is not None and user.is_authenticated else (None, "")
 
 
-def _fingerprint(request) -> str:
+def _fingerprint(request, credential: str) -> str:
     digest = hashlib.sha256()
-    for part in (request.method, request.path, request.META.get("QUERY_STRING", "")):
+    for part in (credential, request.method, request.path, request.META.get("QUERY_STRING", "")):
         digest.update(part.encode() + b"\0")
     digest.update(request.body)
     return digest.hexdigest()
@@ -53,10 +65,13 @@ def idempotent(view):
             return view(request, *args, **kwargs)
         if len(key) > MAX_KEY or not key.isprintable():
             return _json(400, "invalid", f"{HEADER} must be at most {MAX_KEY} printable characters.")
-        user = _caller(request)
+        user, credential = _caller(request)
         if user is None:
             return view(request, *args, **kwargs)  # answers 401
-        fingerprint = _fingerprint(request)
+        token = token_from_request(request)
+        if token is not None and token.read_only:
+            return view(request, *args, **kwargs)  # answers 403; nothing to record or replay
+        fingerprint = _fingerprint(request, credential)
         now = timezone.now()
         try:
             with transaction.atomic():
@@ -73,10 +88,18 @@ def idempotent(view):
                     f"This {HEADER} was used for a different request; use a new key for a new request.",
                 )
             if record.status == 0:
-                return _json(409, "conflict", f"The first request with this {HEADER} is still running; retry later.")
-            response = HttpResponse(bytes(record.body), status=record.status, content_type=record.content_type)
-            response["Idempotent-Replayed"] = "true"
-            return response
+                # still running, or abandoned (the process died mid-way): then this retry takes it over
+                taken = record.created_at < now - ABANDONED_AFTER and IdempotencyRecord.objects.filter(
+                    pk=record.pk, status=0, created_at=record.created_at
+                ).update(created_at=now)
+                if not taken:
+                    return _json(
+                        409, "conflict", f"The first request with this {HEADER} is still running; retry later."
+                    )
+            else:
+                response = HttpResponse(bytes(record.body), status=record.status, content_type=record.content_type)
+                response["Idempotent-Replayed"] = "true"
+                return response
         try:
             response = view(request, *args, **kwargs)
         except BaseException:
@@ -84,6 +107,12 @@ def idempotent(view):
             raise
         if response.streaming or response.status_code >= 500:
             IdempotencyRecord.objects.filter(pk=record.pk).delete()
+        elif getattr(request, NO_REPLAY, None):
+            # the reply carries a secret: keep the key (a retry must not create a second one) but not the reply
+            refusal = _json(409, "conflict", getattr(request, NO_REPLAY))
+            IdempotencyRecord.objects.filter(pk=record.pk).update(
+                status=refusal.status_code, content_type=refusal["Content-Type"], body=refusal.content
+            )
         else:
             IdempotencyRecord.objects.filter(pk=record.pk).update(
                 status=response.status_code, content_type=response.get("Content-Type", ""), body=response.content

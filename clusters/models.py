@@ -12,7 +12,7 @@ from django.utils import timezone
 from clusters import crypto
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.labels import EQUALS, EXISTS, Requirement, filter_labels
-from clusters.validators import validate_dns1123_label, validate_labels
+from clusters.validators import validate_dns1123_label, validate_labels, validate_no_userinfo
 
 api_server_validator = URLValidator(schemes=["https", "http"])
 
@@ -42,7 +42,9 @@ class Cluster(models.Model):
     """A KubeFedCluster: how to reach one Kubernetes API server and what we last saw there."""
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
-    api_server = models.CharField("API server URL", max_length=2048, validators=[api_server_validator])
+    api_server = models.CharField(
+        "API server URL", max_length=2048, validators=[api_server_validator, validate_no_userinfo]
+    )
     role = models.CharField(max_length=16, choices=ClusterRole.choices, default=ClusterRole.MEMBER)
     labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])
     region = models.CharField(max_length=253, blank=True, db_index=True, help_text="From the nodes' topology labels.")

@@ -1,6 +1,7 @@
 """Kubernetes name and label rules (apimachinery/pkg/util/validation), as Django validators."""
 
 import re
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -91,3 +92,18 @@ def parse_label_pairs(text: str) -> dict[str, str]:
 
 def format_label_pairs(labels: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
+
+
+def validate_no_userinfo(value: str) -> None:
+    """Refuse a URL with userinfo (``https://user:password@host``): a secret there would be stored
+    in the clear and shown to every viewer. Credentials go in the cluster's credential fields."""
+    try:
+        netloc = urlsplit(value).netloc
+    except ValueError:
+        return  # not a URL: the URL validator says so
+    if "@" in netloc:
+        raise ValidationError(
+            "Do not put a user name or password in the API server URL (user:password@host): it would be "
+            "shown to everyone who can see the cluster. Enter the credentials in the credential fields.",
+            code="url_userinfo",
+        )

@@ -496,6 +496,9 @@ class ApplyOutcome:
     name: str
     action: str  # created / updated / unchanged / scheduled
     revision: int | None = None
+    # the federated type: two types may share a kind in different API groups
+    group: str = ""
+    type_id: int | None = None
 
     def __str__(self):
         target = f"{self.namespace}/{self.name}" if self.namespace else self.name
@@ -645,7 +648,13 @@ def apply_kubefed_file(
                     )
                     outcomes.append(
                         ApplyOutcome(
-                            item["kind"], item["namespace"], item["name"], "created", resource.current_revision.number
+                            item["kind"],
+                            item["namespace"],
+                            item["name"],
+                            "created",
+                            resource.current_revision.number,
+                            group=ftype.group,
+                            type_id=ftype.pk,
                         )
                     )
                 else:
@@ -661,7 +670,15 @@ def apply_kubefed_file(
                     )
                     action = "unchanged" if revision.pk == before else "configured"
                     outcomes.append(
-                        ApplyOutcome(item["kind"], item["namespace"], item["name"], action, revision.number)
+                        ApplyOutcome(
+                            item["kind"],
+                            item["namespace"],
+                            item["name"],
+                            action,
+                            revision.number,
+                            group=ftype.group,
+                            type_id=ftype.pk,
+                        )
                     )
             except SpecError as exc:
                 raise FederationError(

@@ -225,12 +225,18 @@ def apply(request, *, dry_run: bool, cluster_map: str, only: FederatedResource |
             text, actor=request.user, cluster_map=_cluster_map(cluster_map), dry_run=dry_run
         )
         results = []
+        # the type (its API group, not only its kind: two types may share a kind) names the resource
+        others = (
+            [o for o in outcomes if (o.type_id, o.namespace, o.name) != (only.type_id, only.namespace, only.name)]
+            if only is not None
+            else []
+        )
         for outcome in outcomes:
             found = (
                 None
                 if dry_run
                 else FederatedResource.objects.filter(
-                    type__kind=outcome.kind, namespace=outcome.namespace, name=outcome.name
+                    type_id=outcome.type_id, namespace=outcome.namespace, name=outcome.name
                 )
                 .values_list("pk", flat=True)
                 .first()
@@ -245,9 +251,7 @@ def apply(request, *, dry_run: bool, cluster_map: str, only: FederatedResource |
                     "revision": outcome.revision,
                 }
             )
-        if only is not None and any(
-            (r["kind"], r["namespace"], r["name"]) != (only.type.kind, only.namespace, only.name) for r in results
-        ):
+        if others:
             raise ApiError(400, "invalid", f"This manifest is not (only) {only}; send it to POST /api/v1/resources.")
     return {"dry_run": dry_run, "results": results}
 

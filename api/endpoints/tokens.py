@@ -8,6 +8,7 @@ from ninja import Field, Router, Status
 
 from api import tokens
 from api.common import READ_ERRORS, WRITE_ERRORS, In, Out
+from api.idempotency import NO_REPLAY
 from api.models import ApiToken
 from fedportal.roles import Role, require_role
 
@@ -55,6 +56,8 @@ def create_token(request, body: TokenIn):
     new = tokens.create_token(
         request.user, actor=request.user, name=body.name, expires_in=expires_in, read_only=body.read_only
     )
+    # the secret is shown once: an Idempotency-Key retry must not replay it (nor create a second token)
+    setattr(request, NO_REPLAY, "The token was created and its secret was shown once; create another token.")
     return Status(201, {**token_out(new.token), "token": new.secret})
 
 
