@@ -14,6 +14,7 @@ status.phase, spec.version and status.nodeInfo.kubeletVersion.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -141,7 +142,8 @@ def _endpoint_of(url: str) -> str:
     return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if parts.hostname else ""
 
 
-def _auto_link(management: Cluster, name: str, endpoint: str) -> tuple[Cluster | None, str]:
+def _candidate(management: Cluster, name: str, endpoint: str) -> tuple[Cluster | None, str]:
+    """The registered cluster a CAPI Cluster describes by its name, else by its API endpoint."""
     by_name = Cluster.objects.exclude(pk=management.pk).filter(name=name).first()
     if by_name is not None:
         return by_name, "name"
@@ -150,6 +152,42 @@ def _auto_link(management: Cluster, name: str, endpoint: str) -> tuple[Cluster |
         if len(found) == 1:
             return found[0], "endpoint"
     return None, ""
+
+
+def _auto_link(
+    management: Cluster,
+    key: tuple[str, str],
+    candidate: tuple[Cluster | None, str],
+    *,
+    row: ManagedCluster,
+    found: dict[tuple[str, str], dict],
+    here: Counter,
+) -> tuple[Cluster | None, str]:
+    """The member ``row`` links to automatically, ``candidate`` (by name, else endpoint); none when the
+    match is ambiguous: another CAPI Cluster (another namespace of this management cluster, or another
+    management cluster) matches the same member, or the member is already linked to another row. An
+    admin then links by hand (link_member): the link decides which control plane an upgrade patches."""
+    member, source = candidate
+    if member is None:
+        return None, ""
+    linked = ManagedCluster.objects.filter(gone=False, member=member).exclude(pk=row.pk) if row.pk else None
+    linked = linked if linked is not None else ManagedCluster.objects.filter(gone=False, member=member)
+    # rows of this management cluster that are not in ``found`` are about to be marked gone
+    if any(r.management_id != management.pk or (r.namespace, r.name) in found for r in linked):
+        logger.warning("%s/%s matches %s, already linked to another Cluster API cluster", *key, member.name)
+        return None, ""
+    member_endpoint = _endpoint_of(member.api_server)
+    elsewhere = (
+        ManagedCluster.objects.filter(gone=False, member__isnull=True)
+        .exclude(management=management)
+        .filter(Q(name=member.name) | (Q(endpoint=member_endpoint) if member_endpoint else Q(pk__in=[])))
+        .select_related("management")
+    )
+    count = here[member.pk] + sum(1 for r in elsewhere if _candidate(r.management, r.name, r.endpoint)[0] == member)
+    if count > 1:
+        logger.warning("%s matches %d Cluster API clusters: none linked automatically", member.name, count)
+        return None, ""
+    return member, source
 
 
 def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCluster]:
@@ -162,12 +200,16 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
         existing = {
             (r.namespace, r.name): r for r in ManagedCluster.objects.select_for_update().filter(management=management)
         }
+        candidates = {key: _candidate(management, key[1], entry["endpoint"]) for key, entry in found.items()}
+        here = Counter(member.pk for member, _source in candidates.values() if member is not None)
         for (namespace, name), entry in sorted(found.items()):
             row = existing.pop((namespace, name), None) or ManagedCluster(
                 management=management, namespace=namespace, name=name
             )
             if row.link_source != "manual" or row.member_id is None:
-                row.member, row.link_source = _auto_link(management, name, entry["endpoint"])
+                row.member, row.link_source = _auto_link(
+                    management, (namespace, name), candidates[(namespace, name)], row=row, found=found, here=here
+                )
             row.endpoint = entry["endpoint"][:512]
             row.phase = entry["phase"][:32]
             row.control_plane = entry["control_plane"]

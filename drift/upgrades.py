@@ -60,6 +60,7 @@ SCOPES = ("all", "control-plane", "workers")
 SYNC_GAP = timedelta(seconds=0.8)
 SYNC_LEASE = timedelta(seconds=30)
 STUCK_SECONDS = 900
+MAX_VERSION_LENGTH = 64  # UpgradePlan.target_version / from_version
 _P0_CODES = {CompatProblemCode.API_REMOVED, CompatProblemCode.API_NOT_SERVED}
 _P1_CODES = {CompatProblemCode.UNKNOWN_FIELD, CompatProblemCode.INVALID, CompatProblemCode.UNKNOWN_KIND}
 
@@ -73,6 +74,11 @@ def _label(v) -> str:
 
 
 def parse_target(text: str):
+    if len((text or "").strip()) > MAX_VERSION_LENGTH:
+        raise UpgradeRefused(
+            f"{(text or '').strip()[:40]}… is not a Kubernetes version FedPortal can record: a version is at most "
+            f"{MAX_VERSION_LENGTH} characters; give a full version like v1.30.4."
+        )
     version = parse_version((text or "").strip(), full=True)
     if version is None:
         raise UpgradeRefused(f"{text!r:.40} is not a Kubernetes version: give a full version like v1.30.4.")
@@ -92,10 +98,8 @@ def plan_steps(managed: ManagedCluster, to: str, scope: str = "all", policy: Ske
         raise UpgradeRefused(f"Unknown scope {scope!r}: one of {', '.join(SCOPES)}.")
     target = parse_target(to)
     text = (to or "").strip()
-    cp_text = (managed.control_plane or {}).get("version", "")
-    cp = parse_version(cp_text, full=True)
-    if cp is None:
-        raise UpgradeRefused(f"The control plane of {managed.name} reports no readable version ({cp_text!r:.40}).")
+    _refuse_unsettled(managed)
+    cp_text, cp = current_control_plane(managed)
     steps = []
     if scope != "workers":
         if (target.minor, target.patch) < (cp.minor, cp.patch):
@@ -123,10 +127,11 @@ def plan_steps(managed: ManagedCluster, to: str, scope: str = "all", policy: Ske
             raise UpgradeRefused(f"MachineDeployment {md['name']} reports no readable version.")
         if scope != "control-plane" and (target.minor, target.patch) < (md_version.minor, md_version.patch):
             raise UpgradeRefused(f"{md['name']} runs {md['version']}: {text} would downgrade its nodes.")
-        behind = planes.minor - md_version.minor
+        oldest_text, oldest = _oldest_kubelet(managed, md, md_version)
+        behind = planes.minor - oldest.minor
         if behind > max_older:
             raise UpgradeRefused(
-                f"{md['name']} runs kubelet {md['version']}, {behind} minors behind a {_label(planes)} control plane; "
+                f"{md['name']} runs kubelet {oldest_text}, {behind} minors behind a {_label(planes)} control plane; "
                 f"the skew policy allows {max_older}: upgrade those workers first."
             )
         if scope != "control-plane" and md["version"] != text:
@@ -134,6 +139,65 @@ def plan_steps(managed: ManagedCluster, to: str, scope: str = "all", policy: Ske
     if not steps:
         raise UpgradeRefused(f"{managed.name} already runs {text} everywhere this request covers: nothing to upgrade.")
     return text, steps
+
+
+def _key(v) -> tuple[int, int]:
+    return (v.minor, v.patch)
+
+
+def _refuse_unsettled(managed: ManagedCluster) -> None:
+    """Cluster API's topology controller's rule: a control plane is still upgrading while its declared
+    spec.version differs from the version its status reports, or while its controller has not observed
+    the latest spec (observedGeneration != generation); no new upgrade starts on top of that."""
+    cp = managed.control_plane or {}
+    declared, reported = cp.get("version", ""), cp.get("statusVersion", "")
+    if reported and declared != reported:
+        raise UpgradeRefused(
+            f"{managed.name}'s control plane is still upgrading: it declares {declared:.64} but reports "
+            f"{reported:.64}; wait until Cluster API has finished (or fix the stuck machines) before requesting "
+            "another upgrade."
+        )
+    if cp.get("observedGeneration") != cp.get("generation"):
+        raise UpgradeRefused(
+            f"{managed.name}'s control plane has not yet acted on its latest spec (observed generation "
+            f"{cp.get('observedGeneration')}, generation {cp.get('generation')}); wait until Cluster API has "
+            "caught up before requesting an upgrade."
+        )
+
+
+def current_control_plane(managed: ManagedCluster):
+    """(text, version) of what the control plane runs: the lowest of its declared spec.version, the
+    version its status reports and its Machines' versions (a patched spec the controller never rolled
+    out does not count as running). UpgradeRefused when the declared version cannot be read."""
+    cp = managed.control_plane or {}
+    declared = cp.get("version", "")
+    lowest = parse_version(declared, full=True)
+    if lowest is None:
+        raise UpgradeRefused(f"The control plane of {managed.name} reports no readable version ({declared!r:.40}).")
+    text = declared
+    seen = [cp.get("statusVersion", "")]
+    for m in managed.machines or []:
+        if m.get("role") == "control-plane":
+            seen += [m.get("version", ""), m.get("kubelet", "")]
+    for candidate in seen:
+        parsed = parse_version(candidate or "", full=True)
+        if parsed is not None and _key(parsed) < _key(lowest):
+            lowest, text = parsed, candidate
+    return text, lowest
+
+
+def _oldest_kubelet(managed: ManagedCluster, md: dict, declared):
+    """(text, version) of the oldest kubelet of a MachineDeployment: its Machines' reported kubelet (else
+    spec) versions, and its template's version."""
+    text, oldest = md.get("version", ""), declared
+    for m in managed.machines or []:
+        if m.get("role") == "control-plane" or m.get("owner") != md.get("name"):
+            continue
+        candidate = m.get("kubelet") or m.get("version") or ""
+        parsed = parse_version(candidate, full=True)
+        if parsed is not None and _key(parsed) < _key(oldest):
+            oldest, text = parsed, candidate
+    return text, oldest
 
 
 def _step(kind: str, name: str, frm: str, to: str) -> dict:
@@ -192,7 +256,8 @@ def _join(result) -> str:
 # --- drafting ---------------------------------------------------------------------------------
 
 
-def _open_upgrade(member: Cluster, exclude: int | None = None) -> ChangeRequest | None:
+def open_upgrade(member: Cluster, exclude: int | None = None) -> ChangeRequest | None:
+    """The cluster's upgrade request that is open or applying (None: none), but for ``exclude``."""
     states = (*ChangeState.open(), ChangeState.APPLYING)
     found = ChangeRequest.objects.filter(kind=ChangeKind.UPGRADE, cluster=member, state__in=states)
     if exclude is not None:
@@ -214,18 +279,21 @@ def request_upgrade(member: Cluster, to: str, *, actor, scope: str = "all", desc
     """Draft and submit "Upgrade ``member`` to ``to``" (operators). Refused (UpgradeRefused, nothing
     written) when a rule says no; the preflight's findings go on the request."""
     require_role(actor, Role.OPERATOR)
-    managed = _managed(member)
-    other = _open_upgrade(member)
-    if other is not None:
-        raise UpgradeRefused(f"CR-{other.pk} already upgrades {member.name} ({other.get_state_display()}).")
-    if managed.rolling:
-        raise UpgradeRefused(f"{member.name}'s machines are still rolling; wait until the roll has finished.")
-    target, steps = plan_steps(managed, to, scope, VersionPolicy.load().as_skew_policy())
-    findings = preflight_findings(member, target)
+    # one request at a time per cluster: the open-upgrade check, the draft and its submit hold the
+    # cluster's row, and a refusal at submit leaves no draft behind (two requests at once left one)
     with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=member.pk).exists()
+        managed = _managed(member)
+        other = open_upgrade(member)
+        if other is not None:
+            raise UpgradeRefused(f"CR-{other.pk} already upgrades {member.name} ({other.get_state_display()}).")
+        if managed.rolling:
+            raise UpgradeRefused(f"{member.name}'s machines are still rolling; wait until the roll has finished.")
+        target, steps = plan_steps(managed, to, scope, VersionPolicy.load().as_skew_policy())
+        findings = preflight_findings(member, target)
         cr = ChangeRequest.objects.create(
             kind=ChangeKind.UPGRADE,
-            title=f"Upgrade {member.name} to {target}" + ("" if scope == "all" else f" ({scope})"),
+            title=(f"Upgrade {member.name} to {target}" + ("" if scope == "all" else f" ({scope})"))[:200],
             description=description or "",
             author=actor,
             author_name=actor.get_username(),
@@ -237,7 +305,7 @@ def request_upgrade(member: Cluster, to: str, *, actor, scope: str = "all", desc
             member=member,
             managed=managed,
             scope=scope,
-            from_version=(managed.control_plane or {}).get("version", ""),
+            from_version=current_control_plane(managed)[0][:MAX_VERSION_LENGTH],
             target_version=target,
             steps=steps,
             findings=findings,
@@ -252,7 +320,7 @@ def request_upgrade(member: Cluster, to: str, *, actor, scope: str = "all", desc
             summary=f"Drafted CR-{cr.pk}: {cr.title}",
             after={"kind": cr.kind, "target": target, "scope": scope, "steps": _step_names(plan.steps)},
         )
-    return approvals.submit(cr, actor=actor)
+        return approvals.submit(cr, actor=actor)
 
 
 def _step_names(steps) -> list[str]:
@@ -285,7 +353,12 @@ class UpgradeHandler:
         if cr.cluster_id is None:
             raise UpgradeRefused("The cluster to upgrade is no longer registered.")
         managed = _managed(cr.cluster)
-        other = _open_upgrade(cr.cluster, exclude=cr.pk)
+        if plan.managed_id != managed.pk:
+            raise UpgradeRefused(
+                f"{cr.cluster_name} is now linked to another Cluster API cluster ({managed}) than the one this "
+                "request was drafted for; cancel it and request again."
+            )
+        other = open_upgrade(cr.cluster, exclude=cr.pk)
         if other is not None:
             raise UpgradeRefused(f"CR-{other.pk} already upgrades {cr.cluster_name}.")
         _target, steps = plan_steps(managed, plan.target_version, plan.scope, VersionPolicy.load().as_skew_policy())
@@ -393,24 +466,29 @@ def _advance(plan: UpgradePlan):
     if step is None:
         return ChangeState.APPLIED, f"{plan.member.name if plan.member else 'cluster'} runs {plan.target_version}."
     managed = plan.managed
+    if managed is None:
+        return _fail(plan, step, "The Cluster API cluster (or its management cluster) is no longer registered.")
     try:
         lifecycle.refresh(managed.management)
     except kube.KubeError as exc:
         logger.warning("upgrade CR-%s: reading %s failed: %s", plan.change_request_id, managed.management.name, exc)
-    managed = ManagedCluster.objects.select_related("management").get(pk=managed.pk)
+    managed = ManagedCluster.objects.select_related("management").filter(pk=managed.pk).first()
+    if managed is None:
+        plan.managed = None
+        return _fail(plan, step, "The Cluster API cluster (or its management cluster) is no longer registered.")
     plan.managed = managed
+    if managed.gone:
+        return _fail(plan, step, f"{managed} is no longer on its management cluster {managed.management.name}.")
     now = timezone.now()
     if step["state"] == "pending":
-        _start_step(plan, step)
-        return None
+        return _start_or_fail(plan, step)
     if _step_done(managed, step):
         step.update(state="done", finished_at=now.isoformat(), message="")
         _audit_step(plan, "step_done", step, f"CR-{plan.change_request_id}: {_step_names([step])[0]} done")
         following = plan.current_step
         if following is None:
             return ChangeState.APPLIED, f"{managed.name} runs {plan.target_version} (control plane and workers)."
-        _start_step(plan, following)
-        return None
+        return _start_or_fail(plan, following)
     marker = _marker(managed)
     if marker != plan.progress_marker:
         plan.progress_marker, plan.last_progress_at = marker, now
@@ -423,9 +501,24 @@ def _advance(plan: UpgradePlan):
             + (f"; waiting on {', '.join(waiting[:5])}" if waiting else "")
             + ". The upgrade is halted; fix the machines, then request the rest again."
         )
-        step.update(state="failed", finished_at=now.isoformat(), message=reason)
-        _audit_step(plan, "step_failed", step, f"CR-{plan.change_request_id}: {reason}")
-        return ChangeState.FAILED, reason
+        return _fail(plan, step, reason)
+    return None
+
+
+def _fail(plan: UpgradePlan, step: dict, reason: str):
+    """The step failed: the upgrade halts (the request ends Failed with ``reason``)."""
+    step.update(state="failed", finished_at=timezone.now().isoformat(), message=reason)
+    _audit_step(plan, "step_failed", step, f"CR-{plan.change_request_id}: {reason}")
+    return ChangeState.FAILED, reason
+
+
+def _start_or_fail(plan: UpgradePlan, step: dict):
+    try:
+        _start_step(plan, step)
+    except (UpgradeRefused, kube.KubeError) as exc:
+        message = getattr(exc, "message", "") or str(exc)
+        reason = f"{_step_names([step])[0]}: {message.rstrip('.')}. The upgrade is halted; request the rest again."
+        return _fail(plan, step, reason)
     return None
 
 

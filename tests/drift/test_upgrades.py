@@ -31,7 +31,7 @@ from tests.utils import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _managed(member: Cluster, cp: str, mds: dict[str, str], management: Cluster | None = None) -> ManagedCluster:
+def capi_managed(member: Cluster, cp: str, mds: dict[str, str], management: Cluster | None = None) -> ManagedCluster:
     """A ManagedCluster as a poll would have stored it (no network needed to refuse a request)."""
     management = management or ClusterFactory(name=f"mgmt-{member.name}")
     return ManagedCluster.objects.create(
@@ -68,7 +68,7 @@ def _managed(member: Cluster, cp: str, mds: dict[str, str], management: Cluster 
 @pytest.fixture
 def member():
     cluster = ClusterFactory(name="w1", labels={"env": "dev"}, server_version="v1.28.5")
-    _managed(cluster, "v1.28.5", {"w1-md-0": "v1.28.5"})
+    capi_managed(cluster, "v1.28.5", {"w1-md-0": "v1.28.5"})
     return cluster
 
 
@@ -95,7 +95,7 @@ def test_refused_requests_say_why_and_change_nothing(member, operator, to, scope
 
 def test_kubelet_skew_of_the_target_is_enforced(operator):
     cluster = ClusterFactory(name="old-workers")
-    _managed(cluster, "v1.29.1", {"md-0": "v1.26.3"})  # 1.30 control plane, kubelets 4 minors behind
+    capi_managed(cluster, "v1.29.1", {"md-0": "v1.26.3"})  # 1.30 control plane, kubelets 4 minors behind
     with pytest.raises(upgrades.UpgradeRefused, match="4 minors behind a 1.30 control plane; the skew policy allows 3"):
         upgrades.request_upgrade(cluster, "v1.30.0", actor=operator)
 
@@ -135,7 +135,7 @@ def test_viewer_cannot_request_and_author_cannot_approve_their_own(member, viewe
 def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_user, client, settings):
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
     cluster = ClusterFactory(name="w125", labels={"env": "dev"}, server_version="v1.25.9")
-    _managed(cluster, "v1.25.9", {"w125-md-0": "v1.25.9"})
+    capi_managed(cluster, "v1.25.9", {"w125-md-0": "v1.25.9"})
     hpa_type = create_type(
         group="autoscaling", version="v2beta2", kind="HorizontalPodAutoscaler", plural="horizontalpodautoscalers"
     )
@@ -275,8 +275,8 @@ def test_a_stuck_machine_halts_the_upgrade_with_the_reason(fleet_factory, celery
 def test_compliance_report_lists_clusters_behind_and_upgrades_in_progress(operator, viewer, client):
     old = ClusterFactory(name="w-old", labels={"env": "dev"})
     new = ClusterFactory(name="w-new", labels={"env": "dev"})
-    _managed(old, "v1.29.4", {"w-old-md-0": "v1.29.4"})
-    _managed(new, "v1.30.2", {"w-new-md-0": "v1.30.2"})
+    capi_managed(old, "v1.29.4", {"w-old-md-0": "v1.29.4"})
+    capi_managed(new, "v1.30.2", {"w-new-md-0": "v1.30.2"})
     cr = upgrades.request_upgrade(old, "v1.30.2", actor=operator)
     ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
     data = upgrades.lifecycle_compliance()
