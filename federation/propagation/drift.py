@@ -41,6 +41,22 @@ logger = logging.getLogger(__name__)
 
 # --- drift -------------------------------------------------------------------------------------------
 
+# What a verdict is written against: the PropagatedVersion as it was read before the live object was
+# judged. Every verdict (and a worker's write) changes one of these, so a verdict is written only if
+# none came in between (compare-and-set); otherwise a newer one won and this one is dropped. Without
+# it the sweep, judging an object from a LIST taken earlier, overwrote the watcher's newer verdict.
+VERDICT_FIELDS = ("live_resource_version", "sync_state", "revision_id", "drift_checked_at")
+SUPERSEDED = "superseded"
+
+
+def verdict_token(pv: PropagatedVersion) -> tuple:
+    """The PropagatedVersion's VERDICT_FIELDS as loaded (the order of VERDICT_FIELDS)."""
+    return tuple(getattr(pv, f) for f in VERDICT_FIELDS)
+
+
+def _as_read(token: tuple) -> dict:
+    return dict(zip(VERDICT_FIELDS, token, strict=True))
+
 
 @dataclass
 class DriftSummary:
@@ -108,6 +124,8 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
             "resource__name",
             "live_resource_version",
             "sync_state",
+            "revision_id",
+            "drift_checked_at",
         )
     )
     groups: dict[tuple[int, int], list[tuple]] = {}
@@ -134,7 +152,7 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
         )
         live_by_key = {object_key(obj): with_type(obj, ftype) for obj in items}
         changed = {}
-        for pk, _, _, namespace, name, known, state in groups[key]:
+        for pk, _, _, namespace, name, known, state, *_ in groups[key]:
             live = live_by_key.get(((namespace or "") if ftype.namespaced else "", name))
             version = str(((live or {}).get("metadata") or {}).get("resourceVersion") or "")
             if not (version and version == known and state == SyncState.IN_SYNC):
@@ -147,7 +165,10 @@ def detect_drift(*, cluster: Cluster | None = None, resource: FederatedResource 
             summary.errors += len(groups[key])
             logger.info("drift LIST on cluster %s failed: %s", key[0], error)
             continue
+        read_before = {row[0]: tuple(row[5:]) for row in groups[key]} if changed else {}
         for pv in drift_candidates().filter(pk__in=list(changed)).order_by("id") if changed else ():
+            if verdict_token(pv) != read_before[pv.pk]:
+                continue  # judged (or propagated) since the LIST was taken: a newer verdict won
             try:
                 live = changed[pv.pk]
                 if live is None:  # gone, or made again without our label: a GET tells which
@@ -232,8 +253,13 @@ def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
 def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
     """Judge one live object (None: it is gone) against what FedPortal applied, and record the
     outcome: in sync, OutOfSync with its field diff, or re-applied under Enforce. The GET-based
-    check, the LIST-based sweep and the watcher all come here. Raises KubeError (Enforce's apply)."""
+    check, the LIST-based sweep and the watcher all come here. Raises KubeError (Enforce's apply).
+
+    Every write is a compare-and-set on the VERDICT_FIELDS as ``pv`` was loaded: when another
+    verdict or a propagation was recorded in between, nothing is written (no audit event either)
+    and 'superseded' is returned."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
+    as_read = _as_read(verdict_token(pv))
     now = timezone.now()
     live_uid = live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
@@ -256,6 +282,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
             "drift_checked_at": now,
             "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", "")),
         }
+        if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(**update):
+            return _superseded(pv)
         if pv.sync_state == SyncState.OUT_OF_SYNC:
             record_event(
                 "federation.drift.resolve",
@@ -263,9 +291,15 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
                 cluster=cluster.name,
                 summary=f"{resource} on {cluster.name} is back in sync",
             )
-        PropagatedVersion.objects.filter(pk=pv.pk).update(**update)
         return "in_sync"
     paths = ", ".join(c["path"] for c in changes[:5]) + (" ..." if len(changes) > 5 else "")
+    if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(
+        sync_state=SyncState.OUT_OF_SYNC,
+        drift=changes,
+        drift_checked_at=now,
+        drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now,
+    ):
+        return _superseded(pv)
     if pv.sync_state != SyncState.OUT_OF_SYNC or pv.drift != changes:
         record_event(
             "federation.drift.detect",
@@ -275,17 +309,17 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
             before={"applied": {c["path"]: c["before"] for c in changes}},
             after={"live": {c["path"]: c["after"] for c in changes}},
         )
-    PropagatedVersion.objects.filter(pk=pv.pk).update(
-        sync_state=SyncState.OUT_OF_SYNC,
-        drift=changes,
-        drift_checked_at=now,
-        drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now,
-    )
+    # what this verdict wrote: the Enforce writes below are compare-and-set on it
+    as_read.update(sync_state=SyncState.OUT_OF_SYNC, drift_checked_at=now)
     # Enforce writes to the clusters: it acts once a change request holding it was applied (the
     # approved policy); switching back to Report stops it at once (``drift_policy``)
     if resource.drift_policy != DriftPolicy.ENFORCE or resource.approved_drift_policy != DriftPolicy.ENFORCE:
         return "out_of_sync"
     conn = conn or connection_for(cluster)
+    # re-applying is only right while the baseline is the one judged: no new revision recorded, no
+    # propagation to the cluster started since (it would be undone by the old manifest)
+    if not drift_candidates(ready_only=False).filter(pk=pv.pk, **as_read).exists():
+        return _superseded(pv)
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
     manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     try:
@@ -302,7 +336,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         message = exc.message
         if is_secret_kind(ftype.kind):  # the refusal may quote the values it refused
             message = scrub_message(message, pv.applied_manifest)
-        PropagatedVersion.objects.filter(pk=pv.pk).update(message=f"Drift repair failed: {message}")
+        if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(message=f"Drift repair failed: {message}"):
+            return _superseded(pv)
         record_event(
             "federation.drift.enforce_failed",
             obj=resource,
@@ -311,7 +346,7 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         )
         return "out_of_sync"
     obj = result.object
-    PropagatedVersion.objects.filter(pk=pv.pk).update(
+    if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(
         sync_state=SyncState.IN_SYNC,
         drift=[],
         drift_repaired_at=timezone.now(),
@@ -319,7 +354,11 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         **live_identity(obj),
         message=f"Drift repaired (Enforce): {paths}.",
         remote_status=remote_status(ftype, obj) or pv.remote_status,
-    )
+    ):
+        # recorded while the apply was on the wire (the re-check above makes this narrow): what was
+        # recorded stands, and the watch event of our write is judged against it
+        logger.warning("drift repair of %s on %s raced a newer record; not recorded", resource, cluster.name)
+        return SUPERSEDED
     record_event(
         "federation.drift.enforce",
         obj=resource,
@@ -329,3 +368,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         after={"applied": {c["path"]: c["before"] for c in changes}},
     )
     return "repaired"
+
+
+def _superseded(pv: PropagatedVersion) -> str:
+    logger.info("drift verdict for %s on cluster %s dropped: a newer one was recorded", pv.resource_id, pv.cluster_id)
+    return SUPERSEDED

@@ -138,6 +138,7 @@ class EngineIO(WatchIO):
         # the list is judged inside the startup gate too: a list waiting for a database thread holds
         # its objects, and 1,000 of them waiting at once were most of the watcher's memory
         async with engine.startup:
+            before = await engine.in_db(handling.verdicts_before_list, target)
             items, version = await engine.loop.run_in_executor(
                 engine.net_pool,
                 lambda: kube.list_with_version(
@@ -148,7 +149,7 @@ class EngineIO(WatchIO):
                     timeout=kube_timeout(),
                 ),
             )
-            counts = await engine.in_db(handling.handle_list, target, items, conn)
+            counts = await engine.in_db(handling.handle_list, target, items, conn, before)
         for name, n in counts.items():
             state.outcomes[name] = state.outcomes.get(name, 0) + n
         return version
@@ -187,6 +188,10 @@ class Engine:
         self.watch_timeout = float(setting("FEDERATION_WATCH_TIMEOUT_SECONDS", 300))
         self.backoff_cap = float(setting("FEDERATION_WATCH_BACKOFF_MAX_SECONDS", 30))
         self.db_pool = ThreadPoolExecutor(int(setting("FEDERATION_WATCH_DB_THREADS", 4)), thread_name_prefix="watch-db")
+        # the heartbeat and the leases on a thread of their own: queued behind a burst of events to
+        # judge (or slow clusters' GETs and Enforce applies) they could lapse, and another watcher
+        # would take this one's clusters while it still watches them
+        self.lease_pool = ThreadPoolExecutor(1, thread_name_prefix="watch-lease")
         self.net_pool = ThreadPoolExecutor(
             int(setting("FEDERATION_WATCH_STARTUP_CONCURRENCY", 32)), thread_name_prefix="watch-list"
         )
@@ -200,12 +205,16 @@ class Engine:
         self.settled_since = timezone.now() - timedelta(seconds=5)
         self.settled_seen: dict[int, object] = {}
 
-    async def in_db(self, fn, *args):
+    async def in_db(self, fn, *args, pool: ThreadPoolExecutor | None = None):
         def call():
             close_old_connections()
             return fn(*args)
 
-        return await self.loop.run_in_executor(self.db_pool, call)
+        return await self.loop.run_in_executor(pool or self.db_pool, call)
+
+    async def in_lease_db(self, fn, *args):
+        """``in_db`` on the heartbeat's own thread (``lease_pool``)."""
+        return await self.in_db(fn, *args, pool=self.lease_pool)
 
     def backoff(self, failures: int) -> float:
         return backoff_delay(failures, cap=self.backoff_cap)
@@ -219,7 +228,12 @@ class Engine:
                 self.loop.add_signal_handler(sig, self.stop.set)
             except (NotImplementedError, RuntimeError):
                 pass
-        await self.in_db(leases.register_watcher, self.name)
+        try:
+            await self.in_lease_db(leases.register_watcher, self.name)
+        except BaseException:  # refused (WatcherNameInUse): nothing of that watcher's is touched
+            self.shutdown_pools()
+            await self.session.close()
+            raise
         logger.info("watcher %s started (lease %ss)", self.name, self.lease)
         try:
             while not self.stop.is_set():
@@ -235,8 +249,10 @@ class Engine:
             await self.shutdown()
 
     async def tick(self) -> None:
-        await self.in_db(leases.record_health, self.name, self.health_changes())
-        owned = await self.in_db(leases.claim_clusters, self.name)
+        health = self.health_changes()
+        await self.in_lease_db(leases.record_health, self.name, health)
+        self.flushed.update(health)  # only once written: a failed write is tried again next tick
+        owned = await self.in_lease_db(leases.claim_clusters, self.name)
         wanted = await self.in_db(handling.targets_for, owned)
         settled, self.settled_since = await self.in_db(
             handling.settled_since, owned, self.settled_since, self.settled_seen
@@ -256,14 +272,23 @@ class Engine:
             self.tasks.pop(key).cancel()
             self.states.pop(key, None)
             self.targets.pop(key, None)
+        for key in [k for k in self.states if k not in self.tasks and k not in wanted]:
+            self.states.pop(key)  # a watch that never started (no connection), no longer wanted
         new = [key for key in wanted if key not in self.tasks]
         missing = {cid for cid, _ in new if cid not in self.connections}
-        if missing:
-            self.connections.update(await self.in_db(handling.connections_for, missing))
+        failed: dict[int, str] = {}
+        if missing:  # one by one: a cluster whose credentials cannot be used stops only its own watches
+            built, failed = await self.in_db(handling.build_connections, missing)
+            self.connections.update(built)
         for cid in [c for c in self.connections if c not in owned]:
             del self.connections[cid]
-            self.flushed.pop(cid, None)
+        for cid in [c for c in self.flushed if c not in owned]:
+            del self.flushed[cid]
         for key in new:
+            if key[0] in failed:  # not started: its health says why (tried again next tick)
+                state = self.states.setdefault(key, WatchState())
+                state.connected, state.last_error = False, failed[key[0]]
+                continue
             if key[0] not in self.connections:
                 continue
             self.targets[key] = wanted[key]
@@ -274,7 +299,8 @@ class Engine:
 
     def health_changes(self) -> dict[int, dict]:
         """Per cluster, its watches' health; only clusters whose health changed since last written
-        (times within 10 s count as unchanged), so an idle fleet costs few writes."""
+        (times within 10 s count as unchanged), so an idle fleet costs few writes. Nothing is marked
+        written here: tick does once record_health succeeded."""
         by_cluster: dict[int, list[WatchState]] = {}
         for (cid, _), state in self.states.items():
             by_cluster.setdefault(cid, []).append(state)
@@ -297,8 +323,7 @@ class Engine:
             }
             before = self.flushed.get(cid)
             if before is None or any(_differs(before[k], v, 10 if k.endswith("_at") else 0) for k, v in fields.items()):
-                changes[cid] = fields
-                self.flushed[cid] = fields
+                changes[cid] = fields  # marked flushed by tick once written
         return changes
 
     async def shutdown(self) -> None:
@@ -308,11 +333,14 @@ class Engine:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         await self.session.close()
         try:
-            await self.in_db(leases.stop_watcher, self.name)
+            await self.in_lease_db(leases.stop_watcher, self.name)
         finally:
-            self.db_pool.shutdown(wait=False, cancel_futures=True)
-            self.net_pool.shutdown(wait=False, cancel_futures=True)
+            self.shutdown_pools()
         logger.info("watcher %s stopped", self.name)
+
+    def shutdown_pools(self) -> None:
+        for pool in (self.db_pool, self.lease_pool, self.net_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _differs(before, after, slack: float) -> bool:

@@ -7,16 +7,21 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.db import DatabaseError
+
 from clusters import kube
 from clusters.models import Cluster
 from clusters.services import connection_for
 from federation.models import FederatedType, PropagatedVersion, PropagationTarget
 from federation.propagation.drift import (
+    SUPERSEDED,
+    VERDICT_FIELDS,
     check_drift,
     drift_candidates,
     judge_live,
     object_key,
     pv_key,
+    verdict_token,
     with_type,
 )
 
@@ -75,6 +80,22 @@ def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:
     return {c.pk: connection_for(c) for c in Cluster.objects.filter(pk__in=list(cluster_ids))}
 
 
+def build_connections(cluster_ids) -> tuple[dict[int, kube.ClusterConnection], dict[int, str]]:
+    """Each cluster's connection, built one by one: a cluster whose credentials cannot be used
+    (CredentialDecryptError, a broken kubeconfig) is returned in the second dict with its error, and
+    does not keep the others' watches from starting. A database error is raised."""
+    connections, errors = {}, {}
+    for cluster in Cluster.objects.filter(pk__in=list(cluster_ids)):
+        try:
+            connections[cluster.pk] = connection_for(cluster)
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            logger.warning("watcher: no connection to cluster %s: %s", cluster.name, exc)
+            errors[cluster.pk] = f"{type(exc).__name__}: {exc}"[:500]
+    return connections, errors
+
+
 def credential_versions(cluster_ids) -> dict[int, int]:
     """Each cluster's credential_version: a rotation makes the watcher reconnect with the new ones."""
     return dict(Cluster.objects.filter(pk__in=list(cluster_ids)).values_list("pk", "credential_version"))
@@ -95,9 +116,20 @@ def _candidates(target: Target):
     return drift_candidates(cluster_ids=[target.cluster_id], ready_only=False).filter(resource__type_id=target.type_id)
 
 
+def verdicts_before_list(target: Target) -> dict[int, tuple]:
+    """What each judged PropagatedVersion's verdict is before a relist's LIST (drift.VERDICT_FIELDS):
+    a verdict recorded after it (the sweep's, a propagation) may be about a newer object than the
+    list holds, and is not overwritten from the list (handle_list)."""
+    return {row[0]: tuple(row[1:]) for row in _candidates(target).values_list("pk", *VERDICT_FIELDS)}
+
+
 def _remember(target: Target, pv_id: int, key, fallback: str, outcome: str) -> None:
     """The version to compare the next event with: the drifted one as seen (its diff is recorded),
-    else what the check recorded (in sync: the live version; repaired: our new write)."""
+    else what the check recorded (in sync: the live version; repaired: our new write). A superseded
+    verdict remembers nothing: the next event is judged against what won."""
+    if outcome == SUPERSEDED:
+        target.seen.pop(key, None)
+        return
     if outcome == "out_of_sync":
         target.seen[key] = fallback
         return
@@ -105,10 +137,18 @@ def _remember(target: Target, pv_id: int, key, fallback: str, outcome: str) -> N
     target.seen[key] = version or fallback
 
 
-def handle_list(target: Target, items: list[dict], conn) -> dict:
+def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple] | None = None) -> dict:
     """After a relist: judge every listed object that is not known at its resourceVersion, and every
-    object FedPortal applied that the list lacks (GET: removed, or made again without our label)."""
+    object FedPortal applied that the list lacks (GET: removed, or made again without our label).
+    ``before``: verdicts_before_list, read before the LIST; an object whose verdict changed since is
+    not judged from the list (a newer verdict won; its next event is judged).
+
+    A transient error judging an object (its confirming GET, Enforce's apply) fails the relist once
+    the others are judged: the watch would resume from the list's version and the object not be
+    judged again until the sweep; the engine relists after its backoff instead. A permanent one is
+    logged and the object left to the sweep (relisting would not help)."""
     counts = {"cheap": 0, "judged": 0, "out_of_sync": 0}
+    transient: kube.KubeError | None = None
     live = {object_key(obj): with_type(obj, _type_view(target)) for obj in items}
     target.seen = {}
     for pv in _candidates(target).iterator(chunk_size=500):
@@ -119,14 +159,21 @@ def handle_list(target: Target, items: list[dict], conn) -> dict:
             target.seen[key] = version
             counts["cheap"] += 1
             continue
+        if before is not None and pv.pk in before and before[pv.pk] != verdict_token(pv):
+            counts[SUPERSEDED] = counts.get(SUPERSEDED, 0) + 1
+            continue
         counts["judged"] += 1
         try:
             outcome = judge_live(pv, obj, conn=conn) if obj is not None else check_drift(pv, conn=conn)
         except kube.KubeError as exc:
-            logger.info("watcher: drift repair of %s on cluster %s failed: %s", pv.resource_id, pv.cluster_id, exc)
+            logger.info("watcher: drift check of %s on cluster %s failed: %s", pv.resource_id, pv.cluster_id, exc)
+            if exc.transient and transient is None:
+                transient = exc
             continue
         counts["out_of_sync"] += outcome == "out_of_sync"
         _remember(target, pv.pk, key, version, outcome)
+    if transient is not None:
+        raise transient
     return counts
 
 

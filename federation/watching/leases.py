@@ -7,6 +7,8 @@ import os
 import socket
 from datetime import timedelta
 
+from django.core.management.base import CommandError
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -30,18 +32,49 @@ def default_watcher_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+class WatcherNameInUse(CommandError):
+    """Another live process already runs a watcher under this name (a CommandError: `manage.py
+    watch_fleet` prints it and exits non-zero)."""
+
+
+def _process_alive(pid: int | None) -> bool:
+    """Whether a process of this host runs under ``pid`` (a watcher killed without stopping, e.g.
+    `make demo` ended by SIGKILL, is taken over at once when its name is started again here)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 def register_watcher(name: str) -> FleetWatcher:
-    now = timezone.now()
-    watcher, _ = FleetWatcher.objects.update_or_create(
-        name=name,
-        defaults={
-            "host": socket.gethostname()[:255],
-            "pid": os.getpid(),
-            "started_at": now,
-            "heartbeat_at": now,
-            "stopped_at": None,
-        },
-    )
+    """Start (or restart) the watcher ``name``. Refused while another process (host, pid) holds
+    that name with a heartbeat within the lease: both would hold, and watch, every one of its
+    clusters. A stopped watcher, one silent for longer than the lease, or one of this host whose
+    process is gone (dead) is taken over."""
+    host, pid = socket.gethostname()[:255], os.getpid()
+    with transaction.atomic():
+        now = timezone.now()
+        other = (
+            FleetWatcher.objects.select_for_update()
+            .filter(name=name, stopped_at__isnull=True, heartbeat_at__gte=now - timedelta(seconds=lease_seconds()))
+            .exclude(host=host, pid=pid)
+            .first()
+        )
+        if other is not None and not (other.host == host and not _process_alive(other.pid)):
+            raise WatcherNameInUse(
+                f"A watcher named {name!r} is already running (host {other.host}, pid {other.pid}, last heartbeat "
+                f"{other.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC). Give this one another --name, or stop that one "
+                f"(or wait {lease_seconds():g} s after it died)."
+            )
+        watcher, _ = FleetWatcher.objects.update_or_create(
+            name=name,
+            defaults={"host": host, "pid": pid, "started_at": now, "heartbeat_at": now, "stopped_at": None},
+        )
     return watcher
 
 

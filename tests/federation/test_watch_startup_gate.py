@@ -54,8 +54,7 @@ def most_lists_judged_at_once(fleet, gate: int, monkeypatch) -> int:
     try:
         run_async(relist_all())
     finally:
-        engine.db_pool.shutdown()
-        engine.net_pool.shutdown()
+        engine.shutdown_pools()
     return most
 
 
