@@ -151,6 +151,7 @@ def main() -> int:
         t = time.monotonic()
         clusters = make_clusters(args.clusters)
         change_requests = make_change_requests(args.change_requests)
+        env.analyze()
         setup_s = time.monotonic() - t
         token = viewer_token()
         figures = measure_in_process(token)

@@ -277,6 +277,7 @@ def main() -> None:
         t = time.monotonic()
         clusters = make_clusters(args.clusters)
         pvs = make_resources(args.resources, clusters)
+        env.analyze()
         setup_s = time.monotonic() - t
         urls, figures = {}, {}
         for page, name in PAGES.items():
