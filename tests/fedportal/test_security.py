@@ -176,6 +176,10 @@ def test_production_profile_passes_check_deploy_with_no_warnings(tmp_path):
         ({"CELERY_BROKER_URL": "sqla+sqlite:///var/broker.db"}, "CELERY_BROKER_URL must start with one of"),
         ({"CACHE_URL": "memcached://x"}, "CACHE_URL='memcached://x': use redis://"),
         ({"FEDPORTAL_AUDIT_KEY": "short"}, "FEDPORTAL_AUDIT_KEY must be at least 32 characters"),
+        (
+            {"DATABASE_URL": "postgres://u@db/fedportal", "DATABASE_SERVER_SIDE_BINDING": "maybe"},
+            "DATABASE_SERVER_SIDE_BINDING='maybe' is not a boolean",
+        ),
     ],
 )
 def test_bad_environment_values_fail_with_a_clear_message(tmp_path, overrides, message):
@@ -208,3 +212,20 @@ def test_the_header_lists_the_users_roles(client, operator, nobody):
     assert '<span class="roles">operator, viewer</span>' in client.get(reverse("audit:event_list")).content.decode()
     client.force_login(nobody)
     assert '<span class="roles">no role</span>' in client.get(reverse("home")).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({}, {"sslmode": "require", "server_side_binding": True}),
+        ({"DATABASE_SERVER_SIDE_BINDING": "0"}, {"sslmode": "require"}),
+    ],
+)
+def test_postgresql_binds_parameters_on_the_server_unless_turned_off_keeping_the_urls_options(
+    tmp_path, overrides, expected
+):
+    probe = "from django.conf import settings; print(sorted(settings.DATABASES['default']['OPTIONS'].items()))"
+    env = {"DATABASE_URL": "postgres://u@db:5432/fedportal?sslmode=require", **overrides}
+    result = manage(["shell", "-c", probe], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == str(sorted(expected.items()))
