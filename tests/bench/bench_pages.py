@@ -256,7 +256,7 @@ def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float,
     return http_load(port, {"Cookie": cookie}, paths, clients, seconds, server_pid=server_pid)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--resources", type=int, default=200)
@@ -320,7 +320,15 @@ def main() -> None:
                 server.kill()
         env.teardown()
     print(json.dumps({"pages": figures}))
+    return 0 if goals_met(figures) else 1
+
+
+def goals_met(figures: dict) -> bool:
+    """The goals above that one run can judge (query counts are judged against the tests' fixed ones)."""
+    cold = [value for key, value in figures.items() if key.endswith("_cold_ms")]
+    missing = [key for key in figures if key.endswith("_missing")]
+    return not missing and all(ms <= 500 for ms in cold) and figures["p95_ms"] <= 300 and figures["errors"] == 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -94,7 +94,7 @@ def baseline(fleet, names, concurrency: int, *, same_calls: bool = False) -> flo
     return seconds
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
@@ -157,7 +157,8 @@ def main() -> None:
         "broker": env.broker,
     }
     print(json.dumps({f"poll_{args.clusters}": result}))
+    return 0 if result["ratio"] <= 1.5 and result["seconds"] <= 20 else 1  # the goals above
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

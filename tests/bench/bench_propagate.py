@@ -325,7 +325,7 @@ class BaselineLoop:
         self.pool.shutdown()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20)
@@ -418,7 +418,19 @@ def main() -> None:
         fleet.stop()
         env.teardown()
     print(json.dumps(results))
+    return 0 if goals_met(results) else 1
+
+
+def goals_met(results: dict) -> bool:
+    """The goals above, for the scenarios this run measured."""
+    ok = True
+    if "propagate_100" in results:
+        ok &= results["propagate_100"]["p50_ms"] <= 500 and results["propagate_100"]["p99_ms"] <= 1000
+    for name, figures in results.items():
+        if name != "propagate_100":
+            ok &= figures["ratio"] <= 1.5
+    return ok
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

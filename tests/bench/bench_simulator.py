@@ -124,7 +124,7 @@ def schema_checks_seconds(clusters: int = 1000, manifests: int = 200) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--objects", type=int, default=30, help="objects created per cluster")
@@ -159,7 +159,8 @@ def main() -> None:
             }
         )
     )
+    return 0 if stats["rssMb"] <= 1024 and p50 <= 10 else 1  # the goals above
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
