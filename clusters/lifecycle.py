@@ -142,16 +142,45 @@ def _endpoint_of(url: str) -> str:
     return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if parts.hostname else ""
 
 
-def _candidate(management: Cluster, name: str, endpoint: str) -> tuple[Cluster | None, str]:
-    """The registered cluster a CAPI Cluster describes by its name, else by its API endpoint."""
-    by_name = Cluster.objects.exclude(pk=management.pk).filter(name=name).first()
-    if by_name is not None:
-        return by_name, "name"
-    if endpoint:
-        found = [c for c in Cluster.objects.exclude(pk=management.pk) if _endpoint_of(c.api_server) == endpoint]
-        if len(found) == 1:
-            return found[0], "endpoint"
-    return None, ""
+class _LinkSnapshot:
+    """What automatic linking reads, loaded once per refresh (three queries, however many Cluster API
+    clusters and members there are): every registered cluster by name and by API endpoint, the
+    Cluster API rows already linked to a member, and the unlinked rows of other management clusters.
+    ``moved`` keeps it true while the refresh saves its own rows' links."""
+
+    def __init__(self):
+        self.clusters = list(Cluster.objects.only("id", "name", "api_server"))
+        self.by_name = {c.name: c for c in self.clusters}
+        self.by_endpoint: dict[str, list[Cluster]] = {}
+        for cluster in self.clusters:
+            self.by_endpoint.setdefault(_endpoint_of(cluster.api_server), []).append(cluster)
+        live = ManagedCluster.objects.filter(gone=False)
+        self.linked = {
+            r.pk: r
+            for r in live.filter(member__isnull=False).only("id", "management_id", "namespace", "name", "member_id")
+        }
+        self.unlinked = list(live.filter(member__isnull=True).only("id", "management_id", "name", "endpoint"))
+
+    def candidate(self, management_id: int, name: str, endpoint: str) -> tuple[Cluster | None, str]:
+        """The registered cluster a CAPI Cluster of ``management_id`` describes by its name, else by its
+        API endpoint (when exactly one cluster has it); never the management cluster itself."""
+        by_name = self.by_name.get(name)
+        if by_name is not None and by_name.pk != management_id:
+            return by_name, "name"
+        if endpoint:
+            found = [c for c in self.by_endpoint.get(endpoint, ()) if c.pk != management_id]
+            if len(found) == 1:
+                return found[0], "endpoint"
+        return None, ""
+
+    def linked_to(self, member: Cluster, *, besides: ManagedCluster) -> list[ManagedCluster]:
+        return [r for r in self.linked.values() if r.member_id == member.pk and r.pk != besides.pk]
+
+    def moved(self, row: ManagedCluster) -> None:
+        """``row`` was saved with its (new) link."""
+        self.linked.pop(row.pk, None)
+        if row.member_id is not None:
+            self.linked[row.pk] = row
 
 
 def _auto_link(
@@ -162,6 +191,7 @@ def _auto_link(
     row: ManagedCluster,
     found: dict[tuple[str, str], dict],
     here: Counter,
+    snapshot: _LinkSnapshot,
 ) -> tuple[Cluster | None, str]:
     """The member ``row`` links to automatically, ``candidate`` (by name, else endpoint); none when the
     match is ambiguous: another CAPI Cluster (another namespace of this management cluster, or another
@@ -170,20 +200,21 @@ def _auto_link(
     member, source = candidate
     if member is None:
         return None, ""
-    linked = ManagedCluster.objects.filter(gone=False, member=member).exclude(pk=row.pk) if row.pk else None
-    linked = linked if linked is not None else ManagedCluster.objects.filter(gone=False, member=member)
     # rows of this management cluster that are not in ``found`` are about to be marked gone
+    linked = snapshot.linked_to(member, besides=row)
     if any(r.management_id != management.pk or (r.namespace, r.name) in found for r in linked):
         logger.warning("%s/%s matches %s, already linked to another Cluster API cluster", *key, member.name)
         return None, ""
     member_endpoint = _endpoint_of(member.api_server)
-    elsewhere = (
-        ManagedCluster.objects.filter(gone=False, member__isnull=True)
-        .exclude(management=management)
-        .filter(Q(name=member.name) | (Q(endpoint=member_endpoint) if member_endpoint else Q(pk__in=[])))
-        .select_related("management")
+    elsewhere = [
+        r
+        for r in snapshot.unlinked
+        if r.management_id != management.pk
+        and (r.name == member.name or (member_endpoint and r.endpoint == member_endpoint))
+    ]
+    count = here[member.pk] + sum(
+        1 for r in elsewhere if snapshot.candidate(r.management_id, r.name, r.endpoint)[0] == member
     )
-    count = here[member.pk] + sum(1 for r in elsewhere if _candidate(r.management, r.name, r.endpoint)[0] == member)
     if count > 1:
         logger.warning("%s matches %d Cluster API clusters: none linked automatically", member.name, count)
         return None, ""
@@ -200,7 +231,8 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
         existing = {
             (r.namespace, r.name): r for r in ManagedCluster.objects.select_for_update().filter(management=management)
         }
-        candidates = {key: _candidate(management, key[1], entry["endpoint"]) for key, entry in found.items()}
+        snapshot = _LinkSnapshot()
+        candidates = {key: snapshot.candidate(management.pk, key[1], entry["endpoint"]) for key, entry in found.items()}
         here = Counter(member.pk for member, _source in candidates.values() if member is not None)
         for (namespace, name), entry in sorted(found.items()):
             row = existing.pop((namespace, name), None) or ManagedCluster(
@@ -208,7 +240,13 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
             )
             if row.link_source != "manual" or row.member_id is None:
                 row.member, row.link_source = _auto_link(
-                    management, (namespace, name), candidates[(namespace, name)], row=row, found=found, here=here
+                    management,
+                    (namespace, name),
+                    candidates[(namespace, name)],
+                    row=row,
+                    found=found,
+                    here=here,
+                    snapshot=snapshot,
                 )
             row.endpoint = entry["endpoint"][:512]
             row.phase = entry["phase"][:32]
@@ -217,6 +255,7 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
             row.machines = entry["machines"]
             row.observed_at, row.gone = now, False
             row.save()
+            snapshot.moved(row)
             rows.append(row)
             if row.member_id is not None:
                 _record_kubelets(row.member, entry["machines"], now)

@@ -4,6 +4,8 @@ Cluster API name links no member automatically."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -195,6 +197,60 @@ def test_the_same_name_on_another_management_cluster_is_not_linked(monkeypatch):
     assert ManagedCluster.objects.get(management=mgmt_b).member_id is None
     lifecycle.refresh(mgmt_a)  # now ambiguous: mgmt-a's row is unlinked too, an admin links by hand
     assert not ManagedCluster.objects.filter(member=w1).exists()
+
+
+def _capi_at(namespace, name, host, port=6443):
+    cluster = _capi_cluster(namespace, name)
+    cluster["spec"]["controlPlaneEndpoint"] = {"host": host, "port": port}
+    return cluster
+
+
+def _lookups(captured) -> list[str]:
+    """The SELECTs a refresh made to decide links: not its row locks (FOR UPDATE; on SQLite, the lock of
+    a linked member by primary key, where recording its kubelets starts), which are per-row writes."""
+    lock = re.compile(r'WHERE "clusters_cluster"\."id" = \d+ LIMIT 21$')
+    return [
+        q["sql"]
+        for q in captured
+        if q["sql"].startswith("SELECT") and "FOR UPDATE" not in q["sql"] and not lock.search(q["sql"])
+    ]
+
+
+def test_linking_reads_the_fleet_with_a_fixed_number_of_queries(monkeypatch):
+    """Automatic linking reads every registered cluster and every link once per refresh, not once per
+    Cluster API cluster: 12 CAPI clusters and their members take the same lookups as 3."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    lookups = {}
+    for size, subnet in ((3, 5), (12, 6)):
+        mgmt = ClusterFactory(name=f"mgmt-{size}")
+        for i in range(size):
+            ClusterFactory(name=f"member-{size}-{i}", api_server=f"https://10.{subnet}.0.{i + 1}:6443")
+        capi = [_capi_at("default", f"member-{size}-{i}", f"10.{subnet}.0.{i + 1}") for i in range(size)]
+        capi += [_capi_at("default", f"orphan-{size}-{i}", f"10.{subnet}.1.{i + 1}") for i in range(size)]
+        _serve(monkeypatch, {mgmt.name: capi})
+        with CaptureQueriesContext(connection) as captured:
+            lifecycle.refresh(mgmt)
+        assert ManagedCluster.objects.filter(management=mgmt, member__isnull=False).count() == size
+        lookups[size] = _lookups(captured.captured_queries)
+    assert len(lookups[12]) == len(lookups[3]) <= 4, lookups[12]
+
+
+def test_a_link_given_up_earlier_in_the_same_refresh_frees_the_member(monkeypatch):
+    """Row (ns, "alpha") was linked to m by its endpoint; m moved, so alpha lets it go. Row (ns, "m")
+    names m: it links in the same refresh, as the link given up was saved before it was judged."""
+    m = ClusterFactory(name="m", api_server="https://10.7.0.1:6443")
+    mgmt = ClusterFactory(name="mgmt-r")
+    _serve(monkeypatch, {"mgmt-r": [_capi_at("ns", "alpha", "10.7.0.1")]})
+    lifecycle.refresh(mgmt)
+    assert ManagedCluster.objects.get(name="alpha").member_id == m.pk
+    m.api_server = "https://10.7.0.2:6443"
+    m.save(update_fields=["api_server"])
+    _serve(monkeypatch, {"mgmt-r": [_capi_at("ns", "alpha", "10.7.0.1"), _capi_at("ns", "m", "10.7.0.2")]})
+    lifecycle.refresh(mgmt)
+    assert ManagedCluster.objects.get(name="alpha").member_id is None
+    assert ManagedCluster.objects.get(name="m").member_id == m.pk
 
 
 def test_check_refuses_when_the_member_is_now_linked_to_another_capi_cluster(member, operator):
