@@ -149,16 +149,16 @@ class _LinkSnapshot:
     ``moved`` keeps it true while the refresh saves its own rows' links."""
 
     def __init__(self):
-        self.clusters = list(Cluster.objects.only("id", "name", "api_server"))
-        self.by_name = {c.name: c for c in self.clusters}
+        clusters = list(Cluster.objects.only("id", "name", "api_server"))
+        self.by_name = {c.name: c for c in clusters}
         self.by_endpoint: dict[str, list[Cluster]] = {}
-        for cluster in self.clusters:
+        for cluster in clusters:
             self.by_endpoint.setdefault(_endpoint_of(cluster.api_server), []).append(cluster)
         live = ManagedCluster.objects.filter(gone=False)
-        self.linked = {
-            r.pk: r
-            for r in live.filter(member__isnull=False).only("id", "management_id", "namespace", "name", "member_id")
-        }
+        self.links: dict[int, dict[int, ManagedCluster]] = {}  # member id -> {row id: row}
+        for row in live.filter(member__isnull=False).only("id", "management_id", "namespace", "name", "member_id"):
+            self.links.setdefault(row.member_id, {})[row.pk] = row
+        self.member_of = {pk: member_id for member_id, rows in self.links.items() for pk in rows}
         self.unlinked = list(live.filter(member__isnull=True).only("id", "management_id", "name", "endpoint"))
 
     def candidate(self, management_id: int, name: str, endpoint: str) -> tuple[Cluster | None, str]:
@@ -174,13 +174,16 @@ class _LinkSnapshot:
         return None, ""
 
     def linked_to(self, member: Cluster, *, besides: ManagedCluster) -> list[ManagedCluster]:
-        return [r for r in self.linked.values() if r.member_id == member.pk and r.pk != besides.pk]
+        return [r for pk, r in self.links.get(member.pk, {}).items() if pk != besides.pk]
 
     def moved(self, row: ManagedCluster) -> None:
         """``row`` was saved with its (new) link."""
-        self.linked.pop(row.pk, None)
+        before = self.member_of.pop(row.pk, None)
+        if before is not None:
+            self.links[before].pop(row.pk, None)
         if row.member_id is not None:
-            self.linked[row.pk] = row
+            self.links.setdefault(row.member_id, {})[row.pk] = row
+            self.member_of[row.pk] = row.member_id
 
 
 def _auto_link(
