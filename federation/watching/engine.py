@@ -36,6 +36,15 @@ from federation.watching import handling, leases
 logger = logging.getLogger(__name__)
 
 
+class LeaseLapsed(RuntimeError):
+    """This watcher's last heartbeat gave the cluster up (``Engine.hold_lease``)."""
+
+
+# A watcher fences itself this long before its lease runs out as it last renewed it, a margin for
+# clocks that differ between the hosts of two watchers (the other takes over by its own clock).
+FENCE_MARGIN = 0.1  # of the lease
+
+
 def backoff_delay(failures: int, *, base: float = 1.0, cap: float = 30.0, rand=random.random) -> float:
     """Seconds before reconnect attempt ``failures`` (1, 2, ...): exponential, capped, jittered to
     between half and all of it so that a fleet that failed together does not come back together."""
@@ -116,6 +125,11 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
         except asyncio.CancelledError:
             state.connected = False
             raise
+        except LeaseLapsed as exc:  # the heartbeat gave this cluster up: its watch is being stopped
+            state.connected = False
+            state.failures += 1
+            state.last_error = str(exc)
+            await io.sleep(backoff(state.failures))
         except Exception as exc:  # KubeError, a database error: never a crash loop, a backoff
             state.connected = False
             state.failures += 1
@@ -134,6 +148,7 @@ class EngineIO(WatchIO):
 
     async def relist(self, state: WatchState) -> str:
         engine, target = self.engine, self.target
+        await engine.hold_lease(target.cluster_id)
         conn = engine.connections[target.cluster_id]
         # the list is judged inside the startup gate too: a list waiting for a database thread holds
         # its objects, and 1,000 of them waiting at once were most of the watcher's memory
@@ -149,6 +164,7 @@ class EngineIO(WatchIO):
                     timeout=kube_timeout(),
                 ),
             )
+            await engine.hold_lease(target.cluster_id)  # the LIST may have outlasted the lease
             counts = await engine.in_db(handling.handle_list, target, items, conn, before)
         for name, n in counts.items():
             state.outcomes[name] = state.outcomes.get(name, 0) + n
@@ -170,6 +186,8 @@ class EngineIO(WatchIO):
 
     async def handle(self, state: WatchState, event: kube.WatchEvent) -> None:
         target = self.target
+        # waits while the lease may have lapsed; raised: not handled, and the watch resumes before it
+        await self.engine.hold_lease(target.cluster_id)
         if target.seen.get(handling.object_key(event.object)) == event.resource_version and event.type != "DELETED":
             outcome = "cheap"  # no thread hop for what is known
         else:
@@ -204,6 +222,11 @@ class Engine:
         # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
         self.settled_since = timezone.now() - timedelta(seconds=5)
         self.settled_seen: dict[int, object] = {}
+        # the clusters the last heartbeat found this watcher holding, and the time.monotonic() until
+        # which those leases are surely its own (hold_lease); set by each heartbeat that renewed them
+        self.owned: set[int] = set()
+        self.lease_valid_until = 0.0
+        self.renewed = asyncio.Event()
 
     async def in_db(self, fn, *args, pool: ThreadPoolExecutor | None = None):
         def call():
@@ -215,6 +238,18 @@ class Engine:
     async def in_lease_db(self, fn, *args):
         """``in_db`` on the heartbeat's own thread (``lease_pool``)."""
         return await self.in_db(fn, *args, pool=self.lease_pool)
+
+    async def hold_lease(self, cluster_id: int) -> None:
+        """Return once this watcher surely holds ``cluster_id``: its last heartbeat renewed its leases
+        less than (1 - FENCE_MARGIN) of a lease ago and found the cluster among them. Until then it
+        waits for the next heartbeat that renews them: a watcher whose heartbeat fails, or that was
+        paused (a stopped process, a frozen VM) while another took its clusters over, judges and
+        repairs nothing, and its watches wait with their connections open (no reconnect storm while
+        the database is away). Raises LeaseLapsed for a cluster that heartbeat gave up."""
+        while time.monotonic() >= self.lease_valid_until:
+            await self.renewed.wait()
+        if cluster_id not in self.owned:
+            raise LeaseLapsed(f"Watcher {self.name} no longer holds this cluster; its watch is being stopped.")
 
     def backoff(self, failures: int) -> float:
         return backoff_delay(failures, cap=self.backoff_cap)
@@ -252,7 +287,11 @@ class Engine:
         health = self.health_changes()
         await self.in_lease_db(leases.record_health, self.name, health)
         self.flushed.update(health)  # only once written: a failed write is tried again next tick
+        renewing = time.monotonic()  # the leases run from no earlier than this
         owned = await self.in_lease_db(leases.claim_clusters, self.name)
+        self.owned, self.lease_valid_until = set(owned), renewing + self.lease * (1 - FENCE_MARGIN)
+        renewed, self.renewed = self.renewed, asyncio.Event()
+        renewed.set()  # wakes what waited in hold_lease
         wanted = await self.in_db(handling.targets_for, owned)
         settled, self.settled_since = await self.in_db(
             handling.settled_since, owned, self.settled_since, self.settled_seen

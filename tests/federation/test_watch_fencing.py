@@ -1,0 +1,175 @@
+"""A watcher fences itself: once its leases may have lapsed (its heartbeat failed, or the process was
+paused while another watcher took its clusters over) it judges no event and no relist until a
+heartbeat has renewed them, and then only for the clusters that heartbeat found it holding. Real
+leases in the database; the judging itself is recorded instead of run."""
+
+import asyncio
+import time
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from clusters import kube
+from clusters.choices import ClusterRole, ClusterState
+from federation.models import ClusterWatch, FleetWatcher
+from federation.watching import engine as watch_engine
+from federation.watching import handling, leases
+from tests.clusters.factories import ClusterFactory
+from tests.utils import run_async
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the engine's database threads see the rows
+
+
+def event(rv):
+    obj = {"metadata": {"name": "web", "namespace": "shop", "resourceVersion": rv}}
+    return kube.WatchEvent("MODIFIED", obj, rv)
+
+
+@pytest.fixture
+def judged(monkeypatch):
+    """The events the watcher judged (instead of judging them)."""
+    seen = []
+
+    def handle_event(target, event_type, obj, conn):
+        seen.append(obj["metadata"]["resourceVersion"])
+        return "in_sync"
+
+    monkeypatch.setattr(handling, "handle_event", handle_event)
+    return seen
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """A watcher whose watches wait for stop instead of connecting (its EngineIO is driven by hand)."""
+
+    async def idle(state, io, *, stop, backoff):
+        await stop.wait()
+
+    monkeypatch.setattr(watch_engine, "run_watch", idle)
+    made = watch_engine.Engine("w-paused")
+    yield made
+    made.shutdown_pools()
+
+
+def in_thread(fn):
+    """Database work from the event loop's side, on a thread of its own (as the engine's pools do)."""
+
+    def call():
+        try:
+            return fn()
+        finally:
+            connection.close()
+
+    return asyncio.to_thread(call)
+
+
+def take_over_from(name: str, by: str) -> set[int]:
+    """``name`` was silent for longer than its lease: ``by`` takes its clusters, as a live watcher does."""
+    past = timezone.now() - timedelta(seconds=leases.lease_seconds() + 1)
+    FleetWatcher.objects.filter(name=name).update(heartbeat_at=past)
+    ClusterWatch.objects.filter(watcher__name=name).update(lease_until=past)
+    leases.register_watcher(by)
+    return leases.claim_clusters(by)
+
+
+def drive(engine, scenario):
+    async def main():
+        engine.loop = asyncio.get_running_loop()
+        engine.session, engine.stop = None, asyncio.Event()
+        try:
+            return await scenario()
+        finally:
+            engine.stop.set()
+            await asyncio.gather(*engine.tasks.values(), return_exceptions=True)
+
+    return run_async(main())
+
+
+def test_an_event_waits_while_the_lease_may_have_lapsed_and_is_judged_once_a_heartbeat_renews_it(engine, judged):
+    cluster = ClusterFactory(name="m1", role=ClusterRole.MEMBER, state=ClusterState.READY)
+    io = watch_engine.EngineIO(engine, handling.Target(cluster.pk, 1, "apps/v1", "deployments", "Deployment", True))
+
+    async def scenario():
+        await engine.tick()
+        # no federated type to watch here, so no connection was made: the judge is recorded anyway
+        engine.connections[cluster.pk] = SimpleNamespace(cache_key=None)
+        await io.handle(watch_engine.WatchState(), event("101"))
+        assert judged == ["101"], "judged at once while the lease is held"
+        engine.lease_valid_until = time.monotonic() - 1  # the heartbeat failed for most of a lease
+        waiting = asyncio.create_task(io.handle(watch_engine.WatchState(), event("102")))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and judged == ["101"], "judged while the lease may have lapsed"
+        await engine.tick()  # renewed, still this watcher's
+        await asyncio.wait_for(waiting, timeout=5)
+        assert judged == ["101", "102"]
+
+    drive(engine, scenario)
+
+
+def test_a_watcher_paused_past_its_lease_judges_nothing_of_the_clusters_another_took_over(engine, judged):
+    clusters = [ClusterFactory(name=f"m{i}", role=ClusterRole.MEMBER, state=ClusterState.READY) for i in range(2)]
+    target = handling.Target(clusters[0].pk, 1, "apps/v1", "deployments", "Deployment", True)
+    io = watch_engine.EngineIO(engine, target)
+
+    async def scenario():
+        await engine.tick()
+        assert engine.owned == {c.pk for c in clusters}
+        # paused (SIGSTOP, a frozen VM) for longer than the lease: its clock ran on, another took over
+        engine.lease_valid_until = time.monotonic() - 1
+        taken = await in_thread(lambda: take_over_from("w-paused", by="w-other"))
+        assert taken == {c.pk for c in clusters}
+        # resumed: an event already in its watch stream, and a relist, before its next heartbeat
+        waiting = asyncio.create_task(io.handle(watch_engine.WatchState(), event("201")))
+        relisting = asyncio.create_task(io.relist(watch_engine.WatchState()))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and not relisting.done()
+        await engine.tick()  # its heartbeat: every cluster is w-other's now
+        assert engine.owned == set()
+        for pending in (waiting, relisting):
+            with pytest.raises(watch_engine.LeaseLapsed):
+                await asyncio.wait_for(pending, timeout=5)
+
+    drive(engine, scenario)
+    assert judged == [], "a cluster another watcher holds was judged by the paused one"
+
+
+def test_a_watch_whose_cluster_was_given_up_backs_off_quietly_and_resumes_before_the_event():
+    """run_watch: LeaseLapsed is not handled and not skipped; the watch resumes before that event."""
+
+    class GivenUp(watch_engine.WatchIO):
+        def __init__(self, stop):
+            self.stop, self.watched_from, self.sleeps = stop, [], []
+
+        async def relist(self, state):
+            return "100"
+
+        def stream(self, state):
+            self.watched_from.append(state.resource_version)
+
+            async def events():
+                yield event("101")
+
+            return events()
+
+        async def handle(self, state, ev):
+            if len(self.watched_from) >= 2:
+                self.stop.set()
+                return
+            raise watch_engine.LeaseLapsed("given up")
+
+        async def sleep(self, seconds):
+            self.sleeps.append(seconds)
+
+    async def main():
+        stop = asyncio.Event()
+        io = GivenUp(stop)
+        state = watch_engine.WatchState()
+        await asyncio.wait_for(watch_engine.run_watch(state, io, stop=stop, backoff=lambda n: 0.5), timeout=5)
+        return io, state
+
+    io, state = run_async(main())
+    assert io.watched_from == ["100", "100"], "the event not handled was skipped"
+    assert io.sleeps == [0.5] and state.last_error == "given up"
