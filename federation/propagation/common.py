@@ -8,7 +8,6 @@ from clusters.models import Cluster
 from federation.models import (
     FederatedResource,
     FederatedType,
-    PropagatedVersion,
     Revision,
 )
 
@@ -158,10 +157,3 @@ def remote_status(ftype: FederatedType, obj: dict | None):
     if not ftype.status_collection_enabled or not obj:
         return None
     return obj.get("status") or {}
-
-
-def collect_status(pv: PropagatedVersion, ftype: FederatedType, live: dict) -> None:
-    status = remote_status(ftype, live)
-    if status is not None and status != pv.remote_status:
-        PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=status)
-        pv.remote_status = status

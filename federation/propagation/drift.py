@@ -22,7 +22,6 @@ from federation.diffs import SERVER_POPULATED, diff_desired_live
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, PropagationTarget
 from federation.propagation.common import (
     apply_as_fedportal,
-    collect_status,
     kube_timeout,
     live_identity,
     naming_uid,
@@ -261,6 +260,7 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     as_read = _as_read(verdict_token(pv))
     now = timezone.now()
+    status_update = {}  # the live object's collected status, when it changed
     live_uid = live_identity(live or {})["live_uid"]
     if live is None or (live.get("metadata") or {}).get("deletionTimestamp"):
         # gone, or being deleted by someone else: either way not what FedPortal applied
@@ -269,7 +269,11 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         # deleted and made again outside FedPortal: another object under the same name
         changes = [{"path": "/metadata/uid", "before": pv.live_uid, "after": live_uid, "change": "replaced"}]
     else:
-        collect_status(pv, ftype, live)
+        status = remote_status(ftype, live)
+        if status is not None and status != pv.remote_status:
+            # written with the verdict, under its compare-and-set: an older object's status never
+            # overwrites the one a newer verdict or a worker's apply recorded
+            status_update = {"remote_status": status}
         changes = [
             c.as_dict()
             for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))
@@ -281,9 +285,11 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
             "drift": [],
             "drift_checked_at": now,
             "live_resource_version": str((live.get("metadata") or {}).get("resourceVersion", "")),
+            **status_update,
         }
         if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(**update):
             return _superseded(pv)
+        pv.remote_status = status_update.get("remote_status", pv.remote_status)
         if pv.sync_state == SyncState.OUT_OF_SYNC:
             record_event(
                 "federation.drift.resolve",
@@ -298,8 +304,10 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         drift=changes,
         drift_checked_at=now,
         drift_detected_at=pv.drift_detected_at if pv.sync_state == SyncState.OUT_OF_SYNC else now,
+        **status_update,
     ):
         return _superseded(pv)
+    pv.remote_status = status_update.get("remote_status", pv.remote_status)
     if pv.sync_state != SyncState.OUT_OF_SYNC or pv.drift != changes:
         record_event(
             "federation.drift.detect",

@@ -97,6 +97,33 @@ def test_a_verdict_on_an_object_loaded_before_a_newer_verdict_is_dropped(fleet, 
     assert pv.sync_state == SyncState.OUT_OF_SYNC and pv.drift[0]["after"] == "evil:latest"
 
 
+def test_the_status_of_an_object_loaded_before_a_newer_record_is_not_written(fleet, web):
+    """Member status is written with the verdict, under its compare-and-set: an older event's status
+    written after a worker recorded a newer object would stand, since that object's own event then
+    matches the recorded version and is settled without a write."""
+    resource = web()
+    stale = load(resource)  # the watcher loaded it for an event of an older object ...
+    older = live(fleet)
+    older["status"] = {"replicas": 1, "updatedReplicas": 1, "readyReplicas": 0, "observedGeneration": 1}
+    newer = {"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "observedGeneration": 2}
+    # ... and meanwhile a worker recorded its apply: a newer object and that object's status
+    PropagatedVersion.objects.filter(pk=stale.pk).update(live_resource_version="999999", remote_status=newer)
+    assert drift.judge_live(stale, older) == drift.SUPERSEDED
+    assert PropagatedVersion.objects.get(pk=stale.pk).remote_status == newer
+
+
+def test_a_verdict_records_the_status_of_the_object_it_judged(fleet, web):
+    resource = web()
+    pv = load(resource)
+    judged = live(fleet)
+    judged["status"] = {"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+    assert drift.judge_live(pv, judged) == "in_sync"
+    assert PropagatedVersion.objects.get(pk=pv.pk).remote_status == judged["status"]
+    watcher_found_drift(fleet, resource)  # out of sync: its status is recorded too
+    drifted = live(fleet)
+    assert PropagatedVersion.objects.get(pk=pv.pk).remote_status == drifted["status"]
+
+
 def test_enforce_does_not_reapply_once_a_propagation_started_after_the_judged_load(fleet, web):
     resource = web(DriftPolicy.ENFORCE)
     fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
@@ -137,8 +164,9 @@ def test_the_normal_verdict_path_costs_no_extra_query(fleet, web, django_assert_
     fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
     pv = load(resource)
     obj = live(fleet)
-    # remote status, the verdict (compare-and-set in its WHERE), the audit event (3): as before
-    with django_assert_num_queries(5):
+    # the verdict with the remote status it collected (compare-and-set in its WHERE), the audit
+    # event (3): one fewer than when the status was written on its own
+    with django_assert_num_queries(4):
         assert drift.judge_live(pv, obj) == "out_of_sync"
 
 

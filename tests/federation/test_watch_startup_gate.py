@@ -45,6 +45,8 @@ def most_lists_judged_at_once(fleet, gate: int, monkeypatch) -> int:
         engine.loop = asyncio.get_running_loop()
         engine.startup = asyncio.Semaphore(gate)
         engine.connections = await engine.in_db(handling.connections_for, ids)
+        # what a heartbeat records (a watcher judges only the clusters its renewed leases hold)
+        engine.owned, engine.lease_valid_until = set(ids), time.monotonic() + 3600
         targets = await engine.in_db(handling.targets_for, ids)
         assert len(targets) == len(ids)
         await asyncio.gather(
