@@ -23,15 +23,33 @@ def decode_cursor(cursor: str, kind: type):
         value = json.loads(base64.urlsafe_b64decode(padded.encode()).decode())[0]
     except (ValueError, binascii.Error, IndexError, KeyError, TypeError, UnicodeDecodeError):
         value = None
-    # a str key must be text the database can compare (a NUL or a lone surrogate is a 500 there)
-    if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, str) and text_error(value)):
-        raise ApiError(
-            400,
-            "invalid_cursor",
-            "The cursor is not one this API returned; start again without it.",
-            {"cursor": ["Not a valid cursor."]},
-        )
+    if not _is_key(value, kind):
+        raise _invalid_cursor()
     return value
+
+
+def decode_key_cursor(cursor: str, kinds: tuple[type, ...]) -> tuple:
+    """The values of a cursor over a composite key (``encode_cursor`` of a list), each of its kind."""
+    values = decode_cursor(cursor, list)
+    if len(values) != len(kinds) or not all(_is_key(v, kind) for v, kind in zip(values, kinds, strict=True)):
+        raise _invalid_cursor()
+    return tuple(values)
+
+
+def _is_key(value, kind: type) -> bool:
+    # a str key must be text the database can compare (a NUL or a lone surrogate is a 500 there)
+    return (
+        isinstance(value, kind) and not isinstance(value, bool) and not (isinstance(value, str) and text_error(value))
+    )
+
+
+def _invalid_cursor() -> ApiError:
+    return ApiError(
+        400,
+        "invalid_cursor",
+        "The cursor is not one this API returned; start again without it.",
+        {"cursor": ["Not a valid cursor."]},
+    )
 
 
 def page(queryset, *, key: str, cursor: str | None, limit: int, descending: bool = False, kind: type = int):

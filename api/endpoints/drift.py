@@ -9,6 +9,7 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
 from api.common import CSV_RESPONSE, READ_ERRORS, Out, require_viewer, wants_csv
+from api.pagination import decode_key_cursor, encode_cursor
 from drift import selectors
 from drift.choices import Severity
 from drift.forms import CompatFilterForm, ComplianceFilterForm, SkewFilterForm
@@ -27,6 +28,7 @@ class SkewOut(Out):
 
 class CompatOut(Out):
     rows: list[dict[str, Any]]
+    next_cursor: str | None = Field(description="the next page's cursor; null on the last page")
 
 
 class ComplianceOut(Out):
@@ -44,9 +46,16 @@ class SkewFilters(LabelFilter):
     severity: Literal[("", *Severity.values, "ok")] = ""  # as SkewFilterForm: "ok" = no finding
 
 
+# The compatibility matrix's JSON is paged by cell: 1,000 clusters x 200 resources are 200,000 of them.
+COMPAT_PAGE_CELLS = 500
+COMPAT_MAX_CELLS = 5000
+
+
 class CompatFilters(LabelFilter):
     kind: str = Field("", max_length=63)
     namespace: str = Field("", max_length=63)
+    cursor: str | None = Field(None, max_length=500, description="next_cursor of the previous page (JSON only)")
+    limit: int = Field(COMPAT_PAGE_CELLS, ge=1, le=COMPAT_MAX_CELLS, description="cells per page (JSON only)")
 
 
 class ComplianceFilters(LabelFilter):
@@ -105,6 +114,7 @@ def _compat_rows(resources, rows):
                 continue
             result = cell.result
             yield SimpleNamespace(
+                key=(resource.pk, row.name),  # the page's order and cursor (not a column)
                 resource=resource.qualified_name,
                 kind=resource.type.kind,
                 cluster=row.name,
@@ -126,10 +136,10 @@ def _compat_rows(resources, rows):
 def compatibility(request, filters: Query[CompatFilters]):
     require_viewer(request)
     cleaned = _clean(CompatFilterForm, filters)
-    rows = selectors.fleet_rows(labels=cleaned["labels"])
+    rows = selectors.fleet_rows(labels=cleaned["labels"])  # by name: a resource's cells in the page's order
     resources = selectors.compat_resources(kind=cleaned["kind"], namespace=cleaned["namespace"])
-    cells = _compat_rows(resources.iterator(chunk_size=200), rows)
-    if wants_csv(request):
+    if wants_csv(request):  # the whole matrix, streamed
+        cells = _compat_rows(resources.iterator(chunk_size=200), rows)
         return _export(
             request,
             "drift.compat.export",
@@ -139,7 +149,25 @@ def compatibility(request, filters: Query[CompatFilters]):
             filters,
             "exported the compatibility matrix as CSV",
         )
-    return {"rows": _as_dicts(CompatCellTable, cells)}
+    cells, next_cursor = _compat_page(resources, rows, cursor=filters.cursor, limit=filters.limit)
+    return {"rows": _as_dicts(CompatCellTable, cells), "next_cursor": next_cursor}
+
+
+def _compat_page(resources, rows, *, cursor: str | None, limit: int) -> tuple[list, str | None]:
+    """``limit`` cells after ``cursor`` in (resource id, cluster name) order, and the next page's
+    cursor (keyset: a page never skips or repeats a cell while resources are added or removed). Only
+    the resources from the cursor's on are judged, and only until the page is full."""
+    after = decode_key_cursor(cursor, (int, str)) if cursor else None
+    if after is not None:
+        resources = resources.filter(pk__gte=after[0])
+    page = []
+    for cell in _compat_rows(resources.order_by("pk").iterator(chunk_size=50), rows):
+        if after is not None and cell.key <= after:
+            continue
+        page.append(cell)
+        if len(page) > limit:
+            return page[:limit], encode_cursor(list(page[limit - 1].key))
+    return page, None
 
 
 @router.get(

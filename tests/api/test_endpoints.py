@@ -473,7 +473,7 @@ def test_drift_reports_as_json_and_csv(viewer_api):
     assert skew["rows"][0]["severity"] in ("P0", "P1", "P2", "P3")
     compliance = viewer_api.get("/api/v1/drift/compliance").json()
     assert compliance["total"] == 2 and {r["name"] for r in compliance["rows"]} == {"host", "old"}
-    assert viewer_api.get("/api/v1/drift/compatibility").json() == {"rows": []}
+    assert viewer_api.get("/api/v1/drift/compatibility").json() == {"rows": [], "next_cursor": None}
     exported = viewer_api.get("/api/v1/drift/compliance", Accept="text/csv")
     text = b"".join(exported.streaming_content).decode("utf-8-sig")
     assert text.splitlines()[0].startswith("Cluster,Role,Version,Score") and len(text.splitlines()) == 3
@@ -486,3 +486,45 @@ def test_schema_and_docs_are_served_without_a_cdn(client):
     assert schema["openapi"].startswith("3.") and "/api/v1/change-requests/{change_id}/approve" in schema["paths"]
     docs = client.get("/api/v1/docs").content.decode()
     assert "/static/ninja/swagger-ui-bundle.js" in docs and not EXTERNAL_ASSET.search(docs)
+
+
+def test_the_compatibility_matrix_is_paged_by_cell_without_skipping_or_repeating_one(viewer_api):
+    from tests.federation.factories import web_deployment
+
+    for name, minor in (("a", 29), ("b", 27), ("c", 25)):
+        ClusterFactory(name=name, server_version=f"v1.{minor}.0", version_minor=minor)
+    for name in ("web", "api", "jobs"):
+        web_deployment(name=name, placement={"clusters": ["a", "b", "c"]})
+    whole = viewer_api.get("/api/v1/drift/compatibility", {"limit": 100}).json()
+    assert len(whole["rows"]) == 9 and whole["next_cursor"] is None
+    pages, cursor = [], None
+    while True:
+        body = viewer_api.get(
+            "/api/v1/drift/compatibility", {"limit": 4, **({"cursor": cursor} if cursor else {})}
+        ).json()
+        pages.append(body["rows"])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert [len(p) for p in pages] == [4, 4, 1]
+    assert [row for p in pages for row in p] == whole["rows"], "a cell skipped, repeated or out of order"
+    # a resource added before the cursor's does not shift the pages after it
+    first = viewer_api.get("/api/v1/drift/compatibility", {"limit": 4}).json()
+    web_deployment(name="zeta", placement={"clusters": ["a"]})
+    rest = viewer_api.get("/api/v1/drift/compatibility", {"limit": 100, "cursor": first["next_cursor"]}).json()
+    assert rest["rows"][:5] == whole["rows"][4:] and rest["rows"][5]["resource"].endswith("zeta")
+
+
+@pytest.mark.parametrize(
+    "params,status,field",
+    [
+        ({"cursor": "not-a-cursor"}, 400, "cursor"),
+        ({"cursor": "WzFd"}, 400, "cursor"),  # base64 of [1]: not the (resource, cluster) key
+        ({"cursor": "W1siYSIsICJiIl1d"}, 400, "cursor"),  # [["a", "b"]]
+        ({"limit": 0}, 422, "limit"),
+        ({"limit": 5001}, 422, "limit"),
+    ],
+)
+def test_a_bad_compatibility_page_request_is_refused_with_a_reason(viewer_api, params, status, field):
+    response = viewer_api.get("/api/v1/drift/compatibility", params)
+    assert response.status_code == status and field in response.json()["fields"]
