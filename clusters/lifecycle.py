@@ -109,6 +109,7 @@ def summarize(objects: dict[str, list[dict]]) -> dict[tuple[str, str], dict]:
                 "updatedReplicas": status.get("updatedReplicas", 0),
                 "readyReplicas": status.get("readyReplicas", 0),
                 "availableReplicas": status.get("availableReplicas", 0),
+                "unavailableReplicas": status.get("unavailableReplicas", 0),
                 "phase": status.get("phase", ""),
                 "generation": meta.get("generation", 0),
                 "observedGeneration": status.get("observedGeneration", 0),

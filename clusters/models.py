@@ -235,10 +235,26 @@ class ManagedCluster(models.Model):
 
     @property
     def rolling(self) -> bool:
-        """Machines are being replaced (some not on the desired version, or not Running)."""
+        """Machines are being replaced: the control plane's not all updated and ready, a Machine not
+        Running, or a MachineDeployment rolling out (``machine_deployment_rolling_out``)."""
         cp = self.control_plane or {}
         if cp and (cp.get("updatedReplicas") != cp.get("replicas") or cp.get("readyReplicas") != cp.get("replicas")):
             return True
         return any(m.get("phase") != "Running" for m in self.machines or []) or any(
-            md.get("updatedReplicas") != md.get("replicas") for md in self.machine_deployments or []
+            machine_deployment_rolling_out(md) for md in self.machine_deployments or []
         )
+
+
+def machine_deployment_rolling_out(md: dict) -> bool:
+    """Cluster API's rule (topology scope, MachineDeploymentState.IsRollingOut, over
+    mdutil.DeploymentComplete): a MachineDeployment is rolling out until its controller has observed
+    its latest spec and every desired replica is updated, available and ready, with no extra machine
+    (status.replicas) and none unavailable. ``md`` as clusters.lifecycle records it."""
+    replicas = md.get("replicas")
+    complete = (
+        md.get("updatedReplicas") == replicas
+        and md.get("statusReplicas") == replicas
+        and md.get("availableReplicas") == replicas
+        and (md.get("observedGeneration") or 0) >= (md.get("generation") or 0)
+    )
+    return not complete or md.get("readyReplicas") != replicas or (md.get("unavailableReplicas") or 0) > 0

@@ -36,7 +36,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import kube, lifecycle, schemas
-from clusters.models import Cluster, ManagedCluster
+from clusters.models import Cluster, ManagedCluster, machine_deployment_rolling_out
 from clusters.services.connections import connection_for
 from clusters.versions import parse_version
 from drift import compat
@@ -446,12 +446,7 @@ def _step_done(managed: ManagedCluster, step: dict) -> bool:
             and all(m["phase"] == "Running" and m["version"] == step["to"] for m in machines)
         )
     md = next((d for d in managed.machine_deployments if d["name"] == step["name"]), None)
-    return (
-        md is not None
-        and md["version"] == step["to"]
-        and md.get("observedGeneration") == md.get("generation")  # the status is about this spec
-        and md["replicas"] == md["statusReplicas"] == md["updatedReplicas"] == md["readyReplicas"]
-    )
+    return md is not None and md["version"] == step["to"] and not machine_deployment_rolling_out(md)
 
 
 def _marker(managed: ManagedCluster) -> str:
