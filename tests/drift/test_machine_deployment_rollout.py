@@ -49,4 +49,3 @@ def test_no_upgrade_starts_while_a_machine_deployment_has_a_spec_its_controller_
     managed.save()
     with pytest.raises(upgrades.UpgradeRefused, match="still rolling"):
         upgrades.request_upgrade(member, "v1.30.0", actor=operator)
-
