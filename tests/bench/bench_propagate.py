@@ -26,7 +26,8 @@ be applying (8 tasks a worker: 1.71 s against 1.31 s with 2, SQLite, the same ma
   ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
   ``database_cpu_seconds`` (every PostgreSQL process on this machine, the backends that exited
   meanwhile too: the server is local and otherwise idle) say where the 2 cores went until the run
-  finished; ``phases_median_seconds`` when its phases ended, from the call of ``propagate_revision``.
+  finished; ``phases_median_seconds`` when its phases ended, from the call of ``propagate_revision``;
+  ``baseline_client_cpu_seconds`` and ``baseline_simulator_cpu_seconds`` the same for the bare loop.
 
 Prints two JSON lines, the last holding both scenarios.
 Goals: propagate_100 p50 <= 500 ms, p99 <= 1000 ms; propagate_1000 ratio <= 1.5.
@@ -386,14 +387,19 @@ def main() -> int:
             baseline = BaselineLoop(fleet, names, concurrency)
             rounds = []  # FedPortal and the baseline alternate, so both see the machine in the same state
             PHASES.clear()  # the warm-up's
+            # the bare loop's CPU: its own (this process) and the simulator's
+            baseline_pids = {"simulator": [fleet.proc.pid], "bench": [os.getpid()]}
             for round_no in range(args.rounds_1000):
                 settle(pids)
                 seconds, cpu = propagate_1000(names, pids, round_no)
                 settle(pids)
-                rounds.append((seconds, baseline.run(f"baseline-{round_no}"), cpu))
+                before = cpu_by_pid(baseline_pids)
+                base_seconds = baseline.run(f"baseline-{round_no}")
+                rounds.append((seconds, base_seconds, cpu, cpu_used(before, cpu_by_pid(baseline_pids))))
             baseline.close()
             seconds, base = (statistics.median(r[i] for r in rounds) for i in (0, 1))
             cpu = {kind: statistics.median(r[2][kind] for r in rounds) for kind in pids}
+            base_cpu = {kind: statistics.median(r[3][kind] for r in rounds) for kind in baseline_pids}
             results[f"propagate_{len(names)}"] = {
                 "seconds": round(seconds, 2),
                 "baseline_seconds": round(base, 2),
@@ -410,6 +416,8 @@ def main() -> int:
                     key: statistics.median(p[key] for p in PHASES) for key in PHASES[0]
                 },  # from the run's start (run_phases)
                 "database_cpu_seconds": cpu.get("database"),  # PostgreSQL's processes; None on SQLite
+                "baseline_client_cpu_seconds": base_cpu["bench"],
+                "baseline_simulator_cpu_seconds": base_cpu["simulator"],
                 **common,
             }
     finally:
