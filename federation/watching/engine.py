@@ -125,17 +125,13 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
         except asyncio.CancelledError:
             state.connected = False
             raise
-        except LeaseLapsed as exc:  # the heartbeat gave this cluster up: its watch is being stopped
-            state.connected = False
-            state.failures += 1
-            state.last_error = str(exc)
-            await io.sleep(backoff(state.failures))
-        except Exception as exc:  # KubeError, a database error: never a crash loop, a backoff
+        except Exception as exc:  # KubeError, a database error, LeaseLapsed: never a crash loop, a backoff
             state.connected = False
             state.failures += 1
             state.reconnects += 1
-            state.last_error = str(exc)[:500] if isinstance(exc, kube.KubeError) else f"{type(exc).__name__}: {exc}"
-            if not isinstance(exc, kube.KubeError):
+            expected = isinstance(exc, (kube.KubeError, LeaseLapsed))
+            state.last_error = str(exc)[:500] if expected else f"{type(exc).__name__}: {exc}"
+            if not expected:
                 logger.exception("watch loop error")
             await io.sleep(backoff(state.failures))
 
