@@ -241,22 +241,23 @@ def pv_key(pv: PropagatedVersion) -> tuple[str, str]:
     return (resource.namespace or "") if resource.type.namespaced else "", resource.name
 
 
-def check_drift(pv: PropagatedVersion, *, conn=None) -> str:
+def check_drift(pv: PropagatedVersion, *, conn=None, fence=None) -> str:
     """One object, read with a GET: 'in_sync', 'out_of_sync' or 'repaired'. Raises KubeError when
     unreachable."""
     conn = conn or connection_for(pv.cluster)
     live = read_live(conn, pv.resource)
-    return judge_live(pv, live, conn=conn)
+    return judge_live(pv, live, conn=conn, fence=fence)
 
 
-def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
+def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=None) -> str:
     """Judge one live object (None: it is gone) against what FedPortal applied, and record the
     outcome: in sync, OutOfSync with its field diff, or re-applied under Enforce. The GET-based
     check, the LIST-based sweep and the watcher all come here. Raises KubeError (Enforce's apply).
 
     Every write is a compare-and-set on the VERDICT_FIELDS as ``pv`` was loaded: when another
     verdict or a propagation was recorded in between, nothing is written (no audit event either)
-    and 'superseded' is returned."""
+    and 'superseded' is returned. ``fence``: the watcher's lease check, called right before the
+    verdict is written and before an Enforce apply; what it raises is not caught."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     as_read = _as_read(verdict_token(pv))
     now = timezone.now()
@@ -279,6 +280,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
             for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))
         ]
         changes = mask_secrets(changes, secret=is_secret_kind(ftype.kind))
+    if fence is not None:
+        fence()
     if not changes:
         update = {
             "sync_state": SyncState.IN_SYNC,
@@ -330,6 +333,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None) -> str:
         return _superseded(pv)
     # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
     manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
+    if fence is not None:
+        fence()
     try:
         result = apply_as_fedportal(conn, ftype, manifest)
     except kube.KubeError as exc:

@@ -37,7 +37,8 @@ logger = logging.getLogger(__name__)
 
 
 class LeaseLapsed(RuntimeError):
-    """This watcher's last heartbeat gave the cluster up (``Engine.hold_lease``)."""
+    """This watcher may no longer hold the cluster: its last heartbeat gave it up, or renewed the
+    leases too long ago (``Engine.hold_lease``, ``Engine.fence``)."""
 
 
 # A watcher fences itself this long before its lease runs out as it last renewed it, a margin for
@@ -161,7 +162,9 @@ class EngineIO(WatchIO):
                 ),
             )
             await engine.hold_lease(target.cluster_id)  # the LIST may have outlasted the lease
-            counts = await engine.in_db(handling.handle_list, target, items, conn, before)
+            counts = await engine.in_db(
+                handling.handle_list, target, items, conn, before, engine.fence(target.cluster_id)
+            )
         for name, n in counts.items():
             state.outcomes[name] = state.outcomes.get(name, 0) + n
         return version
@@ -188,7 +191,12 @@ class EngineIO(WatchIO):
             outcome = "cheap"  # no thread hop for what is known
         else:
             outcome = await self.engine.in_db(
-                handling.handle_event, target, event.type, event.object, self.engine.connections[target.cluster_id]
+                handling.handle_event,
+                target,
+                event.type,
+                event.object,
+                self.engine.connections[target.cluster_id],
+                self.engine.fence(target.cluster_id),
             )
         state.outcomes[outcome] = state.outcomes.get(outcome, 0) + 1
 
@@ -218,10 +226,12 @@ class Engine:
         # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
         self.settled_since = timezone.now() - timedelta(seconds=5)
         self.settled_seen: dict[int, object] = {}
-        # the clusters the last heartbeat found this watcher holding, and the time.monotonic() until
-        # which those leases are surely its own (hold_lease); set by each heartbeat that renewed them
+        # the clusters the last heartbeat found this watcher holding, and until when those leases are
+        # surely its own (lease_current): by time.monotonic() and by time.time(), which unlike the
+        # monotonic clock also counts a suspended host; set by each heartbeat that renewed them
         self.owned: set[int] = set()
         self.lease_valid_until = 0.0
+        self.lease_valid_until_wall = 0.0
         self.renewed = asyncio.Event()
 
     async def in_db(self, fn, *args, pool: ThreadPoolExecutor | None = None):
@@ -242,10 +252,27 @@ class Engine:
         paused (a stopped process, a frozen VM) while another took its clusters over, judges and
         repairs nothing, and its watches wait with their connections open (no reconnect storm while
         the database is away). Raises LeaseLapsed for a cluster that heartbeat gave up."""
-        while time.monotonic() >= self.lease_valid_until:
+        while not self.lease_current():
             await self.renewed.wait()
         if cluster_id not in self.owned:
             raise LeaseLapsed(f"Watcher {self.name} no longer holds this cluster; its watch is being stopped.")
+
+    def lease_current(self) -> bool:
+        """Whether the last heartbeat renewed the leases less than (1 - FENCE_MARGIN) of a lease ago,
+        by both clocks. Safe from any thread."""
+        return time.monotonic() < self.lease_valid_until and time.time() < self.lease_valid_until_wall
+
+    def fence(self, cluster_id: int):
+        """A check for the database threads, made right before each verdict is written and before
+        each Enforce apply: an event that passed hold_lease may wait on a busy database thread while
+        the next heartbeat gives its cluster back (or the process is paused), and the watcher that
+        takes it over judges it too. Raises LeaseLapsed; the watch then resumes before that event."""
+
+        def check() -> None:
+            if not self.lease_current() or cluster_id not in self.owned:
+                raise LeaseLapsed(f"Watcher {self.name} may no longer hold this cluster; the verdict is not written.")
+
+        return check
 
     def backoff(self, failures: int) -> float:
         return backoff_delay(failures, cap=self.backoff_cap)
@@ -270,6 +297,11 @@ class Engine:
             while not self.stop.is_set():
                 try:
                     await self.tick()
+                except leases.WatcherNameInUse as exc:  # a newer process runs under this name now
+                    logger.error("watcher %s stops: %s", self.name, exc)
+                    self.owned = set()
+                    self.stop.set()
+                    break
                 except Exception:  # the database away for a moment: keep the watches, try again
                     logger.exception("watcher %s: heartbeat failed", self.name)
                 try:
@@ -283,9 +315,12 @@ class Engine:
         health = self.health_changes()
         await self.in_lease_db(leases.record_health, self.name, health)
         self.flushed.update(health)  # only once written: a failed write is tried again next tick
-        renewing = time.monotonic()  # the leases run from no earlier than this
+        renewing, renewing_wall = time.monotonic(), time.time()  # the leases run from no earlier than this
         owned = await self.in_lease_db(leases.claim_clusters, self.name)
-        self.owned, self.lease_valid_until = set(owned), renewing + self.lease * (1 - FENCE_MARGIN)
+        valid_for = self.lease * (1 - FENCE_MARGIN)
+        # the set first: a thread reading both (fence) sees a new validity only with the new set
+        self.owned = set(owned)
+        self.lease_valid_until, self.lease_valid_until_wall = renewing + valid_for, renewing_wall + valid_for
         renewed, self.renewed = self.renewed, asyncio.Event()
         renewed.set()  # wakes what waited in hold_lease
         wanted = await self.in_db(handling.targets_for, owned)

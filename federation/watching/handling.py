@@ -137,7 +137,7 @@ def _remember(target: Target, pv_id: int, key, fallback: str, outcome: str) -> N
     target.seen[key] = version or fallback
 
 
-def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple] | None = None) -> dict:
+def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple] | None = None, fence=None) -> dict:
     """After a relist: judge every listed object that is not known at its resourceVersion, and every
     object FedPortal applied that the list lacks (GET: removed, or made again without our label).
     ``before``: verdicts_before_list, read before the LIST; an object whose verdict changed since is
@@ -146,7 +146,9 @@ def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple
     A transient error judging an object (its confirming GET, Enforce's apply) fails the relist once
     the others are judged: the watch would resume from the list's version and the object not be
     judged again until the sweep; the engine relists after its backoff instead. A permanent one is
-    logged and the object left to the sweep (relisting would not help)."""
+    logged and the object left to the sweep (relisting would not help). ``fence``: called before
+    each verdict is written and before each Enforce apply (``Engine.fence``); what it raises stops
+    the list's judging, and the relist is tried again."""
     counts = {"cheap": 0, "judged": 0, "out_of_sync": 0}
     transient: kube.KubeError | None = None
     live = {object_key(obj): with_type(obj, _type_view(target)) for obj in items}
@@ -164,7 +166,10 @@ def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple
             continue
         counts["judged"] += 1
         try:
-            outcome = judge_live(pv, obj, conn=conn) if obj is not None else check_drift(pv, conn=conn)
+            if obj is not None:
+                outcome = judge_live(pv, obj, conn=conn, fence=fence)
+            else:
+                outcome = check_drift(pv, conn=conn, fence=fence)
         except kube.KubeError as exc:
             logger.info("watcher: drift check of %s on cluster %s failed: %s", pv.resource_id, pv.cluster_id, exc)
             if exc.transient and transient is None:
@@ -177,9 +182,10 @@ def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple
     return counts
 
 
-def handle_event(target: Target, event_type: str, obj: dict, conn) -> str:
+def handle_event(target: Target, event_type: str, obj: dict, conn, fence=None) -> str:
     """One ADDED / MODIFIED / DELETED event: 'cheap' (known version), 'ignored' (not a judged
-    object: not ours, or a propagation to it in flight) or the drift check's outcome."""
+    object: not ours, or a propagation to it in flight) or the drift check's outcome. ``fence``:
+    as for handle_list."""
     key = object_key(obj)
     version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
     if event_type != "DELETED" and version and target.seen.get(key) == version:
@@ -195,9 +201,9 @@ def handle_event(target: Target, event_type: str, obj: dict, conn) -> str:
         return "cheap"
     if event_type == "DELETED":
         # deleted, or our label taken off (the selector then says DELETED): a GET tells which
-        outcome = check_drift(pv, conn=conn)
+        outcome = check_drift(pv, conn=conn, fence=fence)
     else:
-        outcome = judge_live(pv, with_type(obj, _type_view(target)), conn=conn)
+        outcome = judge_live(pv, with_type(obj, _type_view(target)), conn=conn, fence=fence)
     _remember(target, pv.pk, key, version, outcome)
     return outcome
 

@@ -92,10 +92,15 @@ def watched_cluster_ids() -> list[int]:
 def claim_clusters(name: str) -> set[int]:
     """One heartbeat: renew this watcher's leases, give back what is beyond its fair share, take free
     or expired clusters up to it. Every take is a compare-and-set: of two watchers racing for a
-    cluster exactly one update matches. Returns the ids of the clusters this watcher now holds."""
+    cluster exactly one update matches. Returns the ids of the clusters this watcher now holds.
+    Raises WatcherNameInUse when another live process has taken this watcher's name over."""
     now = timezone.now()
     lease = timedelta(seconds=lease_seconds())
-    if not FleetWatcher.objects.filter(name=name).update(heartbeat_at=now, stopped_at=None):
+    # renewed only by the process that registered the name: one paused past its lease, whose name
+    # a new process took over meanwhile, must not renew (and so watch) that one's clusters too;
+    # register_watcher then refuses it (WatcherNameInUse) while the new one is alive
+    mine = FleetWatcher.objects.filter(name=name, host=socket.gethostname()[:255], pid=os.getpid())
+    if not mine.update(heartbeat_at=now, stopped_at=None):
         register_watcher(name)
     me = FleetWatcher.objects.get(name=name)
     ids = watched_cluster_ids()

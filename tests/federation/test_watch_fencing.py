@@ -4,6 +4,7 @@ heartbeat has renewed them, and then only for the clusters that heartbeat found 
 leases in the database; the judging itself is recorded instead of run."""
 
 import asyncio
+import threading
 import time
 from datetime import timedelta
 from types import SimpleNamespace
@@ -33,7 +34,9 @@ def judged(monkeypatch):
     """The events the watcher judged (instead of judging them)."""
     seen = []
 
-    def handle_event(target, event_type, obj, conn):
+    def handle_event(target, event_type, obj, conn, fence=None):
+        if fence is not None:
+            fence()  # as judge_live does before writing its verdict
         seen.append(obj["metadata"]["resourceVersion"])
         return "in_sync"
 
@@ -173,3 +176,81 @@ def test_a_watch_whose_cluster_was_given_up_backs_off_quietly_and_resumes_before
     io, state = run_async(main())
     assert io.watched_from == ["100", "100"], "the event not handled was skipped"
     assert io.sleeps == [0.5] and state.last_error == "given up"
+
+
+def test_an_event_waiting_for_a_busy_database_thread_is_not_judged_once_its_cluster_was_given_up(engine, judged):
+    """It passed hold_lease, then waited behind a burst of other events' judging while the next
+    heartbeat found the cluster taken over: the check made on the database thread stops it."""
+    cluster = ClusterFactory(name="m1", role=ClusterRole.MEMBER, state=ClusterState.READY)
+    io = watch_engine.EngineIO(engine, handling.Target(cluster.pk, 1, "apps/v1", "deployments", "Deployment", True))
+    release = threading.Event()
+
+    async def scenario():
+        await engine.tick()
+        engine.connections[cluster.pk] = SimpleNamespace(cache_key=None)
+        busy = [engine.loop.run_in_executor(engine.db_pool, release.wait) for _ in range(engine.db_pool._max_workers)]
+        queued = asyncio.create_task(io.handle(watch_engine.WatchState(), event("301")))
+        await asyncio.sleep(0.2)  # past hold_lease, waiting for a database thread
+        engine.lease_valid_until = time.monotonic() - 1  # another took the cluster meanwhile ...
+        await in_thread(lambda: take_over_from("w-paused", by="w-other"))
+        heartbeat = asyncio.create_task(engine.tick())  # ... which this watcher's heartbeat finds
+        for _ in range(50):
+            if engine.owned == set() and time.monotonic() < engine.lease_valid_until:
+                break
+            await asyncio.sleep(0.05)
+        assert engine.owned == set(), "the heartbeat did not renew"
+        release.set()
+        await asyncio.gather(heartbeat, *busy)
+        with pytest.raises(watch_engine.LeaseLapsed):
+            await asyncio.wait_for(queued, timeout=5)
+
+    drive(engine, scenario)
+    assert judged == [], "an event of a cluster another watcher holds was judged"
+
+
+def test_the_lease_lapses_by_the_wall_clock_too(engine, judged):
+    """A suspended host or a frozen VM: the monotonic clock may not count the pause, time.time() does."""
+    cluster = ClusterFactory(name="m1", role=ClusterRole.MEMBER, state=ClusterState.READY)
+    io = watch_engine.EngineIO(engine, handling.Target(cluster.pk, 1, "apps/v1", "deployments", "Deployment", True))
+
+    async def scenario():
+        await engine.tick()
+        engine.connections[cluster.pk] = SimpleNamespace(cache_key=None)
+        assert engine.lease_valid_until > time.monotonic()
+        engine.lease_valid_until_wall = time.time() - 1  # resumed after a pause its monotonic clock missed
+        waiting = asyncio.create_task(io.handle(watch_engine.WatchState(), event("401")))
+        await asyncio.sleep(0.3)
+        assert not waiting.done() and judged == []
+        await engine.tick()
+        await asyncio.wait_for(waiting, timeout=5)
+        assert judged == ["401"]
+
+    drive(engine, scenario)
+
+
+def test_a_paused_process_whose_name_a_new_process_took_renews_nothing(engine):
+    """Leases are renewed only by the process that registered the name: the old one, resumed, is
+    refused (WatcherNameInUse) and renews none of the new one's leases."""
+    clusters = [ClusterFactory(name=f"m{i}", role=ClusterRole.MEMBER, state=ClusterState.READY) for i in range(2)]
+    leases.register_watcher("w-paused")
+    assert leases.claim_clusters("w-paused") == {c.pk for c in clusters}
+    # paused past its lease; a new process (another pid) registered the name and renewed the leases
+    renewed_by_new = timezone.now() + timedelta(seconds=leases.lease_seconds())
+    FleetWatcher.objects.filter(name="w-paused").update(host="new-host", pid=4242, heartbeat_at=timezone.now())
+    ClusterWatch.objects.update(lease_until=renewed_by_new)
+    with pytest.raises(leases.WatcherNameInUse):
+        leases.claim_clusters("w-paused")
+    assert FleetWatcher.objects.get(name="w-paused").pid == 4242
+    assert set(ClusterWatch.objects.values_list("lease_until", flat=True)) == {renewed_by_new}
+
+
+def test_a_watcher_whose_name_was_taken_over_stops(engine, monkeypatch):
+    def replaced(name):
+        raise leases.WatcherNameInUse(f"A watcher named {name!r} is already running (host new-host, pid 4242).")
+
+    monkeypatch.setattr(leases, "claim_clusters", replaced)
+    engine.owned = {1}
+    # on a thread of its own, as run_async: run() starts no event loop of its own here
+    run_async(asyncio.wait_for(engine.run(), timeout=10))
+    assert engine.stop.is_set() and engine.owned == set()
+    assert FleetWatcher.objects.filter(name="w-paused").exists()

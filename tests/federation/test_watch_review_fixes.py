@@ -145,6 +145,36 @@ def test_enforce_does_not_reapply_once_a_newer_revision_was_recorded(fleet, web)
     assert image(fleet) == "evil:latest"
 
 
+class Fenced(Exception):
+    """What a watcher's lease check raises once its lease may have lapsed (Engine.fence)."""
+
+
+def test_a_fenced_verdict_writes_nothing_and_enforce_applies_nothing(fleet, web):
+    resource = web(DriftPolicy.ENFORCE)
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
+
+    def lapsed():
+        raise Fenced
+
+    with pytest.raises(Fenced):
+        drift.judge_live(load(resource), live(fleet), fence=lapsed)
+    assert PropagatedVersion.objects.get(resource=resource).sync_state == SyncState.IN_SYNC, "the verdict was written"
+    assert image(fleet) == "evil:latest"
+    checks = []
+
+    def lapses_after_the_verdict():  # the lease ran out while the verdict was being written
+        checks.append(1)
+        if len(checks) > 1:
+            raise Fenced
+
+    with pytest.raises(Fenced):
+        drift.judge_live(load(resource), live(fleet), fence=lapses_after_the_verdict)
+    assert PropagatedVersion.objects.get(resource=resource).sync_state == SyncState.OUT_OF_SYNC
+    assert image(fleet) == "evil:latest", "Enforce re-applied after the lease may have lapsed"
+    assert drift.judge_live(load(resource), live(fleet), fence=lambda: None) == "repaired"
+    assert image(fleet) == "nginx:1.25"
+
+
 def test_a_relist_does_not_judge_an_object_whose_verdict_changed_since_before_its_list(fleet, web):
     resource = web()
     cid = resource.propagated_versions.get().cluster_id
@@ -179,14 +209,14 @@ def test_a_transient_error_judging_a_listed_object_fails_the_relist(fleet, web, 
     target = handling.targets_for([cid])[(cid, resource.type_id)]
     conn = handling.connections_for([cid])[cid]
 
-    def unreachable(pv, *, conn=None):
+    def unreachable(pv, *, conn=None, fence=None):
         raise kube.KubeTransientError("timed out", kind=kube.KIND_UNREACHABLE)
 
     monkeypatch.setattr(handling, "check_drift", unreachable)
     with pytest.raises(kube.KubeTransientError):  # missing from the list: the confirming GET failed
         handling.handle_list(target, [], conn)
 
-    def refused(pv, *, conn=None):
+    def refused(pv, *, conn=None, fence=None):
         raise kube.KubePermanentError("forbidden", kind=kube.KIND_FORBIDDEN)
 
     monkeypatch.setattr(handling, "check_drift", refused)

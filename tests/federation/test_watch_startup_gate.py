@@ -47,6 +47,7 @@ def most_lists_judged_at_once(fleet, gate: int, monkeypatch) -> int:
         engine.connections = await engine.in_db(handling.connections_for, ids)
         # what a heartbeat records (a watcher judges only the clusters its renewed leases hold)
         engine.owned, engine.lease_valid_until = set(ids), time.monotonic() + 3600
+        engine.lease_valid_until_wall = time.time() + 3600
         targets = await engine.in_db(handling.targets_for, ids)
         assert len(targets) == len(ids)
         await asyncio.gather(
