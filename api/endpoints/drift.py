@@ -158,6 +158,10 @@ def _compat_page(resources, rows, *, cursor: str | None, limit: int) -> tuple[li
     cursor (keyset: a page never skips or repeats a cell while resources are added or removed). Only
     the resources from the cursor's on are judged, and only until the page is full."""
     after = decode_key_cursor(cursor, (int, str)) if cursor else None
+    # cells compared with the cursor in Python, so in Python's order of names (by code point): the
+    # database's collation may order them otherwise ("ab" before "a-c" in en_US), and a page would
+    # then skip and repeat cells
+    rows = sorted(rows, key=lambda row: row.name)
     if after is not None:
         resources = resources.filter(pk__gte=after[0])
     page = []

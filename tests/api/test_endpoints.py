@@ -517,6 +517,29 @@ def test_the_compatibility_matrix_is_paged_by_cell_without_skipping_or_repeating
     assert rest["rows"][:5] == whole["rows"][4:] and rest["rows"][5]["resource"].endswith("zeta")
 
 
+def test_compatibility_pages_do_not_depend_on_the_databases_collation(viewer_api, monkeypatch):
+    """The clusters come from the database by name, in its collation's order (en_US puts "ab" before
+    "a-c", code points the other way); the cursor compares names in Python. Here the database's
+    order is made the reverse of Python's: the pages must still hold every cell once."""
+    from drift import selectors
+    from tests.federation.factories import web_deployment
+
+    names = ["ab", "a-c", "a1", "eu-west-1", "euwest"]
+    for name in names:
+        ClusterFactory(name=name, server_version="v1.29.0", version_minor=29)
+    for name in ("web", "api"):
+        web_deployment(name=name, placement={"clusters": names})
+    by_name = selectors.fleet_rows
+    monkeypatch.setattr(selectors, "fleet_rows", lambda **kw: list(reversed(by_name(**kw))))
+    seen, cursor = [], None
+    while True:
+        body = viewer_api.get("/api/v1/drift/compatibility", {"limit": 3, **({"cursor": cursor} if cursor else {})})
+        seen += [(row["resource"], row["cluster"]) for row in body.json()["rows"]]
+        if (cursor := body.json()["next_cursor"]) is None:
+            break
+    assert len(seen) == len(set(seen)) == 10, "a cell skipped or repeated"
+
+
 @pytest.mark.parametrize(
     "params,status,field",
     [
