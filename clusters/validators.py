@@ -1,7 +1,6 @@
 """Kubernetes name and label rules (apimachinery/pkg/util/validation), as Django validators."""
 
 import re
-from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -94,14 +93,23 @@ def format_label_pairs(labels: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted((labels or {}).items()))
 
 
+def url_userinfo(url: str) -> str:
+    """The ``user:password@`` of ``url`` ("" when none): from after "://" to the last "@" before the
+    first "/" after it. Not urlsplit's netloc, which ends at a "?" or "#" too, so a password holding
+    one (``https://admin:s3cr?et@host``) would go unseen."""
+    scheme_end = url.find("://")
+    if scheme_end < 0:
+        return ""
+    start = scheme_end + 3
+    slash = url.find("/", start)
+    authority = url[start:] if slash < 0 else url[start:slash]
+    return authority[: authority.rfind("@") + 1]
+
+
 def validate_no_userinfo(value: str) -> None:
     """Refuse a URL with userinfo (``https://user:password@host``): a secret there would be stored
     in the clear and shown to every viewer. Credentials go in the cluster's credential fields."""
-    try:
-        netloc = urlsplit(value).netloc
-    except ValueError:
-        return  # not a URL: the URL validator says so
-    if "@" in netloc:
+    if url_userinfo(value):
         raise ValidationError(
             "Do not put a user name or password in the API server URL (user:password@host): it would be "
             "shown to everyone who can see the cluster. Enter the credentials in the credential fields.",

@@ -14,7 +14,7 @@ from fedportal.htmx import render_page
 from fedportal.models import AuditEvent
 from fedportal.roles import Role, role_required
 from fedportal.selectors import audit_events_for_export, describe_filters, filter_audit_events, known_actions
-from fedportal.tables import AuditEventTable, bad_filter_response, configure, stream_table_csv
+from fedportal.tables import AuditEventTable, bad_filter_response, configure, stream_audit_csv
 
 
 @role_required(Role.VIEWER)
@@ -48,8 +48,8 @@ def event_detail(request, pk):
     event = get_object_or_404(AuditEvent, pk=pk)
     context = {
         "event": event,
-        "before_json": None if event.before is None else json.dumps(event.before, indent=2, sort_keys=True),
-        "after_json": None if event.after is None else json.dumps(event.after, indent=2, sort_keys=True),
+        "before_json": None if event.before is None else json.dumps(event.shown_before, indent=2, sort_keys=True),
+        "after_json": None if event.after is None else json.dumps(event.shown_after, indent=2, sort_keys=True),
     }
     return render(request, "fedportal/audit_event_detail.html", context)
 
@@ -69,4 +69,4 @@ def event_export(request):
     )
     events = audit_events_for_export(filters, before_id=export_event.pk)
     filename = f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv"
-    return stream_table_csv(filename, AuditEventTable(events.none()), events)
+    return stream_audit_csv(filename, events)

@@ -165,6 +165,23 @@ def scrub_message(message: str, *sources) -> str:
     return mask_secrets(message, known=known | escaped)
 
 
+# a URL's "user:password@" (to the last @ before the path; a password may hold "?" or "#")
+_URL_USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")
+
+
+def without_url_userinfo(value):
+    """A copy of ``value`` (text, or JSON-like data) with the user name and password taken out of
+    every URL in it. For what was recorded before such URLs were refused (the audit log keeps its
+    events as written: its chain is tamper-evident)."""
+    if isinstance(value, str):
+        return _URL_USERINFO_RE.sub(r"\1", value) if "@" in value else value
+    if isinstance(value, Mapping):
+        return {key: without_url_userinfo(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_url_userinfo(item) for item in value]
+    return value
+
+
 def restore_masked(new, old, *, path: str = ""):
     """``new`` with every mask token that matches the value at the same place in ``old`` replaced
     by that value. A token with no matching stored value raises MaskedValueError (naming where)."""

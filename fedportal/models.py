@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from fedportal.masking import without_url_userinfo
+
 
 class AppendOnlyError(Exception):
     """Raised on any attempt to change or delete an audit event through the ORM."""
@@ -44,6 +46,20 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action} {self.object_repr}"
+
+    # What is shown of an event (pages, API, CSV): as recorded, but no URL's user name or password
+    # (clusters registered before they were refused recorded them; the chain keeps the event as is)
+    @property
+    def shown_summary(self) -> str:
+        return without_url_userinfo(self.summary)
+
+    @property
+    def shown_before(self):
+        return without_url_userinfo(self.before)
+
+    @property
+    def shown_after(self):
+        return without_url_userinfo(self.after)
 
     def save(self, *args, **kwargs):
         if self.pk is not None:

@@ -25,7 +25,7 @@ from fedportal.selectors import (
     describe_filters,
     filter_audit_events,
 )
-from fedportal.tables import AuditEventTable, stream_table_csv
+from fedportal.tables import stream_audit_csv
 
 router = Router(tags=["audit"])
 
@@ -87,9 +87,7 @@ def list_events(request, params: Query[AuditFilters]):
             after={"filter": filters, "format": "csv"},
         )
         events = audit_events_for_export(filters, before_id=export_event.pk)
-        return stream_table_csv(
-            f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv", AuditEventTable(events.none()), events
-        )
+        return stream_audit_csv(f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv", events)
     rows, next_cursor = page(
         filter_audit_events(filters), key="id", cursor=params.cursor, limit=params.limit, descending=True
     )
@@ -104,9 +102,9 @@ def list_events(request, params: Query[AuditFilters]):
                 "object_id": e.object_id,
                 "object_repr": e.object_repr,
                 "cluster": e.cluster,
-                "summary": e.summary,
-                "before": e.before,
-                "after": e.after,
+                "summary": e.shown_summary,
+                "before": e.shown_before,
+                "after": e.shown_after,
                 "request_id": e.request_id,
                 "source_ip": e.source_ip,
                 "hash": e.hash,

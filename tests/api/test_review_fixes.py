@@ -148,12 +148,12 @@ current-context: east
 """
 
 
-def test_an_api_server_with_userinfo_is_refused_by_the_api(api_as, admin_user):
+@pytest.mark.parametrize("url", ["https://user:pw@west.example:6443", "https://user:p?w@west.example:6443"])
+def test_an_api_server_with_userinfo_is_refused_by_the_api(api_as, admin_user, url):
     from clusters.models import Cluster
 
     response = api_as(admin_user).post(
-        "/api/v1/clusters",
-        {"name": "west", "api_server": "https://user:pw@west.example:6443", "token": "t", "verify": False},
+        "/api/v1/clusters", {"name": "west", "api_server": url, "token": "t", "verify": False}
     )
     assert response.status_code == 400, response.content
     assert "user name or password" in " ".join(response.json()["fields"]["api_server"])
@@ -171,7 +171,16 @@ def test_an_api_server_with_userinfo_is_refused_by_the_kubeconfig_import(admin_u
     assert not Cluster.objects.exists()
 
 
-@pytest.mark.parametrize("url", ["https://user@east.example", "https://u:p@east.example:6443/x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user@east.example",
+        "https://u:p@east.example:6443/x",
+        # urlsplit's authority ends at "?" or "#": these passwords went unseen
+        "https://admin:s3cr?et@east.example:6443",
+        "https://admin:s3cr#et@east.example:6443",
+    ],
+)
 def test_the_cluster_model_refuses_userinfo_in_the_api_server(url):
     from django.core.exceptions import ValidationError
 
@@ -184,6 +193,38 @@ def test_the_cluster_model_refuses_userinfo_in_the_api_server(url):
     Cluster(name="east", api_server="https://east.example:6443").full_clean(
         exclude=["credentials_encrypted"], validate_unique=False, validate_constraints=False
     )
+
+
+def test_a_password_the_audit_log_recorded_is_not_shown(client, api_as, viewer, operator):
+    """A cluster registered with a password in its URL before such URLs were refused: its events keep
+    the URL as recorded (the chain is tamper-evident), and no page, API response or CSV export shows
+    the password."""
+    from fedportal.audit import record_event, verify_chain
+    from fedportal.models import AuditEvent
+
+    url = "https://admin:hunter2?pw@leaky.example.com:6443"
+    event = record_event(
+        "clusters.cluster.register",
+        summary=f"Registered member cluster leaky ({url})",
+        after={"name": "leaky", "api_server": url, "labels": {"note": "was https://x:hunter2?pw@old/"}},
+    )
+    client.force_login(viewer)
+    pages = [client.get(f"/audit/{event.pk}/"), client.get("/audit/"), client.get("/audit/export.csv")]
+    api = [
+        api_as(viewer).get("/api/v1/audit/events"),
+        api_as(viewer).get("/api/v1/audit/events", None, Accept="text/csv"),
+    ]
+    for response in pages + api:
+        body = b"".join(response.streaming_content) if response.streaming else response.content
+        assert response.status_code == 200, response.wsgi_request.get_full_path()
+        assert b"hunter2" not in body, response.wsgi_request.get_full_path()
+        assert b"leaky.example.com:6443" in body, response.wsgi_request.get_full_path()
+    shown = api_as(viewer).get("/api/v1/audit/events").json()["items"]
+    registered = next(item for item in shown if item["id"] == event.pk)
+    assert registered["after"]["api_server"] == "https://leaky.example.com:6443"
+    assert registered["after"]["labels"]["note"] == "was https://old/"
+    assert "hunter2" in AuditEvent.objects.get(pk=event.pk).summary, "the stored event was rewritten"
+    assert verify_chain().ok
 
 
 # 5. unknown input fields

@@ -13,7 +13,7 @@ from fedportal.audit import record_event
 from fedportal.csv_export import iter_csv
 from fedportal.forms import in_utc
 from fedportal.selectors import audit_events_for_export, describe_filters
-from fedportal.tables import AuditEventTable, csv_header, csv_rows
+from fedportal.tables import audit_csv_rows
 
 
 def parse_instant(option: str, raw: str) -> datetime.datetime:
@@ -96,8 +96,8 @@ class Command(BaseCommand):
                 count[0] += 1
                 yield row
 
-        table = AuditEventTable(events.none())
-        chunks = iter_csv(csv_header(table), counted(csv_rows(table, events)), bom=not no_bom)
+        header, rows = audit_csv_rows(events)
+        chunks = iter_csv(header, counted(rows), bom=not no_bom)
 
         if target is None:
             for chunk in chunks:
