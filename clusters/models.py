@@ -235,14 +235,32 @@ class ManagedCluster(models.Model):
 
     @property
     def rolling(self) -> bool:
-        """Machines are being replaced: the control plane's not all updated and ready, a Machine not
-        Running, or a MachineDeployment rolling out (``machine_deployment_rolling_out``)."""
+        """Machines are being replaced (``rolling_reasons``)."""
+        return bool(self.rolling_reasons)
+
+    @property
+    def rolling_reasons(self) -> list[str]:
+        """What is still being replaced: the control plane's machines not all updated and ready, a
+        Machine not Running, a MachineDeployment rolling out (``machine_deployment_rolling_out``)."""
+        reasons = []
         cp = self.control_plane or {}
-        if cp and (cp.get("updatedReplicas") != cp.get("replicas") or cp.get("readyReplicas") != cp.get("replicas")):
-            return True
-        return any(m.get("phase") != "Running" for m in self.machines or []) or any(
-            machine_deployment_rolling_out(md) for md in self.machine_deployments or []
-        )
+        replicas = cp.get("replicas")
+        if cp and (cp.get("updatedReplicas") != replicas or cp.get("readyReplicas") != replicas):
+            label = f"control plane {cp['name']}" if cp.get("name") else "control plane"
+            reasons.append(
+                f"{label}: {cp.get('updatedReplicas')} of {replicas} machines updated, {cp.get('readyReplicas')} ready"
+            )
+        reasons += [
+            f"Machine {m.get('name')} is {m.get('phase') or 'not Running'}"
+            for m in self.machines or []
+            if m.get("phase") != "Running"
+        ]
+        reasons += [
+            machine_deployment_progress(md)
+            for md in self.machine_deployments or []
+            if machine_deployment_rolling_out(md)
+        ]
+        return reasons
 
 
 def machine_deployment_rolling_out(md: dict) -> bool:
@@ -258,3 +276,20 @@ def machine_deployment_rolling_out(md: dict) -> bool:
         and (md.get("observedGeneration") or 0) >= (md.get("generation") or 0)
     )
     return not complete or md.get("readyReplicas") != replicas or (md.get("unavailableReplicas") or 0) > 0
+
+
+def machine_deployment_progress(md: dict) -> str:
+    """Where a MachineDeployment's roll-out stands, in the terms of ``machine_deployment_rolling_out``."""
+    replicas = md.get("replicas")
+    parts = [
+        f"{md.get('updatedReplicas')} of {replicas} updated",
+        f"{md.get('availableReplicas')} available",
+        f"{md.get('readyReplicas')} ready",
+    ]
+    if (md.get("observedGeneration") or 0) < (md.get("generation") or 0):
+        parts.append("its latest spec not yet observed by its controller")
+    if md.get("statusReplicas") != replicas:
+        parts.append(f"{md.get('statusReplicas')} machines for {replicas} wanted")
+    if md.get("unavailableReplicas"):
+        parts.append(f"{md.get('unavailableReplicas')} unavailable")
+    return f"MachineDeployment {md.get('name')}: {', '.join(parts)}"

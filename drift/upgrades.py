@@ -287,8 +287,10 @@ def request_upgrade(member: Cluster, to: str, *, actor, scope: str = "all", desc
         other = open_upgrade(member)
         if other is not None:
             raise UpgradeRefused(f"CR-{other.pk} already upgrades {member.name} ({other.get_state_display()}).")
-        if managed.rolling:
-            raise UpgradeRefused(f"{member.name}'s machines are still rolling; wait until the roll has finished.")
+        if reasons := managed.rolling_reasons:
+            raise UpgradeRefused(
+                f"{member.name}'s machines are still rolling ({'; '.join(reasons)}); wait until the roll has finished."
+            )
         target, steps = plan_steps(managed, to, scope, VersionPolicy.load().as_skew_policy())
         findings = preflight_findings(member, target)
         cr = ChangeRequest.objects.create(
