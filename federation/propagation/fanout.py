@@ -35,6 +35,20 @@ def enqueue_chunks(run_id: int, cluster_ids: list[int], *, skip_first: bool = Fa
         enqueue.propagate_targets(run_id, chunk)
 
 
+def _removes_an_applied_object(resource: FederatedResource, plans) -> set[int]:
+    """Ids of the clusters among ``plans`` that the plans would remove ``resource`` from while it holds
+    an object FedPortal applied there. A removal where nothing was applied (a target that failed
+    before its first apply) only clears the recorded failure."""
+    removing = [p.cluster.pk for p in plans if p.action in (TargetAction.DELETE, TargetAction.ORPHAN)]
+    if not removing:
+        return set()
+    return set(
+        PropagatedVersion.objects.filter(
+            resource=resource, cluster_id__in=removing, applied_manifest__isnull=False
+        ).values_list("cluster_id", flat=True)
+    )
+
+
 def propagate_revision(
     resource: FederatedResource,
     *,
@@ -45,6 +59,7 @@ def propagate_revision(
     emergency: bool = False,
     only_clusters=None,
     first_chunk_here: bool = False,
+    reapply_only: bool = False,
 ) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
@@ -57,7 +72,9 @@ def propagate_revision(
     targets were queued (``chunked`` cuts them into the tasks' chunks). A refusal
     (PropagationError) is raised before anything is written. ``first_chunk_here``: the caller
     applies the first chunk itself (``propagate_targets``), so no task is queued for it; should the
-    caller die first, the stale-target sweep queues it (``resume_stale_targets``).
+    caller die first, the stale-target sweep queues it (``resume_stale_targets``). ``reapply_only``
+    (a re-sync): a cluster the plan would remove an object FedPortal applied from is refused
+    (``only_cluster``) or left out (``only_clusters``): removing goes through a change request.
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -86,8 +103,15 @@ def propagate_revision(
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:
             raise PropagationError(f"{only_cluster.name} is not a target of {resource} and holds nothing to remove.")
+        if reapply_only and _removes_an_applied_object(resource, plans):
+            raise PropagationError(
+                f"{resource} is no longer placed on {only_cluster.name}: a re-sync only applies again what was "
+                "approved; removing it from the cluster goes through a change request."
+            )
     if only_clusters is not None:
         plans = [p for p in plans if p.cluster.pk in wanted]
+        if reapply_only and (held := _removes_an_applied_object(resource, plans)):
+            plans = [p for p in plans if p.cluster.pk not in held]
         if not plans:
             raise PropagationError(f"None of those clusters is a target of {resource} or holds it.")
     with transaction.atomic():
@@ -211,7 +235,9 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
             f"No approved change has sent {resource} to {cluster.name} (a cluster that joined since, or one it "
             "was removed from): re-sync repeats only what was approved for a cluster."
         )
-    return propagate_revision(resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster)
+    return propagate_revision(
+        resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster, reapply_only=True
+    )
 
 
 FAILED_STATUSES = tuple(
@@ -246,6 +272,7 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
             revision=resource.propagated_revision,
             trigger=RunTrigger.RESYNC,
             only_clusters=set(failed),
+            reapply_only=True,
         )
         record_event(
             "federation.resource.resync_failed",

@@ -14,7 +14,7 @@ from federation.choices import (
 )
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation.common import PropagationError, setting
-from federation.propagation.fanout import enqueue_chunks, propagate_revision, resync_cluster
+from federation.propagation.fanout import approved_revisions, enqueue_chunks, propagate_revision, resync_cluster
 from federation.propagation.record import finish_run_if_complete
 
 logger = logging.getLogger(__name__)
@@ -83,8 +83,10 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
 
 def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[PropagationRun]:
     """Targets that failed NamespaceNotFederated in ``namespace`` on ``cluster_ids`` (where that
-    namespace has just been propagated) get a re-sync of their last propagated revision: one run per
-    resource. Called by the worker when a Namespace's run finishes, and by the periodic sweep."""
+    namespace has just been propagated) get a re-sync of what was approved for each cluster
+    (``approved_revisions``: a cluster a staged rollout has not reached keeps the revision it had):
+    one run per resource and revision. Called by the worker when a Namespace's run finishes, and by
+    the periodic sweep."""
     waiting = (
         PropagatedVersion.objects.filter(
             status=PropagationReason.NAMESPACE_NOT_FEDERATED,
@@ -100,18 +102,23 @@ def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[
         by_resource.setdefault(resource_id, set()).add(cluster_id)
     runs = []
     for resource in FederatedResource.objects.filter(pk__in=by_resource).order_by("pk"):
-        try:
-            runs.append(
-                propagate_revision(
-                    resource,
-                    actor=actor,
-                    revision=resource.propagated_revision,
-                    trigger=RunTrigger.RESYNC,
-                    only_clusters=by_resource[resource.pk],
+        by_revision: dict = {}
+        for cluster_id, revision in approved_revisions(resource, by_resource[resource.pk]).items():
+            by_revision.setdefault(revision, set()).add(cluster_id)
+        for revision, ids in sorted(by_revision.items(), key=lambda item: item[0].pk):
+            try:
+                runs.append(
+                    propagate_revision(
+                        resource,
+                        actor=actor,
+                        revision=revision,
+                        trigger=RunTrigger.RESYNC,
+                        only_clusters=ids,
+                        reapply_only=True,
+                    )
                 )
-            )
-        except PropagationError as exc:
-            logger.info("retry of %s after namespace %s skipped: %s", resource, namespace, exc)
+            except PropagationError as exc:
+                logger.info("retry of %s after namespace %s skipped: %s", resource, namespace, exc)
     return runs
 
 

@@ -263,7 +263,7 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
             .filter(type=ns_type, name=resource.namespace)
             .first()
         )
-    revision = ns_resource and (ns_resource.propagated_revision or ns_resource.current_revision)
+    revision = ns_resource and (ns_resource.propagated_revision or _plain_namespace(ns_resource))
     if revision is None or cluster.name not in {
         p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY
     }:
@@ -273,6 +273,21 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
             f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.",
         )
     _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
+
+
+def _plain_namespace(ns_resource: FederatedResource) -> Revision | None:
+    """A FederatedNamespace never propagated on its own is created with the first workload placed in
+    it only while its revision is the bare namespace (no template, no overrides): labels, annotations
+    or overrides nobody approved (a Pod Security level, say) would otherwise reach the cluster with
+    an approved workload."""
+    revision = ns_resource.current_revision
+    if revision is None or not (revision.template or revision.overrides):
+        return revision
+    raise StepFailure(
+        PropagationReason.NAMESPACE_NOT_FEDERATED,
+        f"Namespace {ns_resource.name} has content no change request approved (its template or overrides); "
+        f"request a change for FederatedNamespace {ns_resource.name} first.",
+    )
 
 
 def _apply_on_cluster(

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from clusters.models import Cluster
-from federation import propagation, schedule
+from federation import propagation, schedule, services
 from federation.approvals import services as approvals
 from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
@@ -15,6 +15,7 @@ from fedportal.models import AuditEvent
 from tests.federation.factories import (
     drain,
     federate_namespace,
+    ftype,
     register_fleet,
     web_deployment,
 )
@@ -181,3 +182,61 @@ def test_resync_all_failed_with_nothing_failed_starts_nothing(client, fleet, ope
     response = client.post(reverse("federation:resource_resync_failed", args=[resource.pk]), follow=True)
     assert "Nothing failed" in response.content.decode()
     assert resource.runs.count() == 1
+
+
+# --- what nobody approved does not move a workload -----------------------------------------------------
+
+
+def test_an_unapproved_edit_of_a_propagated_namespace_does_not_move_its_workloads(fleet, operator):
+    """The namespace's placement is its approved revision's: an operator's edit alone, then a re-sync
+    of a cluster the edit left out, removed the workload there without any change request."""
+    register_fleet(fleet, ["m128", "m130"])
+    ns = federate_namespace("shop", ["m128", "m130"])
+    drain(propagation.propagate_revision(ns))
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    m130 = Cluster.objects.get(name="m130")
+    services.update_resource(ns, template={}, placement={"clusters": ["m128"]}, actor=operator)  # not approved
+    assert schedule.decide_for(resource).targets == ["m128", "m130"]
+    run = propagation.resync_cluster(resource, m130, actor=operator)
+    drain(run)
+    assert list(run.targets.values_list("action", flat=True)) == [TargetAction.APPLY]
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web") is not None
+
+
+def test_a_re_sync_never_removes_an_object_fedportal_applied(fleet, operator):
+    register_fleet(fleet, ["m128", "m130"])
+    ns = federate_namespace("fresh", ["m128", "m130"])  # never propagated on its own: its revision decides
+    resource = web_deployment(namespace="fresh", placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    assert status(resource, "m130") == PropagationReason.OK
+    services.update_resource(ns, template={}, placement={"clusters": ["m128"]}, actor=operator)
+    runs = resource.runs.count()
+    with pytest.raises(propagation.PropagationError, match="no longer placed on m130"):
+        propagation.resync_cluster(resource, Cluster.objects.get(name="m130"), actor=operator)
+    PropagatedVersion.objects.filter(resource=resource, cluster__name="m130").update(
+        status=PropagationReason.UPDATE_FAILED
+    )
+    with pytest.raises(propagation.PropagationError):  # nothing left to re-sync there
+        propagation.resync_failed(resource, actor=operator)
+    assert resource.runs.count() == runs, "a re-sync planned a removal"
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "fresh", "web") is not None
+
+
+def test_a_namespace_nobody_approved_is_not_created_with_content(fleet):
+    """A FederatedNamespace never propagated is created with the first workload in it only while it is
+    the bare namespace: a label nobody approved (a Pod Security level) does not ride along."""
+    register_fleet(fleet, ["m128"])
+    services.create_resource(
+        ftype("Namespace"),
+        namespace="",
+        name="loose",
+        template={"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+        placement={"clusters": ["m128"]},
+    )
+    resource = web_deployment(namespace="loose", placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    pv = PropagatedVersion.objects.get(resource=resource, cluster__name="m128")
+    assert pv.status == PropagationReason.NAMESPACE_NOT_FEDERATED
+    assert "no change request approved" in pv.message
+    assert fleet.get_object("m128", "v1", "Namespace", None, "loose") is None
