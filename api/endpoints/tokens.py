@@ -4,9 +4,11 @@ from datetime import datetime
 
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 from ninja import Field, Router, Status
 
 from api import tokens
+from api.auth import token_from_request
 from api.common import READ_ERRORS, WRITE_ERRORS, In, Out
 from api.idempotency import NO_REPLAY
 from api.models import ApiToken
@@ -53,12 +55,30 @@ def create_token(request, body: TokenIn):
         expires_in = tokens.parse_duration(body.expires) if body.expires else None
     except ValidationError as exc:
         raise ValidationError({"expires": exc.messages}) from None
+    _within_the_callers_lifetime(token_from_request(request), expires_in)
     new = tokens.create_token(
         request.user, actor=request.user, name=body.name, expires_in=expires_in, read_only=body.read_only
     )
     # the secret is shown once: an Idempotency-Key retry must not replay it (nor create a second token)
     setattr(request, NO_REPLAY, "The token was created and its secret was shown once; create another token.")
     return Status(201, {**token_out(new.token), "token": new.secret})
+
+
+def _within_the_callers_lifetime(caller: ApiToken | None, expires_in) -> None:
+    """A token creates tokens that expire no later than itself: a leaked short-lived token must not
+    buy access that outlives it (a browser session, or a token without expiry, may ask for any)."""
+    if caller is None or caller.expires_at is None:
+        return
+    if expires_in is None or timezone.now() + expires_in > caller.expires_at:
+        raise ValidationError(
+            {
+                "expires": [
+                    f"This request is authenticated by a token that expires at {caller.expires_at:%Y-%m-%d %H:%M} "
+                    "UTC; a token it creates must expire by then. Give a shorter lifetime, or create the token "
+                    "from your profile page."
+                ]
+            }
+        )
 
 
 @router.delete("/{int:token_id}", response={200: TokenOut, **WRITE_ERRORS}, summary="Revoke one of your tokens")

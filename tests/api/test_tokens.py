@@ -147,3 +147,16 @@ def test_tokens_endpoint_creates_lists_and_revokes_own_tokens(api_as, approver):
     assert {t["name"] for t in listed} == {"token", "pipeline"} and all("token" not in t for t in listed)
     assert client.delete(f"/api/v1/tokens/{body['id']}").json()["revoked_at"] is not None
     assert api_as(None).get("/api/v1/clusters", Authorization=f"Bearer {body['token']}").status_code == 401
+
+
+def test_a_token_cannot_create_a_token_that_outlives_it(api_as, operator):
+    """A leaked 5-minute token must not buy permanent access."""
+    short = api_as(operator, expires_in=timedelta(minutes=5))
+    for body in ({"name": "forever"}, {"name": "longer", "expires": "1d"}):
+        refused = short.post("/api/v1/tokens", body)
+        assert refused.status_code == 400, refused.content
+        assert "must expire by then" in " ".join(refused.json()["fields"]["expires"])
+    assert set(ApiToken.objects.values_list("name", flat=True)) == {"token"}
+    assert short.post("/api/v1/tokens", {"name": "shorter", "expires": "2m"}).status_code == 201
+    # a token without expiry, or a browser session, may ask for any lifetime
+    assert api_as(operator).post("/api/v1/tokens", {"name": "forever"}).status_code == 201
