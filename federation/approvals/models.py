@@ -163,6 +163,11 @@ class Rollout(models.Model):
     )
     strategy = models.JSONField(default=dict, blank=True, help_text="The strategy as it was when applying started.")
     auto_rollback = models.BooleanField(default=False)
+    previous_revisions = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Cluster name -> the revision id it had when the rollout started: what a rollback restores.",
+    )
     halt_reason = models.TextField(blank=True)
     lease_until = models.DateTimeField(null=True, blank=True, help_text="Who advances it: one task at a time.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)

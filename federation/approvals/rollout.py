@@ -37,8 +37,8 @@ from federation.approvals.choices import ChangeKind, ChangeState, RolloutState, 
 from federation.approvals.content import STAGED_KINDS, content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
-from federation.choices import TargetState
-from federation.models import PropagationRun, PropagationTarget
+from federation.choices import TargetAction, TargetState
+from federation.models import FederatedResource, PropagationRun, PropagationTarget, Revision
 from federation.propagation.common import chunked
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
@@ -118,6 +118,36 @@ def planned_waves(cr: ChangeRequest):
     return assign_waves(effective_strategy(cr), {p.cluster.name: p.cluster.labels or {} for p in plans})
 
 
+# a rollout in these states still owns its resource's clusters: its next batch, or its rollback,
+# sends its own revisions, and would undo another change applied meanwhile
+UNFINISHED = (RolloutState.PROGRESSING, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL, RolloutState.HALTED)
+
+
+def refuse_during_rollout(resource_id: int | None, *, applying: ChangeRequest | None = None) -> None:
+    """Raise RolloutError while another request's rollout of the resource is unfinished. Call it
+    inside the applying transaction, after locking the resource's row (``lock_resource``)."""
+    if resource_id is None:
+        return
+    other = (
+        Rollout.objects.filter(change_request__resource_id=resource_id, state__in=UNFINISHED)
+        .exclude(change_request_id=getattr(applying, "pk", None))
+        .select_related("change_request")
+        .first()
+    )
+    if other is not None:
+        raise RolloutError(
+            f"CR-{other.change_request_id} is rolling out {other.change_request.resource_repr} ({other.state}); "
+            "it would overwrite this change wave by wave, or undo it if rolled back. Let it complete, or abort "
+            "or roll it back first."
+        )
+
+
+def lock_resource(resource_id: int | None) -> None:
+    """Inside a transaction: hold the resource's row, so two requests for it are applied one at a time."""
+    if resource_id is not None:
+        FederatedResource.objects.select_for_update().filter(pk=resource_id).exists()
+
+
 def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
     """Fix the waves of an Applying request (called inside _apply's transaction) and queue the first advance."""
     strategy = effective_strategy(cr)
@@ -125,8 +155,15 @@ def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
     plans = propagation.plan_targets(cr.resource, revision)
     labels = {p.cluster.name: p.cluster.labels or {} for p in plans}
     waves = assign_waves(strategy, labels)
+    # what each cluster has now (a rollback restores it): not the request's base revision, which is
+    # what the resource had when the request was drafted, before other changes may have been applied
+    previous = propagation.approved_revisions(cr.resource, [p.cluster.pk for p in plans])
+    names = {p.cluster.pk: p.cluster.name for p in plans}
     rollout = Rollout.objects.create(
-        change_request=cr, strategy=strategy, auto_rollback=auto_rollback_for(strategy, labels)
+        change_request=cr,
+        strategy=strategy,
+        auto_rollback=auto_rollback_for(strategy, labels),
+        previous_revisions={names[pk]: revision.pk for pk, revision in previous.items()},
     )
     RolloutWave.objects.bulk_create(
         [
@@ -387,7 +424,7 @@ def _finish_applying(
     with no bake time goes straight to Passed (its "applied" and "passed" events in one append);
     otherwise it is Baking, and the same verdict is judged as a bake step judges it."""
     cr = rollout.change_request
-    results = check_gates(cr.resource, wave.clusters)
+    results = _wave_gates(cr, wave)
     applied = _event(
         "wave_applied",
         cr,
@@ -525,7 +562,17 @@ def _deadline_passed(wave: RolloutWave, results) -> str:
 
 
 def _bake_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None) -> str:
-    return _judge_gates(rollout, wave, following, check_gates(rollout.change_request.resource, wave.clusters))
+    return _judge_gates(rollout, wave, following, _wave_gates(rollout.change_request, wave))
+
+
+def _wave_gates(cr: ChangeRequest, wave: RolloutWave):
+    """``check_gates`` for a wave: its revision, and the clusters its batches remove the resource from."""
+    removed = set(
+        PropagationTarget.objects.filter(
+            run_id__in=wave.batches, action__in=(TargetAction.DELETE, TargetAction.ORPHAN)
+        ).values_list("cluster__name", flat=True)
+    )
+    return check_gates(cr.resource, wave.clusters, revision_id=cr.proposed_revision_id, removed=removed)
 
 
 def _gate_states(states: dict[str, str], results) -> dict[str, str]:
@@ -645,6 +692,19 @@ def _updated_clusters(waves: list[RolloutWave]) -> list[str]:
     return sorted({n for wave in waves for n, s in wave.cluster_states.items() if s != C_PENDING})
 
 
+def _rollback_groups(rollout: Rollout, names: list[str], base: Revision) -> list[tuple[Revision, list[int]]]:
+    """The updated clusters' ids grouped by the revision each gets back: the one it had when the
+    rollout started (``previous_revisions``), else (a cluster that had none: it joined the placement
+    with this change) the request's base revision, whose placement removes it again."""
+    ids = dict(Cluster.objects.filter(name__in=names).values_list("name", "pk"))
+    previous = rollout.previous_revisions or {}
+    revisions = Revision.objects.in_bulk({previous[n] for n in ids if n in previous})
+    groups: dict[Revision, list[int]] = {}
+    for name, pk in sorted(ids.items()):
+        groups.setdefault(revisions.get(previous.get(name)) or base, []).append(pk)
+    return sorted(groups.items(), key=lambda group: group[0].pk)
+
+
 def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
     """The clusters already updated get the previous revision back: a Rollback request (no new
     approval: it restores what was approved and applied before), linked to the original."""
@@ -684,10 +744,11 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             applied_at=now,
         )
         runs = []
-        ids = list(Cluster.objects.filter(name__in=names).values_list("pk", flat=True))
-        if ids:
+        for revision, ids in _rollback_groups(rollout, names, base):
             try:
-                runs.append(propagation.propagate_revision(cr.resource, actor=actor, revision=base, only_clusters=ids))
+                runs.append(
+                    propagation.propagate_revision(cr.resource, actor=actor, revision=revision, only_clusters=ids)
+                )
             except propagation.PropagationError as exc:
                 raise RolloutError(str(exc)) from None
         rollback.runs.add(*runs)

@@ -882,6 +882,11 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     if not summary.enough:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
     with transaction.atomic():
+        rollout.lock_resource(cr.resource_id)
+        try:
+            rollout.refuse_during_rollout(cr.resource_id, applying=cr)
+        except rollout.RolloutError as exc:
+            raise TransitionError(str(exc)) from None
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
         _adopt_approved_settings(cr)
         if rollout.is_staged(cr):
@@ -931,6 +936,11 @@ def emergency_apply(
         raise TransitionError("That revision belongs to another resource.")
     kind = ChangeKind.CREATE if resource.propagated_revision_id is None else ChangeKind.EDIT
     with transaction.atomic():
+        rollout.lock_resource(resource.pk)
+        try:
+            rollout.refuse_during_rollout(resource.pk)
+        except rollout.RolloutError as exc:
+            raise TransitionError(str(exc)) from None
         cr = ChangeRequest.objects.create(
             kind=kind,
             state=ChangeState.APPLYING,

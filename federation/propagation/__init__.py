@@ -38,6 +38,7 @@ from federation.propagation.common import PropagationError
 from federation.propagation.drift import DriftSummary, detect_drift
 from federation.propagation.fanout import (
     FAILED_STATUSES,
+    approved_revisions,
     propagate_revision,
     remove_from_cluster,
     resync_cluster,
@@ -70,6 +71,7 @@ __all__ = [
     "RunProgress",
     "TargetOutcome",
     "aggregate_condition",
+    "approved_revisions",
     "detect_drift",
     "plan_targets",
     "preview_revision",

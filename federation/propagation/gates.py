@@ -58,13 +58,18 @@ def deployment_rollout(obj: dict) -> tuple[str, str]:
     return HEALTHY, ""
 
 
-def check_gates(resource: FederatedResource, cluster_names: list[str]) -> dict[str, GateResult]:
-    """The gate verdict of every named cluster for ``resource`` (one GET per Deployment)."""
+def check_gates(
+    resource: FederatedResource, cluster_names: list[str], *, revision_id: int | None = None, removed=frozenset()
+) -> dict[str, GateResult]:
+    """The gate verdict of every named cluster for ``resource`` (one GET per Deployment).
+    ``revision_id``: the revision the rollout sends; a cluster holding another one (a newer change
+    reached it) fails. ``removed``: the clusters the rollout removes the resource from (they left its
+    placement), which pass once it is gone (Removed, or Orphaned per its retention)."""
     clusters = {c.name: c for c in Cluster.objects.filter(name__in=cluster_names)}
     pvs = {
         pv.cluster_id: pv
         for pv in PropagatedVersion.objects.filter(resource=resource, cluster__name__in=cluster_names).only(
-            "id", "cluster_id", "status", "message", "sync_state"
+            "id", "cluster_id", "status", "message", "sync_state", "revision_id"
         )
     }
     ftype = resource.type
@@ -79,10 +84,22 @@ def check_gates(resource: FederatedResource, cluster_names: list[str]) -> dict[s
             results[name] = GateResult(name, FAILED, "cluster-ready", f"{name} is {cluster.state}")
             continue
         pv = pvs.get(cluster.pk)
+        if name in removed:
+            if pv is not None and pv.status in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
+                results[name] = GateResult(name, HEALTHY)
+            else:
+                status = pv.status if pv else "missing"
+                results[name] = GateResult(name, FAILED, "removed", f"{name} is {status}, not removed")
+            continue
         if pv is None or pv.status != PropagationReason.OK:
             status = pv.status if pv else "missing"
             message = f": {pv.message}" if pv and pv.message else ""
             results[name] = GateResult(name, FAILED, "applied", f"{name} is {status}{message}")
+            continue
+        if revision_id is not None and pv.revision_id != revision_id:
+            results[name] = GateResult(
+                name, FAILED, "applied", f"{name} holds another revision than this change's (a newer change reached it)"
+            )
             continue
         if pv.sync_state == SyncState.OUT_OF_SYNC:
             results[name] = GateResult(name, FAILED, "drift", f"{name} drifted from what was applied")

@@ -384,3 +384,102 @@ def test_an_earlier_revisions_author_cannot_approve_a_wave(ready_fleet, operator
     assert rollout.state == RolloutState.WAITING_APPROVAL
     with pytest.raises(PermissionDenied):
         rollouts.approve_wave(cr, actor=bob)
+
+
+# --- after a review: a rollout owns its resource until it is finished ------------------------------------
+
+
+def image_template(name: str) -> dict:
+    pod = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": name}]}}
+    return {**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "template": pod}}
+
+
+def drafted(resource, operator, image_name: str, strategy=None, placement=MEMBERS) -> ChangeRequest:
+    federation_services.update_resource(
+        resource, template=image_template(image_name), placement={"clusters": list(placement)}, actor=operator
+    )
+    resource.refresh_from_db()
+    return services.create_change_request(resource, actor=operator, rollout_strategy=strategy)
+
+
+def approved(cr, operator, approvers) -> ChangeRequest:
+    cr = services.submit(cr, actor=operator)
+    for approver in approvers:
+        cr = services.approve(cr, actor=approver)
+    return cr
+
+
+CANARY_THEN_PROD = {
+    "autoRollback": False,
+    "waves": [
+        {"name": "canary", "clusters": ["m128"]},
+        {"name": "prod", "clusters": ["m127", "m130", "m131"], "requireApproval": True},
+    ],
+}
+
+
+def test_no_other_change_is_applied_while_a_rollout_of_its_resource_is_unfinished(
+    ready_fleet, operator, approver, second_approver, admin_user
+):
+    """Its later waves would overwrite that change with the rollout's revision (or a rollback undo it)."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    before = image(ready_fleet, "m131")
+    federation_services.set_rollout_strategy(resource, CANARY_THEN_PROD, actor=operator)
+    resource.refresh_from_db()
+    staged = approved(drafted(resource, operator, "web:A"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=staged)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL and image(ready_fleet, "m128") == "web:A"
+    newer = services.submit(drafted(resource, operator, "web:B", strategy={}), actor=operator)
+    services.approve(newer, actor=approver)
+    with pytest.raises(services.TransitionError, match=f"CR-{staged.pk} is rolling out"):
+        services.approve(newer, actor=second_approver)
+    assert ChangeRequest.objects.get(pk=newer.pk).state == "Approved", "the approval was lost"
+    with pytest.raises(services.TransitionError, match="rolling out"):
+        services.emergency_apply(resource, actor=admin_user, reason="hotfix")
+    assert {n: image(ready_fleet, n) for n in MEMBERS} == {**dict.fromkeys(MEMBERS, before), "m128": "web:A"}
+    rollouts.abort_rollout(staged, actor=operator, reason="superseded")
+    applied = services.apply_change_request(ChangeRequest.objects.get(pk=newer.pk), actor=operator)
+    drain(applied.runs.first())
+    assert {image(ready_fleet, n) for n in MEMBERS} == {"web:B"}
+
+
+def test_a_rollback_restores_what_each_cluster_had_when_the_rollout_started(
+    ready_fleet, operator, approver, second_approver
+):
+    """Not the request's base revision: both requests were drafted on revision 1, the other applied
+    first, so the clusters held its revision when this one started."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    other = drafted(resource, operator, "web:B", strategy={})
+    federation_services.set_rollout_strategy(resource, CANARY_THEN_PROD, actor=operator)
+    resource.refresh_from_db()
+    staged = drafted(resource, operator, "web:A")
+    assert other.base_revision == staged.base_revision
+    drain(approved(other, operator, [approver, second_approver]).runs.first())
+    staged = approved(staged, operator, [approver, second_approver])
+    rollouts.advance_rollout(Rollout.objects.get(change_request=staged).pk)
+    assert image(ready_fleet, "m128") == "web:A"
+    rollback = rollouts.rollback_rollout(staged, actor=operator, reason="canary looks wrong")
+    for run in rollback.runs.all():
+        drain(run)
+    assert {image(ready_fleet, n) for n in MEMBERS} == {"web:B"}, "the rollback undid the other approved change"
+
+
+def test_a_staged_change_that_shrinks_the_placement_passes_its_gate_once_removed(
+    ready_fleet, operator, approver, second_approver
+):
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {"autoRollback": True, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": "100%"}]}
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:A", placement=MEMBERS[:3]), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
+    assert ready_fleet.get_object(MEMBERS[3], "apps/v1", "Deployment", "shop", "web") is None
+    assert {image(ready_fleet, n) for n in MEMBERS[:3]} == {"web:A"}

@@ -164,6 +164,19 @@ def test_gates_fail_for_a_cluster_not_ready_a_failed_target_or_drift():
         "gone": (FAILED, "cluster-ready"),
     }
     assert "down is NotReady" in results["down"].reason
+    # another revision than the rollout's (a newer change reached the cluster); a cluster the
+    # rollout removes the resource from passes once it is removed, and fails while it is not
+    revision = config.current_revision
+    PropagatedVersion.objects.filter(cluster__name="ok").update(revision=revision)
+    removed = ClusterFactory(name="removed", state=ClusterState.READY)
+    PropagatedVersion.objects.create(resource=config, cluster=removed, status=PropagationReason.REMOVED)
+    results = check_gates(config, ["ok", "drifted", "removed"], revision_id=revision.pk, removed={"removed", "ok"})
+    assert {n: (r.verdict, r.gate) for n, r in results.items()} == {
+        "ok": (FAILED, "removed"),
+        "drifted": (FAILED, "applied"),
+        "removed": (HEALTHY, ""),
+    }
+    assert "another revision" in results["drifted"].reason
 
 
 def test_auto_rollback_defaults_on_for_prod_targets_only():
