@@ -37,7 +37,7 @@ from federation.approvals.choices import ChangeKind, ChangeState, RolloutState, 
 from federation.approvals.content import STAGED_KINDS, content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
-from federation.choices import TargetAction, TargetState
+from federation.choices import PropagationReason, TargetAction, TargetState
 from federation.models import FederatedResource, PropagationRun, PropagationTarget, Revision
 from federation.propagation.common import chunked
 from federation.propagation.gates import FAILED, HEALTHY, check_gates
@@ -356,26 +356,42 @@ def _start_event(cr: ChangeRequest, wave: RolloutWave) -> dict:
     )
 
 
-def _batch_states(wave: RolloutWave) -> tuple[dict[str, str], bool, list[str]]:
-    """Cluster states from the wave's runs; whether every started batch finished; failure lines."""
+def _batch_states(wave: RolloutWave, cr: ChangeRequest) -> tuple[dict[str, str], bool, list[str]]:
+    """Cluster states from the wave's runs; whether every started batch finished; failure lines. A
+    cluster whose target failed counts as applied once a later run of the same revision (a re-sync
+    of the failed clusters, before a resume) applied it there."""
     states = dict(wave.cluster_states)
-    failures = []
+    failures = {}
     if not wave.batches:
-        return states, True, failures
+        return states, True, []
     finished_runs = PropagationRun.objects.filter(pk__in=wave.batches, finished_at__isnull=False).count()
     finished = finished_runs == len(set(wave.batches))
     targets = PropagationTarget.objects.filter(run_id__in=wave.batches).values_list(
-        "cluster__name", "state", "reason", "message"
+        "cluster__name", "state", "reason", "message", "run_id"
     )
-    for name, state, reason, message in targets:
+    for name, state, reason, message, run_id in targets:
         if state == TargetState.DONE:
             states[name] = C_APPLIED if states.get(name) != C_HEALTHY else C_HEALTHY
         elif state == TargetState.FAILED:
             states[name] = C_FAILED
-            failures.append(f"{name}: {reason} {message}".strip())
+            failures[name] = (run_id, f"{name}: {reason} {message}".strip())
         else:
             states[name] = C_APPLYING
-    return states, finished, failures
+    if failures:
+        later = PropagationTarget.objects.filter(
+            run__resource_id=cr.resource_id,
+            run__revision_id=cr.proposed_revision_id,
+            run_id__gt=min(run_id for run_id, _ in failures.values()),
+            cluster__name__in=list(failures),
+            state=TargetState.DONE,
+            action=TargetAction.APPLY,
+            reason=PropagationReason.OK,
+        ).values_list("cluster__name", "run_id")
+        for name, run_id in later:
+            if name in failures and run_id > failures[name][0]:
+                del failures[name]
+                states[name] = C_APPLIED
+    return states, finished, [line for _, line in failures.values()]
 
 
 def _save_states(wave: RolloutWave, states: dict[str, str]) -> None:
@@ -394,7 +410,7 @@ def _wave_update(wave: RolloutWave, **fields) -> None:
 def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, until: float) -> str:
     """Start the wave's batches one after another (each waits for the one before), then check its gates."""
     while True:
-        states, finished, failures = _batch_states(wave)
+        states, finished, failures = _batch_states(wave, rollout.change_request)
         if not finished:
             _save_states(wave, states)
             return "applying"
@@ -1004,7 +1020,9 @@ def _secret_scrubber(cr_id: int):
 
 
 def resume_stale_rollouts(*, stale_seconds: float = STALE_SECONDS) -> int:
-    """Re-queue the advance of Progressing rollouts nobody moved for a while (a killed worker's)."""
+    """Re-queue the advance of Progressing rollouts nobody moved for a while (a killed worker's), and
+    roll back the Halted ones whose automatic rollback did not happen (the worker died, or the
+    database failed, between the halt and the rollback, which are two transactions)."""
     cutoff = timezone.now() - timedelta(seconds=stale_seconds)
     ids = list(
         Rollout.objects.filter(state=RolloutState.PROGRESSING, updated_at__lt=cutoff)
@@ -1013,6 +1031,14 @@ def resume_stale_rollouts(*, stale_seconds: float = STALE_SECONDS) -> int:
     )
     for pk in ids:
         enqueue.advance_rollout(pk, on_commit=False)
+    owed = Rollout.objects.filter(state=RolloutState.HALTED, auto_rollback=True, updated_at__lt=cutoff).exclude(
+        change_request__rollbacks__isnull=False
+    )
+    for halted in owed:
+        try:
+            _roll_back(halted, actor=None, reason=f"automatic: {halted.halt_reason}")
+        except RolloutError as exc:  # nothing to roll back to: it stays Halted, as after the halt
+            logger.info("automatic rollback of CR-%s not possible: %s", halted.change_request_id, exc)
     return len(ids)
 
 

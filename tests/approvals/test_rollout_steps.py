@@ -483,3 +483,66 @@ def test_a_staged_change_that_shrinks_the_placement_passes_its_gate_once_removed
     assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
     assert ready_fleet.get_object(MEMBERS[3], "apps/v1", "Deployment", "shop", "web") is None
     assert {image(ready_fleet, n) for n in MEMBERS[:3]} == {"web:A"}
+
+
+def test_an_automatic_rollback_owed_by_a_halt_is_made_by_the_sweep(ready_fleet, operator, approver, second_approver):
+    """The halt and its automatic rollback are two transactions: a worker that died (or a database
+    that failed) between them left the rollout Halted with the new revision on its clusters."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    before = image(ready_fleet, "m128")
+    federation_services.set_rollout_strategy(resource, {**CANARY_THEN_PROD, "autoRollback": True}, actor=operator)
+    resource.refresh_from_db()
+    staged = approved(drafted(resource, operator, "web:A"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=staged)
+    rollouts.advance_rollout(rollout.pk)
+    assert image(ready_fleet, "m128") == "web:A"
+    # halted, its rollback never made (as a worker killed right after the halt's commit leaves it)
+    Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.HALTED, halt_reason="gate failed on m128")
+    assert rollouts.resume_stale_rollouts(stale_seconds=0) == 0
+    rollback = ChangeRequest.objects.get(rollback_of=staged)
+    for run in rollback.runs.all():
+        drain(run)
+    assert image(ready_fleet, "m128") == before
+    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.ROLLED_BACK
+    rollouts.resume_stale_rollouts(stale_seconds=0)
+    assert ChangeRequest.objects.filter(rollback_of=staged).count() == 1, "rolled back twice"
+
+
+def test_a_rollout_halted_by_a_failed_apply_resumes_once_the_failed_clusters_were_re_synced(
+    ready_fleet, operator, approver, second_approver, monkeypatch
+):
+    """Resume re-checks the wave: a cluster whose apply failed counts as applied once a re-sync of
+    the failed clusters applied the same revision there (before, it halted again at once, forever)."""
+    from federation.choices import PropagationReason
+    from federation.propagation import worker
+    from federation.propagation.network import FAILED, Step, StepFailure
+
+    real = worker.network_step
+
+    def refused_on_m130(run, target, pv):
+        if target.cluster.name == "m130":
+            return Step(target.cluster, pv, FAILED, failure=StepFailure(PropagationReason.UPDATE_FAILED, "denied"))
+        return real(run, target, pv)
+
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {"autoRollback": False, "waves": [{"name": "all", "clusters": MEMBERS, "maxParallel": "100%"}]}
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:A"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    monkeypatch.setattr(worker, "network_step", refused_on_m130)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.HALTED and "m130" in rollout.halt_reason
+    rollouts.resume_rollout(cr, actor=operator)  # not fixed yet: halts again
+    rollouts.advance_rollout(rollout.pk)
+    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.HALTED
+    monkeypatch.setattr(worker, "network_step", real)  # the cause fixed
+    drain(propagation.resync_failed(resource, actor=operator))
+    assert image(ready_fleet, "m130") == "web:A"
+    rollouts.resume_rollout(cr, actor=operator)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
