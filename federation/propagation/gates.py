@@ -1,12 +1,22 @@
 """Health gates of a staged rollout: is a resource healthy on each cluster of a wave?
 
 A cluster passes when its target was applied (PropagatedVersion OK), the object is not OutOfSync,
-the cluster is Ready, and, for a Deployment, its rollout is complete as ``kubectl rollout status``
-decides (kubectl's DeploymentStatusViewer: the new generation observed, every wanted replica
-updated, no old replica left, every updated replica available; we also ask ready = desired). A
-Deployment that stays incomplete past its progress deadline (``spec.progressDeadlineSeconds``, 600 s
-by default as in Kubernetes, or the wave's override) fails the gate, as does a
-``ProgressDeadlineExceeded`` condition reported by the cluster itself.
+the cluster is Ready, and, for a workload, its rollout is complete as ``kubectl rollout status``
+decides (kubectl/pkg/polymorphichelpers/rollout_status.go, Apache-2.0):
+
+* Deployment (DeploymentStatusViewer): the new generation observed, every wanted replica updated,
+  no old replica left, every updated replica available; we also ask ready = desired;
+* DaemonSet (DaemonSetStatusViewer): the generation observed, every scheduled pod updated and
+  available;
+* StatefulSet (StatefulSetStatusViewer): the generation observed, every replica ready, and the
+  update revision current (with a partition: the replicas above it updated);
+* a Job, which kubectl has no rollout status for: complete (a Failed condition fails the gate).
+
+A workload that stays incomplete past its progress deadline (a Deployment's
+``spec.progressDeadlineSeconds``, 600 s by default as in Kubernetes, or the wave's override) fails the
+gate, as does a ``ProgressDeadlineExceeded`` condition reported by the cluster itself. A DaemonSet or
+StatefulSet whose update strategy is OnDelete has no rollout to wait for (kubectl refuses to report
+one): it passes once applied.
 """
 
 from dataclasses import dataclass
@@ -58,10 +68,76 @@ def deployment_rollout(obj: dict) -> tuple[str, str]:
     return HEALTHY, ""
 
 
+def daemonset_rollout(obj: dict) -> tuple[str, str]:
+    """(verdict, reason) for a live DaemonSet, following ``kubectl rollout status``."""
+    metadata, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    if ((spec.get("updateStrategy") or {}).get("type") or "RollingUpdate") != "RollingUpdate":
+        return HEALTHY, ""
+    if _int(metadata.get("generation")) > _int(status.get("observedGeneration")):
+        return WAITING, "waiting for the DaemonSet spec update to be observed"
+    desired = _int(status.get("desiredNumberScheduled"))
+    updated, available = _int(status.get("updatedNumberScheduled")), _int(status.get("numberAvailable"))
+    if updated < desired:
+        return WAITING, f"{updated} out of {desired} new pods have been updated"
+    if available < desired:
+        return WAITING, f"{available} of {desired} updated pods are available"
+    return HEALTHY, ""
+
+
+def statefulset_rollout(obj: dict) -> tuple[str, str]:
+    """(verdict, reason) for a live StatefulSet, following ``kubectl rollout status``."""
+    metadata, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    strategy = spec.get("updateStrategy") or {}
+    if (strategy.get("type") or "RollingUpdate") != "RollingUpdate":
+        return HEALTHY, ""
+    observed = _int(status.get("observedGeneration"))
+    if observed == 0 or _int(metadata.get("generation")) > observed:
+        return WAITING, "waiting for the StatefulSet spec update to be observed"
+    replicas = spec.get("replicas", 1)
+    replicas = replicas if isinstance(replicas, int) else 1
+    if _int(status.get("readyReplicas")) < replicas:
+        return WAITING, f"{_int(status.get('readyReplicas'))} of {replicas} pods ready"
+    partition = _int((strategy.get("rollingUpdate") or {}).get("partition"))
+    if partition > 0:
+        if _int(status.get("updatedReplicas")) < replicas - partition:
+            return WAITING, (
+                f"partitioned roll out: {_int(status.get('updatedReplicas'))} out of {replicas - partition} "
+                "new pods have been updated"
+            )
+        return HEALTHY, ""
+    if status.get("updateRevision") != status.get("currentRevision"):
+        return WAITING, f"{_int(status.get('updatedReplicas'))} pods at revision {status.get('updateRevision')}"
+    return HEALTHY, ""
+
+
+def job_rollout(obj: dict) -> tuple[str, str]:
+    """(verdict, reason) for a live Job: complete, failed, or still running."""
+    name = (obj.get("metadata") or {}).get("name")
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Failed":
+            return FAILED, f"Job {name} failed: {condition.get('reason') or condition.get('message') or ''}".rstrip(
+                ": "
+            )
+        if condition.get("type") == "Complete":
+            return HEALTHY, ""
+    return WAITING, f"Job {name} has not completed"
+
+
+# the kinds whose rollout is read live, by (API group, kind)
+ROLLOUT_RULES = {
+    ("apps", "Deployment"): deployment_rollout,
+    ("apps", "DaemonSet"): daemonset_rollout,
+    ("apps", "StatefulSet"): statefulset_rollout,
+    ("batch", "Job"): job_rollout,
+}
+
+
 def check_gates(
     resource: FederatedResource, cluster_names: list[str], *, revision_id: int | None = None, removed=frozenset()
 ) -> dict[str, GateResult]:
-    """The gate verdict of every named cluster for ``resource`` (one GET per Deployment).
+    """The gate verdict of every named cluster for ``resource`` (one GET per workload, ROLLOUT_RULES).
     ``revision_id``: the revision the rollout sends; a cluster holding another one (a newer change
     reached it) fails. ``removed``: the clusters the rollout removes the resource from (they left its
     placement), which pass once it is gone (Removed, or Orphaned per its retention)."""
@@ -104,20 +180,20 @@ def check_gates(
         if pv.sync_state == SyncState.OUT_OF_SYNC:
             results[name] = GateResult(name, FAILED, "drift", f"{name} drifted from what was applied")
             continue
-        if ftype.group != "apps" or ftype.kind != "Deployment":
+        if (ftype.group, ftype.kind) not in ROLLOUT_RULES:
             results[name] = GateResult(name, HEALTHY)
             continue
         reads.append((name, connection_for(cluster)))
     if reads:
         for name, result in zip(
-            [n for n, _ in reads], network_pool().map(lambda r: _deployment_gate(resource, *r), reads), strict=True
+            [n for n, _ in reads], network_pool().map(lambda r: _rollout_gate(resource, *r), reads), strict=True
         ):
             results[name] = result
     return {name: results[name] for name in cluster_names}
 
 
-def _deployment_gate(resource: FederatedResource, name: str, conn) -> GateResult:
-    """One Deployment's rollout, read live (runs on a pool thread: no database access)."""
+def _rollout_gate(resource: FederatedResource, name: str, conn) -> GateResult:
+    """One workload's rollout, read live (runs on a pool thread: no database access)."""
     ftype = resource.type
     try:
         live = kube.get_object(
@@ -129,10 +205,10 @@ def _deployment_gate(resource: FederatedResource, name: str, conn) -> GateResult
             timeout=kube_timeout(),
         )
     except kube.KubeError as exc:
-        return GateResult(name, WAITING, "rollout", f"cannot read the Deployment on {name}: {exc}")
+        return GateResult(name, WAITING, "rollout", f"cannot read the {ftype.kind} on {name}: {exc}")
     if live is None:
-        return GateResult(name, FAILED, "applied", f"the Deployment is missing on {name}")
-    verdict, reason = deployment_rollout(live)
+        return GateResult(name, FAILED, "applied", f"the {ftype.kind} is missing on {name}")
+    verdict, reason = ROLLOUT_RULES[(ftype.group, ftype.kind)](live)
     deadline = (live.get("spec") or {}).get("progressDeadlineSeconds")
     return GateResult(
         name,

@@ -188,3 +188,97 @@ def test_auto_rollback_defaults_on_for_prod_targets_only():
     assert auto_rollback_for(unsaid, {"s1": {"env": "staging"}}) is False
     off = normalize_strategy({"autoRollback": False, "waves": [wave("canary")]})
     assert auto_rollback_for(off, TARGETS) is False
+
+
+# kubectl's own tables (kubernetes/kubectl pkg/polymorphichelpers/rollout_status_test.go, Apache-2.0):
+# TestDaemonSetStatusViewerStatus and TestStatefulSetStatusViewerStatus, as (generation, status,
+# done); a StatefulSet there has 3 replicas
+DAEMONSET_CASES = [
+    (
+        0,
+        {"observedGeneration": 1, "updatedNumberScheduled": 0, "desiredNumberScheduled": 1, "numberAvailable": 0},
+        False,
+    ),
+    (
+        1,
+        {"observedGeneration": 1, "updatedNumberScheduled": 2, "desiredNumberScheduled": 2, "numberAvailable": 1},
+        False,
+    ),
+    (
+        1,
+        {"observedGeneration": 1, "updatedNumberScheduled": 2, "desiredNumberScheduled": 2, "numberAvailable": 2},
+        True,
+    ),
+    (
+        2,
+        {"observedGeneration": 1, "updatedNumberScheduled": 2, "desiredNumberScheduled": 2, "numberAvailable": 2},
+        False,
+    ),
+]
+STATEFULSET_CASES = [
+    (2, None, {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "currentReplicas": 3}, False),
+    (1, None, {"observedGeneration": 2, "replicas": 3, "readyReplicas": 2, "currentReplicas": 3}, False),
+    (
+        1,
+        2,
+        {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "currentReplicas": 2, "updatedReplicas": 1},
+        True,
+    ),
+    (
+        1,
+        2,
+        {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "currentReplicas": 3, "updatedReplicas": 0},
+        False,
+    ),
+    (
+        1,
+        None,
+        {
+            "observedGeneration": 2,
+            "replicas": 3,
+            "readyReplicas": 3,
+            "currentReplicas": 3,
+            "updatedReplicas": 3,
+            "currentRevision": "foo",
+            "updateRevision": "foo",
+        },
+        True,
+    ),
+    # not in kubectl's table: the update revision not yet current
+    (
+        1,
+        None,
+        {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "currentRevision": "a", "updateRevision": "b"},
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("generation,status,done", DAEMONSET_CASES)
+def test_daemonset_rollout_complete_as_kubectl_decides(generation, status, done):
+    from federation.propagation.gates import daemonset_rollout
+
+    obj = {"metadata": {"name": "foo", "generation": generation}, "spec": {"updateStrategy": {"type": "RollingUpdate"}}}
+    assert (daemonset_rollout({**obj, "status": status})[0] == HEALTHY) is done
+
+
+@pytest.mark.parametrize("generation,partition,status,done", STATEFULSET_CASES)
+def test_statefulset_rollout_complete_as_kubectl_decides(generation, partition, status, done):
+    from federation.propagation.gates import statefulset_rollout
+
+    strategy = {"type": "RollingUpdate", **({"rollingUpdate": {"partition": partition}} if partition else {})}
+    obj = {"metadata": {"name": "foo", "generation": generation}, "spec": {"replicas": 3, "updateStrategy": strategy}}
+    assert (statefulset_rollout({**obj, "status": status})[0] == HEALTHY) is done
+
+
+def test_on_delete_workloads_have_no_rollout_to_wait_for_and_a_failed_job_fails_its_gate():
+    from federation.propagation.gates import daemonset_rollout, job_rollout, statefulset_rollout
+
+    on_delete = {"metadata": {"generation": 2}, "spec": {"updateStrategy": {"type": "OnDelete"}}, "status": {}}
+    assert daemonset_rollout(on_delete)[0] == HEALTHY and statefulset_rollout(on_delete)[0] == HEALTHY
+    job = {"metadata": {"name": "migrate"}}
+    assert job_rollout({**job, "status": {}})[0] == WAITING
+    done = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert job_rollout({**job, "status": done})[0] == HEALTHY
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    assert job_rollout({**job, "status": failed}) == (FAILED, "Job migrate failed: BackoffLimitExceeded")
