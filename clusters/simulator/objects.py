@@ -432,6 +432,15 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
         start_rollout = True
     else:
         start_rollout = False
+    if (
+        ctx.res.kind in rollout.WORKLOAD_KINDS
+        and ctx.res.group in ("apps", "batch")
+        and not ctx.dry_run
+        and (old is None or meta.get("generation") != old["metadata"].get("generation"))
+    ):
+        obj["status"] = rollout.workload_status(
+            ctx.res.kind, obj, nodes=ctx.cluster.node_count(), blocked=ctx.cluster.rollout_blocked(obj)
+        )
     if old is not None and _unchanged(obj, old):
         return old  # like etcd's guaranteed update: a no-op write keeps the resourceVersion
     if ctx.dry_run:

@@ -1,4 +1,5 @@
-"""Deployment roll-out: status converges `rollout_seconds` after a spec change."""
+"""Workload roll-outs: a Deployment's status converges `rollout_seconds` after a spec change; a
+StatefulSet's, a DaemonSet's and a Job's at once (``workload_status``)."""
 
 from __future__ import annotations
 
@@ -136,3 +137,54 @@ def rescale(obj: dict, old: dict, now: str) -> None:
 
 def same_template(obj: dict, old: dict | None) -> bool:
     return old is not None and _template_hash(obj) == _template_hash(old)
+
+
+WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Job")
+
+
+def workload_status(kind: str, obj: dict, *, nodes: int, blocked: bool) -> dict:
+    """The status its controller converges a StatefulSet, DaemonSet or Job to (at once: the
+    simulator runs no pods): every replica (a DaemonSet: one per node) updated, ready and available,
+    the update revision current; a Job complete. ``blocked`` (its image never pulls, or the
+    rollout-fail fault): no pod ever becomes ready, and a Job never completes."""
+    generation = obj["metadata"].get("generation", 1)
+    if kind == "Job":
+        if blocked:
+            return {"active": 1, "startTime": obj["metadata"].get("creationTimestamp")}
+        completions = (obj.get("spec") or {}).get("completions") or 1
+        return {
+            "succeeded": completions,
+            "startTime": obj["metadata"].get("creationTimestamp"),
+            "conditions": [{"type": "Complete", "status": "True", "reason": "CompletionsReached"}],
+        }
+    ready = 0
+    if kind == "DaemonSet":
+        ready = 0 if blocked else nodes
+        return _compact(
+            {
+                "observedGeneration": generation,
+                "desiredNumberScheduled": nodes,
+                "currentNumberScheduled": nodes,
+                "updatedNumberScheduled": nodes,
+                "numberReady": ready,
+                "numberAvailable": ready,
+                "numberUnavailable": nodes - ready,
+            }
+        )
+    desired = _desired(obj)
+    ready = 0 if blocked else desired
+    revision = f"{obj['metadata']['name']}-{_template_hash(obj)}"
+    return {
+        **_compact(
+            {
+                "observedGeneration": generation,
+                "replicas": desired,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "currentReplicas": desired,
+                "updatedReplicas": desired,
+            }
+        ),
+        "currentRevision": revision,
+        "updateRevision": revision,
+    }

@@ -243,6 +243,9 @@ class ClusterState:
                 if obj is not None:
                     yield obj
 
+    def node_count(self) -> int:
+        return len(self.data.get(("", "nodes"), {}))
+
     def namespace_exists(self, name: str) -> bool:
         return ("", name) in self.data.get(("", "namespaces"), {})
 
