@@ -20,9 +20,6 @@ def _live(fleet, cluster):
 
 
 def apply_deployment(fleet, cluster, *, image):
-    import json
-    import urllib.request
-
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -36,14 +33,7 @@ def apply_deployment(fleet, cluster, *, image):
             },
         },
     }
-    request = urllib.request.Request(
-        f"{fleet.url(cluster)}/apis/apps/v1/namespaces/default/deployments",
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Authorization": f"Bearer {fleet.token(cluster)}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 201
+    _create(fleet, cluster, "/apis/apps/v1/namespaces/default/deployments", body)
 
 
 def test_image_fail_and_rollout_fail_leave_deployments_unavailable(fleet_factory):
