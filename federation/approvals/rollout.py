@@ -740,6 +740,8 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             )
         waves = list(RolloutWave.objects.select_for_update().filter(rollout_id=rollout.pk).order_by("index"))
         names = _updated_clusters(waves)
+        groups = _rollback_groups(rollout, names, base)
+        restored = sorted({revision.number for revision, _ in groups})
         rollback = ChangeRequest.objects.create(
             kind=ChangeKind.ROLLBACK,
             state=ChangeState.APPLYING,
@@ -749,7 +751,8 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             author_name=_name(actor),
             resource=cr.resource,
             resource_repr=cr.resource_repr,
-            proposed_revision=base,
+            # the revision the clusters get back (the base when they had different ones: each run says which)
+            proposed_revision=groups[0][0] if len(groups) == 1 else base,
             proposed_hash=cr.proposed_hash,
             base_revision=cr.proposed_revision,
             required_approvals=0,
@@ -760,7 +763,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             applied_at=now,
         )
         runs = []
-        for revision, ids in _rollback_groups(rollout, names, base):
+        for revision, ids in groups:
             try:
                 runs.append(
                     propagation.propagate_revision(cr.resource, actor=actor, revision=revision, only_clusters=ids)
@@ -779,7 +782,8 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             "approvals.change.create",
             actor=actor,
             obj=rollback,
-            summary=f"CR-{rollback.pk} rolls back CR-{cr.pk}: revision {base.number} to {', '.join(names) or 'no cluster'}",
+            summary=f"CR-{rollback.pk} rolls back CR-{cr.pk}: revision {', '.join(map(str, restored)) or base.number} "
+            f"to {', '.join(names) or 'no cluster'}",
             after={"kind": ChangeKind.ROLLBACK, "rollback_of": cr.pk, "clusters": names, "reason": reason},
         )
         _audit(

@@ -463,6 +463,7 @@ def test_a_rollback_restores_what_each_cluster_had_when_the_rollout_started(
     rollouts.advance_rollout(Rollout.objects.get(change_request=staged).pk)
     assert image(ready_fleet, "m128") == "web:A"
     rollback = rollouts.rollback_rollout(staged, actor=operator, reason="canary looks wrong")
+    assert rollback.proposed_revision_id == other.proposed_revision_id, "the request names another revision"
     for run in rollback.runs.all():
         drain(run)
     assert {image(ready_fleet, n) for n in MEMBERS} == {"web:B"}, "the rollback undid the other approved change"
