@@ -240,3 +240,25 @@ def test_a_namespace_nobody_approved_is_not_created_with_content(fleet):
     assert pv.status == PropagationReason.NAMESPACE_NOT_FEDERATED
     assert "no change request approved" in pv.message
     assert fleet.get_object("m128", "v1", "Namespace", None, "loose") is None
+
+
+def test_a_namespace_retry_repeats_what_was_approved_for_the_cluster(fleet, operator):
+    """Not the propagated revision: a staged rollout's first wave has it, a later wave waiting for its
+    approval must not get it through a retry."""
+    from federation.propagation.sweep import retry_namespace_waiters
+
+    register_fleet(fleet, ["m128", "m130"])
+    drain(propagation.propagate_revision(federate_namespace("shop", ["m128", "m130"])))
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    first = resource.current_revision
+    template = {**resource.current_revision.template, "metadata": {"labels": {"wave": "two"}}}
+    services.update_resource(resource, template=template, placement={"clusters": ["m128", "m130"]}, actor=operator)
+    resource.refresh_from_db()
+    m128, m130 = Cluster.objects.get(name="m128"), Cluster.objects.get(name="m130")
+    drain(propagation.propagate_revision(resource, only_clusters={m128.pk}))  # the first wave only
+    PropagatedVersion.objects.filter(resource=resource, cluster=m130).update(
+        status=PropagationReason.NAMESPACE_NOT_FEDERATED
+    )
+    (run,) = retry_namespace_waiters("shop", [m130.pk])
+    assert run.revision_id == first.pk and list(run.targets.values_list("cluster__name", flat=True)) == ["m130"]
