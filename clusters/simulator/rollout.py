@@ -157,7 +157,6 @@ def workload_status(kind: str, obj: dict, *, nodes: int, blocked: bool) -> dict:
             "startTime": obj["metadata"].get("creationTimestamp"),
             "conditions": [{"type": "Complete", "status": "True", "reason": "CompletionsReached"}],
         }
-    ready = 0
     if kind == "DaemonSet":
         ready = 0 if blocked else nodes
         return _compact(

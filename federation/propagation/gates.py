@@ -117,9 +117,8 @@ def job_rollout(obj: dict) -> tuple[str, str]:
         if condition.get("status") != "True":
             continue
         if condition.get("type") == "Failed":
-            return FAILED, f"Job {name} failed: {condition.get('reason') or condition.get('message') or ''}".rstrip(
-                ": "
-            )
+            why = condition.get("reason") or condition.get("message")
+            return FAILED, f"Job {name} failed" + (f": {why}" if why else "")
         if condition.get("type") == "Complete":
             return HEALTHY, ""
     return WAITING, f"Job {name} has not completed"

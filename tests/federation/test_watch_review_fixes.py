@@ -175,6 +175,25 @@ def test_a_fenced_verdict_writes_nothing_and_enforce_applies_nothing(fleet, web)
     assert image(fleet) == "nginx:1.25"
 
 
+def test_the_watchers_judging_checks_the_fence_for_an_event_and_a_relist(fleet, web):
+    """handle_event and handle_list pass the watcher's lease check on to the verdict."""
+    resource = web()
+    cid = resource.propagated_versions.get().cluster_id
+    target = handling.targets_for([cid])[(cid, resource.type_id)]
+    conn = handling.connections_for([cid])[cid]
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
+    edited = live(fleet)
+
+    def lapsed():
+        raise Fenced
+
+    with pytest.raises(Fenced):
+        handling.handle_event(target, "MODIFIED", edited, conn, lapsed)
+    with pytest.raises(Fenced):
+        handling.handle_list(target, [edited], conn, None, lapsed)
+    assert PropagatedVersion.objects.get(resource=resource).sync_state == SyncState.IN_SYNC
+
+
 def test_a_relist_does_not_judge_an_object_whose_verdict_changed_since_before_its_list(fleet, web):
     resource = web()
     cid = resource.propagated_versions.get().cluster_id
