@@ -18,8 +18,11 @@ pointer_to_field_path("/spec/a/0/b") -> "spec.a[0].b"   the apiserver's spelling
 introduced_in(api_version, kind) / removed_in(api_version, kind) -> int | None
                                               first minor serving it / first minor without it
                                               (None: before 25 / still served in 37)
+lifecycle(api_version, kind) -> (deprecated, removed, replacement) | None   a pre-release API's
+                                              lifecycle (clusters.api_lifecycle, else the default rule)
 deprecation_warning(minor, api_version, kind) -> str | None   the apiserver's Warning text for
-                                              a beta/alpha API with a stable successor
+                                              a deprecated API, from its deprecating minor on
+version_priority(version) -> tuple           Kubernetes' order of API versions (v1 > v1beta2 > ...)
 
 We do not call `kubernetes_validate.validate()`: it recompiles the schema on every call and
 compares versions as strings. Instead the per-version `_definitions.json` (strict flavour; the
@@ -40,6 +43,7 @@ from pathlib import Path
 
 import kubernetes_validate
 
+from clusters import api_lifecycle
 from clusters.versions import minor_of
 
 _SCHEMA_ROOT = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
@@ -313,27 +317,69 @@ def _stability(version: str) -> int:
     return 0 if "alpha" in version else 1 if "beta" in version else 2
 
 
+_KUBE_API_VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Kubernetes' API version priority, higher first: GA over beta over alpha, then the higher
+    major, then the higher pre-release number (v1 > v1beta2 > v1beta1 > v1alpha1)."""
+    match = _KUBE_API_VERSION_RE.match(version)
+    if not match:
+        return (-1, 0, 0)
+    stability = {"alpha": 0, "beta": 1, None: 2}[match.group(2)]
+    return (stability, int(match.group(1)), int(match.group(3) or 0))
+
+
+def lifecycle(api_version: str, kind: str) -> tuple[int, int, str | None] | None:
+    """(deprecated in minor, removed in minor, replacement apiVersion or None) of a pre-release API,
+    as kube-apiserver's prerelease-lifecycle tags have it: the explicit ones carried over in
+    ``clusters.api_lifecycle``, else Kubernetes' default rule (deprecated three minors after it was
+    introduced, removed three after that), with a removal the schemas show taking precedence.
+    None for a GA API, an unknown one, or one present since the oldest schema whose removal the
+    schemas do not show (its introduction, hence its deprecation, is not known)."""
+    group, version = split_api_version(api_version)
+    if _stability(version) == 2:
+        return None
+    explicit = api_lifecycle.EXPLICIT_LIFECYCLES.get((api_version, kind))
+    if explicit:
+        return explicit
+    minors = _served_minors().get((group, version, kind))
+    if not minors:
+        return None
+    removed = removed_in(api_version, kind)
+    introduced = introduced_in(api_version, kind)
+    if introduced is not None:
+        deprecated = introduced + api_lifecycle.MINORS_TO_DEPRECATION
+        return deprecated, removed or deprecated + api_lifecycle.MINORS_TO_REMOVAL, None
+    if removed is not None:
+        return removed - api_lifecycle.MINORS_TO_REMOVAL, removed, None
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def deprecation_warning(minor: int, api_version: str, kind: str) -> str | None:
-    """'<gv> <Kind> is deprecated in v1.X+, unavailable in v1.Y+; use <gv2> <Kind>' when a more
-    stable version of the same group and kind is served at this minor, else None."""
-    group, version = split_api_version(api_version)
-    if _stability(version) == 2 or minor not in SUPPORTED_MINORS:
+    """kube-apiserver's Warning for a deprecated API served at ``minor``: '<gv> <Kind> is
+    deprecated in v1.X+, unavailable in v1.Y+; use <gv2> <Kind>', from the minor that deprecates
+    it on (``lifecycle``); None before that, for GA APIs and outside the schemas' range. The
+    replacement is the lifecycle's, else the most stable other version of the group and kind that
+    this minor serves."""
+    known = lifecycle(api_version, kind)
+    if known is None or minor not in SUPPORTED_MINORS:
         return None
-    better = [
-        r
-        for r in _api_resources(minor)
-        if r.group == group and r.kind == kind and _stability(r.version) > _stability(version)
-    ]
-    if not better:
+    deprecated, removed, replacement = known
+    if minor < deprecated:
         return None
-    successor = max(better, key=lambda r: (_stability(r.version), int(re.match(r"v(\d+)", r.version).group(1))))
-    since = introduced_in(successor.api_version, kind) or SUPPORTED_MINORS[0]
-    text = f"{api_version} {kind} is deprecated in v1.{since}+"
-    gone = removed_in(api_version, kind)
-    if gone:
-        text += f", unavailable in v1.{gone}+"
-    return text + f"; use {successor.api_version} {kind}"
+    text = f"{api_version} {kind} is deprecated in v1.{deprecated}+, unavailable in v1.{removed}+"
+    if replacement is None:
+        group, version = split_api_version(api_version)
+        better = [
+            r
+            for r in _api_resources(minor)
+            if r.group == group and r.kind == kind and version_priority(r.version) > version_priority(version)
+        ]
+        if better:
+            replacement = max(better, key=lambda r: version_priority(r.version)).api_version
+    return text + (f"; use {replacement} {kind}" if replacement else "")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,13 +27,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from threading import Lock
 
-from clusters import schemas, served_apis
+from clusters import api_lifecycle, schemas, served_apis
 from clusters.versions import minor_of
 from drift.choices import CompatProblemCode, CompatStatus
 
@@ -220,20 +219,8 @@ def _replacement(minor: int, group: str, kind: str, served: frozenset | None = N
     candidates = [r for r in schemas.api_resources(minor) if r.kind == kind and r.group_version in enabled]
     if not candidates:
         return None
-    candidates.sort(key=lambda r: (r.group != group, [-x for x in _version_priority(r.version)], r.group))
+    candidates.sort(key=lambda r: (r.group != group, [-x for x in schemas.version_priority(r.version)], r.group))
     return candidates[0].api_version
-
-
-_KUBE_API_VERSION_RE = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
-
-
-def _version_priority(version: str) -> tuple[int, int, int]:
-    """Kubernetes' API version priority: GA over beta over alpha, higher numbers first."""
-    match = _KUBE_API_VERSION_RE.match(version)
-    if not match:
-        return (-1, 0, 0)
-    stability = {"alpha": 0, "beta": 1, None: 2}[match.group(2)]
-    return (stability, int(match.group(1)), int(match.group(3) or 0))
 
 
 def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) -> CompatProblem | None | str:
@@ -265,18 +252,10 @@ def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) ->
             CompatProblemCode.API_REMOVED, "/apiVersion", message, removed_in=label(removed), replacement=replacement
         )
     if newer:
-        first = min(newer)
-        message = f"{api_version} {kind} first appears in {label(first)}; {label(minor)} does not serve it yet."
-        if replacement:
-            message += f" {label(minor)} serves {kind} as {replacement}."
-        return CompatProblem(
-            CompatProblemCode.API_NOT_YET,
-            "/apiVersion",
-            message,
-            min_version=label(first),
-            available_from=label(first),
-            replacement=replacement,
-        )
+        return _not_yet(api_version, kind, minor, min(newer), replacement)
+    gone = api_lifecycle.removed_before_schemas(api_version, kind)
+    if gone is not None:
+        return _removed_before_schemas(api_version, kind, minor, gone, replacement)
     if group in _builtin_groups() and replacement:
         oldest = schemas.SUPPORTED_MINORS[0]
         return CompatProblem(
@@ -288,6 +267,49 @@ def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) ->
             replacement=replacement,
         )
     return "unknown"
+
+
+def _not_yet(api_version: str, kind: str, minor: int, first: int, replacement: str | None) -> CompatProblem:
+    """An API that first exists in a newer minor. Its ``min_version`` is the first minor whose
+    default apiserver serves it (a beta off by default exists before it is served), None when no
+    version of the schemas' range does (only --runtime-config turns it on)."""
+    served_from = next(
+        (m for m in schemas.SUPPORTED_MINORS if m >= first and api_version in served_apis.served_group_versions(m)),
+        None,
+    )
+    message = f"{api_version} {kind} first appears in {label(first)}; {label(minor)} does not serve it yet."
+    if served_from is None:
+        message += (
+            f" No version up to {label(schemas.SUPPORTED_MINORS[-1])} serves it by default "
+            "(the apiserver's --runtime-config must turn it on)."
+        )
+    elif served_from != first:
+        message += f" It is served by default from {label(served_from)}."
+    if replacement:
+        message += f" {label(minor)} serves {kind} as {replacement}."
+    return CompatProblem(
+        CompatProblemCode.API_NOT_YET,
+        "/apiVersion",
+        message,
+        min_version=label(served_from) if served_from is not None else None,
+        available_from=label(first),
+        replacement=replacement,
+    )
+
+
+def _removed_before_schemas(
+    api_version: str, kind: str, minor: int, gone: tuple[int, str | None], served_replacement: str | None
+) -> CompatProblem:
+    """A built-in API removed in v1.25 or earlier (``clusters.api_lifecycle``): the release that
+    removed it and the migration guide's replacement, when this minor serves it."""
+    removed, replacement = gone
+    if replacement is not None and replacement != served_replacement:
+        replacement = served_replacement  # the guide's is not served here: what this cluster serves instead
+    message = f"{api_version} {kind} was removed in {label(removed)}; {label(minor)} does not serve it."
+    message += f" Use {replacement}." if replacement else " No API replaces it."
+    return CompatProblem(
+        CompatProblemCode.API_REMOVED, "/apiVersion", message, removed_in=label(removed), replacement=replacement
+    )
 
 
 def _accepted_from(manifest: dict, minor: int, pointer: str, code: str) -> int | None:

@@ -132,8 +132,7 @@ def evaluate_cluster(
             )
         )
     else:
-        note = f" ({unverifiable} unverifiable)" if unverifiable else ""
-        rules.append(RuleResult("api_compat", True, 0, f"All {targets} targeting resources are compatible{note}."))
+        rules.append(RuleResult("api_compat", True, 0, _compat_explanation(targets, unverifiable)))
     placed = sum(propagation.values())
     failed = propagation.get("failed", 0)
     out_of_sync = propagation.get("out_of_sync", 0)
@@ -208,3 +207,16 @@ class FleetCompliance:
                 if not rule.ok:
                     counts[rule.rule] += 1
         return counts
+
+
+def _compat_explanation(targets: int, unverifiable: int) -> str:
+    """The passing API-compatibility rule's explanation: what was verified, and what could not be
+    (an unreadable version, one outside the schemas' range, a custom resource) is not called
+    compatible."""
+    if not unverifiable:
+        return f"All {targets} targeting resources are compatible."
+    if unverifiable == targets:
+        return f"None of the {targets} targeting resources can be verified against this cluster's version."
+    return (
+        f"{targets - unverifiable} of {targets} targeting resources are compatible; {unverifiable} cannot be verified."
+    )

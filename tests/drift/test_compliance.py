@@ -90,7 +90,10 @@ def test_p3_and_unverifiable_are_reported_but_not_violations():
         propagation={},
     )
     assert result.compliant and result.score == 100
-    assert "2 unverifiable" in result.rules[1].explanation
+    assert (
+        result.rules[1].explanation
+        == "None of the 2 targeting resources can be verified against this cluster's version."
+    )
 
 
 def test_each_failing_rule_costs_its_points():

@@ -158,6 +158,6 @@ def test_deprecated_api_answers_with_a_warning(sim):
     with urllib.request.urlopen(req, timeout=10) as resp:
         warning = resp.headers["Warning"]
     assert warning == (
-        '299 - "autoscaling/v2beta2 HorizontalPodAutoscaler is deprecated in v1.25+, '
+        '299 - "autoscaling/v2beta2 HorizontalPodAutoscaler is deprecated in v1.23+, '
         'unavailable in v1.26+; use autoscaling/v2 HorizontalPodAutoscaler"'
     )
