@@ -356,8 +356,8 @@ URL_KWARGS.update({"drift:upgrade_request": _sample_cluster_name})
 SUCCESS_STATUS: dict[tuple[str, str], int] = {
     ("approvals:change_apply", "POST"): 409,
     ("approvals:change_rollout", "POST"): 400,  # no action chosen: refused with the reason
-    ("approvals:change_wave_approve", "POST"): 409,  # the sample request has no staged rollout
-    ("approvals:change_approve", "POST"): 409,
+    ("approvals:change_wave_approve", "POST"): 400,  # names no wave: refused with the reason
+    ("approvals:change_approve", "POST"): 400,  # names no content hash: refused with the reason
     ("approvals:change_cancel", "POST"): 409,
     ("approvals:change_comment", "POST"): 400,
     ("approvals:change_create", "POST"): 400,

@@ -66,6 +66,7 @@ class ProgressOut(Out):
 
 class ChangeRequestDetailOut(ChangeRequestOut):
     description: str
+    content_hash: str = Field(description="what an approval of this request approves; send it back when approving")
     approval_list: list[ApprovalOut]
     blocking_preflight: bool
     preflight: list[dict[str, Any]]
@@ -100,6 +101,15 @@ class ChangeRequestIn(In):
 
 class DecisionIn(In):
     comment: str = Field("", max_length=5000)
+
+
+class ApproveIn(DecisionIn):
+    content_hash: str | None = Field(
+        None,
+        max_length=64,
+        description="the content_hash of the request you reviewed: the approval is refused (409) when the request "
+        "proposes something else now. Without it, the approval is of whatever the request proposes when it arrives.",
+    )
 
 
 class CancelIn(In):
@@ -178,6 +188,7 @@ def change_detail_out(cr: ChangeRequest) -> dict:
     return {
         **change_out(cr, summary.valid),
         "description": cr.description,
+        "content_hash": cr.proposed_hash,
         "approval_list": [
             {
                 "id": a.pk,
@@ -302,8 +313,8 @@ def submit_change(request, change_id: int):
     response=TRANSITION,
     summary="Approve (an approver who is not the author); applied once enough approvals",
 )
-def approve_change(request, change_id: int, body: DecisionIn):
-    return _transition(request, change_id, services.approve, comment=body.comment)
+def approve_change(request, change_id: int, body: ApproveIn):
+    return _transition(request, change_id, services.approve, comment=body.comment, seen_hash=body.content_hash)
 
 
 @router.post("/{int:change_id}/reject", response=TRANSITION, summary="Reject (comment required)")

@@ -50,6 +50,26 @@ class DecisionForm(forms.Form):
     comment = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=5000)
 
 
+class ApproveForm(DecisionForm):
+    """An approval names the content the approver reviewed (the page's ``proposed_hash``)."""
+
+    content_hash = forms.CharField(
+        widget=forms.HiddenInput,
+        max_length=64,
+        error_messages={"required": "The approval does not say which content you reviewed: reload the page."},
+    )
+
+
+class WaveApproveForm(forms.Form):
+    """A wave's approval names the wave the approver saw waiting."""
+
+    wave = forms.CharField(
+        widget=forms.HiddenInput,
+        max_length=63,
+        error_messages={"required": "The approval does not say which wave you saw waiting: reload the page."},
+    )
+
+
 class RejectForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}),

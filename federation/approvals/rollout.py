@@ -7,7 +7,8 @@ Public API:
     start_rollout(cr, *, actor) -> Rollout      (inside _apply's transaction) waves fixed, first advance queued
     advance_rollout(rollout_id) -> str          THE task body: every transition possible now; idempotent
     pause_rollout / resume_rollout / abort_rollout / rollback_rollout(cr, *, actor[, reason])
-    approve_wave(cr, *, actor, comment="")      an approval wave's approvals (author cannot approve)
+    approve_wave(cr, *, actor, comment="", wave_name=None)   an approval wave's approvals (author cannot)
+    waiting_wave_name(status) -> str            the wave a rollout_status waits on for approval
     rollout_status(cr) -> dict | None           {"state", "waves": [{"name", "state", "clusters", "failedGate"}]}
     resume_stale_rollouts(*, stale_seconds=30) -> int   periodic safety net: re-queue lost advance tasks
 
@@ -928,9 +929,11 @@ def wave_approval_count(cr: ChangeRequest, wave: RolloutWave) -> tuple[int, int]
     return len({a["user_id"] for a in wave.approvals}), required
 
 
-def approve_wave(cr, *, actor, comment: str = "") -> Rollout:
+def approve_wave(cr, *, actor, comment: str = "", wave_name: str | None = None) -> Rollout:
     """An approver lets the waiting wave start; the environment's count applies (env=prod needs
-    FEDPORTAL_APPROVALS_PROD); whoever wrote the change cannot approve it."""
+    FEDPORTAL_APPROVALS_PROD); whoever wrote the change cannot approve it. ``wave_name``: the wave
+    the approver saw waiting (the page's form; the command's --wave); refused when another wave
+    waits now (the one seen passed meanwhile)."""
     require_role(actor, Role.APPROVER)
     rollout = _rollout_of(cr)
     cr = ChangeRequest.objects.get(pk=rollout.change_request_id)
@@ -941,6 +944,11 @@ def approve_wave(cr, *, actor, comment: str = "") -> Rollout:
         if locked.state != RolloutState.WAITING_APPROVAL:
             raise RolloutError(f"CR-{cr.pk}'s rollout is {locked.state}: no wave is waiting for approval.")
         wave = locked.waves.exclude(state=WaveState.PASSED).order_by("index").first()
+        if wave_name is not None and wave_name != wave.name:
+            raise RolloutError(
+                f"Wave {wave_name} of CR-{cr.pk} is no longer waiting for approval; wave {wave.name} is. "
+                "Review it before approving."
+            )
         if any(a["user_id"] == actor.pk for a in wave.approvals):
             raise RolloutError(f"You already approved wave {wave.name} of CR-{cr.pk}.")
         approvals = [
@@ -1011,6 +1019,13 @@ def rollout_status(cr) -> dict | None:
         "rollbacks": rollbacks,
         "waves": waves,
     }
+
+
+def waiting_wave_name(status: dict | None) -> str:
+    """The wave a rollout waits on for approval (``rollout_status``'s), "" when it waits on none."""
+    if not status or status["state"] != RolloutState.WAITING_APPROVAL:
+        return ""
+    return next((wave["name"] for wave in status["waves"] if wave["state"] != WaveState.PASSED), "")
 
 
 def _secret_scrubber(cr_id: int):

@@ -8,7 +8,7 @@ Public API (views, the ``changes`` command and, later, fedctl call these):
     refresh_change_request(cr, *, actor=None) -> ChangeRequest      re-hash content, re-snapshot diff, targets, preflight
     resource_settings_changed(resource, *, actor)   hook: retention/drift policy/rollout strategy changed, open requests re-hashed
     submit(cr, *, actor)                       Draft -> Submitted
-    approve(cr, *, actor, comment="")          Submitted -> (Approved when enough valid approvals)
+    approve(cr, *, actor, comment="", seen_hash=None)   Submitted -> (Approved when enough valid approvals)
     reject(cr, *, actor, comment)              Submitted / Approved -> Rejected
     cancel(cr, *, actor, reason="")            Draft / Submitted / Approved -> Cancelled
     add_comment(cr, *, actor, body) -> Comment
@@ -592,18 +592,40 @@ def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> Approva
     )
 
 
+def _refuse_content_author(cr: ChangeRequest, actor) -> None:
+    wrote = content_authors(cr).get(getattr(actor, "pk", None))
+    if wrote:
+        raise PermissionDenied(
+            f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it."
+        )
+
+
+def _proposal_label(cr: ChangeRequest) -> str:
+    revision = cr.proposed_revision
+    return f"revision {revision.number}" if revision is not None else "other content"
+
+
 def _auto_apply() -> bool:
     return bool(getattr(settings, "FEDPORTAL_APPROVALS_AUTO_APPLY", True))
 
 
-def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
+def approve(cr: ChangeRequest, *, actor, comment: str = "", seen_hash: str | None = None) -> ChangeRequest:
     """Record an approval for the current content. When enough valid approvals exist the request
-    becomes Approved (and, with FEDPORTAL_APPROVALS_AUTO_APPLY, is applied at once)."""
+    becomes Approved (and, with FEDPORTAL_APPROVALS_AUTO_APPLY, is applied at once).
+    ``seen_hash``: the content hash of what the approver reviewed (the page's form and, when given,
+    the API's ``content_hash``); the approval is refused when the request proposes something else
+    now (its author re-pointed it at a newer revision meanwhile)."""
     require_role(actor, Role.APPROVER)
     cr = _fresh(cr)
     if cr.author_id is not None and cr.author_id == getattr(actor, "pk", None):
         raise PermissionDenied("You wrote this request: another approver must approve it.")
     _require_state(cr, (ChangeState.SUBMITTED,), "approved")
+    if seen_hash is not None and seen_hash != cr.proposed_hash:
+        raise TransitionError(
+            f"CR-{cr.pk} changed since you opened it: it now proposes "
+            f"{_proposal_label(cr)}. Review it again before approving."
+        )
+    _refuse_content_author(cr, actor)  # before the refresh below, which a refused approver must not cause
     # What decides the approval is re-checked now: content, targets, approvals needed, preflight. The
     # live diff (one read per target cluster) was taken at submit and is re-taken by "Refresh diff".
     seen_hash = cr.proposed_hash
@@ -618,11 +640,7 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "") -> ChangeRequest:
     handler = handler_for(cr.kind)
     if handler is not None:
         _check_kind(handler, cr)  # the kind's rules, again at approval
-    wrote = content_authors(cr).get(getattr(actor, "pk", None))
-    if wrote:
-        raise PermissionDenied(
-            f"You wrote part of what CR-{cr.pk} would apply ({wrote}): another approver must approve it."
-        )
+    _refuse_content_author(cr, actor)  # again: the refreshed content may hold another edit
     summary = approval_summary(cr)
     if summary.blocked:
         problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)

@@ -22,12 +22,14 @@ from federation.approvals.choices import ChangeKind, ChangeState, Decision, Roll
 from federation.approvals.content import content_authors
 from federation.approvals.filtersets import ChangeRequestFilterSet
 from federation.approvals.forms import (
+    ApproveForm,
     CancelForm,
     ChangeRequestCreateForm,
     CommentForm,
     DecisionForm,
     ReasonForm,
     RejectForm,
+    WaveApproveForm,
 )
 from federation.approvals.models import ChangeRequest
 from federation.approvals.tables import ChangeRequestTable
@@ -138,6 +140,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "can_approve_wave": rollout_state == RolloutState.WAITING_APPROVAL
         and has_role(user, Role.APPROVER)
         and not wrote_content,
+        "waiting_wave": rollouts.waiting_wave_name(rollout),
         "diff_groups": group_previews(content["diffs"]),
         "approvals": [(a, a.decision != Decision.APPROVE or a.is_valid_for(cr)) for a in approvals],
         "summary": summary,
@@ -239,17 +242,21 @@ def change_submit(request, pk):
 @role_required(Role.APPROVER)
 def change_approve(request, pk):
     cr = _get_cr(pk)
-    form = DecisionForm(request.POST)
+    form = ApproveForm(request.POST)
     if not form.is_valid():
-        return _respond(
-            request, cr, error="The comment is too long (at most 5000 characters).", status=400, decision_form=form
-        )
+        return _respond(request, cr, error=_first_error(form), status=400, decision_form=form)
     return _run(
         request,
         cr,
-        lambda: services.approve(cr, actor=request.user, comment=form.cleaned_data["comment"]),
+        lambda: services.approve(
+            cr, actor=request.user, comment=form.cleaned_data["comment"], seen_hash=form.cleaned_data["content_hash"]
+        ),
         f"Approved CR-{cr.pk}.",
     )
+
+
+def _first_error(form) -> str:
+    return next(iter(form.errors.values()))[0]
 
 
 @require_POST
@@ -323,10 +330,18 @@ def change_rollout(request, pk):
 @vary_on_headers("HX-Request")
 @role_required(Role.APPROVER)
 def change_wave_approve(request, pk):
-    """Approver: let the wave waiting for approval start (the author cannot)."""
+    """Approver: let the wave waiting for approval start (the author cannot); the form names the
+    wave the approver saw waiting."""
     cr = _get_cr(pk)
+    form = WaveApproveForm(request.POST)
+    if not form.is_valid():
+        return _respond(request, cr, error=_first_error(form), status=400)
+    wave = form.cleaned_data["wave"]
     return _run_rollout(
-        request, cr, lambda: rollouts.approve_wave(cr, actor=request.user), f"Approved the waiting wave of CR-{cr.pk}."
+        request,
+        cr,
+        lambda: rollouts.approve_wave(cr, actor=request.user, wave_name=wave),
+        f"Approved wave {wave} of CR-{cr.pk}.",
     )
 
 

@@ -95,11 +95,11 @@ def test_operator_cannot_approve_a_wave_they_authored(client, dev_resource, prod
     client.force_login(author)
     body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
     assert 'id="rollout-approve"' not in body
-    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]))
+    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]), {"wave": "prod"})
     assert response.status_code == 403
     assert RolloutWave.objects.get(rollout__change_request=cr, name="prod").approvals == []
     client.force_login(approver)
-    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]))
+    response = client.post(reverse("approvals:change_wave_approve", args=[cr.pk]), {"wave": "prod"})
     assert response.status_code == 302
     wave = RolloutWave.objects.get(rollout__change_request=cr, name="prod")
     assert [a["username"] for a in wave.approvals] == [approver.username]

@@ -192,7 +192,9 @@ def test_submit_without_js_redirects_back(client, dev_resource, operator):
 def test_htmx_approve_with_comment_swaps_the_panel(client, prod_resource, operator, approver):
     cr = submitted(prod_resource, operator)
     login(client, approver)
-    response = client.post(reverse("approvals:change_approve", args=[cr.pk]), {"comment": "LGTM"}, **HX)
+    response = client.post(
+        reverse("approvals:change_approve", args=[cr.pk]), {"comment": "LGTM", "content_hash": cr.proposed_hash}, **HX
+    )
     assert response.status_code == 200 and b"<html" not in response.content
     assert (
         b'id="cr-panel"' in response.content
@@ -213,9 +215,10 @@ def test_htmx_reject_without_comment_is_a_400_with_the_reason(client, dev_resour
 def test_illegal_transition_is_a_409_with_the_reason(client, dev_resource, operator, approver):
     cr = draft(dev_resource, operator)
     login(client, approver)
-    response = client.post(reverse("approvals:change_approve", args=[cr.pk]), **HX)
+    seen = {"content_hash": cr.proposed_hash}
+    response = client.post(reverse("approvals:change_approve", args=[cr.pk]), seen, **HX)
     assert response.status_code == 409 and b"only a Submitted request can be approved" in response.content
-    full = client.post(reverse("approvals:change_approve", args=[cr.pk]))
+    full = client.post(reverse("approvals:change_approve", args=[cr.pk]), seen)
     assert full.status_code == 409 and b"<html" in full.content
     login(client, operator)
     assert client.post(reverse("approvals:change_apply", args=[cr.pk])).status_code == 409
@@ -224,7 +227,7 @@ def test_illegal_transition_is_a_409_with_the_reason(client, dev_resource, opera
 def test_author_approving_own_request_is_403_with_the_reason(client, dev_resource, admin_user):
     cr = submitted(dev_resource, admin_user)
     login(client, admin_user)
-    response = client.post(reverse("approvals:change_approve", args=[cr.pk]), **HX)
+    response = client.post(reverse("approvals:change_approve", args=[cr.pk]), {"content_hash": cr.proposed_hash}, **HX)
     assert response.status_code == 403 and b"another approver" in response.content
 
 

@@ -91,6 +91,11 @@ class Command(BaseCommand):
             decide.add_argument("id", type=int)
             decide.add_argument("--as", dest="username", required=True)
             decide.add_argument("--comment", default="", required=needs_comment)
+        sub.choices["approve"].add_argument(
+            "--content-hash",
+            default=None,
+            help="What you reviewed (the request's content hash): refused if it changed.",
+        )
         upgrade = sub.add_parser("upgrade", help="Request a Cluster API upgrade of a cluster (change request).")
         upgrade.add_argument("cluster")
         upgrade.add_argument("--to", required=True, dest="to")
@@ -109,6 +114,9 @@ class Command(BaseCommand):
         rollout.add_argument("id", type=int, help="The change request's id.")
         rollout.add_argument("--as", dest="username", default="", help="Who acts (every action but status).")
         rollout.add_argument("--reason", default="", help="Recorded with abort and rollback.")
+        rollout.add_argument(
+            "--wave", default=None, help="approve: the wave you saw waiting (refused if another waits)."
+        )
         rollout.add_argument("-o", "--output", choices=["table", "json"], default="table")
         rollout.add_argument("--watch", action="store_true", help="Print again every 2 s until the rollout ends.")
         rollout.add_argument("--timeout", type=float, default=3600.0, help="How long --watch waits at most.")
@@ -286,7 +294,7 @@ class Command(BaseCommand):
             "changes", "submit", target, "--kind", kind, "--as", username, stdout=self.stdout, stderr=self.stderr
         )
 
-    def do_approve(self, *, id, username, comment, **_):
+    def do_approve(self, *, id, username, comment, content_hash=None, **_):
         call_command(
             "changes",
             "approve",
@@ -295,6 +303,7 @@ class Command(BaseCommand):
             username,
             "--comment",
             comment,
+            *(["--content-hash", content_hash] if content_hash else []),
             stdout=self.stdout,
             stderr=self.stderr,
         )
@@ -323,7 +332,7 @@ class Command(BaseCommand):
     def do_lifecycle(self, *, cluster, output, **_):
         call_command("upgrades", "lifecycle", cluster, "-o", output, stdout=self.stdout, stderr=self.stderr)
 
-    def do_rollout(self, *, action, id, username, reason, output, watch, timeout, **_):
+    def do_rollout(self, *, action, id, username, reason, output, watch, timeout, wave=None, **_):
         from federation.approvals import rollout as rollouts
         from federation.approvals.choices import RolloutState
 
@@ -336,7 +345,7 @@ class Command(BaseCommand):
                 "resume": lambda: rollouts.resume_rollout(id, actor=user),
                 "abort": lambda: rollouts.abort_rollout(id, actor=user, reason=reason),
                 "rollback": lambda: rollouts.rollback_rollout(id, actor=user, reason=reason),
-                "approve": lambda: rollouts.approve_wave(id, actor=user, comment=reason),
+                "approve": lambda: rollouts.approve_wave(id, actor=user, comment=reason, wave_name=wave),
             }
             try:
                 calls[action]()

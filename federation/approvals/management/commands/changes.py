@@ -39,6 +39,11 @@ class Command(BaseCommand):
             p = sub.add_parser(verb, help=f"{verb.capitalize()} a submitted request.")
             p.add_argument("id", type=int)
             p.add_argument("--comment", default="", required=needs_comment)
+        sub.choices["approve"].add_argument(
+            "--content-hash",
+            default=None,
+            help="What you reviewed (the request's content hash): refused if it changed.",
+        )
         cancel = sub.add_parser("cancel", help="Withdraw an open request.")
         cancel.add_argument("id", type=int)
         cancel.add_argument("--reason", default="")
@@ -102,8 +107,8 @@ class Command(BaseCommand):
             f"Submitted CR-{cr.pk} ({cr.required_approvals} approval(s) needed; targets: {', '.join(cr.target_clusters) or 'none'})."
         )
 
-    def do_approve(self, *, id, comment, username, **_):
-        self._done(services.approve(self._cr(id), actor=self._user(username), comment=comment))
+    def do_approve(self, *, id, comment, username, content_hash=None, **_):
+        self._done(services.approve(self._cr(id), actor=self._user(username), comment=comment, seen_hash=content_hash))
 
     def do_reject(self, *, id, comment, username, **_):
         self._done(services.reject(self._cr(id), actor=self._user(username), comment=comment))
