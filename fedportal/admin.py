@@ -21,6 +21,24 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     """Read-only: the audit log has no edit or delete path in the app."""
 
-    list_display = ("created_at", "actor_name", "action", "object_repr", "cluster", "summary")
+    list_display = ("created_at", "actor_name", "action", "object_repr", "cluster", "shown_summary")
+    # what the app's pages show: no URL's user name or password (AuditEvent.shown_*)
+    fields = (
+        "created_at",
+        "actor_name",
+        "action",
+        "object_type",
+        "object_id",
+        "object_repr",
+        "cluster",
+        "shown_summary",
+        "shown_before",
+        "shown_after",
+        "request_id",
+        "source_ip",
+        "prev_hash",
+        "hash",
+    )
+    readonly_fields = fields
     list_filter = ("action",)
     search_fields = ("actor_name", "object_repr", "summary", "cluster")

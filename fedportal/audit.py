@@ -4,10 +4,13 @@ Each event's hash is an HMAC-SHA256, keyed with ``FEDPORTAL_AUDIT_KEY`` (which n
 database), over every column but the id and the hash itself, the previous event's hash included.
 Someone who can write to the database but does not hold the key can neither edit an event nor
 recompute the chain after removing one. Removing the newest events (and fixing up the head row) is
-caught by signed checkpoints appended outside the database (``write_checkpoint``): each records the
-chain's id, length and head hash at a moment, and ``verify_chain`` checks the newest one against
-what is stored. Events written before the key existed keep their plain SHA-256 hashes
-(``AuditChainHead.legacy_length``, migration 0003) and are verified the old way.
+caught by the head row's own keyed signature (``head_mac``: its chain id, length, head hash and
+legacy length, so none of them can be fixed up without the key) and by signed checkpoints appended
+outside the database (``write_checkpoint``): each records the chain's id, length and head hash at a
+moment, and ``verify_chain`` checks every one of them against the event at that position, so a
+checkpoint signed after a tampering does not hide what the earlier ones recorded. Events written
+before the key existed keep their plain SHA-256 hashes (``AuditChainHead.legacy_length``,
+migration 0003) and are verified the old way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
@@ -114,7 +118,17 @@ def normalise(value):
         # the same keys, sorted, and the same values; nothing in it for mask_secrets, which masks
         # nested Secret data and diff rows (a "path") only
         return dict(sorted(redact(value).items()))
-    return json.loads(_canonical(mask_secrets(redact(value))))
+    return json.loads(_canonical(mask_secrets(redact(value))), parse_float=_float_as_stored)
+
+
+def _float_as_stored(text: str):
+    """A JSON number as the database gives it back: PostgreSQL's jsonb keeps numbers as decimals and
+    prints them without an exponent, so Python's ``1e+16`` comes back as the integer
+    10000000000000000 (every float Python writes with a positive exponent is a whole number). The
+    hash is computed over that, as verification reads it; SQLite keeps the text, which reads the same."""
+    if "e+" in text or "E+" in text:
+        return int(Decimal(text))
+    return float(text)
 
 
 def _is_flat(value) -> bool:
@@ -199,10 +213,27 @@ def _append(rows: list[dict], *, read_ids: bool) -> list[AuditEvent]:
             events = AuditEvent.objects.bulk_create([AuditEvent(**row) for row in rows])
         else:
             bulk.insert_values(AuditEvent, rows)
-        AuditChainHead.objects.filter(pk=1).update(
-            last_hash=prev_hash, length=head.length + len(rows), chain_id=head.chain_id or secrets.token_hex(16)
-        )
+        chain_id = head.chain_id or secrets.token_hex(16)
+        length = head.length + len(rows)
+        # a head altered outside FedPortal stays unsigned: appending must not bless it
+        mac = head_mac(chain_id, length, prev_hash, head.legacy_length, key) if head_signed(head, key) else ""
+        AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=length, chain_id=chain_id, mac=mac)
     return events
+
+
+def head_mac(chain_id: str, length: int, last_hash: str, legacy_length: int, key: bytes | None = None) -> str:
+    """The keyed signature of the chain head row's values."""
+    message = f"fedportal-audit-head\x00{chain_id}\x00{length}\x00{last_hash}\x00{legacy_length}".encode()
+    return hmac.digest(key or _key(), message, "sha256").hex()
+
+
+def head_signed(head: AuditChainHead, key: bytes | None = None) -> bool:
+    """Whether the head row is as FedPortal wrote it (a fresh head, before the first event, has no
+    signature yet)."""
+    if not head.length and not head.chain_id and head.last_hash == GENESIS_HASH and not head.legacy_length:
+        return True
+    expected = head_mac(head.chain_id, head.length, head.last_hash, head.legacy_length, key)
+    return hmac.compare_digest(expected, head.mac or "")
 
 
 def _event_row(
@@ -308,10 +339,15 @@ def write_checkpoint() -> Checkpoint | None:
 
 def latest_checkpoint(chain_id: str) -> Checkpoint | None:
     """The longest checkpoint recorded for ``chain_id``; CheckpointError if any line is not genuine."""
+    return max(checkpoints(chain_id), key=lambda point: point.length, default=None)
+
+
+def checkpoints(chain_id: str) -> list[Checkpoint]:
+    """Every checkpoint recorded for ``chain_id``, oldest first; CheckpointError if any line is not genuine."""
     path = checkpoint_path(chain_id)
     if not path.exists():
-        return None
-    latest = None
+        return []
+    found = []
     key = _key()
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
@@ -323,9 +359,8 @@ def latest_checkpoint(chain_id: str) -> Checkpoint | None:
                 genuine = False
             if not genuine or point.chain_id != chain_id:
                 raise CheckpointError(f"line {number} of {path} is not a genuine checkpoint of chain {chain_id}")
-            if latest is None or point.length >= latest.length:
-                latest = point
-    return latest
+            found.append(point)
+    return found
 
 
 def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
@@ -333,21 +368,37 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
 
     An edited row fails its own keyed hash; a removed row makes the next event's prev_hash point
     at nothing; removing the oldest rows leaves the first one not starting at the genesis hash.
-    Removing the newest rows (or all of them) leaves the head row disagreeing with what is left,
-    and if the head row was fixed up or deleted too, the newest checkpoint outside the database
-    says how many events there were and which hash the last of them had.
+    The head row is read first, and the walk checks the events it counts, so events appended
+    meanwhile are left for the next run; it must carry its signature (``head_signed``). Removing the
+    newest rows leaves the head disagreeing with what is left; a head fixed up to match has no valid
+    signature, and every checkpoint outside the database says which hash the event at its
+    position had (a checkpoint signed after the removal does not vouch for the earlier ones).
     """
     head = AuditChainHead.objects.filter(pk=1).first()
+    key = _key()
     legacy_length = head.legacy_length if head is not None else 0
     try:
-        checkpoint = latest_checkpoint(head.chain_id) if head is not None and head.chain_id else None
+        points = checkpoints(head.chain_id) if head is not None and head.chain_id else []
     except CheckpointError as exc:
         return VerifyResult(False, 0, None, f"the checkpoint file was altered ({exc})")
-    key = _key()
+    recorded: dict[int, Checkpoint] = {}
+    for point in points:
+        earlier = recorded.setdefault(point.length, point)
+        if earlier.head != point.head:
+            return VerifyResult(
+                False,
+                0,
+                None,
+                f"the checkpoints of {earlier.at} and {point.at} record different hashes for event number "
+                f"{point.length} (the chain was rewritten between them)",
+            )
+    newest_point = max(points, key=lambda point: point.length, default=None)
     expected_prev = GENESIS_HASH
     previous_id = None
     checked = 0
     for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
+        if head is not None and checked == head.length:
+            break  # appended after the head was read: the next run checks them
         if event.prev_hash != expected_prev:
             after = f"event {previous_id}" if previous_id is not None else "the start of the chain"
             return VerifyResult(
@@ -364,17 +415,17 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
         expected_prev = event.hash
         previous_id = event.pk
         checked += 1
-        if checkpoint is not None and checked == checkpoint.length and event.hash != checkpoint.head:
+        point = recorded.get(checked)
+        if point is not None and event.hash != point.head:
             return VerifyResult(
                 False,
                 checked,
                 event.pk,
-                f"the checkpoint of {checkpoint.at} recorded a different hash for event number {checked} "
+                f"the checkpoint of {point.at} recorded a different hash for event number {checked} "
                 "(the chain was rewritten from there on)",
             )
     legacy = min(checked, legacy_length)
     newest = f"after event {previous_id}" if previous_id is not None else "(every event)"
-    head = AuditChainHead.objects.filter(pk=1).first()  # again: events appended during the walk moved it
     if head is None:
         if checked:
             return VerifyResult(False, checked, None, "the chain head row is missing (deleted from the database)")
@@ -388,13 +439,21 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
                 f"checkpoints of chain {', '.join(known)} (a new database? move those files elsewhere)",
             )
         return VerifyResult(True, 0)
-    if checkpoint is not None and checked < checkpoint.length:
+    if newest_point is not None and checked < newest_point.length:
         return VerifyResult(
             False,
             checked,
             None,
-            f"the checkpoint of {checkpoint.at} recorded {checkpoint.length} events ending in "
-            f"{checkpoint.head[:12]}…, found {checked}: the newest events {newest} were removed",
+            f"the checkpoint of {newest_point.at} recorded {newest_point.length} events ending in "
+            f"{newest_point.head[:12]}…, found {checked}: the newest events {newest} were removed",
+        )
+    if not head_signed(head, key):
+        return VerifyResult(
+            False,
+            checked,
+            None,
+            "the chain head row was altered outside FedPortal (its signature does not match its chain id, "
+            "length, head hash or legacy length)",
         )
     if head.last_hash != expected_prev or head.length != checked:
         return VerifyResult(
@@ -404,4 +463,4 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             f"the chain head expects {head.length} events ending in {head.last_hash[:12]}…, "
             f"found {checked}: the newest events {newest} were removed",
         )
-    return VerifyResult(True, checked, legacy=legacy, checkpoint=checkpoint)
+    return VerifyResult(True, checked, legacy=legacy, checkpoint=newest_point)

@@ -21,8 +21,14 @@ class AuditEventQuerySet(models.QuerySet):
 
 class AuditEvent(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # the id stays as recorded when the user is deleted (it is hashed): no constraint, nothing cascades
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     actor_name = models.CharField(max_length=150, help_text="Username at the time, or 'system'.")
     action = models.CharField(max_length=64, db_index=True)
@@ -80,3 +86,5 @@ class AuditChainHead(models.Model):
     chain_id = models.CharField(max_length=32, blank=True, default="")
     # Events hashed with plain SHA-256 before FEDPORTAL_AUDIT_KEY existed (set once by migration 0003).
     legacy_length = models.BigIntegerField(default=0)
+    # HMAC of the four values above (fedportal.audit.head_mac): written with every append.
+    mac = models.CharField(max_length=64, blank=True, default="")

@@ -90,7 +90,7 @@ def fill_audit_log(rows: int) -> float:
     """Append ``rows`` events with a valid hash chain; returns the seconds it took."""
     from django.db import transaction
 
-    from fedportal.audit import GENESIS_HASH, compute_hash
+    from fedportal.audit import GENESIS_HASH, compute_hash, head_mac
     from fedportal.models import AuditChainHead, AuditEvent
 
     started = time.monotonic()
@@ -125,7 +125,9 @@ def fill_audit_log(rows: int) -> float:
         with transaction.atomic():
             AuditEvent.objects.bulk_create(batch, batch_size=BATCH)
             length += len(batch)
-            AuditChainHead.objects.filter(pk=1).update(last_hash=prev_hash, length=length)
+            AuditChainHead.objects.filter(pk=1).update(
+                last_hash=prev_hash, length=length, mac=head_mac(head.chain_id, length, prev_hash, head.legacy_length)
+            )
         done += len(batch)
     return time.monotonic() - started
 

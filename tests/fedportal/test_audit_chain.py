@@ -252,6 +252,8 @@ def test_a_legacy_unkeyed_chain_is_reanchored_and_still_verifies():
     AuditChainHead.objects.create(pk=1, last_hash=prev, length=3)
     migration = __import__("fedportal.migrations.0003_auditsec_audit_key", fromlist=["reanchor_legacy_chain"])
     migration.reanchor_legacy_chain(global_apps, None)
+    signing = __import__("fedportal.migrations.0004_audit_head_signature_and_kept_actor", fromlist=["x"])
+    signing.sign_existing_head(global_apps, None)
     head = AuditChainHead.objects.get()
     assert head.legacy_length == 3 and len(head.chain_id) == 32
     new = events(2)
