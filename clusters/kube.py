@@ -191,6 +191,9 @@ def _build_client(conn: ClusterConnection) -> _CachedClient:
     config = Configuration()
     config.host = conn.api_server.rstrip("/")
     config.retries = False  # no hidden urllib3 retries: one attempt, one timeout
+    # straight to the API server, as the watch session goes: the client would take HTTP(S)_PROXY from
+    # the environment for every host, loopback included, and drops NO_PROXY (kubernetes 35 Configuration)
+    config.proxy = None
     config.verify_ssl = not conn.insecure_skip_tls_verify
     files: list[str] = []
     if conn.ca_data and not conn.insecure_skip_tls_verify:
@@ -802,8 +805,15 @@ async def watch_objects(
         if gate is not None:
             await gate.acquire()
         try:
+            # no redirect is followed: only the registered API server passed the address policy
             response = await session.session.get(
-                url, params=query, headers=headers, ssl=session.ssl_for(conn), timeout=timeout, read_bufsize=1 << 20
+                url,
+                params=query,
+                headers=headers,
+                ssl=session.ssl_for(conn),
+                timeout=timeout,
+                read_bufsize=1 << 20,
+                allow_redirects=False,
             )
         finally:
             if gate is not None:

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
@@ -43,6 +44,10 @@ from fedportal.text import is_number
 PAGE_SIZE = 50
 IMPORT_SESSION_KEY = "clusters.kubeconfig_import"
 NAMES_SHOWN = 20  # cluster names a message lists (an import of 200 names the first 20)
+
+
+# what Django's error reports (the DEBUG page, admin mails) show as stars in a failed request's POST
+CREDENTIAL_FIELDS = ("token", "client_certificate", "client_key", "kubeconfig_text")
 
 
 def _add_errors(form, exc: ValidationError) -> None:
@@ -163,6 +168,7 @@ def summary(request):
 # Register, test, import
 
 
+@sensitive_post_parameters(*CREDENTIAL_FIELDS)
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)
@@ -193,6 +199,7 @@ def _cluster_form_page(request, form, *, mode: str, save, done, cluster=None):
     return render_page(request, "clusters/cluster_form.html", context, "form", status=status)
 
 
+@sensitive_post_parameters(*CREDENTIAL_FIELDS)
 @require_POST
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)
@@ -218,6 +225,7 @@ def cluster_test_connection(request):
     return render(request, "clusters/cluster_form.html", context)
 
 
+@sensitive_post_parameters(*CREDENTIAL_FIELDS)
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)
@@ -330,6 +338,7 @@ def _session_contexts(request) -> list[KubeconfigContext] | None:
 # Edit, rotate, unjoin
 
 
+@sensitive_post_parameters(*CREDENTIAL_FIELDS)
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)
@@ -346,6 +355,7 @@ def cluster_edit(request, pk):
     )
 
 
+@sensitive_post_parameters(*CREDENTIAL_FIELDS)
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)

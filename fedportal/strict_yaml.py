@@ -110,7 +110,10 @@ def check_size(text, max_bytes: int) -> str:
 def load_documents(text, *, max_bytes: int) -> list:
     """Every non-empty document in ``text`` (``---`` separated), parsed strictly; JSON values only."""
     text = check_size(text, max_bytes)
-    loader = StrictLoader(text)
+    try:
+        loader = StrictLoader(text)  # its reader refuses control characters (a ReaderError) right here
+    except yaml.YAMLError as exc:
+        raise StrictYAMLError(f"Invalid YAML: {short_error(exc)}") from exc
     documents = []
     try:
         while loader.check_node():

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clusters import enqueue, probing
+from clusters import crypto, enqueue, probing
 from clusters.choices import ClusterRole
 from clusters.kubeconfig import KubeconfigContext, KubeconfigError, parse_kubeconfig
 from clusters.models import Cluster
@@ -287,9 +287,7 @@ def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cl
     fresh = Cluster.objects.select_for_update().get(pk=current.pk)
     before = snapshot(fresh)
     fields = ["api_server", "ca_bundle", "insecure_skip_tls_verify", "auth_method", "labels", "credentials_encrypted"]
-    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:5]) and (
-        fresh.get_credentials() == incoming.get_credentials()
-    )
+    same = all(getattr(fresh, f) == getattr(incoming, f) for f in fields[:5]) and _same_credentials(fresh, incoming)
     if same:
         return fresh
     for field_name in fields:
@@ -308,3 +306,10 @@ def _update_from_kubeconfig(current: Cluster, incoming: Cluster, *, actor) -> Cl
     )
     enqueue.probe_cluster(fresh.pk)
     return fresh
+
+
+def _same_credentials(stored: Cluster, incoming: Cluster) -> bool:
+    try:
+        return stored.get_credentials() == incoming.get_credentials()
+    except crypto.CredentialDecryptError:
+        return False  # no configured key opens the stored ones: the kubeconfig's replace them

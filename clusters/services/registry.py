@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from clusters import enqueue, kube
+from clusters import crypto, enqueue, kube
 from clusters.choices import ClusterRole
 from clusters.models import Cluster
 from clusters.services.connections import (
@@ -182,6 +182,7 @@ def update_cluster(
         ca = (changes["ca_bundle"] or "").strip()
         changes["ca_bundle"] = ca + "\n" if ca else ""
     fresh = Cluster.objects.get(pk=cluster.pk)
+    read_version = fresh.credential_version
     before = snapshot(fresh)
     changed = [f for f, v in changes.items() if getattr(fresh, f) != v]
     new_credentials = bool(token or client_certificate or client_key)
@@ -204,14 +205,18 @@ def update_cluster(
         fresh.set_credentials(credentials)
         fresh.credentials_rotated_at = timezone.now()
         changed += ["auth_method", "credentials_encrypted", "credentials_rotated_at"]
-    check_transport(fresh.api_server, fresh.get_credentials())
     connection_changed = new_credentials or any(f in CONNECTION_FIELDS for f in changed)
     if connection_changed:
+        # the stored credentials are read only when the connection changes: a labels or role edit
+        # works even when they cannot be decrypted (a key retired too soon)
+        check_transport(fresh.api_server, readable_credentials(fresh))
         fresh.credential_version += 1
         changed.append("credential_version")
         if verify:
             verify_connection(connection_for(fresh))
     with transaction.atomic():
+        if connection_changed:
+            refuse_concurrent_connection_change(fresh, read_version)
         fresh.save(update_fields=[*changed, "updated_at"])
         record_event(
             "cluster.edit",
@@ -230,6 +235,30 @@ def update_cluster(
     return fresh
 
 
+def readable_credentials(cluster: Cluster) -> dict:
+    """The stored credentials, or a ValidationError saying to enter them again when no configured
+    FEDPORTAL_ENCRYPTION_KEYS opens them."""
+    try:
+        return cluster.get_credentials()
+    except crypto.CredentialDecryptError:
+        raise ValidationError(
+            "The stored credentials cannot be decrypted with the configured FEDPORTAL_ENCRYPTION_KEYS "
+            "(was the key that encrypted them removed?): enter the bearer token or client certificate and key again."
+        ) from None
+
+
+def refuse_concurrent_connection_change(cluster: Cluster, read_version: int) -> None:
+    """Inside the caller's transaction: lock the cluster's row and refuse when its connection (API
+    server, TLS settings, credentials) changed since ``read_version`` was read, so a rotation and a
+    change of API server made at once cannot leave one server with the other's credentials."""
+    current = Cluster.objects.select_for_update().filter(pk=cluster.pk).values_list("credential_version", flat=True)
+    if list(current) != [read_version]:
+        raise ValidationError(
+            f"{cluster.name}'s API server or credentials were changed by someone else meanwhile: "
+            "reload the page and make your change again."
+        )
+
+
 def rotate_credentials(
     cluster: Cluster,
     *,
@@ -242,6 +271,7 @@ def rotate_credentials(
     """Replace the credentials (tested first), bump credential_version, audit the rotation."""
     require_actor_role(actor, Role.ADMIN)
     fresh = Cluster.objects.get(pk=cluster.pk)
+    read_version = fresh.credential_version
     before = snapshot(fresh)
     fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
     check_transport(fresh.api_server, credentials)
@@ -251,6 +281,7 @@ def rotate_credentials(
     if verify:
         verify_connection(connection_for(fresh))
     with transaction.atomic():
+        refuse_concurrent_connection_change(fresh, read_version)
         fresh.save(
             update_fields=[
                 "auth_method",
@@ -304,10 +335,11 @@ def unjoin_blockers(cluster: Cluster) -> list[UnjoinBlock]:
     return [block for guard in list(_unjoin_guards) if (block := guard(cluster)) is not None]
 
 
-def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False) -> None:
+def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False, note: str = "") -> None:
     """Remove the cluster from the registry: it leaves every list and is no longer polled.
     (What happens to resources propagated to it is the federation app's business: with
-    ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)"""
+    ``respect_guards`` the registered unjoin guards can refuse, e.g. while it holds our objects.)
+    ``note``: appended to the audit summary (the change request that decided it)."""
     require_actor_role(actor, Role.ADMIN)
     if respect_guards:
         blocks = unjoin_blockers(cluster)
@@ -320,7 +352,7 @@ def unjoin_cluster(cluster: Cluster, *, actor=None, respect_guards: bool = False
             actor=actor,
             obj=fresh,
             cluster=fresh.name,
-            summary=f"Unjoined {fresh.role} cluster {fresh.name}",
+            summary=f"Unjoined {fresh.role} cluster {fresh.name}" + (f" {note}" if note else ""),
             before=snapshot(fresh),
         )
         key = fresh.cache_key

@@ -1094,7 +1094,9 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
             PropagationRun.objects.filter(resource=resource).delete()
             resource.delete()
     elif cr.kind == ChangeKind.UNJOIN and cr.cluster_id:
-        unjoin_cluster(cr.cluster, actor=cr.author)
+        # the approved request is the authority, not its author's roles today (an author who since
+        # left the admin role, or left, must not leave it Applying for ever)
+        unjoin_cluster(cr.cluster, note=f"(CR-{cr.pk}, requested by {cr.author_name} and approved)")
 
 
 def sync_running_requests() -> int:
@@ -1102,6 +1104,9 @@ def sync_running_requests() -> int:
     count = 0
     rollout.resume_stale_rollouts()
     for pk in ChangeRequest.objects.filter(state=ChangeState.APPLYING).values_list("pk", flat=True):
-        if sync_change_request(pk).state != ChangeState.APPLYING:
-            count += 1
+        try:
+            if sync_change_request(pk).state != ChangeState.APPLYING:
+                count += 1
+        except Exception:  # one request that cannot finish must not stop the sweep of the others
+            logger.exception("CR-%s could not be synced; the next sweep tries again", pk)
     return count

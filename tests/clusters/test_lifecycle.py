@@ -19,7 +19,10 @@ from fedportal.models import AuditEvent
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CAPI_FLEET = {
-    "defaults": {"machineSeconds": 0.5},
+    # each Machine provisions for this long: long enough that the roll test's sampling (a refresh,
+    # several requests, then 0.2 s) sees a Machine Provisioning and mixed kubelets on a busy host
+    # (with 0.5 s it missed them once while another test run shared the cores)
+    "defaults": {"machineSeconds": 1.5},
     "clusters": [
         {"name": "host", "role": "host", "version": "v1.30.2", "capi": True},
         {
