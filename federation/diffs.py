@@ -4,9 +4,12 @@ A path is a JSON pointer ("/spec/template/spec/containers/0/image"), so a diff r
 stored and fed back to jsonpatch without translation.
 """
 
+import base64
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 
 from federation.manifests import dump_yaml
 
@@ -55,10 +58,26 @@ def diff_objects(before, after, *, ignore: Iterable[str] = SERVER_POPULATED, pat
 
 def diff_desired_live(desired, live, *, ignore: Iterable[str] = SERVER_POPULATED) -> list[FieldChange]:
     """Fields we set whose live value differs. Fields only the live object has (server defaults,
-    other managers' fields) are not drift. ``before`` is what we applied, ``after`` what runs."""
+    other managers' fields) are not drift. ``before`` is what we applied, ``after`` what runs.
+    What the API server rewrites on the way in is compared as it stores it: resource quantities by
+    value (``cpu: 1`` is stored ``"1"``, ``1024Mi`` as ``1Gi``, ``0.5`` as ``500m``) and a Secret's
+    ``stringData``, which it merges into ``data`` (base64) and never returns."""
     changes: list[FieldChange] = []
-    _diff(desired, live, "", tuple(ignore), changes, subset=True)
+    _diff(_as_stored(desired), live, "", tuple(ignore), changes, subset=True)
     return changes
+
+
+def _as_stored(desired):
+    """``desired`` with a Secret's stringData moved into data, as kube-apiserver stores it."""
+    if not isinstance(desired, Mapping) or desired.get("kind") != "Secret" or not desired.get("stringData"):
+        return desired
+    string_data = desired["stringData"]
+    if not isinstance(string_data, Mapping):
+        return desired
+    data = dict(desired.get("data") or {})
+    for key, value in string_data.items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    return {**{k: v for k, v in desired.items() if k != "stringData"}, "data": data}
 
 
 def _diff(before, after, path, ignore, changes, *, subset):
@@ -84,13 +103,71 @@ def _diff(before, after, path, ignore, changes, *, subset):
         for index, (b, a) in enumerate(zip(before, after)):
             _diff(b, a, f"{path}/{index}", ignore, changes, subset=subset)
         return
-    if before != after and not (subset and _equal_scalar(before, after)):
+    if before != after and not (subset and _equal_scalar(before, after, path)):
         changes.append(FieldChange(path or "/", before, after, "changed"))
 
 
-def _equal_scalar(desired, live) -> bool:
-    # The API server normalises some scalars (int vs. "1" quantities are left alone on purpose).
-    return isinstance(desired, (int, float)) and isinstance(live, (int, float)) and desired == live
+def _equal_scalar(desired, live, path: str) -> bool:
+    """The same value as the API server stores it: numbers of either type, and a resource quantity
+    in its canonical form (resource.Quantity: ``1`` -> ``"1"``, ``1024Mi`` -> ``"1Gi"``)."""
+    if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and desired == live:
+        return True
+    if not _quantity_path(path):
+        return False
+    wanted, stored = quantity_value(desired), quantity_value(live)
+    return wanted is not None and wanted == stored
+
+
+# The maps and fields of the built-in kinds whose values are resource.Quantity: container and pod
+# overhead resources, ResourceQuota, LimitRange, PersistentVolume(Claim) capacity and requests,
+# RuntimeClass overhead, emptyDir's sizeLimit.
+_QUANTITY_MAPS = frozenset(
+    {
+        "limits",
+        "requests",
+        "hard",
+        "capacity",
+        "max",
+        "min",
+        "default",
+        "defaultRequest",
+        "maxLimitRequestRatio",
+        "podFixed",
+        "overhead",
+    }
+)
+_QUANTITY_FIELDS = frozenset({"sizeLimit"})
+
+
+def _quantity_path(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) >= 2 and (parts[-2] in _QUANTITY_MAPS or parts[-1] in _QUANTITY_FIELDS)
+
+
+_QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$")
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def quantity_value(value) -> Decimal | None:
+    """The value of a Kubernetes resource quantity (k8s.io/apimachinery resource.Quantity's
+    serialization: a decimal number with a binary-SI, decimal-SI or exponent suffix), None when
+    ``value`` is not one. Numbers are quantities too (a manifest's ``cpu: 1``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY_RE.match(value.strip())
+    if not match:
+        return None
+    number, suffix, exponent = Decimal(match.group(1)), match.group(2) or "", match.group(3)
+    if exponent is not None:
+        return number.scaleb(int(exponent))
+    if suffix in _BINARY:
+        return number * (1024 ** _BINARY[suffix])
+    return number.scaleb(_DECIMAL[suffix])
 
 
 def strip_server_fields(obj: Mapping) -> dict:

@@ -88,7 +88,8 @@ def normalize_operation(raw, *, cluster: str = "") -> dict:
 
 
 def normalize_overrides(raw) -> list[dict]:
-    """Validate the stored shape; merge repeated cluster entries; sort by cluster name."""
+    """Validate the stored shape; merge repeated cluster entries (the form gives a row per operation);
+    refuse a path given twice for one cluster; sort by cluster name."""
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -104,7 +105,24 @@ def normalize_overrides(raw) -> list[dict]:
         if not isinstance(ops, list):
             raise OverrideError(f"overrides[{index}].clusterOverrides must be a list.", cluster=cluster)
         merged.setdefault(cluster.strip(), []).extend(normalize_operation(op, cluster=cluster) for op in ops)
+    for name, ops in merged.items():
+        _refuse_repeated_paths(name, ops)
     return [{"clusterName": name, "clusterOverrides": ops} for name, ops in sorted(merged.items()) if ops]
+
+
+def _refuse_repeated_paths(cluster: str, operations: list[dict]) -> None:
+    """KubeFed refuses a path given twice for one cluster (pkg/controller/util/overrides.go): which
+    value wins would depend on the order of rows."""
+    seen = set()
+    for operation in operations:
+        path = operation["path"]
+        if path in seen:
+            raise OverrideError(
+                f"Override for cluster {cluster!r}: path {path} is given more than once; keep one.",
+                cluster=cluster,
+                path=path,
+            )
+        seen.add(path)
 
 
 def operations_for(overrides: list[dict], cluster: str) -> list[dict]:

@@ -3,6 +3,7 @@ defaults), metadata (uid, resourceVersion, generation), managedFields, roll-out 
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import uuid
@@ -237,6 +238,19 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
     elif kind == "Secret":
         obj.setdefault("type", "Opaque")
+        _merge_string_data(obj)
+
+
+def _merge_string_data(secret: dict) -> None:
+    """kube-apiserver's conversion of a v1 Secret: stringData is write-only, merged into data
+    (base64, its keys winning) and never stored or returned."""
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = secret.get("data")
+        data = dict(data) if isinstance(data, dict) else {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        secret["data"] = data
 
 
 def _has_status(ctx: Ctx) -> bool:

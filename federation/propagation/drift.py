@@ -349,14 +349,17 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
         message = exc.message
         if is_secret_kind(ftype.kind):  # the refusal may quote the values it refused
             message = scrub_message(message, pv.applied_manifest)
-        if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(message=f"Drift repair failed: {message}"):
+        failure = f"Drift repair failed: {message}"
+        if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(message=failure):
             return _superseded(pv)
-        record_event(
-            "federation.drift.enforce_failed",
-            obj=resource,
-            cluster=cluster.name,
-            summary=f"Could not repair drift of {resource} on {cluster.name}: {message}",
-        )
+        if pv.message != failure:  # the same refusal again (every sweep, every event) is not a new event
+            record_event(
+                "federation.drift.enforce_failed",
+                obj=resource,
+                cluster=cluster.name,
+                summary=f"Could not repair drift of {resource} on {cluster.name}: {message}",
+            )
+        pv.message = failure
         return "out_of_sync"
     obj = result.object
     if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(

@@ -93,14 +93,7 @@ def plan_targets(
     for name in sorted(candidates):
         cluster = by_name[name]
         if cluster.isolated:
-            plans.append(
-                ClusterPlan(
-                    cluster,
-                    TargetAction.SKIP,
-                    reason=PropagationReason.CLUSTER_ISOLATED,
-                    message=f"{name} is isolated{': ' + cluster.isolated_reason if cluster.isolated_reason else ''}; not propagated until the isolation is lifted.",
-                )
-            )
+            plans.append(_isolated(cluster))
         elif cluster.state != ClusterState.READY:
             plans.append(
                 ClusterPlan(
@@ -121,8 +114,21 @@ def plan_targets(
     removal = TargetAction.DELETE if deletes else TargetAction.ORPHAN
     for pv in existing:
         if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
-            plans.append(ClusterPlan(pv.cluster, removal))
+            if pv.cluster.isolated:  # nothing reaches an isolated cluster, removals included
+                plans.append(_isolated(pv.cluster))
+            else:
+                plans.append(ClusterPlan(pv.cluster, removal))
     return sorted(plans, key=lambda p: p.cluster.name)
+
+
+def _isolated(cluster: Cluster) -> ClusterPlan:
+    reason = f": {cluster.isolated_reason}" if cluster.isolated_reason else ""
+    return ClusterPlan(
+        cluster,
+        TargetAction.SKIP,
+        reason=PropagationReason.CLUSTER_ISOLATED,
+        message=f"{cluster.name} is isolated{reason}; not propagated until the isolation is lifted.",
+    )
 
 
 def _clusters_named(names: set[str], ids: set[int], *, total: int) -> list[Cluster]:

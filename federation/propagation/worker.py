@@ -77,7 +77,7 @@ CHUNK_TARGET_FIELDS = (
     "action",
     "replicas",
     "attempts",
-    *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version")),
+    *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version", "isolated", "isolated_reason")),
 )
 
 
@@ -203,8 +203,21 @@ def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int
 
 
 def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> Step:
-    """The network half of one target (runs on a pool thread: no database access)."""
+    """The network half of one target (runs on a pool thread: no database access). A cluster
+    isolated since the run was planned (its target queued or waiting for a retry) gets nothing: it
+    fails ClusterIsolated, as planning skips it, and lifting the isolation replays what was approved."""
     cluster = target.cluster
+    if cluster.isolated:
+        reason = f": {cluster.isolated_reason}" if cluster.isolated_reason else ""
+        return Step(
+            cluster,
+            pv,
+            FAILED,
+            failure=StepFailure(
+                PropagationReason.CLUSTER_ISOLATED,
+                f"{cluster.name} was isolated{reason}; not propagated until the isolation is lifted.",
+            ),
+        )
     try:
         if target.action == TargetAction.APPLY:
             return apply_step(

@@ -559,6 +559,18 @@ def test_an_object_made_again_outside_is_drift_and_never_taken_over(fleet, fleet
         assert AuditEvent.objects.filter(action="federation.drift.enforce_failed", cluster="m128").exists()
 
 
+def test_a_repair_refused_again_and_again_is_audited_once(fleet, fleet_clusters):
+    """Every sweep or watch event retries the repair; the same refusal is not a new audit event
+    (a review found one per sweep: 20 sweeps, 20 events)."""
+    resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=DriftPolicy.ENFORCE)
+    drain(propagation.propagate_revision(resource))
+    replace_outside(fleet, fleet_clusters["m128"])
+    for _ in range(5):
+        propagation.detect_drift(resource=resource)
+    assert AuditEvent.objects.filter(action="federation.drift.enforce_failed", cluster="m128").count() == 1
+    assert "made again outside FedPortal" in pv(resource, "m128").message
+
+
 def test_enforce_makes_a_removed_object_again(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]}, drift_policy=DriftPolicy.ENFORCE)
     drain(propagation.propagate_revision(resource))

@@ -155,8 +155,12 @@ def test_services_secrets_and_cluster_scoped_objects(api, ns):
         ns, {"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}
     )
     assert svc.spec.cluster_ip and svc.spec.ports[0].protocol == "TCP"
-    secret = core.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"p": "x"}})
-    assert secret.metadata.name == "s"
+    secret = core.create_namespaced_secret(
+        ns, {"metadata": {"name": "s"}, "data": {"p": "b2xk", "q": "cQ=="}, "stringData": {"p": "x"}}
+    )
+    # kube-apiserver merges write-only stringData into data (its keys winning) and never returns it
+    assert secret.metadata.name == "s" and secret.data == {"p": "eA==", "q": "cQ=="} and secret.string_data is None
+    assert core.read_namespaced_secret("s", ns).data == {"p": "eA==", "q": "cQ=="}
     rbac = client.RbacAuthorizationV1Api(c)
     role = rbac.create_cluster_role(
         {"metadata": {"name": f"{ns}-reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
