@@ -37,7 +37,7 @@ from federation.approvals.models import ChangeRequest
 from federation.choices import TargetState
 from federation.models import PropagatedVersion, PropagationTarget
 from fedportal import metrics as process_metrics
-from fedportal.client_ip import client_ip
+from fedportal.client_ip import forwarded_client_ip
 from fedportal.models import AuditChainHead, AuditEvent
 
 logger = logging.getLogger(__name__)
@@ -255,7 +255,7 @@ def registry() -> CollectorRegistry:
 
 def _allowed_network(request) -> bool:
     try:
-        address = ipaddress.ip_address(client_ip(request) or "")
+        address = ipaddress.ip_address(forwarded_client_ip(request) or "")
     except ValueError:
         return False
     return any(address in ipaddress.ip_network(n, strict=False) for n in settings.FEDPORTAL_METRICS_ALLOWED_NETWORKS)

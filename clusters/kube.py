@@ -394,20 +394,42 @@ def _request(
 def get_version(conn: ClusterConnection, timeout: float | None = None) -> VersionInfo:
     """GET /version."""
     data = _request(conn, "GET", "/version", timeout=timeout).json()
+    if not isinstance(data, dict):
+        raise KubePermanentError(f"{conn.api_server}/version is not an object.", kind=KIND_BAD_REQUEST)
     git_version = str(data.get("gitVersion") or "")
     if not git_version:
         raise KubePermanentError(
             f"{conn.api_server}/version has no gitVersion.", kind=KIND_BAD_REQUEST, reason="NoVersion"
+        )
+    if len(git_version) > MEMBER_TEXT_LIMIT or member_text(git_version) != git_version:
+        # stored as it is (64 characters, no control character): one member's must not fail the
+        # database write of the probes recorded with it
+        raise KubePermanentError(
+            f"{conn.api_server}/version answered a gitVersion that is not a version "
+            f"({member_text(git_version)[:MEMBER_TEXT_LIMIT]!r}).",
+            kind=KIND_BAD_REQUEST,
+            reason="InvalidVersion",
         )
     major, minor = _parse_major_minor(data.get("major"), data.get("minor"), git_version)
     return VersionInfo(
         git_version=git_version,
         major=major,
         minor=minor,
-        platform=str(data.get("platform") or ""),
-        go_version=str(data.get("goVersion") or ""),
-        build_date=str(data.get("buildDate") or ""),
+        platform=member_text(data.get("platform"))[:MEMBER_TEXT_LIMIT],
+        go_version=member_text(data.get("goVersion"))[:MEMBER_TEXT_LIMIT],
+        build_date=member_text(data.get("buildDate"))[:MEMBER_TEXT_LIMIT],
     )
+
+
+MEMBER_TEXT_LIMIT = 64  # the version columns' length
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def member_text(value) -> str:
+    """A short text a member cluster reported (a version, a platform, a node's kubelet version), as
+    FedPortal stores it: a string without control characters (PostgreSQL refuses NUL in text and
+    jsonb)."""
+    return _CONTROL_CHARACTERS.sub("", str(value or ""))
 
 
 def _parse_major_minor(major, minor, git_version: str) -> tuple[int | None, int | None]:
@@ -450,12 +472,15 @@ def list_nodes(conn: ClusterConnection, timeout: float | None = None) -> list[No
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         nodes.append(
             NodeInfo(
-                name=metadata.get("name", ""),
-                kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
-                region=labels.get("topology.kubernetes.io/region")
-                or labels.get("failure-domain.beta.kubernetes.io/region", ""),
-                zone=labels.get("topology.kubernetes.io/zone")
-                or labels.get("failure-domain.beta.kubernetes.io/zone", ""),
+                name=member_text(metadata.get("name"))[:253],
+                kubelet_version=member_text((status.get("nodeInfo") or {}).get("kubeletVersion"))[:MEMBER_TEXT_LIMIT],
+                region=member_text(
+                    labels.get("topology.kubernetes.io/region")
+                    or labels.get("failure-domain.beta.kubernetes.io/region")
+                )[:MEMBER_TEXT_LIMIT],
+                zone=member_text(
+                    labels.get("topology.kubernetes.io/zone") or labels.get("failure-domain.beta.kubernetes.io/zone")
+                )[:MEMBER_TEXT_LIMIT],
                 ready=ready,
             )
         )

@@ -63,6 +63,20 @@ def test_metrics_from_an_allowed_network_need_no_token(client):
 
 
 @pytest.mark.django_db
+@override_settings(FEDPORTAL_METRICS_TOKEN="", FEDPORTAL_METRICS_ALLOWED_NETWORKS=["10.0.0.0/8"])
+def test_behind_proxies_the_allow_list_never_takes_the_proxys_own_address(client, settings):
+    """Two proxies, the inner one at 10.1.1.1 (inside the allow-list): a header naming one address
+    does not say who the client is, and the fallback to REMOTE_ADDR (the proxy) is not believed
+    (a review let it through)."""
+    settings.FEDPORTAL_TRUSTED_PROXIES = 2
+    proxied = {"REMOTE_ADDR": "10.1.1.1"}
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="203.0.113.9", **proxied).status_code == 403
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="not-an-ip, 10.9.9.9", **proxied).status_code == 403
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="203.0.113.9, 10.0.0.5, 10.2.2.2", **proxied).status_code == 200
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="10.0.0.5, 203.0.113.9, 10.2.2.2", **proxied).status_code == 403
+
+
+@pytest.mark.django_db
 @override_settings(FEDPORTAL_METRICS_TOKEN=TOKEN)
 def test_an_empty_fleet_scrapes_zeros(client):
     values = scrape(client)

@@ -5,6 +5,7 @@ a change of API server made at once cannot pair one server with the other's toke
 fields are starred in Django's error reports."""
 
 import http.server
+import json
 import threading
 
 import pytest
@@ -179,3 +180,25 @@ def test_credential_fields_are_starred_in_error_reports(view):
     except Exception:  # noqa: BLE001 - only the marking matters here (an anonymous user is refused)
         pass
     assert set(request.sensitive_post_parameters) >= {"token", "client_key", "kubeconfig_text"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("hostile", ["v1.28.2-" + "x" * 60, "v1.28.2\x00"])
+def test_one_members_hostile_version_does_not_stop_the_probes_recorded_with_it(fleet, servers, hostile):
+    """A gitVersion the version column cannot hold (over 64 characters, a NUL PostgreSQL refuses)
+    failed the one transaction recording a chunk's probes: no cluster of it was ever recorded."""
+    from clusters.probing import probe_clusters
+    from tests.federation.factories import register_fleet
+
+    honest = register_fleet(fleet, ["m128"])["m128"]
+    body = json.dumps({"major": "1", "minor": "28", "gitVersion": hostile}).encode()
+    member = servers(200, headers={"Content-Type": "application/json"}, body=body)
+    rogue = ClusterFactory(name="rogue", api_server=member.url, token="rogue-token")
+    Cluster.objects.update(last_probe_at=None)
+
+    outcomes = {o.cluster_id: o for o in probe_clusters([honest.pk, rogue.pk], threads=2)}
+
+    assert Cluster.objects.get(pk=honest.pk).last_probe_at is not None
+    stored = Cluster.objects.get(pk=rogue.pk)
+    assert stored.last_probe_at is not None and "\x00" not in stored.server_version
+    assert "not a version" in str(outcomes[rogue.pk])
