@@ -333,8 +333,9 @@ def version_priority(version: str) -> tuple[int, int, int]:
 def lifecycle(api_version: str, kind: str) -> tuple[int, int, str | None] | None:
     """(deprecated in minor, removed in minor, replacement apiVersion or None) of a pre-release API,
     as kube-apiserver's prerelease-lifecycle tags have it: the explicit ones carried over in
-    ``clusters.api_lifecycle``, else Kubernetes' default rule (deprecated three minors after it was
-    introduced, removed three after that), with a removal the schemas show taking precedence.
+    ``clusters.api_lifecycle``, else, for a beta, Kubernetes' default rule (deprecated three minors
+    after it was introduced, removed three after that), with a removal the schemas show taking
+    precedence; an alpha API gets no derived dates.
     None for a GA API, an unknown one, or one present since the oldest schema whose removal the
     schemas do not show (its introduction, hence its deprecation, is not known)."""
     group, version = split_api_version(api_version)
@@ -343,6 +344,8 @@ def lifecycle(api_version: str, kind: str) -> tuple[int, int, str | None] | None
     explicit = api_lifecycle.EXPLICIT_LIFECYCLES.get((api_version, kind))
     if explicit:
         return explicit
+    if _stability(version) == 0:
+        return None  # alpha APIs get no derived dates (only explicit tags; kubernetes#138129)
     minors = _served_minors().get((group, version, kind))
     if not minors:
         return None

@@ -124,11 +124,13 @@ def normalise(value):
 def _float_as_stored(text: str):
     """A JSON number as the database gives it back: PostgreSQL's jsonb keeps numbers as decimals and
     prints them without an exponent, so Python's ``1e+16`` comes back as the integer
-    10000000000000000 (every float Python writes with a positive exponent is a whole number). The
+    10000000000000000 (every float Python writes with a positive exponent is a whole number), and
+    ``-0.0`` as ``0.0``. The
     hash is computed over that, as verification reads it; SQLite keeps the text, which reads the same."""
     if "e+" in text or "E+" in text:
         return int(Decimal(text))
-    return float(text)
+    value = float(text)
+    return 0.0 if value == 0 else value  # a decimal has no negative zero: -0.0 comes back 0.0
 
 
 def _is_flat(value) -> bool:
@@ -368,11 +370,12 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
 
     An edited row fails its own keyed hash; a removed row makes the next event's prev_hash point
     at nothing; removing the oldest rows leaves the first one not starting at the genesis hash.
-    The head row is read first, and the walk checks the events it counts, so events appended
-    meanwhile are left for the next run; it must carry its signature (``head_signed``). Removing the
-    newest rows leaves the head disagreeing with what is left; a head fixed up to match has no valid
-    signature, and every checkpoint outside the database says which hash the event at its
-    position had (a checkpoint signed after the removal does not vouch for the earlier ones).
+    Every stored event is walked, those appended while it runs too. The head row, read first, must
+    carry its signature (``head_signed``), and the event at its length must have its hash:
+    removing the newest rows leaves it counting more than are left, and a head fixed up to match
+    has no valid signature. A head reset to a new chain's (no events, no chain id) while events
+    are stored is a reset. Every checkpoint outside the database says which hash the event at its
+    position had (a checkpoint signed after a removal does not vouch for the earlier ones).
     """
     head = AuditChainHead.objects.filter(pk=1).first()
     key = _key()
@@ -395,10 +398,9 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
     newest_point = max(points, key=lambda point: point.length, default=None)
     expected_prev = GENESIS_HASH
     previous_id = None
+    at_head_length = None  # the hash of the event at the head's length
     checked = 0
     for event in AuditEvent.objects.order_by("id").iterator(chunk_size=batch_size):
-        if head is not None and checked == head.length:
-            break  # appended after the head was read: the next run checks them
         if event.prev_hash != expected_prev:
             after = f"event {previous_id}" if previous_id is not None else "the start of the chain"
             return VerifyResult(
@@ -415,6 +417,8 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
         expected_prev = event.hash
         previous_id = event.pk
         checked += 1
+        if head is not None and checked == head.length:
+            at_head_length = event.hash
         point = recorded.get(checked)
         if point is not None and event.hash != point.head:
             return VerifyResult(
@@ -426,19 +430,8 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             )
     legacy = min(checked, legacy_length)
     newest = f"after event {previous_id}" if previous_id is not None else "(every event)"
-    if head is None:
-        if checked:
-            return VerifyResult(False, checked, None, "the chain head row is missing (deleted from the database)")
-        known = sorted(path.stem for path in settings.FEDPORTAL_AUDIT_CHECKPOINTS.glob("*.jsonl"))
-        if known:
-            return VerifyResult(
-                False,
-                0,
-                None,
-                f"the chain head row and every event are missing, but {settings.FEDPORTAL_AUDIT_CHECKPOINTS} holds "
-                f"checkpoints of chain {', '.join(known)} (a new database? move those files elsewhere)",
-            )
-        return VerifyResult(True, 0)
+    if head is None or (not head.chain_id and not head.length):
+        return _verify_without_head(head, checked)
     if newest_point is not None and checked < newest_point.length:
         return VerifyResult(
             False,
@@ -455,7 +448,7 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             "the chain head row was altered outside FedPortal (its signature does not match its chain id, "
             "length, head hash or legacy length)",
         )
-    if head.last_hash != expected_prev or head.length != checked:
+    if checked < head.length or (head.length and at_head_length != head.last_hash):
         return VerifyResult(
             False,
             checked,
@@ -464,3 +457,25 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             f"found {checked}: the newest events {newest} were removed",
         )
     return VerifyResult(True, checked, legacy=legacy, checkpoint=newest_point)
+
+
+def _verify_without_head(head: AuditChainHead | None, checked: int) -> VerifyResult:
+    """The head row is missing, or is a new chain's (no chain id, no events counted). Right only
+    while no event is stored, and no checkpoint says there were some; a first event appended while
+    the walk ran has signed a head by now."""
+    if checked:
+        now = AuditChainHead.objects.filter(pk=1).first()
+        if now is not None and now.chain_id and now.length >= checked and head_signed(now):
+            return VerifyResult(True, checked)
+        what = "is missing (deleted from the database)" if head is None else "was reset (it counts no events)"
+        return VerifyResult(False, checked, None, f"the chain head row {what}, but {checked} events are stored")
+    known = sorted(path.stem for path in settings.FEDPORTAL_AUDIT_CHECKPOINTS.glob("*.jsonl"))
+    if known:
+        return VerifyResult(
+            False,
+            0,
+            None,
+            f"the chain head row and every event are missing, but {settings.FEDPORTAL_AUDIT_CHECKPOINTS} holds "
+            f"checkpoints of chain {', '.join(known)} (a new database? move those files elsewhere)",
+        )
+    return VerifyResult(True, 0)

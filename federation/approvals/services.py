@@ -622,8 +622,8 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "", seen_hash: str | Non
     _require_state(cr, (ChangeState.SUBMITTED,), "approved")
     if seen_hash is not None and seen_hash != cr.proposed_hash:
         raise TransitionError(
-            f"CR-{cr.pk} changed since you opened it: it now proposes "
-            f"{_proposal_label(cr)}. Review it again before approving."
+            f"CR-{cr.pk} does not propose what you reviewed (it changed since you opened it, or the content "
+            f"hash is not its): it proposes {_proposal_label(cr)}. Review it again before approving."
         )
     _refuse_content_author(cr, actor)  # before the refresh below, which a refused approver must not cause
     # What decides the approval is re-checked now: content, targets, approvals needed, preflight. The
@@ -640,6 +640,12 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "", seen_hash: str | Non
     handler = handler_for(cr.kind)
     if handler is not None:
         _check_kind(handler, cr)  # the kind's rules, again at approval
+    if cr.kind == ChangeKind.UNJOIN and not (cr.author is not None and has_role(cr.author, Role.ADMIN)):
+        # an unjoin is an admin's request: approving it is what carries it out (on its authority)
+        raise TransitionError(
+            f"CR-{cr.pk} unjoins a cluster, which an admin must request: its author {cr.author_name} "
+            "no longer holds the admin role. Reject it; an admin can request it again."
+        )
     _refuse_content_author(cr, actor)  # again: the refreshed content may hold another edit
     summary = approval_summary(cr)
     if summary.blocked:

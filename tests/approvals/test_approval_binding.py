@@ -25,8 +25,12 @@ def replicas(n: int) -> dict:
 
 
 def hidden(page, name: str) -> str:
-    """The value of the page's hidden input ``name`` (what the browser posts back)."""
-    match = re.search(rf'<input type="hidden" name="{name}" value="([^"]*)"', page.content.decode())
+    """The value of the page's hidden input ``name`` (what the browser posts back). It is kept across
+    the panel's self-refresh (hx-preserve): the refresh must not swap in content the approver did
+    not open the page with (a review found the 10 s poll re-rendered it)."""
+    match = re.search(
+        rf'<input type="hidden" name="{name}" id="[^"]+" value="([^"]*)" hx-preserve="true"', page.content.decode()
+    )
     assert match, f"no hidden {name} on the page"
     return match.group(1)
 
@@ -50,7 +54,7 @@ def test_a_stale_approval_of_repointed_content_is_refused(client, dev_resource, 
     response = client.post(reverse("approvals:change_approve", args=[cr.pk]), {"comment": "lgtm", "content_hash": seen})
 
     assert response.status_code == 409
-    assert b"changed since you opened it" in response.content and b"revision 2" in response.content
+    assert b"does not propose what you reviewed" in response.content and b"revision 2" in response.content
     cr = ChangeRequest.objects.get(pk=cr.pk)
     assert cr.state == ChangeState.SUBMITTED and not cr.approvals.exists()
     assert not PropagationRun.objects.filter(resource=dev_resource).exists()
@@ -79,7 +83,7 @@ def test_the_api_refuses_an_approval_of_content_that_changed(client, dev_resourc
 
     response = client.post(url, {"content_hash": seen}, content_type="application/json")
 
-    assert response.status_code == 409 and "changed since you opened it" in response.json()["message"]
+    assert response.status_code == 409 and "does not propose what you reviewed" in response.json()["message"]
     assert not ChangeRequest.objects.get(pk=cr.pk).approvals.exists()
     current = client.get(f"/api/v1/change-requests/{cr.pk}").json()["content_hash"]
     assert client.post(url, {"content_hash": current}, content_type="application/json").status_code == 200
@@ -129,3 +133,27 @@ def test_a_stale_wave_approval_is_refused(client, dev_resource, prod_cluster, op
     assert hidden(page, "wave") == "us"
     assert client.post(reverse("approvals:change_wave_approve", args=[cr.pk]), {"wave": "us"}).status_code == 302
     assert len(RolloutWave.objects.get(rollout__change_request=cr, name="us").approvals) == 1
+
+
+def test_approve_takes_the_reviewed_content_hash(dev_resource, prod_cluster, operator, approver):
+    from django.core.management import CommandError, call_command
+
+    cr = submitted(dev_resource, operator)
+    for stale in ("", "0" * 64):  # an unset $HASH in a script is refused, not skipped
+        with pytest.raises(CommandError, match="does not propose what you reviewed"):
+            call_command("fedctl", "approve", str(cr.pk), "--as", approver.username, "--content-hash", stale)
+    assert not ChangeRequest.objects.get(pk=cr.pk).approvals.exists()
+    call_command("fedctl", "approve", str(cr.pk), "--as", approver.username, "--content-hash", cr.proposed_hash)
+    assert ChangeRequest.objects.get(pk=cr.pk).approvals.count() == 1
+
+
+def test_rollout_approve_takes_the_wave_seen_waiting(dev_resource, prod_cluster, operator, approver):
+    from django.core.management import CommandError, call_command
+
+    staged_cr = staged(
+        dev_resource, operator, state=RolloutState.WAITING_APPROVAL, wave_state=WaveState.PENDING, require_approval=True
+    )
+    with pytest.raises(CommandError, match="no longer waiting for approval"):
+        call_command("fedctl", "rollout", "approve", str(staged_cr.pk), "--as", approver.username, "--wave", "canary")
+    call_command("fedctl", "rollout", "approve", str(staged_cr.pk), "--as", approver.username, "--wave", "prod")
+    assert len(RolloutWave.objects.get(rollout__change_request=staged_cr, name="prod").approvals) == 1

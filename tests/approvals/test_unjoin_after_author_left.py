@@ -49,3 +49,20 @@ def test_one_request_that_cannot_sync_does_not_stop_the_sweep(dev_cluster, appro
     services.sync_running_requests()
 
     assert len(synced) == 2
+
+
+def test_an_unjoin_whose_author_left_the_admin_role_before_approval_is_not_approved(dev_cluster, approver, make_user):
+    """Approving is what carries an unjoin out: it needs an admin's request at that moment."""
+    from federation.approvals.services import TransitionError
+
+    author = make_user("ada-admin", "admin")
+    cr = services.submit(
+        services.create_change_request(kind=ChangeKind.UNJOIN, cluster=dev_cluster, actor=author), actor=author
+    )
+    author.groups.remove(Group.objects.get(name="admin"))
+
+    with pytest.raises(TransitionError, match="no longer holds the admin role"):
+        services.approve(cr, actor=approver)
+
+    assert ChangeRequest.objects.get(pk=cr.pk).state == ChangeState.SUBMITTED
+    assert Cluster.objects.filter(pk=dev_cluster.pk).exists()

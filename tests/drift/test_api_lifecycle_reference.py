@@ -125,6 +125,8 @@ WARNINGS = [
         "unavailable in v1.34+; use admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy",
     ),
     (29, "apps/v1", "Deployment", None),
+    # alpha APIs get no derived dates: MutatingAdmissionPolicy v1alpha1 has only an "introduced" tag
+    (36, "admissionregistration.k8s.io/v1alpha1", "MutatingAdmissionPolicy", None),
 ]
 
 

@@ -136,7 +136,7 @@ def test_deleting_a_user_keeps_the_chain_verifiable(make_user):
     assert (stored.actor_id, stored.actor_name) == (alice_id, "alice-operator")
 
 
-@pytest.mark.parametrize("value", [1e16, 1.5e300, -2.5e20, 1.0, 0.1, 1e-7, 2.5, 123456789.125])
+@pytest.mark.parametrize("value", [1e16, 1.5e300, -2.5e20, 1.0, 0.1, 1e-7, 2.5, 123456789.125, -0.0, 5e-324])
 def test_numbers_verify_as_the_database_gives_them_back(value):
     """PostgreSQL's jsonb gives 1e16 back as the integer 10000000000000000 (CI runs this on both)."""
     record_event("test.event", after={"spec": {"x": value, "list": [value]}})
@@ -195,3 +195,49 @@ def test_the_django_admin_hides_url_userinfo_as_every_page_does(client):
         assert response.status_code == 200
         body = response.content.decode()
         assert "hunter2" not in body and "Registered cluster c1" in body, url
+
+
+def test_a_head_reset_to_a_new_chains_does_not_hide_edited_events():
+    """A second review: the head set back to a new chain's values (no chain id, no events counted,
+    which needs no signature) while events are stored."""
+    made = [record_event("test.event", summary=f"event {i}") for i in range(4)]
+    write_checkpoint()
+    rewrite_without_the_key(list(AuditEvent.objects.order_by("id")), altered_pk=made[1].pk)
+    AuditChainHead.objects.filter(pk=1).update(length=0, chain_id="", last_hash=GENESIS_HASH, mac="")
+    assert not verify_chain().ok
+    # untouched events and a reset head: still a reset (the tail could be gone unnoticed)
+    AuditEvent.objects.all()._raw_delete(AuditEvent.objects.db)
+    kept = [record_event("test.event", summary=f"kept {i}") for i in range(3)]
+    AuditChainHead.objects.filter(pk=1).update(length=0, chain_id="", last_hash=GENESIS_HASH, mac="")
+    result = verify_chain()
+    assert not result.ok and "was reset" in result.reason and kept
+
+
+def test_an_event_forged_past_the_head_is_checked():
+    """A row inserted with an id beyond every other (PostgreSQL's sequence does not move): the walk
+    covers every stored event, not only as many as the head counts."""
+    record_event("test.event", summary="real")
+    forged = AuditEvent.objects.order_by("id").last()
+    run_sql(
+        f"INSERT INTO {AuditEvent._meta.db_table} (created_at, actor_name, action, object_type, object_id, "
+        "object_repr, cluster, summary, request_id, prev_hash, hash) VALUES (%s, 'mallory', 'cluster.unjoin', '', '', "
+        "'', '', 'forged', '', %s, %s)",
+        [forged.created_at, forged.hash, "f" * 64],
+    )
+    run_sql(f"UPDATE {AuditEvent._meta.db_table} SET id = 1000000000 WHERE hash = %s", ["f" * 64])
+    result = verify_chain()
+    assert not result.ok and "does not match its hash" in result.reason
+
+
+def test_a_checkpoint_written_after_the_head_was_read_is_no_false_alarm(monkeypatch):
+    record_event("test.event", summary="first")
+    real_checkpoints = audit.checkpoints
+
+    def checkpoints_after_more_events(chain_id):
+        record_event("test.event", summary="appended meanwhile")
+        write_checkpoint()
+        return real_checkpoints(chain_id)
+
+    monkeypatch.setattr(audit, "checkpoints", checkpoints_after_more_events)
+    result = verify_chain()
+    assert result.ok and result.checked == 2, result

@@ -303,7 +303,7 @@ class Command(BaseCommand):
             username,
             "--comment",
             comment,
-            *(["--content-hash", content_hash] if content_hash else []),
+            *(["--content-hash", content_hash] if content_hash is not None else []),
             stdout=self.stdout,
             stderr=self.stderr,
         )
