@@ -63,7 +63,7 @@ def diff_desired_live(desired, live, *, ignore: Iterable[str] = SERVER_POPULATED
     value (``cpu: 1`` is stored ``"1"``, ``1024Mi`` as ``1Gi``, ``0.5`` as ``500m``) and a Secret's
     ``stringData``, which it merges into ``data`` (base64) and never returns."""
     changes: list[FieldChange] = []
-    _diff(_as_stored(desired), live, "", tuple(ignore), changes, subset=True)
+    _diff(_as_stored(desired), live, "", tuple(ignore), changes, subset=True, quantities=builtin_api(desired))
     return changes
 
 
@@ -80,7 +80,7 @@ def _as_stored(desired):
     return {**{k: v for k, v in desired.items() if k != "stringData"}, "data": data}
 
 
-def _diff(before, after, path, ignore, changes, *, subset):
+def _diff(before, after, path, ignore, changes, *, subset, quantities=False):
     if path and _ignored(path, ignore):
         return
     if isinstance(before, Mapping) and isinstance(after, Mapping):
@@ -97,51 +97,55 @@ def _diff(before, after, path, ignore, changes, *, subset):
                     continue  # an empty value we sent is the same as absent on the server
                 changes.append(FieldChange(child, b, None, "removed"))
             else:
-                _diff(b, a, child, ignore, changes, subset=subset)
+                _diff(b, a, child, ignore, changes, subset=subset, quantities=quantities)
         return
     if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
         for index, (b, a) in enumerate(zip(before, after)):
-            _diff(b, a, f"{path}/{index}", ignore, changes, subset=subset)
+            _diff(b, a, f"{path}/{index}", ignore, changes, subset=subset, quantities=quantities)
         return
-    if before != after and not (subset and _equal_scalar(before, after, path)):
+    if before != after and not (subset and _equal_scalar(before, after, path, quantities=quantities)):
         changes.append(FieldChange(path or "/", before, after, "changed"))
 
 
-def _equal_scalar(desired, live, path: str) -> bool:
-    """The same value as the API server stores it: numbers of either type, and a resource quantity
-    in its canonical form (resource.Quantity: ``1`` -> ``"1"``, ``1024Mi`` -> ``"1Gi"``)."""
+def _equal_scalar(desired, live, path: str, *, quantities: bool) -> bool:
+    """The same value as the API server stores it: numbers of either type, and (``quantities``: a
+    built-in kind) a resource quantity in its canonical form (``1`` -> ``"1"``, ``1024Mi`` -> ``"1Gi"``)."""
     if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and desired == live:
         return True
-    if not _quantity_path(path):
+    if not quantities or not _quantity_path(path):
         return False
     wanted, stored = quantity_value(desired), quantity_value(live)
     return wanted is not None and wanted == stored
 
 
-# The maps and fields of the built-in kinds whose values are resource.Quantity: container and pod
-# overhead resources, ResourceQuota, LimitRange, PersistentVolume(Claim) capacity and requests,
-# RuntimeClass overhead, emptyDir's sizeLimit.
-_QUANTITY_MAPS = frozenset(
-    {
-        "limits",
-        "requests",
-        "hard",
-        "capacity",
-        "max",
-        "min",
-        "default",
-        "defaultRequest",
-        "maxLimitRequestRatio",
-        "podFixed",
-        "overhead",
-    }
-)
-_QUANTITY_FIELDS = frozenset({"sizeLimit"})
+# Where the built-in kinds hold a resource.Quantity: a container's (or pod's, or claim's)
+# resources.limits/requests, ResourceQuota's hard, LimitRange's limits[].max/min/default/...,
+# PersistentVolume's capacity, pod overhead and RuntimeClass's overhead.podFixed, emptyDir's sizeLimit.
+# A custom resource keeps every value as written, so nothing of it is compared by value.
+_LIMIT_RANGE_MAPS = frozenset({"max", "min", "default", "defaultRequest", "maxLimitRequestRatio"})
 
 
 def _quantity_path(path: str) -> bool:
     parts = path.split("/")
-    return len(parts) >= 2 and (parts[-2] in _QUANTITY_MAPS or parts[-1] in _QUANTITY_FIELDS)
+    if len(parts) < 3:
+        return False
+    parent = parts[-2]
+    return (
+        (parent in ("limits", "requests") and parts[-3] == "resources")
+        or parent in ("hard", "capacity", "overhead", "podFixed")
+        or (parent in _LIMIT_RANGE_MAPS and len(parts) >= 5 and parts[-4] == "limits")
+        or parts[-1] == "sizeLimit"
+    )
+
+
+def builtin_api(manifest) -> bool:
+    """Whether ``manifest``'s apiVersion is a built-in API group (core, a group without a dot, or
+    one under k8s.io), not a custom resource's."""
+    api_version = manifest.get("apiVersion") if isinstance(manifest, Mapping) else None
+    if not isinstance(api_version, str):
+        return False
+    group = api_version.rpartition("/")[0]
+    return "." not in group or group.endswith(".k8s.io")
 
 
 _QUANTITY_RE = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$")

@@ -51,7 +51,7 @@ class StepFailure(Exception):
 
 
 # what the network half found on one cluster
-APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED = (
+APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED, ISOLATED = (
     "applied",
     "unchanged",
     "deleted",
@@ -60,6 +60,7 @@ APPLIED, UNCHANGED, DELETED, GONE, ORPHANED, SUPERSEDED, NEEDS_NAMESPACE, FAILED
     "superseded",
     "needs_namespace",
     "failed",
+    "isolated",  # nothing was sent: the cluster was isolated after the run was planned
 )
 
 

@@ -114,10 +114,9 @@ def plan_targets(
     removal = TargetAction.DELETE if deletes else TargetAction.ORPHAN
     for pv in existing:
         if pv.cluster.name not in targeted and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
-            if pv.cluster.isolated:  # nothing reaches an isolated cluster, removals included
-                plans.append(_isolated(pv.cluster))
-            else:
-                plans.append(ClusterPlan(pv.cluster, removal))
+            # on an isolated cluster the worker holds the removal back (ClusterIsolated): the target
+            # keeps what is owed, which the reconcile sweep repeats once the isolation is lifted
+            plans.append(ClusterPlan(pv.cluster, removal))
     return sorted(plans, key=lambda p: p.cluster.name)
 
 

@@ -33,6 +33,7 @@ from federation.propagation.network import (
     DELETED,
     FAILED,
     GONE,
+    ISOLATED,
     ORPHANED,
     UNCHANGED,
     Step,
@@ -155,6 +156,9 @@ def record_steps(
             elif step.outcome == APPLIED:
                 verb = "Updated" if step.existed else "Created"
                 result = (TargetState.DONE, PropagationReason.OK, "; ".join(step.warnings) or f"{verb}.", True)
+            elif step.outcome == ISOLATED:
+                status_change(pv, PropagationReason.CLUSTER_ISOLATED, step.failure.message, actor=actor, events=events)
+                result = (TargetState.DONE, PropagationReason.CLUSTER_ISOLATED, step.failure.message, False)
             elif step.outcome == UNCHANGED:
                 if step.remote_status is not None and step.remote_status != pv.remote_status:
                     PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=step.remote_status)

@@ -10,11 +10,18 @@ from clusters.choices import ClusterState
 from federation.choices import (
     PropagationReason,
     RunTrigger,
+    TargetAction,
     TargetState,
 )
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation.common import PropagationError, setting
-from federation.propagation.fanout import approved_revisions, enqueue_chunks, propagate_revision, resync_cluster
+from federation.propagation.fanout import (
+    approved_revisions,
+    enqueue_chunks,
+    propagate_revision,
+    remove_from_cluster,
+    resync_cluster,
+)
 from federation.propagation.record import finish_run_if_complete
 
 logger = logging.getLogger(__name__)
@@ -74,11 +81,35 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
     count = 0
     for pv in waiting:
         try:
-            resync_cluster(pv.resource, pv.cluster, actor=actor)
+            if removal_owed(pv):
+                remove_from_cluster(pv.resource, cluster=pv.cluster, actor=actor)
+            else:
+                resync_cluster(pv.resource, pv.cluster, actor=actor)
             count += 1
         except PropagationError as exc:
             logger.info("reconcile of %s on %s skipped: %s", pv.resource, pv.cluster.name, exc)
     return count + retry_all_namespace_waiters(actor=actor)
+
+
+def removal_owed(pv: PropagatedVersion) -> bool:
+    """Whether the newest run that targeted ``pv``'s cluster was to remove the resource there, and
+    did not (held back while the cluster was isolated or not Ready): what an approved change or
+    unjoin decided, repeated once the cluster is back."""
+    newest = (
+        PropagationTarget.objects.filter(run__resource_id=pv.resource_id, cluster_id=pv.cluster_id)
+        .order_by("-run_id")
+        .values_list("action", "reason")
+        .first()
+    )
+    return (
+        newest is not None
+        and newest[0] in (TargetAction.DELETE, TargetAction.ORPHAN)
+        and newest[1]
+        in (
+            PropagationReason.CLUSTER_ISOLATED,
+            PropagationReason.CLUSTER_NOT_READY,
+        )
+    )
 
 
 def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[PropagationRun]:

@@ -31,6 +31,7 @@ from federation.propagation.common import lease_seconds, thread_count
 from federation.propagation.network import (
     APPLIED,
     FAILED,
+    ISOLATED,
     NEEDS_NAMESPACE,
     ORPHANED,
     SUPERSEDED,
@@ -204,15 +205,16 @@ def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int
 
 def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> Step:
     """The network half of one target (runs on a pool thread: no database access). A cluster
-    isolated since the run was planned (its target queued or waiting for a retry) gets nothing: it
-    fails ClusterIsolated, as planning skips it, and lifting the isolation replays what was approved."""
+    isolated (its target queued or waiting for a retry when it was, or a removal planned for it)
+    gets nothing: the target ends ClusterIsolated, as planning's skip does, and once the isolation
+    is lifted the reconcile sweep repeats what was approved, removals included."""
     cluster = target.cluster
     if cluster.isolated:
         reason = f": {cluster.isolated_reason}" if cluster.isolated_reason else ""
         return Step(
             cluster,
             pv,
-            FAILED,
+            ISOLATED,
             failure=StepFailure(
                 PropagationReason.CLUSTER_ISOLATED,
                 f"{cluster.name} was isolated{reason}; not propagated until the isolation is lifted.",

@@ -44,7 +44,12 @@ def test_quantity_values(value, expected):
 
 
 def container(limits, requests):
-    return {"spec": {"template": {"spec": {"containers": [{"resources": {"limits": limits, "requests": requests}}]}}}}
+    resources = {"limits": limits, "requests": requests}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"template": {"spec": {"containers": [{"resources": resources}]}}},
+    }
 
 
 def test_quantities_are_compared_as_the_api_server_stores_them():
@@ -61,20 +66,33 @@ def test_quantities_are_compared_as_the_api_server_stores_them():
 
 def test_quota_limit_range_and_volume_quantities():
     desired = {
+        "apiVersion": "v1",
         "spec": {
             "hard": {"requests.memory": "2048Mi"},
             "limits": [{"type": "Container", "max": {"cpu": 2}, "default": {"memory": "512Mi"}}],
             "volumes": [{"emptyDir": {"sizeLimit": "1024Ki"}}],
-        }
+        },
     }
     stored = {
+        "apiVersion": "v1",
         "spec": {
             "hard": {"requests.memory": "2Gi"},
             "limits": [{"type": "Container", "max": {"cpu": "2"}, "default": {"memory": "512Mi"}}],
             "volumes": [{"emptyDir": {"sizeLimit": "1Mi"}}],
-        }
+        },
     }
     assert diff_desired_live(desired, stored) == []
+
+
+def test_a_custom_resource_keeps_its_values_as_written():
+    """The API server stores a custom resource's values as sent: "1k" and "1000" differ there."""
+    desired = {"apiVersion": "example.com/v1", "kind": "Pool", "spec": {"limits": {"maxConnections": "1k"}}}
+    live = {"apiVersion": "example.com/v1", "kind": "Pool", "spec": {"limits": {"maxConnections": "1000"}}}
+    assert [c.path for c in diff_desired_live(desired, live)] == ["/spec/limits/maxConnections"]
+    # nor does a built-in map that is no quantity's: a LimitRange item's type
+    desired = {"apiVersion": "v1", "kind": "LimitRange", "spec": {"default": {"version": "1.10"}}}
+    live = {"apiVersion": "v1", "kind": "LimitRange", "spec": {"default": {"version": "1.1"}}}
+    assert diff_desired_live(desired, live)
 
 
 def test_a_secrets_string_data_is_compared_as_data():
