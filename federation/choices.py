@@ -100,6 +100,7 @@ class RunTrigger(models.TextChoices):
     PROPAGATE = "propagate", "Propagate"
     RESYNC = "resync", "Re-sync"
     ENFORCE = "enforce", "Drift enforcement"
+    UNJOIN = "unjoin", "Unjoin"  # an approved unjoin's removal: it reaches an isolated cluster too
 
 
 class Condition(models.TextChoices):

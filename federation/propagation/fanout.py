@@ -284,9 +284,13 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
     return run
 
 
-def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=None) -> PropagationRun | None:
+def remove_from_cluster(
+    resource: FederatedResource, *, cluster: Cluster, actor=None, trigger: str = RunTrigger.UNJOIN
+) -> PropagationRun | None:
     """One run that removes ``resource`` from ``cluster`` (Delete or Orphan, per its retention),
-    whatever its placement says: what an approved unjoin does to each resource the cluster holds.
+    whatever its placement says: what an approved unjoin does to each resource the cluster holds
+    (the one removal that reaches an isolated cluster: its admin decided to let it go), or, as a
+    re-sync, a removal an approved change owed a cluster that was isolated then.
     None when the resource has no revision to name. Queued after the transaction commits."""
     propagation_gate.check_removal(actor)
     revision = resource.propagated_revision or resource.current_revision
@@ -295,7 +299,7 @@ def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=
     action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
     with transaction.atomic():
         run = PropagationRun.objects.create(
-            resource=resource, revision=revision, actor=actor if getattr(actor, "pk", None) else None
+            resource=resource, revision=revision, actor=actor if getattr(actor, "pk", None) else None, trigger=trigger
         )
         PropagationTarget.objects.create(run=run, cluster=cluster, action=action)
         PropagatedVersion.objects.filter(resource=resource, cluster=cluster).update(
@@ -306,7 +310,8 @@ def remove_from_cluster(resource: FederatedResource, *, cluster: Cluster, actor=
             actor=actor,
             obj=resource,
             cluster=cluster.name,
-            summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} (unjoin)",
+            summary=f"{'Orphan' if action == TargetAction.ORPHAN else 'Delete'} {resource} on {cluster.name} "
+            f"({'unjoin' if trigger == RunTrigger.UNJOIN else 'owed by an approved change'})",
             after={"run": run.pk, "action": action},
         )
         run_id, cluster_id = run.pk, cluster.pk

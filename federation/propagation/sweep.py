@@ -82,7 +82,7 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
     for pv in waiting:
         try:
             if removal_owed(pv):
-                remove_from_cluster(pv.resource, cluster=pv.cluster, actor=actor)
+                remove_from_cluster(pv.resource, cluster=pv.cluster, actor=actor, trigger=RunTrigger.RESYNC)
             else:
                 resync_cluster(pv.resource, pv.cluster, actor=actor)
             count += 1

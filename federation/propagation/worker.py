@@ -16,6 +16,7 @@ from clusters.models import Cluster
 from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
 from federation.choices import (
     PropagationReason,
+    RunTrigger,
     TargetAction,
     TargetState,
 )
@@ -206,10 +207,11 @@ def retries_by_delay(outcomes: dict[int, TargetOutcome]) -> dict[float, list[int
 def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedVersion) -> Step:
     """The network half of one target (runs on a pool thread: no database access). A cluster
     isolated (its target queued or waiting for a retry when it was, or a removal planned for it)
-    gets nothing: the target ends ClusterIsolated, as planning's skip does, and once the isolation
-    is lifted the reconcile sweep repeats what was approved, removals included."""
+    gets nothing but an approved unjoin's removal: the target ends ClusterIsolated, as planning's
+    skip does, and once the isolation is lifted the reconcile sweep repeats what was approved,
+    removals included."""
     cluster = target.cluster
-    if cluster.isolated:
+    if cluster.isolated and run.trigger != RunTrigger.UNJOIN:
         reason = f": {cluster.isolated_reason}" if cluster.isolated_reason else ""
         return Step(
             cluster,

@@ -101,3 +101,15 @@ def test_a_placement_change_removes_nothing_from_an_isolated_cluster(fleet, clus
 
     assert live(fleet, "m131") is not None
     assert run.targets.get(cluster__name="m131").reason == PropagationReason.CLUSTER_ISOLATED
+
+
+def test_an_approved_unjoins_removal_reaches_an_isolated_cluster(fleet, clusters, admin_user):
+    """Isolate, then let it go: the unjoin's removals are what its admin decided for that cluster."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, retention=Retention.DELETE)
+    drain(propagation.propagate_revision(resource))
+    isolate_cluster(clusters["m131"], actor=admin_user, reason="decommissioning")
+
+    drain(propagation.remove_from_cluster(resource, cluster=clusters["m131"]))
+
+    assert live(fleet, "m131") is None and live(fleet, "m128") is not None
+    assert PropagatedVersion.objects.get(resource=resource, cluster__name="m131").status == PropagationReason.REMOVED
