@@ -5,7 +5,7 @@ import json
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from api import metrics, views
@@ -31,7 +31,8 @@ def api_not_found(request, rest=""):
 
 urlpatterns = [
     path("api/v1/", include(_api_patterns(), namespace="api")),
-    path("api/<path:rest>", api_not_found, name="api_not_found"),
+    # [\s\S]: any character, a newline too (<path:> stops at one: such a path got the site's HTML 404)
+    re_path(r"^api/(?P<rest>[\s\S]*)$", api_not_found, name="api_not_found"),
     path("profile/", views.profile, name="profile"),
     path("profile/tokens/<int:pk>/revoke", views.token_revoke, name="token_revoke"),
     path("metrics", metrics.metrics_view, name="metrics"),
