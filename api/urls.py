@@ -1,5 +1,6 @@
-"""URLs of the API app: /api/v1/ (every view wrapped for Idempotency-Key and opted out of the
-login redirect: the API answers 401 JSON itself), the profile page with its tokens, and /metrics."""
+"""URLs of the API app: /api/v1/ (every view wrapped for Idempotency-Key, HEAD and oversized bodies
+(api.request_guards), and opted out of the login redirect: the API answers 401 JSON itself), the
+profile page with its tokens, and /metrics."""
 
 import json
 
@@ -13,12 +14,13 @@ from api.access_log import logged
 from api.api import api
 from api.errors import error_body
 from api.idempotency import idempotent
+from api.request_guards import guarded
 
 
 def _api_patterns():
     patterns, app_name, _namespace = api.urls
     for pattern in patterns:
-        pattern.callback = login_not_required(logged(idempotent(pattern.callback)))
+        pattern.callback = login_not_required(logged(guarded(idempotent(pattern.callback))))
     return patterns, app_name
 
 

@@ -89,7 +89,7 @@ def list_events(request, params: Query[AuditFilters]):
         events = audit_events_for_export(filters, before_id=export_event.pk)
         return stream_audit_csv(f"audit-events-{timezone.now():%Y%m%dT%H%M%SZ}.csv", events)
     rows, next_cursor = page(
-        filter_audit_events(filters), key="id", cursor=params.cursor, limit=params.limit, descending=True
+        filter_audit_events(filters), scope="audit", key="id", cursor=params.cursor, limit=params.limit, descending=True
     )
     return {
         "items": [

@@ -224,7 +224,9 @@ def list_changes(request, filters: Query[ChangeFilters]):
     )
     # values(): 50 model instances (and their revisions) were a sixth of the request's CPU
     qs = qs.select_related(None).values(*LIST_FIELDS)
-    rows, next_cursor = page(qs, key="id", cursor=filters.cursor, limit=filters.limit, descending=True)
+    rows, next_cursor = page(
+        qs, scope="change-requests", key="id", cursor=filters.cursor, limit=filters.limit, descending=True
+    )
     counts = valid_approval_counts([row["id"] for row in rows])
     return {"items": [list_item(row, counts.get(row["id"], 0)) for row in rows], "next_cursor": next_cursor}
 

@@ -157,7 +157,7 @@ def _compat_page(resources, rows, *, cursor: str | None, limit: int) -> tuple[li
     """``limit`` cells after ``cursor`` in (resource id, cluster name) order, and the next page's
     cursor (keyset: a page never skips or repeats a cell while resources are added or removed). Only
     the resources from the cursor's on are judged, and only until the page is full."""
-    after = decode_key_cursor(cursor, (int, str)) if cursor else None
+    after = decode_key_cursor(cursor, (int, str), scope="compatibility") if cursor else None
     # cells compared with the cursor in Python, so in Python's order of names (by code point): the
     # database's collation may order them otherwise ("ab" before "a-c" in en_US), and a page would
     # then skip and repeat cells
@@ -170,7 +170,7 @@ def _compat_page(resources, rows, *, cursor: str | None, limit: int) -> tuple[li
             continue
         page.append(cell)
         if len(page) > limit:
-            return page[:limit], encode_cursor(list(page[limit - 1].key))
+            return page[:limit], encode_cursor(list(page[limit - 1].key), scope="compatibility")
     return page, None
 
 

@@ -259,7 +259,9 @@ def apply(request, *, dry_run: bool, cluster_map: str, only: FederatedResource |
 @router.get("", response={200: ResourcePage, **READ_ERRORS}, summary="List federated resources")
 def list_resources(request, filters: Query[ResourceFilters]):
     require_viewer(request)
-    rows, next_cursor = page(selectors.resources(q=filters.q), key="id", cursor=filters.cursor, limit=filters.limit)
+    rows, next_cursor = page(
+        selectors.resources(q=filters.q), scope="resources", key="id", cursor=filters.cursor, limit=filters.limit
+    )
     return {"items": [resource_out(r) for r in rows], "next_cursor": next_cursor}
 
 

@@ -109,8 +109,8 @@ def test_a_forged_cursor_is_400(viewer_api):
 @pytest.mark.parametrize(
     "cursor",
     [
-        "WyJcdWQ4MDAiXQ",  # ["\ud800"]: a lone surrogate, which no database driver can encode
-        "WyJcdTAwMDAiXQ",  # ["\u0000"]: a NUL, which PostgreSQL refuses in text
+        "WyJjbHVzdGVycyIsICJcdWQ4MDAiXQ",  # ["clusters", "\ud800"]: a lone surrogate, no driver encodes it
+        "WyJjbHVzdGVycyIsICJcdTAwMDAiXQ",  # ["clusters", "\u0000"]: a NUL, PostgreSQL refuses it
     ],
 )
 def test_a_cursor_holding_text_the_database_cannot_compare_is_400(viewer_api, cursor):
@@ -119,7 +119,7 @@ def test_a_cursor_holding_text_the_database_cannot_compare_is_400(viewer_api, cu
     assert response.status_code == 400, response.content
     assert response.json() == {
         "error": "invalid_cursor",
-        "message": "The cursor is not one this API returned; start again without it.",
+        "message": "The cursor is not one this list returned; start again without it.",
         "fields": {"cursor": ["Not a valid cursor."]},
     }
 

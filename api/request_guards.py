@@ -1,0 +1,40 @@
+"""What every /api/v1/ view gets before its own code: HEAD answered as GET without a body (RFC 9110
+9.3.2: a server that answers GET answers HEAD), and a body over Django's upload limit refused with
+the API's JSON 413 (Django's own answer is the site's HTML 400, which an API client cannot read)."""
+
+import json
+from functools import wraps
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse
+
+from api.errors import error_body
+
+
+def too_large() -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    body = error_body("too_large", f"The request body is larger than {limit // 1024} KiB.")
+    return HttpResponse(json.dumps(body), status=413, content_type="application/json")
+
+
+def guarded(view):
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        head = request.method == "HEAD"
+        if head:
+            request.method = "GET"
+        try:
+            response = view(request, *args, **kwargs)
+        except RequestDataTooBig:
+            response = too_large()
+        finally:
+            if head:
+                request.method = "HEAD"
+        if head and not response.streaming:
+            length = len(response.content)
+            response.content = b""
+            response["Content-Length"] = str(length)
+        return response
+
+    return wrapped
