@@ -34,15 +34,14 @@ from clusters.choices import ClusterState
 from clusters.models import Cluster
 from federation.approvals.choices import ChangeState
 from federation.approvals.models import ChangeRequest
-from federation.choices import TargetState
-from federation.models import PropagatedVersion, PropagationTarget
+from federation.models import PropagatedVersion, RetiredTargetTotal
+from federation.outcome_totals import PROPAGATION_BUCKETS, bucket_counts, finished_targets
 from fedportal import metrics as process_metrics
 from fedportal.client_ip import forwarded_client_ip
 from fedportal.models import AuditChainHead, AuditEvent
 
 logger = logging.getLogger(__name__)
 
-PROPAGATION_BUCKETS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 APPROVAL_BUCKETS = (60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0, 3 * 24 * 3600.0, 7 * 24 * 3600.0)
 DRIFT_ACTIONS = {
     "federation.drift.detect": "detected",
@@ -71,6 +70,29 @@ def _histogram(name: str, doc: str, queryset, duration, buckets) -> HistogramMet
     family = HistogramMetricFamily(name, doc)
     family.add_metric(
         [], [(str(float(b)), row[f"le{i}"] or 0) for i, b in enumerate(buckets)] + [("+Inf", total)], sum_value=seconds
+    )
+    return family
+
+
+def _propagation_histogram(retired: list[RetiredTargetTotal]) -> HistogramMetricFamily:
+    """The propagation-duration histogram: the finished targets stored (one aggregate query) and
+    those retired with their resource or cluster."""
+    row = finished_targets().aggregate(**bucket_counts())
+    cumulative = [row[f"le{i}"] or 0 for i in range(len(PROPAGATION_BUCKETS))]
+    total = row["total"] or 0
+    seconds = row["seconds"].total_seconds() if row["seconds"] is not None else 0.0
+    for r in retired:
+        total, seconds = total + r.count, seconds + r.seconds
+        if len(r.buckets) == len(PROPAGATION_BUCKETS):
+            cumulative = [n + m for n, m in zip(cumulative, r.buckets, strict=True)]
+    family = HistogramMetricFamily(
+        "fedportal_propagation_duration_seconds",
+        "From a propagation run's start to one cluster's result (applied or failed).",
+    )
+    family.add_metric(
+        [],
+        [(str(float(b)), n) for b, n in zip(PROPAGATION_BUCKETS, cumulative, strict=True)] + [("+Inf", total)],
+        sum_value=seconds,
     )
     return family
 
@@ -148,21 +170,15 @@ class DatabaseCollector:
             "Finished per-cluster propagations by state and reason.",
             labels=["state", "reason"],
         )
-        finished = PropagationTarget.objects.filter(
-            state__in=[TargetState.DONE, TargetState.FAILED], finished_at__isnull=False
-        )
-        for target_state, reason, n in (
-            finished.values_list("state", "reason").annotate(n=Count("pk")).order_by("state", "reason")
-        ):
+        # the rows of deleted resources and unjoined clusters count on (federation.outcome_totals)
+        retired = list(RetiredTargetTotal.objects.order_by("state", "reason"))
+        counts = {(r.state, r.reason): r.count for r in retired}
+        for target_state, reason, n in finished_targets().values_list("state", "reason").annotate(n=Count("pk")):
+            counts[(target_state, reason)] = counts.get((target_state, reason), 0) + n
+        for (target_state, reason), n in sorted(counts.items()):
             outcomes.add_metric([target_state, reason or "none"], n)
         yield outcomes
-        yield _histogram(
-            "fedportal_propagation_duration_seconds",
-            "From a propagation run's start to one cluster's result (applied or failed).",
-            finished,
-            F("finished_at") - F("run__started_at"),
-            PROPAGATION_BUCKETS,
-        )
+        yield _propagation_histogram(retired)
         drift = CounterMetricFamily(
             "fedportal_drift_events",
             "Resource drift detected, repaired (Enforce), failed repairs, resolved.",

@@ -16,7 +16,7 @@ from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
-from clusters.choices import ClusterRole
+from clusters.choices import ClusterRole, ClusterState
 from clusters.labels import filter_labels
 from clusters.models import Cluster, VersionSample
 from clusters.versions import minor_of
@@ -563,8 +563,10 @@ _PROPAGATION_FAILURES = frozenset(
 def _propagation_counts(rows: list[ClusterRow]) -> dict[str, dict[str, int]]:
     """{cluster name: {failed, out_of_sync, in_sync, other}} of ``rows`` in one aggregate query: a
     handful of (cluster, status, sync state) groups per cluster, read from the covering index
-    federation_pv_cluster_idx (no join, no table rows), partitioned here."""
+    federation_pv_cluster_idx (no join, no table rows), partitioned here. InSync on a cluster that is
+    not Ready counts as other (federation.health.shown_sync_state: nobody can see it)."""
     names = {r.pk: r.name for r in rows}
+    unseen = {r.pk for r in rows if r.state != ClusterState.READY}
     out = {}
     groups = (
         PropagatedVersion.objects.values_list("cluster_id", "status", "sync_state").annotate(n=Count("*")).order_by()
@@ -578,7 +580,7 @@ def _propagation_counts(rows: list[ClusterRow]) -> dict[str, dict[str, int]]:
             counts["failed"] += n
         elif sync_state == SyncState.OUT_OF_SYNC:
             counts["out_of_sync"] += n
-        elif sync_state == SyncState.IN_SYNC:
+        elif sync_state == SyncState.IN_SYNC and cluster_id not in unseen:
             counts["in_sync"] += n
         else:
             counts["other"] += n

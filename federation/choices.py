@@ -66,6 +66,7 @@ class Health(models.TextChoices):
     PROGRESSING = "Progressing", "Progressing"
     DEGRADED = "Degraded", "Degraded"
     MISSING = "Missing", "Missing"
+    UNKNOWN = "Unknown", "Unknown"  # the cluster is not Ready: what was collected cannot be vouched for
 
 
 class TargetAction(models.TextChoices):

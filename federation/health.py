@@ -4,10 +4,12 @@ cluster). The per-kind rules are modelled on Argo CD's built-in checks for the w
 rollout is Progressing until every wanted replica is updated and available; a deadline exceeded or
 a failed Job is Degraded); kinds without a rule are Healthy once they exist.
 
-Plain data in (kind, status dict, whether the object was written), a Health value out.
+Plain data in (kind, status dict, whether the object was written, whether its cluster is Ready), a
+Health value out. A cluster that is not Ready gives Unknown health and no InSync (``shown_sync_state``).
 """
 
-from federation.choices import Health, PropagationReason
+from clusters.choices import ClusterState
+from federation.choices import Health, PropagationReason, SyncState
 
 
 def _int(status: dict, key: str) -> int:
@@ -86,10 +88,13 @@ RULES = {
 }
 
 
-def health(kind: str, status: dict | None, *, written: bool) -> str:
-    """``written``: FedPortal's object is on the cluster (it wrote a version there)."""
+def health(kind: str, status: dict | None, *, written: bool, reachable: bool = True) -> str:
+    """``written``: FedPortal's object is on the cluster (it wrote a version there); ``reachable``:
+    the cluster is Ready, so the collected status is current (Argo CD shows Unknown otherwise)."""
     if not written:
         return Health.MISSING
+    if not reachable:
+        return Health.UNKNOWN
     rule = RULES.get(kind)
     if rule is None or status is None:  # no rule for the kind, or status collection off: it exists
         return Health.HEALTHY
@@ -100,4 +105,14 @@ def health_of(pv, kind: str) -> str:
     """The health of one PropagatedVersion row (``version`` is blank until FedPortal wrote the object,
     and again once it removed it)."""
     written = bool(pv.version) and pv.status not in (PropagationReason.REMOVED, PropagationReason.ORPHANED)
-    return health(kind, pv.remote_status, written=written)
+    return health(kind, pv.remote_status, written=written, reachable=pv.cluster.state == ClusterState.READY)
+
+
+def shown_sync_state(sync_state: str, cluster_state: str) -> str:
+    """The sync state to show for an object on a cluster in ``cluster_state``: InSync only while the
+    cluster is Ready (neither the watch nor the sweep can see a cluster that is not, so an edit made
+    there meanwhile would go unseen: Unknown, as Argo CD shows an unreachable cluster's apps).
+    OutOfSync stays: it was seen, and nothing has repaired it since."""
+    if sync_state == SyncState.IN_SYNC and cluster_state != ClusterState.READY:
+        return SyncState.UNKNOWN
+    return sync_state

@@ -226,6 +226,24 @@ class PropagationTarget(models.Model):
         return f"{self.run_id}/{self.cluster_id} {self.action} {self.state}"
 
 
+class RetiredTargetTotal(models.Model):
+    """What finished targets deleted with their resource or cluster added to /metrics' propagation
+    counter and duration histogram, per (state, reason), so neither goes down when rows go
+    (federation.outcome_totals)."""
+
+    state = models.CharField(max_length=16, choices=TargetState.choices)
+    reason = models.CharField(max_length=32, blank=True)
+    count = models.PositiveBigIntegerField(default=0)
+    seconds = models.FloatField(default=0.0, help_text="Their durations' sum (run start to result).")
+    buckets = models.JSONField(default=list, help_text="Cumulative counts per PROPAGATION_BUCKETS bound.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["state", "reason"], name="federation_retired_total_unique")]
+
+    def __str__(self):
+        return f"{self.state}/{self.reason or 'none'}: {self.count}"
+
+
 class PropagatedVersion(models.Model):
     """What FedPortal last put on one cluster for one resource, and what it saw there since."""
 

@@ -3,6 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
+from clusters.choices import ClusterState
 from federation.choices import Condition, Health, PropagationReason, SyncState, TargetState
 from federation.filtersets import FILTER_KEYS, ResourceFilterSet
 from federation.health import health
@@ -119,9 +120,9 @@ def health_counts() -> dict[str, int]:
     counts = {value: 0 for value in Health.values}
     rows = (
         PropagatedVersion.objects.exclude(status__in=_GONE)
-        .values_list("resource__type__kind", "version", "remote_status")
+        .values_list("resource__type__kind", "version", "remote_status", "cluster__state")
         .iterator(chunk_size=2000)
     )
-    for kind, version, remote_status in rows:
-        counts[health(kind, remote_status, written=bool(version))] += 1
+    for kind, version, remote_status, cluster_state in rows:
+        counts[health(kind, remote_status, written=bool(version), reachable=cluster_state == ClusterState.READY)] += 1
     return counts

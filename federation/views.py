@@ -34,7 +34,7 @@ from federation.forms import (
     restore_secret_values,
     rsp_initial,
 )
-from federation.health import health_of
+from federation.health import health_of, shown_sync_state
 from federation.models import FederatedResource, FederatedType, Revision
 from federation.preview_groups import group_previews
 from federation.tables import ResourceTable
@@ -93,6 +93,7 @@ def _detail_context(request, resource):
     for row in all_rows:
         row.target = targets.get(row.cluster_id)
         row.health = health_of(row, resource.type.kind)
+        row.shown_sync_state = shown_sync_state(row.sync_state, row.cluster.state)
     if is_secret_kind(resource.type.kind):  # an API server's error message may quote a value
         known = secret_values(
             [

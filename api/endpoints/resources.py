@@ -13,6 +13,7 @@ from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewe
 from api.errors import ApiError
 from api.pagination import page
 from federation import propagation, selectors, services
+from federation.health import shown_sync_state
 from federation.models import FederatedResource, FederatedType
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, require_role
@@ -61,7 +62,8 @@ class ClusterStatusOut(Out):
     cluster_id: int
     cluster: str
     status: str
-    sync_state: str
+    sync_state: str = Field(description="InSync, OutOfSync or Unknown: InSync only while the cluster is Ready")
+    last_sync_state: str = Field(description="What the last drift check on the cluster found")
     message: str
     version: str
     revision: int | None
@@ -162,7 +164,8 @@ def resource_detail_out(r: FederatedResource) -> dict:
                 "cluster_id": pv.cluster_id,
                 "cluster": pv.cluster.name,
                 "status": pv.status,
-                "sync_state": pv.sync_state,
+                "sync_state": shown_sync_state(pv.sync_state, pv.cluster.state),
+                "last_sync_state": pv.sync_state,
                 "message": mask_secrets(pv.message, known=known),
                 "version": pv.version,
                 "revision": _number(pv.revision),

@@ -50,7 +50,8 @@ from federation.approvals.preflight import run_preflight
 from federation.approvals.selectors import outcome_rows
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
 from federation.choices import DriftPolicy, Retention, RunState, TargetState
-from federation.models import FederatedResource, PropagatedVersion, PropagationRun, Revision
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
+from federation.outcome_totals import retire_targets
 from federation.protected import protected_namespace_of, protected_namespace_refusal
 from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
@@ -1096,7 +1097,9 @@ def _finish_side_effects(cr: ChangeRequest) -> None:
                 summary=f"Deleted {resource} (CR-{cr.pk})",
                 before={"retention": resource.retention},
             )
-            # runs PROTECT their revision; they go with the resource (the outcome stays on the request)
+            # runs PROTECT their revision; they go with the resource (the outcome stays on the request,
+            # and in /metrics' totals)
+            retire_targets(PropagationTarget.objects.filter(run__resource=resource))
             PropagationRun.objects.filter(resource=resource).delete()
             resource.delete()
     elif cr.kind == ChangeKind.UNJOIN and cr.cluster_id:

@@ -99,7 +99,7 @@ def test_resource_page_has_a_health_column_and_status_filters(client, viewer, re
 def test_dashboard_counts_health(client, viewer, resource_on_three):
     client.force_login(viewer)
     response = client.get(reverse("federation:summary"))
-    assert response.context["summary"]["health"] == {H: 1, P: 1, D: 0, M: 1}
+    assert response.context["summary"]["health"] == {H: 1, P: 1, D: 0, M: 1, Health.UNKNOWN: 0}
     fragment = client.get(reverse("federation:summary"), HTTP_HX_REQUEST="true").content.decode()
     assert 'data-health="Missing">Missing 1</span>' in fragment and 'data-health="Healthy">Healthy 1</span>' in fragment
 

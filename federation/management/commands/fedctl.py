@@ -32,6 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services, watching
 from federation.approvals import services as approvals
+from federation.health import shown_sync_state
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 
@@ -400,7 +401,8 @@ class Command(BaseCommand):
                     "message": row.message,
                     "version": row.version,
                     "revision": row.revision.number if row.revision else None,
-                    "syncState": row.sync_state,
+                    "syncState": shown_sync_state(row.sync_state, row.cluster.state),
+                    "lastSyncState": row.sync_state,
                     "drift": row.drift,
                     "remoteStatus": row.remote_status,
                     "propagatedAt": row.propagated_at.isoformat() if row.propagated_at else None,
