@@ -689,6 +689,30 @@ def merge_patch_object(
     ).json()
 
 
+def json_patch_object(
+    conn: ClusterConnection,
+    *,
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str,
+    patch: list[dict],
+    field_manager: str = FIELD_MANAGER,
+    timeout=None,
+) -> dict:
+    """JSON patch (RFC 6902) of one object: a ``test`` operation that fails makes it a 422 that
+    changes nothing (a compare-and-set); returns the live object."""
+    return _request(
+        conn,
+        "PATCH",
+        resource_path(api_version, plural, namespace, name),
+        query=[("fieldManager", field_manager), ("fieldValidation", "Strict")],
+        body=patch,
+        content_type="application/json-patch+json",
+        timeout=timeout,
+    ).json()
+
+
 def list_objects(
     conn: ClusterConnection,
     *,

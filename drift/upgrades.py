@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from datetime import timedelta
 
 from django.core.exceptions import PermissionDenied
@@ -65,6 +66,11 @@ _P0_CODES = {CompatProblemCode.API_REMOVED, CompatProblemCode.API_NOT_SERVED}
 _P1_CODES = {CompatProblemCode.UNKNOWN_FIELD, CompatProblemCode.INVALID, CompatProblemCode.UNKNOWN_KIND}
 
 
+# a release as Cluster API's KubeSemver reads one (util/version/version.go, Apache-2.0), without the
+# pre-release and build suffix it also takes: the plan compares (minor, patch) only
+RELEASE_RE = re.compile(r"^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$", re.ASCII)
+
+
 class UpgradeRefused(ValueError):
     """The upgrade may not be requested (or approved, or applied); the message says why."""
 
@@ -82,6 +88,12 @@ def parse_target(text: str):
     version = parse_version((text or "").strip(), full=True)
     if version is None:
         raise UpgradeRefused(f"{text!r:.40} is not a Kubernetes version: give a full version like v1.30.4.")
+    if not RELEASE_RE.match(text.strip()):
+        raise UpgradeRefused(
+            f"{text.strip()!r:.40} is not a Kubernetes release an upgrade can target: give v, then major.minor.patch "
+            "without leading zeros, like v1.30.4 (Cluster API refuses leading zeros; a pre-release or build suffix "
+            "is not compared as Kubernetes orders releases, so it could hide a downgrade)."
+        )
     if version.major != 1 or version.minor not in schemas.SUPPORTED_MINORS:
         known = f"v1.{schemas.SUPPORTED_MINORS[0]}–v1.{schemas.SUPPORTED_MINORS[-1]}"
         raise UpgradeRefused(
@@ -266,6 +278,8 @@ def open_upgrade(member: Cluster, exclude: int | None = None) -> ChangeRequest |
 
 
 def _managed(member: Cluster) -> ManagedCluster:
+    """The Cluster API cluster of ``member`` as the last poll read it (seconds old: each step's patch
+    is a compare-and-set on the version the rules judged, ``_start_step``)."""
     managed = lifecycle.managed_row(member)
     if managed is None:
         raise UpgradeRefused(
@@ -363,6 +377,10 @@ class UpgradeHandler:
         other = open_upgrade(cr.cluster, exclude=cr.pk)
         if other is not None:
             raise UpgradeRefused(f"CR-{other.pk} already upgrades {cr.cluster_name}.")
+        if reasons := managed.rolling_reasons:  # Cluster API holds a control-plane upgrade while machines roll
+            raise UpgradeRefused(
+                f"{cr.cluster_name}'s machines are rolling ({'; '.join(reasons)}); wait until the roll has finished."
+            )
         _target, steps = plan_steps(managed, plan.target_version, plan.scope, VersionPolicy.load().as_skew_policy())
         if [(s["kind"], s["name"]) for s in steps] != [(s["kind"], s["name"]) for s in plan.steps]:
             raise UpgradeRefused(
@@ -416,17 +434,29 @@ def _start_step(plan: UpgradePlan, step: dict, *, actor=None) -> None:
         raise UpgradeRefused("The Cluster API cluster is no longer known.")
     conn = connection_for(managed.management)
     if step["kind"] == "controlPlane":
-        api_version, plural, patch = lifecycle.CP_GV, "kubeadmcontrolplanes", {"spec": {"version": step["to"]}}
+        api_version, plural, path = lifecycle.CP_GV, "kubeadmcontrolplanes", "/spec/version"
     else:
-        api_version, plural = lifecycle.CAPI_GV, "machinedeployments"
-        patch = {"spec": {"template": {"spec": {"version": step["to"]}}}}
+        api_version, plural, path = lifecycle.CAPI_GV, "machinedeployments", "/spec/template/spec/version"
+    # a JSON patch whose test makes it a compare-and-set: it changes the version only while the object
+    # still declares the one the rules judged (a kubectl edit meanwhile would otherwise be overwritten,
+    # a downgrade included: Cluster API's webhook does not refuse one)
+    operations = [
+        {"op": "test", "path": path, "value": step["from"]},
+        {"op": "replace", "path": path, "value": step["to"]},
+    ]
     try:
-        kube.merge_patch_object(
-            conn, api_version=api_version, plural=plural, namespace=managed.namespace, name=step["name"], patch=patch
+        kube.json_patch_object(
+            conn,
+            api_version=api_version,
+            plural=plural,
+            namespace=managed.namespace,
+            name=step["name"],
+            patch=operations,
         )
     except kube.KubeError as exc:
         raise UpgradeRefused(
-            f"Patching {plural} {step['name']} on {managed.management.name} failed: {exc.message}"
+            f"Patching {plural} {step['name']} on {managed.management.name} failed: {exc.message} (it is changed "
+            f"only while it still declares {step['from']}: was it changed outside FedPortal?)"
         ) from exc
     step.update(state="running", started_at=timezone.now().isoformat(), message="")
     plan.last_progress_at = timezone.now()
@@ -449,6 +479,16 @@ def _step_done(managed: ManagedCluster, step: dict) -> bool:
         )
     md = next((d for d in managed.machine_deployments if d["name"] == step["name"]), None)
     return md is not None and md["version"] == step["to"] and not machine_deployment_rolling_out(md)
+
+
+def _upgraded_parts(plan: UpgradePlan) -> str:
+    """What the finished plan upgraded, in words: the control plane, the workers, or both."""
+    kinds = {s["kind"] for s in plan.steps}
+    if kinds == {"controlPlane"}:
+        return "control plane; workers not upgraded"
+    if "controlPlane" not in kinds:
+        return "workers"
+    return "control plane and workers"
 
 
 def _marker(managed: ManagedCluster) -> str:
@@ -484,7 +524,7 @@ def _advance(plan: UpgradePlan):
         _audit_step(plan, "step_done", step, f"CR-{plan.change_request_id}: {_step_names([step])[0]} done")
         following = plan.current_step
         if following is None:
-            return ChangeState.APPLIED, f"{managed.name} runs {plan.target_version} (control plane and workers)."
+            return ChangeState.APPLIED, f"{managed.name} runs {plan.target_version} ({_upgraded_parts(plan)})."
         return _start_or_fail(plan, following)
     marker = _marker(managed)
     if marker != plan.progress_marker:

@@ -125,7 +125,7 @@ def test_a_patch_that_fails_mid_roll_fails_the_request(operator, monkeypatch):
     def refuse(*args, **kwargs):
         raise kube.KubeError("admission webhook denied the request", kind="forbidden", status=403)
 
-    monkeypatch.setattr(upgrades.kube, "merge_patch_object", refuse)
+    monkeypatch.setattr(upgrades.kube, "json_patch_object", refuse)
     cr = approvals.sync_change_request(cr.pk)
     assert cr.state == ChangeState.FAILED
     assert "admission webhook denied the request" in cr.apply_error and "halted" in cr.apply_error
@@ -277,3 +277,27 @@ def test_a_request_refused_at_submit_leaves_no_draft(monkeypatch, operator, make
     with pytest.raises(approvals.TransitionError, match="already upgrades"):
         upgrades.request_upgrade(member, "v1.29.1", actor=other)
     assert list(ChangeRequest.objects.values_list("state", flat=True)) == [ChangeState.SUBMITTED]
+
+
+# --- 5. an upgrade targets a plain release (Cluster API's KubeSemver, no suffix) ------------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["v1.029.0", "v01.29.0", "v1.29.00", "v1.29.0--", "v1.29.0-rc.1", "v1.29.0+build.1", "v1.29.0-eks-1"],
+)
+def test_a_target_cluster_api_refuses_or_that_hides_its_order_is_a_400_that_writes_nothing(
+    member, operator, client, target
+):
+    with pytest.raises(upgrades.UpgradeRefused, match="is not a Kubernetes release an upgrade can target"):
+        upgrades.request_upgrade(member, target, actor=operator)
+    client.force_login(operator)
+    response = client.post(reverse("drift:upgrade_request", args=[member.name]), {"to": target})
+    assert response.status_code == 400
+    assert "without leading zeros, like v1.30.4" in response.content.decode()
+    assert not ChangeRequest.objects.exists() and not UpgradePlan.objects.exists()
+
+
+def test_a_plain_release_with_surrounding_space_is_still_taken(member, operator):
+    cr = upgrades.request_upgrade(member, "  v1.29.2\t", actor=operator)
+    assert UpgradePlan.objects.get(change_request=cr).target_version == "v1.29.2"

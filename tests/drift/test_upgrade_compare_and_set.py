@@ -1,0 +1,134 @@
+"""An upgrade step's patch is a compare-and-set (a JSON patch whose ``test`` holds the version the
+rules judged): a control plane or MachineDeployment someone changed with kubectl after the request
+was drafted is never patched back (Cluster API's webhook does not refuse a downgrade), and the
+request fails saying why. Real simulator serving Cluster API's objects."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clusters import kube, lifecycle
+from clusters.models import Cluster, ManagedCluster
+from clusters.probing import probe_cluster
+from clusters.services import register_cluster
+from clusters.services.connections import connection_for
+from drift import upgrades
+from drift.models import UpgradePlan
+from federation.approvals import services as approvals
+from federation.approvals.choices import ChangeState
+from federation.approvals.models import ChangeRequest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FLEET = {
+    "defaults": {"machineSeconds": 0.2},
+    "clusters": [
+        {"name": "host", "role": "host", "version": "v1.30.2", "capi": True},
+        {
+            "name": "w2",
+            "version": "v1.29.4",
+            "managedBy": "host",
+            "controlPlane": {"replicas": 1},
+            "machineDeployments": [{"name": "md-0", "replicas": 1}],
+        },
+    ],
+}
+
+
+@pytest.fixture
+def capi(fleet_factory):
+    fleet = fleet_factory(FLEET)
+    rows = {}
+    for name in ("host", "w2"):
+        rows[name] = register_cluster(
+            name=name,
+            api_server=fleet.url(name),
+            role="host" if name == "host" else "member",
+            token=fleet.token(name),
+            verify=False,
+            probe=False,
+        )
+    for row in rows.values():  # the host's poll links its Cluster API clusters to the members registered
+        probe_cluster(row)
+    return fleet, {name: Cluster.objects.get(pk=row.pk) for name, row in rows.items()}
+
+
+def kubectl_patch(host: Cluster, plural: str, name: str, patch: dict) -> None:
+    api_version = lifecycle.CP_GV if plural == "kubeadmcontrolplanes" else lifecycle.CAPI_GV
+    kube.merge_patch_object(
+        connection_for(host), api_version=api_version, plural=plural, namespace="default", name=name, patch=patch
+    )
+
+
+def live_versions(host: Cluster) -> tuple[str, str]:
+    conn = connection_for(host)
+    cp = kube.get_object(
+        conn, api_version=lifecycle.CP_GV, plural="kubeadmcontrolplanes", namespace="default", name="w2-control-plane"
+    )
+    md = kube.get_object(
+        conn, api_version=lifecycle.CAPI_GV, plural="machinedeployments", namespace="default", name="w2-md-0"
+    )
+    return cp["spec"]["version"], md["spec"]["template"]["spec"]["version"]
+
+
+def applying(cr: ChangeRequest) -> ChangeRequest:
+    """The request as approved (the approval flow is tested elsewhere): its steps start at the next sync."""
+    ChangeRequest.objects.filter(pk=cr.pk).update(state=ChangeState.APPLYING)
+    return approvals.sync_change_request(cr.pk)
+
+
+def synced_until_done(cr: ChangeRequest) -> ChangeRequest:
+    """Sync passes (as the worker's chain makes them) until the request leaves Applying."""
+    for _ in range(300):
+        cr = approvals.sync_change_request(cr.pk)
+        if cr.state != ChangeState.APPLYING:
+            return cr
+        UpgradePlan.objects.filter(change_request=cr).update(synced_at=None)
+        time.sleep(0.1)
+    return cr
+
+
+def test_a_control_plane_changed_with_kubectl_after_drafting_is_not_patched_back(capi, operator):
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.30.2", actor=operator)
+    # someone upgrades it by hand to a newer patch before the request is applied
+    kubectl_patch(rows["host"], "kubeadmcontrolplanes", "w2-control-plane", {"spec": {"version": "v1.30.5"}})
+    cr = applying(cr)
+    assert cr.state == ChangeState.FAILED
+    assert "it is changed only while it still declares v1.29.4: was it changed outside FedPortal?" in cr.apply_error
+    assert live_versions(rows["host"])[0] == "v1.30.5"  # not downgraded to v1.30.2
+    assert UpgradePlan.objects.get(change_request=cr).steps[0]["state"] == "failed"
+
+
+def test_a_machine_deployment_changed_with_kubectl_mid_roll_is_not_patched_back(capi, operator):
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator)
+    plan = UpgradePlan.objects.get(change_request=cr)
+    assert [(s["kind"], s["from"], s["to"]) for s in plan.steps] == [
+        ("controlPlane", "v1.29.4", "v1.29.6"),
+        ("machineDeployment", "v1.29.4", "v1.29.6"),
+    ]
+    cr = applying(cr)
+    assert cr.state == ChangeState.APPLYING
+    # while the control plane rolls, someone moves the workers on by hand
+    kubectl_patch(
+        rows["host"], "machinedeployments", "w2-md-0", {"spec": {"template": {"spec": {"version": "v1.29.7"}}}}
+    )
+    cr = synced_until_done(cr)
+    assert cr.state == ChangeState.FAILED, cr.apply_error
+    assert "still declares v1.29.4" in cr.apply_error
+    assert live_versions(rows["host"]) == ("v1.29.6", "v1.29.7")  # the workers were not patched back
+    assert ManagedCluster.objects.get(name="w2").member_id == rows["w2"].pk
+
+
+def test_a_control_plane_only_upgrade_does_not_claim_the_workers(capi, operator):
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator, scope="control-plane")
+    cr = applying(cr)
+    cr = synced_until_done(cr)
+    assert cr.state == ChangeState.APPLIED, cr.apply_error
+    assert live_versions(rows["host"]) == ("v1.29.6", "v1.29.4")
+    outcome = str(cr.outcome) + cr.apply_error
+    assert "(control plane and workers)" not in outcome
