@@ -505,10 +505,12 @@ def _advance(plan: UpgradePlan):
     managed = plan.managed
     if managed is None:
         return _fail(plan, step, "The Cluster API cluster (or its management cluster) is no longer registered.")
+    read_error = ""
     try:
         lifecycle.refresh(managed.management)
     except kube.KubeError as exc:
         logger.warning("upgrade CR-%s: reading %s failed: %s", plan.change_request_id, managed.management.name, exc)
+        read_error = f"cannot read the Cluster API objects on {managed.management.name} ({exc.message.rstrip('.')})"
     managed = ManagedCluster.objects.select_related("management").filter(pk=managed.pk).first()
     if managed is None:
         plan.managed = None
@@ -531,6 +533,15 @@ def _advance(plan: UpgradePlan):
         plan.progress_marker, plan.last_progress_at = marker, now
         return None
     idle = (now - (plan.last_progress_at or now)).total_seconds()
+    if idle >= plan.stuck_seconds and read_error:
+        # what FedPortal last read shows no progress because it cannot read: say that, not "fix the machines"
+        return _fail(
+            plan,
+            step,
+            f"{_step_names([step])[0]}: {read_error}; nothing seen of the roll for {int(idle)} s. The upgrade is "
+            "halted here (Cluster API may still be rolling it): check the management cluster, then request the "
+            "rest again.",
+        )
     if idle >= plan.stuck_seconds:
         waiting = [f"{m['name']} ({m['phase']})" for m in managed.machines if m["phase"] != "Running"]
         reason = (

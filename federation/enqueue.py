@@ -46,6 +46,12 @@ def advance_rollout(rollout_id: int, *, countdown: float | None = None, on_commi
     )
 
 
+def reconcile_resource_membership(resource_id: int) -> None:
+    """A staged rollout ended: the clusters its placement selects that hold nothing get the resource
+    (queue "default", once the transaction commits)."""
+    send("federation.tasks.reconcile_resource_membership_task", (resource_id,), queue="default", on_commit=True)
+
+
 def reconcile_memberships(cluster_ids: list[int], reason: str) -> None:
     """Many clusters joined or were relabelled at once: one message; the worker queues one
     ``reconcile_membership`` per cluster (queue "default")."""

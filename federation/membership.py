@@ -7,6 +7,12 @@ is opened per resource instead. Runs by the system (actor None), audited as
 
 clusters.services calls the registered listener (``on_membership_change``) when a cluster joins or
 is relabelled; the task waits until the cluster is Ready (its first probe) before reconciling.
+
+A resource a staged rollout owns is not applied to a cluster that joins meanwhile: the rollout's
+waves were fixed when it started, so the cluster would get its revision ahead of every wave, gate
+and approval, and a rollback would not reach it. The cluster waits; when the rollout completes or
+is rolled back, ``reconcile_resource_membership`` gives every cluster the placement selects that
+holds nothing what the resource then has (an aborted rollout gives it nothing until the next change).
 """
 
 import logging
@@ -18,8 +24,8 @@ from django.db import transaction
 from clusters.choices import ClusterState
 from clusters.models import Cluster
 from federation import enqueue
-from federation.choices import PropagationReason, RunTrigger, TargetAction, Toggle
-from federation.models import FederatedResource, PropagatedVersion
+from federation.choices import PropagationReason, RunTrigger, TargetAction, TargetState, Toggle
+from federation.models import FederatedResource, PropagatedVersion, PropagationTarget
 from federation.propagation import PropagationError, plan_targets, propagate_revision
 from federation.propagation.planning import PLAN_FIELDS
 from fedportal.audit import record_event
@@ -92,9 +98,22 @@ def reconcile_cluster_membership(cluster: Cluster, *, reason: str = "joined") ->
     """Apply/remove every approved resource whose placement changed its mind about ``cluster``;
     returns the runs started (or, with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST, the change requests opened)."""
     started = []
-    for change in membership_changes(cluster):
+    changes = membership_changes(cluster)
+    rolling_out = _resources_in_rollout([change.resource.pk for change in changes if change.action == APPLY])
+    for change in changes:
         resource, revision = change.resource, change.resource.propagated_revision
         verb = "propagate to" if change.action == APPLY else "remove from"
+        if change.action == APPLY and resource.pk in rolling_out:
+            record_event(
+                "federation.resource.membership",
+                actor=None,
+                obj=resource,
+                cluster=cluster.name,
+                summary=f"{cluster.name} {reason}: propagating {resource} to it waits for CR-{rolling_out[resource.pk]}'s "
+                "staged rollout to end",
+                after={"action": "deferred", "cluster": cluster.name, "reason": reason},
+            )
+            continue
         if join_requires_change_request():
             cr = _open_change_request(resource, cluster, reason=reason, verb=verb)
             if cr is not None:
@@ -120,6 +139,73 @@ def reconcile_cluster_membership(cluster: Cluster, *, reason: str = "joined") ->
             continue
         started.append(run)
     return started
+
+
+def _resources_in_rollout(resource_ids: list[int]) -> dict[int, int]:
+    if not resource_ids:
+        return {}
+    from federation.approvals.rollout import resources_in_rollout
+
+    return resources_in_rollout(resource_ids)
+
+
+def reconcile_resource_membership(resource_id: int) -> list:
+    """After a staged rollout of the resource ended: every cluster its approved placement selects that
+    holds nothing (it joined, or was relabelled in, while the rollout owned the resource) and that no
+    run is working on gets the propagated revision, in one run (or one reconcile change request with
+    FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST). Returns what was started."""
+    resource = (
+        FederatedResource.objects.select_related("type", "propagated_revision")
+        .filter(pk=resource_id, propagated_revision__isnull=False, type__propagation=Toggle.ENABLED)
+        .first()
+    )
+    if resource is None or _resources_in_rollout([resource.pk]):
+        return []
+    revision = resource.propagated_revision
+    held = dict(PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "status"))
+    busy = set(
+        PropagationTarget.objects.filter(
+            run__resource=resource, state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
+        ).values_list("cluster_id", flat=True)
+    )
+    plans = plan_targets(resource, revision, clusters=list(Cluster.objects.only(*PLAN_FIELDS)))
+    joined = sorted(
+        (
+            plan.cluster
+            for plan in plans
+            if plan.action == TargetAction.APPLY
+            and (plan.cluster.pk not in held or held[plan.cluster.pk] in NOT_THERE)
+            and plan.cluster.pk not in busy
+        ),
+        key=lambda cluster: cluster.name,
+    )
+    if not joined:
+        return []
+    names = ", ".join(cluster.name for cluster in joined)
+    if join_requires_change_request():
+        cr = _open_change_request(resource, joined[0], reason="joined during a staged rollout", verb="propagate to")
+        return [cr] if cr is not None else []
+    try:
+        with transaction.atomic():
+            run = propagate_revision(
+                resource,
+                actor=None,
+                revision=revision,
+                trigger=RunTrigger.RESYNC,
+                only_clusters=None if revision.scheduling else {cluster.pk for cluster in joined},
+            )
+            record_event(
+                "federation.resource.membership",
+                actor=None,
+                obj=resource,
+                summary=f"{names} joined {resource}'s placement during a staged rollout: propagate it to them "
+                f"(approved placement of revision {revision.number})",
+                after={"run": run.pk, "action": APPLY, "clusters": [cluster.name for cluster in joined]},
+            )
+    except PropagationError as exc:
+        logger.info("membership reconcile of %s after its rollout skipped: %s", resource, exc)
+        return []
+    return [run]
 
 
 def _open_change_request(resource: FederatedResource, cluster: Cluster, *, reason: str, verb: str):

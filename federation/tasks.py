@@ -123,6 +123,18 @@ def reconcile_membership_task(cluster_id: int, reason: str = "joined", waits: in
 @shared_task(
     queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
 )
+def reconcile_resource_membership_task(resource_id: int) -> dict:
+    """A staged rollout of the resource ended: the clusters that joined its placement meanwhile (their
+    reconcile waited for it) get what its placement now says (federation.membership)."""
+    from federation import membership
+
+    started = membership.reconcile_resource_membership(resource_id)
+    return {"resource_id": resource_id, "started": len(started)}
+
+
+@shared_task(
+    queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
+)
 def reconcile_memberships_task(cluster_ids: list[int], reason: str = "joined") -> int:
     """The fan-out of a batch (an import of many clusters, a bulk relabel): one reconcile per cluster."""
     from federation import enqueue

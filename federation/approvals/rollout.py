@@ -41,7 +41,7 @@ from federation.approvals.selectors import outcome_rows
 from federation.choices import PropagationReason, TargetAction, TargetState
 from federation.models import FederatedResource, PropagationRun, PropagationTarget, Revision
 from federation.propagation.common import chunked
-from federation.propagation.gates import FAILED, HEALTHY, check_gates
+from federation.propagation.gates import EXCLUDED, FAILED, HEALTHY, SETTLED, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event, record_events
 from fedportal.masking import is_secret_kind, scrub_message
@@ -55,13 +55,14 @@ APPLYING_POLL_SECONDS = 0.02  # how often an advancing task looks whether the ot
 MAX_STEPS = 50  # transitions per advance (a 20-wave rollout with no bake still needs several calls)
 
 # a cluster's state within its wave (the page and `fedctl rollout status` show these)
-C_PENDING, C_APPLYING, C_APPLIED, C_FAILED, C_HEALTHY, C_ROLLED_BACK = (
+C_PENDING, C_APPLYING, C_APPLIED, C_FAILED, C_HEALTHY, C_ROLLED_BACK, C_EXCLUDED = (
     "Pending",
     "Applying",
     "Applied",
     "Failed",
     "Healthy",
     "RolledBack",
+    "Excluded",  # unjoined or isolated since the rollout started: not gated (federation.propagation.gates)
 )
 
 
@@ -122,6 +123,15 @@ def planned_waves(cr: ChangeRequest):
 # a rollout in these states still owns its resource's clusters: its next batch, or its rollback,
 # sends its own revisions, and would undo another change applied meanwhile
 UNFINISHED = (RolloutState.PROGRESSING, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL, RolloutState.HALTED)
+
+
+def resources_in_rollout(resource_ids) -> dict[int, int]:
+    """{resource id: change request id} of the given resources that a staged rollout still owns."""
+    return dict(
+        Rollout.objects.filter(change_request__resource_id__in=list(resource_ids), state__in=UNFINISHED).values_list(
+            "change_request__resource_id", "change_request_id"
+        )
+    )
 
 
 def refuse_during_rollout(resource_id: int | None, *, applying: ChangeRequest | None = None) -> None:
@@ -429,9 +439,10 @@ def _apply_wave(rollout: Rollout, wave: RolloutWave, following: RolloutWave | No
         if started_run is None:
             _save_states(wave, states)  # paused, aborted or halted meanwhile: the last batch's states stay
             return "applying"
-        if not _apply_batch_here(*started_run):
+        if started_run[0] is not None and not _apply_batch_here(*started_run):
             return "applying"
-        # applied here: the batch's states are read at once (and its gates checked when it was the last)
+        # applied here (or nothing to apply: its clusters were unjoined): the batch's states are read at
+        # once (and its gates checked when it was the last)
 
 
 def _finish_applying(
@@ -505,7 +516,7 @@ def _pass_wave(
     return "next"
 
 
-def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
+def _apply_batch_here(run_id: int | None, cluster_ids: list[int]) -> bool:
     """Apply the batch's first chunk in this task, so a wave does not wait for the broker; the chunk
     tasks queued with the run apply the rest. No task is queued for this chunk (``first_chunk_here``):
     one that found the targets claimed cost the other worker's CPU and locks while this one applied
@@ -530,7 +541,7 @@ def _apply_batch_here(run_id: int, cluster_ids: list[int]) -> bool:
 
 def _start_batch(
     rollout: Rollout, wave: RolloutWave, names: list[str], states: dict[str, str]
-) -> tuple[int, list[int]] | None:
+) -> tuple[int | None, list[int]] | None:
     """Send the change to one batch of a wave: the compare-and-set on batch_count and the run are one
     transaction, so a batch is started once however many tasks try. ``states`` are the wave's cluster
     states as just read from its runs; the wave (row and instance) records the batch."""
@@ -545,6 +556,11 @@ def _start_batch(
         locked = RolloutWave.objects.select_for_update().get(pk=wave.pk)
         if locked.batch_count != wave.batch_count or locked.state != WaveState.APPLYING:
             return None
+        if not ids:  # every cluster of the batch was unjoined since the rollout started: nothing to send
+            states = {**states, **{n: C_EXCLUDED for n in names}}
+            RolloutWave.objects.filter(pk=wave.pk).update(batch_count=locked.batch_count + 1, cluster_states=states)
+            wave.batch_count, wave.cluster_states = locked.batch_count + 1, states
+            return None, []
         try:  # a refusal is raised before the run writes anything: no savepoint needed
             run = propagation.propagate_revision(
                 cr.resource, actor=None, revision=cr.proposed_revision, only_clusters=ids, first_chunk_here=True
@@ -570,7 +586,7 @@ def _deadline_passed(wave: RolloutWave, results) -> str:
     since = wave.applied_at or wave.started_at or timezone.now()
     elapsed = (timezone.now() - since).total_seconds()
     for result in results.values():
-        if result.verdict in (HEALTHY, FAILED):
+        if result.verdict in SETTLED:
             continue  # a failure is judged against max_failures, not the deadline
         deadline = wave.progress_deadline or result.deadline or 600
         if elapsed > deadline:
@@ -595,14 +611,14 @@ def _wave_gates(cr: ChangeRequest, wave: RolloutWave):
 def _gate_states(states: dict[str, str], results) -> dict[str, str]:
     states = dict(states)
     for name, result in results.items():
-        states[name] = C_HEALTHY if result.verdict == HEALTHY else C_FAILED if result.verdict == FAILED else C_APPLIED
+        states[name] = {HEALTHY: C_HEALTHY, FAILED: C_FAILED, EXCLUDED: C_EXCLUDED}.get(result.verdict, C_APPLIED)
     return states
 
 
 def _gates_pass(wave: RolloutWave, results) -> bool:
     """Every cluster healthy, but for the failures the wave allows."""
     failed = sum(1 for r in results.values() if r.verdict == FAILED)
-    return failed <= wave.max_failures and all(r.verdict in (HEALTHY, FAILED) for r in results.values())
+    return failed <= wave.max_failures and all(r.verdict in SETTLED for r in results.values())
 
 
 def _passed_event(cr: ChangeRequest, wave: RolloutWave, states: dict[str, str]) -> dict:
@@ -630,7 +646,7 @@ def _judge_gates(rollout: Rollout, wave: RolloutWave, following: RolloutWave | N
         _wave_update(wave, cluster_states=states)
         _halt(rollout, wave, expired)
         return "again"
-    waiting = [r for r in results.values() if r.verdict not in (HEALTHY, FAILED)]
+    waiting = [r for r in results.values() if r.verdict not in SETTLED]
     now = timezone.now()
     if waiting:
         _wave_update(
@@ -674,6 +690,8 @@ def _complete(rollout: Rollout) -> None:
             before={"state": ChangeState.APPLYING},
             after={"state": ChangeState.APPLIED, "rollout": RolloutState.COMPLETED},
         )
+        # clusters that joined the placement meanwhile waited for this (federation.membership)
+        enqueue.reconcile_resource_membership(cr.resource_id)
 
 
 def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
@@ -709,17 +727,22 @@ def _updated_clusters(waves: list[RolloutWave]) -> list[str]:
     return sorted({n for wave in waves for n, s in wave.cluster_states.items() if s != C_PENDING})
 
 
-def _rollback_groups(rollout: Rollout, names: list[str], base: Revision) -> list[tuple[Revision, list[int]]]:
-    """The updated clusters' ids grouped by the revision each gets back: the one it had when the
-    rollout started (``previous_revisions``), else (a cluster that had none: it joined the placement
-    with this change) the request's base revision, whose placement removes it again."""
+def _rollback_groups(rollout: Rollout, names: list[str], base: Revision) -> list[tuple[Revision, bool, list[int]]]:
+    """The updated clusters' ids grouped by the revision each gets back and whether this change created
+    the object there: the revision it had when the rollout started (``previous_revisions``), else (a
+    cluster that had none: it joined the placement with this change) the request's base revision,
+    whose placement removes it again, deleting it whatever the retention (Orphan would leave the
+    rolled-back revision running there)."""
     ids = dict(Cluster.objects.filter(name__in=names).values_list("name", "pk"))
     previous = rollout.previous_revisions or {}
     revisions = Revision.objects.in_bulk({previous[n] for n in ids if n in previous})
-    groups: dict[Revision, list[int]] = {}
+    groups: dict[tuple[Revision, bool], list[int]] = {}
     for name, pk in sorted(ids.items()):
-        groups.setdefault(revisions.get(previous.get(name)) or base, []).append(pk)
-    return sorted(groups.items(), key=lambda group: group[0].pk)
+        had = revisions.get(previous.get(name))
+        groups.setdefault((had or base, had is None), []).append(pk)
+    return sorted(
+        ((revision, created, ids) for (revision, created), ids in groups.items()), key=lambda g: (g[0].pk, g[1])
+    )
 
 
 def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
@@ -742,7 +765,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
         waves = list(RolloutWave.objects.select_for_update().filter(rollout_id=rollout.pk).order_by("index"))
         names = _updated_clusters(waves)
         groups = _rollback_groups(rollout, names, base)
-        restored = sorted({revision.number for revision, _ in groups})
+        restored = sorted({revision.number for revision, _, _ in groups})
         rollback = ChangeRequest.objects.create(
             kind=ChangeKind.ROLLBACK,
             state=ChangeState.APPLYING,
@@ -753,7 +776,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             resource=cr.resource,
             resource_repr=cr.resource_repr,
             # the revision the clusters get back (the base when they had different ones: each run says which)
-            proposed_revision=groups[0][0] if len(groups) == 1 else base,
+            proposed_revision=groups[0][0] if len({g[0] for g in groups}) == 1 else base,
             proposed_hash=cr.proposed_hash,
             base_revision=cr.proposed_revision,
             required_approvals=0,
@@ -764,10 +787,12 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             applied_at=now,
         )
         runs = []
-        for revision, ids in groups:
+        for revision, created, ids in groups:
             try:
                 runs.append(
-                    propagation.propagate_revision(cr.resource, actor=actor, revision=revision, only_clusters=ids)
+                    propagation.propagate_revision(
+                        cr.resource, actor=actor, revision=revision, only_clusters=ids, delete_removed=created
+                    )
                 )
             except propagation.PropagationError as exc:
                 raise RolloutError(str(exc)) from None
@@ -796,6 +821,7 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             after={"state": ChangeState.ROLLED_BACK, "rollback": rollback.pk, "clusters": names},
         )
         enqueue.sync_change_request(rollback.pk, countdown=2)
+        enqueue.reconcile_resource_membership(cr.resource_id)  # joiners that waited get what it restored
     return rollback
 
 
@@ -987,7 +1013,9 @@ def rollout_status(cr) -> dict | None:
         bake_left = None
         if wave.state == WaveState.BAKING and wave.healthy_since is not None:
             bake_left = max(0, round(wave.bake_seconds - (now - wave.healthy_since).total_seconds()))
-        done = sum(1 for s in wave.cluster_states.values() if s in (C_APPLIED, C_HEALTHY, C_FAILED, C_ROLLED_BACK))
+        done = sum(
+            1 for s in wave.cluster_states.values() if s in (C_APPLIED, C_HEALTHY, C_FAILED, C_ROLLED_BACK, C_EXCLUDED)
+        )
         waves.append(
             {
                 "name": wave.name,

@@ -1,6 +1,8 @@
 """Fan-out: a PropagationRun with one target per planned cluster, enqueued in chunks after the
 transaction commits; re-sync of one cluster; removal from one cluster."""
 
+from dataclasses import replace
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -60,6 +62,7 @@ def propagate_revision(
     only_clusters=None,
     first_chunk_here: bool = False,
     reapply_only: bool = False,
+    delete_removed: bool = False,
 ) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
@@ -75,6 +78,8 @@ def propagate_revision(
     caller die first, the stale-target sweep queues it (``resume_stale_targets``). ``reapply_only``
     (a re-sync): a cluster the plan would remove an object FedPortal applied from is refused
     (``only_cluster``) or left out (``only_clusters``): removing goes through a change request.
+    ``delete_removed``: a removal deletes whatever the retention (a rollback taking back what the
+    change it undoes created: Orphan would leave that change running there).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -99,6 +104,8 @@ def propagate_revision(
         # to a few clusters (a re-sync, a rollout's batch) reads and plans just those
         clusters, within = clusters.filter(pk__in=wanted), wanted
     plans = plan_targets(resource, revision, clusters=clusters, within=within, acting=True)
+    if delete_removed:
+        plans = [replace(p, action=TargetAction.DELETE) if p.action == TargetAction.ORPHAN else p for p in plans]
     if only_cluster is not None:
         plans = [p for p in plans if p.cluster.pk == only_cluster.pk]
         if not plans:

@@ -12,6 +12,10 @@ decides (kubectl/pkg/polymorphichelpers/rollout_status.go, Apache-2.0):
   update revision current (with a partition: the replicas above it updated);
 * a Job, which kubectl has no rollout status for: complete (a Failed condition fails the gate).
 
+A cluster that left the fleet (unjoined) or is isolated is excluded from the gate, neither passing
+nor failing it: an admin's action on one cluster is not the change's failure (isolation holds the
+revision back; the cluster gets it when restored, as every isolated cluster does).
+
 A workload that stays incomplete past its progress deadline (a Deployment's
 ``spec.progressDeadlineSeconds``, 600 s by default as in Kubernetes, or the wave's override) fails the
 gate, as does a ``ProgressDeadlineExceeded`` condition reported by the cluster itself. A DaemonSet or
@@ -30,14 +34,15 @@ from federation.models import FederatedResource, PropagatedVersion
 from federation.propagation.common import kube_timeout
 from federation.propagation.worker import network_pool  # the process's one pool for cluster calls
 
-HEALTHY, WAITING, FAILED = "healthy", "waiting", "failed"
+HEALTHY, WAITING, FAILED, EXCLUDED = "healthy", "waiting", "failed", "excluded"
+SETTLED = (HEALTHY, FAILED, EXCLUDED)  # verdicts nothing more is waited for
 DEFAULT_PROGRESS_DEADLINE = 600
 
 
 @dataclass
 class GateResult:
     cluster: str
-    verdict: str  # HEALTHY, WAITING or FAILED
+    verdict: str  # HEALTHY, WAITING, FAILED or EXCLUDED
     gate: str = ""  # which gate: applied, cluster-ready, drift, rollout
     reason: str = ""
     deadline: int | None = None  # the Deployment's spec.progressDeadlineSeconds
@@ -153,12 +158,17 @@ def check_gates(
     for name in cluster_names:
         cluster = clusters.get(name)
         if cluster is None:
-            results[name] = GateResult(name, FAILED, "cluster-ready", f"{name} was unjoined")
+            results[name] = GateResult(name, EXCLUDED, "cluster-ready", f"{name} was unjoined: not gated")
+            continue
+        pv = pvs.get(cluster.pk)
+        if cluster.isolated or (pv is not None and pv.status == PropagationReason.CLUSTER_ISOLATED):
+            results[name] = GateResult(
+                name, EXCLUDED, "isolated", f"{name} is isolated: held back, not gated (it gets this when restored)"
+            )
             continue
         if cluster.state != ClusterState.READY:
             results[name] = GateResult(name, FAILED, "cluster-ready", f"{name} is {cluster.state}")
             continue
-        pv = pvs.get(cluster.pk)
         if name in removed:
             if pv is not None and pv.status in (PropagationReason.REMOVED, PropagationReason.ORPHANED):
                 results[name] = GateResult(name, HEALTHY)

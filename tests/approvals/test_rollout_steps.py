@@ -14,7 +14,7 @@ from federation import propagation
 from federation import services as federation_services
 from federation.approvals import rollout as rollouts
 from federation.approvals import services
-from federation.approvals.choices import RolloutState, WaveState
+from federation.approvals.choices import ChangeState, RolloutState, WaveState
 from federation.approvals.models import ChangeRequest, Rollout
 from fedportal.models import AuditEvent
 from tests.federation.factories import WEB_TEMPLATE, drain, federate_namespace, register_fleet, web_deployment
@@ -547,3 +547,175 @@ def test_a_rollout_halted_by_a_failed_apply_resumes_once_the_failed_clusters_wer
     rollouts.advance_rollout(rollout.pk)
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
+
+
+# --- a cluster that joins the placement while a rollout owns the resource ---------------------------
+
+WEB_TIER = {"clusterSelector": {"matchLabels": {"tier": "web"}}}
+
+
+def _label_web(*names):
+    for cluster in Cluster.objects.filter(name__in=names):
+        cluster.labels = {**cluster.labels, "tier": "web"}
+        cluster.save()
+
+
+def _staged_to_web_tier(fleet, operator, approvers):
+    """web on m127, m128, m130 (tier=web) at nginx:1.25; revision 2 (web:2) approved with a canary
+    wave (m128) and a prod wave needing approval: the rollout waits at prod."""
+    _label_web("m127", "m128", "m130")
+    resource = web_deployment(placement=WEB_TIER, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {
+        "autoRollback": True,
+        "waves": [
+            {"name": "canary", "clusters": ["m128"]},
+            {"name": "prod", "clusterSelector": {"matchLabels": {"tier": "web"}}, "requireApproval": True},
+        ],
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    federation_services.update_resource(resource, template=image_template("web:2"), placement=WEB_TIER, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(services.create_change_request(resource, actor=operator), operator, approvers)
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL
+    assert image(fleet, "m128") == "web:2" and image(fleet, "m127") == "nginx:1.25"
+    return resource, cr, rollout
+
+
+@pytest.fixture
+def queued_reconciles(monkeypatch):
+    """The resource ids whose membership reconcile a rollout's end queued."""
+    from federation import enqueue
+
+    queued = []
+    monkeypatch.setattr(enqueue, "reconcile_resource_membership", queued.append)
+    return queued
+
+
+def test_a_cluster_joining_mid_rollout_waits_and_gets_what_a_rollback_restores(
+    ready_fleet, operator, approver, second_approver, queued_reconciles
+):
+    from federation.membership import reconcile_cluster_membership, reconcile_resource_membership
+
+    resource, cr, rollout = _staged_to_web_tier(ready_fleet, operator, [approver, second_approver])
+    _label_web("m131")
+    assert reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed") == []
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None  # not ahead of the waves
+    deferred = AuditEvent.objects.filter(action="federation.resource.membership", cluster="m131").get()
+    assert f"waits for CR-{cr.pk}'s staged rollout to end" in deferred.summary
+    assert reconcile_resource_membership(resource.pk) == []  # still rolling out: nothing yet
+
+    rollback = rollouts.rollback_rollout(cr, actor=operator, reason="canary looks wrong")
+    for run in rollback.runs.all():
+        drain(run)
+    assert queued_reconciles == [resource.pk]
+    runs = reconcile_resource_membership(resource.pk)  # what the rollback queued
+    assert len(runs) == 1
+    drain(runs[0])
+    assert {name: image(ready_fleet, name) for name in MEMBERS} == dict.fromkeys(MEMBERS, "nginx:1.25")
+
+
+def test_a_cluster_joining_mid_rollout_gets_the_new_revision_once_the_rollout_completes(
+    ready_fleet, operator, approver, second_approver, queued_reconciles
+):
+    from federation.membership import reconcile_cluster_membership, reconcile_resource_membership
+
+    resource, cr, rollout = _staged_to_web_tier(ready_fleet, operator, [approver, second_approver])
+    _label_web("m131")
+    assert reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed") == []
+    rollouts.approve_wave(cr, actor=approver, wave_name="prod")
+    rollouts.approve_wave(cr, actor=second_approver, wave_name="prod")
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None
+    assert queued_reconciles == [resource.pk]
+    runs = reconcile_resource_membership(resource.pk)  # what completing queued
+    drain(runs[0])
+    assert {name: image(ready_fleet, name) for name in MEMBERS} == dict.fromkeys(MEMBERS, "web:2")
+    assert reconcile_resource_membership(resource.pk) == []  # once is enough
+
+
+def test_rolling_back_a_wider_placement_deletes_what_it_created_even_with_retention_orphan(
+    ready_fleet, operator, approver, second_approver
+):
+    """Retention Orphan keeps an object on a cluster that leaves the placement; a rollback of the change
+    that put it there in the first place takes it back (it was not there before the rollout)."""
+    from federation.choices import Retention
+    from federation.models import FederatedResource
+
+    resource = web_deployment(placement={"clusters": MEMBERS[:3]}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    FederatedResource.objects.filter(pk=resource.pk).update(
+        retention=Retention.ORPHAN, approved_retention=Retention.ORPHAN
+    )
+    strategy = {
+        "waves": [
+            {"name": "canary", "clusters": ["m131"]},
+            {"name": "prod", "clusters": MEMBERS, "requireApproval": True},
+        ]
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:BAD"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL, rollout.halt_reason
+    assert image(ready_fleet, "m131") == "web:BAD"
+    rollback = rollouts.rollback_rollout(cr, actor=operator, reason="bad image")
+    for run in rollback.runs.all():
+        drain(run)
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None
+    assert [(t.cluster.name, t.action) for run in rollback.runs.all() for t in run.targets.all()] == [
+        ("m131", "delete")
+    ]
+    assert {name: image(ready_fleet, name) for name in MEMBERS[:3]} == dict.fromkeys(MEMBERS[:3], "nginx:1.25")
+
+
+@pytest.mark.parametrize("how", ["unjoined", "isolated"])
+def test_a_cluster_unjoined_or_isolated_mid_rollout_is_excluded_not_a_failed_gate(
+    ready_fleet, operator, approver, second_approver, admin_user, how
+):
+    """An admin's action on one cluster of a later wave does not halt (and auto-roll back) a healthy
+    change everywhere: the cluster is excluded from the gate (an isolated one is held back and gets
+    the revision when restored)."""
+    from clusters.services import unjoin_cluster
+
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {
+        "autoRollback": True,
+        "waves": [
+            {"name": "canary", "clusters": ["m128"]},
+            {"name": "prod", "clusters": ["m127", "m130"], "requireApproval": True},
+            {"name": "last", "clusters": ["m131"]},
+        ],
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:2"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.WAITING_APPROVAL
+    if how == "unjoined":
+        unjoin_cluster(Cluster.objects.get(name="m131"), actor=admin_user)
+    else:
+        Cluster.objects.filter(name="m131").update(isolated=True, isolated_reason="incident")
+    rollouts.approve_wave(cr, actor=approver, wave_name="prod")
+    rollouts.approve_wave(cr, actor=second_approver, wave_name="prod")
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.COMPLETED, rollout.halt_reason
+    assert {name: image(ready_fleet, name) for name in ("m127", "m128", "m130")} == dict.fromkeys(
+        ("m127", "m128", "m130"), "web:2"
+    )
+    assert image(ready_fleet, "m131") == "nginx:1.25"  # unjoined: left alone; isolated: held back
+    states = {wave.name: wave.cluster_states for wave in rollout.waves.all()}
+    assert states["last"] == {"m131": "Excluded"}
+    assert ChangeRequest.objects.get(pk=cr.pk).state == ChangeState.APPLIED

@@ -132,3 +132,17 @@ def test_a_control_plane_only_upgrade_does_not_claim_the_workers(capi, operator)
     assert live_versions(rows["host"]) == ("v1.29.6", "v1.29.4")
     outcome = str(cr.outcome) + cr.apply_error
     assert "(control plane and workers)" not in outcome
+
+
+def test_a_management_cluster_that_cannot_be_read_mid_roll_is_named_as_the_reason(capi, operator):
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator, scope="control-plane")
+    UpgradePlan.objects.filter(change_request=cr).update(stuck_seconds=1)
+    cr = applying(cr)
+    assert cr.state == ChangeState.APPLYING
+    fleet.set_down("host", mode="refused")
+    cr = synced_until_done(cr)
+    assert cr.state == ChangeState.FAILED
+    assert "cannot read the Cluster API objects on host" in cr.apply_error
+    assert "Cluster API may still be rolling it" in cr.apply_error
+    assert "fix the machines" not in cr.apply_error
