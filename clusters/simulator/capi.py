@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import secrets
 import string
 import time
@@ -179,6 +180,56 @@ def check(plural: str, obj: dict) -> tuple[dict, list[str], list[dict]]:
         else:
             causes.append({"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {err.message}"})
     return {**{k: v for k, v in obj.items() if k in ("metadata", "apiVersion", "kind")}, **pruned}, unknown, causes
+
+
+# -- Cluster API's validating webhooks, as far as versions go ----------------------------------
+# util/version/version.go's KubeSemver and the KubeadmControlPlane webhook's "one minor at a time"
+# (controlplane/kubeadm/internal/webhooks), Cluster API, Apache-2.0: facts, carried over as data
+KUBE_SEMVER = re.compile(r"^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)([-0-9a-zA-Z_\.+]*)?$")
+VERSION_FIELDS = {
+    "kubeadmcontrolplanes": ("spec", "version"),
+    "machinedeployments": ("spec", "template", "spec", "version"),
+    "machinesets": ("spec", "template", "spec", "version"),
+    "machines": ("spec", "version"),
+}
+
+
+def _version_at(obj: dict | None, path: tuple[str, ...]):
+    value = obj
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def webhook_causes(plural: str, obj: dict, old: dict | None) -> list[dict]:
+    """422 causes Cluster API's webhooks give a create or update of ``obj`` (``old``: the stored one):
+    a version that is not a KubeSemver, and a control plane moved more than one minor up at once (a
+    downgrade passes, as it does in Cluster API)."""
+    path = VERSION_FIELDS.get(plural)
+    version = _version_at(obj, path) if path else None
+    if version is None:
+        return []
+    field = ".".join(path)
+    if not isinstance(version, str) or not KUBE_SEMVER.match(version):
+        return [
+            {
+                "reason": "FieldValueInvalid",
+                "field": field,
+                "message": f"Invalid value: {json.dumps(version)}: must be a valid semantic version",
+            }
+        ]
+    before = _version_at(old, path) if old else None
+    if plural == "kubeadmcontrolplanes" and isinstance(before, str) and (match := KUBE_SEMVER.match(before)):
+        old_minor, new_minor = int(match.group(2)), int(KUBE_SEMVER.match(version).group(2))
+        if new_minor >= old_minor + 2:
+            return [
+                {
+                    "reason": "FieldValueForbidden",
+                    "field": field,
+                    "message": f"Forbidden: cannot update Kubernetes version from {before} to {version}",
+                }
+            ]
+    return []
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -376,6 +376,9 @@ def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[di
 
 def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
+    if ctx.custom and ctx.subresource != "status" and capi.schema_for(ctx.res.group, ctx.res.version, ctx.res.plural):
+        if causes := capi.webhook_causes(ctx.res.plural, obj, old):  # its admission webhooks
+            raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
     if old is None:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_text()

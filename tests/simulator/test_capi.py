@@ -288,3 +288,34 @@ def test_kubectl_gets_capi_objects(capi_fleet):
     assert "cluster.cluster.x-k8s.io/w1" in out and "machinedeployment.cluster.x-k8s.io/w1-md-0" in out
     assert "kubeadmcontrolplane.controlplane.cluster.x-k8s.io/w1-control-plane" in out
     assert "Running" in out
+
+
+@pytest.mark.parametrize("version", ["v1.029.0", "1.30.2", "skip two minors"])
+def test_cluster_api_webhooks_refuse_what_they_refuse(mgmt, version):
+    """Cluster API's admission: a version must be a KubeSemver (util/version: "v" and no leading
+    zeros) and a control plane goes up one minor at a time (the KubeadmControlPlane webhook); a
+    refused write changes nothing."""
+    group, plural, name = "controlplane.cluster.x-k8s.io", "kubeadmcontrolplanes", "w1-control-plane"
+    current = mgmt.get_namespaced_custom_object(group, "v1beta1", "default", plural, name)["spec"]["version"]
+    if version == "skip two minors":
+        minor = int(current.split(".")[1])
+        version, reason = (
+            f"v1.{minor + 2}.0",
+            f"Forbidden: cannot update Kubernetes version from {current} to v1.{minor + 2}.0",
+        )
+    else:
+        reason = "must be a valid semantic version"
+    with pytest.raises(ApiException) as refused:
+        mgmt.patch_namespaced_custom_object(group, "v1beta1", "default", plural, name, {"spec": {"version": version}})
+    assert refused.value.status == 422 and reason in refused.value.body
+    assert mgmt.get_namespaced_custom_object(group, "v1beta1", "default", plural, name)["spec"]["version"] == current
+    with pytest.raises(ApiException) as md_refused:
+        mgmt.patch_namespaced_custom_object(
+            "cluster.x-k8s.io",
+            "v1beta1",
+            "default",
+            "machinedeployments",
+            "w1-md-0",
+            {"spec": {"template": {"spec": {"version": "1.29.4"}}}},
+        )
+    assert md_refused.value.status == 422 and "must be a valid semantic version" in md_refused.value.body
