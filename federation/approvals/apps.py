@@ -23,3 +23,7 @@ class ApprovalsConfig(AppConfig):
 
         register_preflight(apiserver_value_check)
         register_preflight(namespace_preflight)
+
+        from federation.approvals.wave_preflight import unknown_wave_clusters
+
+        register_preflight(unknown_wave_clusters)
