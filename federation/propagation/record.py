@@ -1,7 +1,7 @@
 """Recording: what finished targets did, written with their audit events in one transaction; the
 PropagatedVersion rows a run reads and creates; closing a run once its last target is done."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from django.db import transaction
@@ -35,6 +35,7 @@ from federation.propagation.network import (
     GONE,
     ISOLATED,
     ORPHANED,
+    SUPERSEDED,
     UNCHANGED,
     Step,
 )
@@ -118,6 +119,10 @@ def record_steps(
     resource, revision, actor = run.resource, run.revision, run.actor
     outcomes, events, finished = {}, [], {}
     now = timezone.now()
+    if newer := clusters_in_newer_runs(run, [step.cluster.pk for _, step in steps if step.outcome != SUPERSEDED]):
+        # a newer run of the resource targets these clusters since this one claimed them (a rollback
+        # made while this batch was in flight): its record stands, this one's would overwrite it
+        steps = [(t, replace(step, outcome=SUPERSEDED) if step.cluster.pk in newer else step) for t, step in steps]
     applied = [
         (target, step, applied_fields(resource, revision, step, now=now))
         for target, step in steps
@@ -210,6 +215,17 @@ def record_steps(
             events.append(closed)
         append_events(applied_events + prepare_events(events))
     return outcomes
+
+
+def clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:
+    """Which of ``cluster_ids`` a later run of the same resource also targets (that run's revision wins)."""
+    if not cluster_ids:
+        return set()
+    return set(
+        PropagationTarget.objects.filter(
+            run__resource_id=run.resource_id, cluster_id__in=cluster_ids, run_id__gt=run.pk
+        ).values_list("cluster_id", flat=True)
+    )
 
 
 def close_run(run_id: int, resource: FederatedResource) -> dict | None:

@@ -47,6 +47,7 @@ from federation.propagation.record import (
     TargetOutcome,
     applied_event,
     applied_fields,
+    clusters_in_newer_runs,
     pv_for,
     pvs_for,
     record_steps,
@@ -183,11 +184,7 @@ def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[
     wins). Usually there is no later run, as the run's ``has_newer_run`` says."""
     if not run.has_newer_run:
         return set()
-    return set(
-        PropagationTarget.objects.filter(
-            run__resource_id=run.resource_id, cluster_id__in=cluster_ids, run_id__gt=run.pk
-        ).values_list("cluster_id", flat=True)
-    )
+    return clusters_in_newer_runs(run, cluster_ids)
 
 
 def propagate_to_cluster(run_id: int, cluster_id: int) -> TargetOutcome:
