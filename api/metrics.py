@@ -19,6 +19,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.db import connection, transaction
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
@@ -170,15 +171,23 @@ class DatabaseCollector:
             "Finished per-cluster propagations by state and reason.",
             labels=["state", "reason"],
         )
-        # the rows of deleted resources and unjoined clusters count on (federation.outcome_totals)
-        retired = list(RetiredTargetTotal.objects.order_by("state", "reason"))
+        # the rows of deleted resources and unjoined clusters count on (federation.outcome_totals), read
+        # in one snapshot with the live rows: a deletion committed between two reads would be in neither
+        outermost = not connection.in_atomic_block  # the isolation level is a transaction's first statement
+        with transaction.atomic():
+            if connection.vendor == "postgresql" and outermost:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            retired = list(RetiredTargetTotal.objects.order_by("state", "reason"))
+            live = list(finished_targets().values_list("state", "reason").annotate(n=Count("pk")))
+            histogram = _propagation_histogram(retired)
         counts = {(r.state, r.reason): r.count for r in retired}
-        for target_state, reason, n in finished_targets().values_list("state", "reason").annotate(n=Count("pk")):
+        for target_state, reason, n in live:
             counts[(target_state, reason)] = counts.get((target_state, reason), 0) + n
         for (target_state, reason), n in sorted(counts.items()):
             outcomes.add_metric([target_state, reason or "none"], n)
         yield outcomes
-        yield _propagation_histogram(retired)
+        yield histogram
         drift = CounterMetricFamily(
             "fedportal_drift_events",
             "Resource drift detected, repaired (Enforce), failed repairs, resolved.",

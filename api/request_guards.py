@@ -1,6 +1,7 @@
-"""What every /api/v1/ view gets before its own code: HEAD answered as GET without a body (RFC 9110
-9.3.2: a server that answers GET answers HEAD), and a body over Django's upload limit refused with
-the API's JSON 413 (Django's own answer is the site's HTML 400, which an API client cannot read)."""
+"""What every /api/v1/ view gets before its own code: HEAD answered as the JSON GET without a body
+(RFC 9110 9.3.2: a server that answers GET answers HEAD; never as a CSV export, which would run the
+export and audit one that nobody received), and a body over Django's upload limit refused with the
+API's JSON 413 (Django's own answer is the site's HTML 400, which an API client cannot read)."""
 
 import json
 from functools import wraps
@@ -24,6 +25,8 @@ def guarded(view):
         head = request.method == "HEAD"
         if head:
             request.method = "GET"
+            request.META["HTTP_ACCEPT"] = "application/json"  # a CSV export is made for a GET only
+            request.__dict__.pop("headers", None)  # HttpRequest.headers is cached from META
         try:
             response = view(request, *args, **kwargs)
         except RequestDataTooBig:
@@ -31,7 +34,11 @@ def guarded(view):
         finally:
             if head:
                 request.method = "HEAD"
-        if head and not response.streaming:
+        if head and response.streaming:  # not iterated: its body is not sent
+            response.close()
+            headers = {k: v for k, v in response.items() if k.lower() != "content-length"}
+            return HttpResponse(b"", status=response.status_code, headers=headers)
+        if head:
             length = len(response.content)
             response.content = b""
             response["Content-Length"] = str(length)

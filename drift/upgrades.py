@@ -382,9 +382,11 @@ class UpgradeHandler:
                 f"{cr.cluster_name}'s machines are rolling ({'; '.join(reasons)}); wait until the roll has finished."
             )
         _target, steps = plan_steps(managed, plan.target_version, plan.scope, VersionPolicy.load().as_skew_policy())
-        if [(s["kind"], s["name"]) for s in steps] != [(s["kind"], s["name"]) for s in plan.steps]:
+        if [(s["kind"], s["name"], s["from"]) for s in steps] != [
+            (s["kind"], s["name"], s["from"]) for s in plan.steps
+        ]:
             raise UpgradeRefused(
-                f"{cr.cluster_name}'s machines changed since the request was drafted; cancel it and request again."
+                f"{cr.cluster_name}'s versions or machines changed since the request was drafted; cancel it and request again."
             )
 
     def start(self, cr, *, actor) -> None:
@@ -454,14 +456,28 @@ def _start_step(plan: UpgradePlan, step: dict, *, actor=None) -> None:
             patch=operations,
         )
     except kube.KubeError as exc:
-        raise UpgradeRefused(
-            f"Patching {plural} {step['name']} on {managed.management.name} failed: {exc.message} (it is changed "
-            f"only while it still declares {step['from']}: was it changed outside FedPortal?)"
-        ) from exc
+        if _declares(conn, managed, api_version, plural, step["name"], path) != step["to"]:
+            raise UpgradeRefused(
+                f"Patching {plural} {step['name']} on {managed.management.name} failed: {exc.message} (it is "
+                f"changed only while it still declares {step['from']}: was it changed outside FedPortal?)"
+            ) from exc
+        # it declares the target already: this step's patch landed, and its record did not (a worker
+        # killed in between, a database error): the step is started
     step.update(state="running", started_at=timezone.now().isoformat(), message="")
     plan.last_progress_at = timezone.now()
     plan.progress_marker = ""
     _audit_step(plan, "step_started", step, f"CR-{plan.change_request_id}: {_step_names([step])[0]} started", actor)
+
+
+def _declares(conn, managed: ManagedCluster, api_version: str, plural: str, name: str, path: str) -> str | None:
+    """The version the object declares at ``path`` now (None when it cannot be read)."""
+    try:
+        obj = kube.get_object(conn, api_version=api_version, plural=plural, namespace=managed.namespace, name=name)
+    except Exception:  # noqa: BLE001 - unreadable: the patch's own failure is what is reported
+        return None
+    for key in path.strip("/").split("/"):
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, str) else None
 
 
 def _step_done(managed: ManagedCluster, step: dict) -> bool:

@@ -32,7 +32,9 @@ def bucket_counts() -> dict:
 
 def retire_targets(queryset) -> None:
     """Inside the caller's transaction, before it deletes the targets of ``queryset``: add what they
-    count to RetiredTargetTotal (one aggregate query, one row per (state, reason) updated)."""
+    count to RetiredTargetTotal (one aggregate query, one row per (state, reason) updated). The targets
+    are locked first: one a worker finishes meanwhile is counted, or its write waits for the delete."""
+    list(queryset.select_for_update(of=("self",)).values_list("pk", flat=True))
     groups = finished_targets(queryset).values("state", "reason").annotate(**bucket_counts()).order_by()
     for group in groups:
         if not group["total"]:

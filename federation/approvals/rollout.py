@@ -39,7 +39,7 @@ from federation.approvals.content import STAGED_KINDS, content_authors
 from federation.approvals.models import ChangeRequest, Rollout, RolloutWave
 from federation.approvals.selectors import outcome_rows
 from federation.choices import PropagationReason, TargetAction, TargetState
-from federation.models import FederatedResource, PropagationRun, PropagationTarget, Revision
+from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.propagation.common import chunked
 from federation.propagation.gates import EXCLUDED, FAILED, HEALTHY, SETTLED, check_gates
 from federation.rollout_strategy import assign_waves, auto_rollback_for
@@ -168,13 +168,24 @@ def start_rollout(cr: ChangeRequest, *, actor) -> Rollout:
     waves = assign_waves(strategy, labels)
     # what each cluster has now (a rollback restores it): not the request's base revision, which is
     # what the resource had when the request was drafted, before other changes may have been applied
-    previous = propagation.approved_revisions(cr.resource, [p.cluster.pk for p in plans])
+    ids = [p.cluster.pk for p in plans]
+    previous = propagation.approved_revisions(cr.resource, ids)
+    # clusters holding an object no approved revision accounts for (orphaned, then taken back by this
+    # change): None, so a rollback never deletes what was there before the change
+    held = set(
+        PropagatedVersion.objects.filter(resource_id=cr.resource_id, cluster_id__in=ids)
+        .exclude(version="")
+        .exclude(status=PropagationReason.REMOVED)
+        .values_list("cluster_id", flat=True)
+    )
     names = {p.cluster.pk: p.cluster.name for p in plans}
     rollout = Rollout.objects.create(
         change_request=cr,
         strategy=strategy,
         auto_rollback=auto_rollback_for(strategy, labels),
-        previous_revisions={names[pk]: revision.pk for pk, revision in previous.items()},
+        previous_revisions={
+            names[pk]: previous[pk].pk if pk in previous else None for pk in ids if pk in previous or pk in held
+        },
     )
     RolloutWave.objects.bulk_create(
         [
@@ -463,7 +474,7 @@ def _finish_applying(
     )
     now = timezone.now()
     gate_states = _gate_states(states, results)
-    if wave.bake_seconds == 0 and _gates_pass(wave, results):
+    if wave.bake_seconds == 0 and _gates_pass(wave, results, following):
         return _pass_wave(
             rollout,
             wave,
@@ -615,10 +626,23 @@ def _gate_states(states: dict[str, str], results) -> dict[str, str]:
     return states
 
 
-def _gates_pass(wave: RolloutWave, results) -> bool:
-    """Every cluster healthy, but for the failures the wave allows."""
+def _gates_pass(wave: RolloutWave, results, following: RolloutWave | None) -> bool:
+    """Every cluster healthy, but for the failures the wave allows (and, before another wave, at
+    least one cluster checked)."""
     failed = sum(1 for r in results.values() if r.verdict == FAILED)
-    return failed <= wave.max_failures and all(r.verdict in SETTLED for r in results.values())
+    return (
+        failed <= wave.max_failures
+        and all(r.verdict in SETTLED for r in results.values())
+        and not _nothing_checked(results, following)
+    )
+
+
+def _nothing_checked(results, following: RolloutWave | None) -> str:
+    """Why no cluster of the wave can vouch for the change before the next wave starts (every one
+    Excluded: an isolated canary is no signal), else "". The last wave vouches for nothing further."""
+    if following is not None and results and all(r.verdict == EXCLUDED for r in results.values()):
+        return "no cluster of the wave could be checked: " + "; ".join(r.reason for r in results.values())
+    return ""
 
 
 def _passed_event(cr: ChangeRequest, wave: RolloutWave, states: dict[str, str]) -> dict:
@@ -627,9 +651,14 @@ def _passed_event(cr: ChangeRequest, wave: RolloutWave, states: dict[str, str]) 
         cr,
         actor=None,
         summary=f"CR-{cr.pk} wave {wave.name} passed its gates"
-        + (f" after baking {wave.bake_seconds}s" if wave.bake_seconds else ""),
+        + (f" after baking {wave.bake_seconds}s" if wave.bake_seconds else "")
+        + (f" ({excluded} cluster(s) excluded: unjoined or isolated)" if (excluded := _excluded(states)) else ""),
         after={"wave": wave.name, "clusters": states, "bakeSeconds": wave.bake_seconds},
     )
+
+
+def _excluded(states: dict[str, str]) -> int:
+    return sum(1 for state in states.values() if state == C_EXCLUDED)
 
 
 def _judge_gates(rollout: Rollout, wave: RolloutWave, following: RolloutWave | None, results) -> str:
@@ -645,6 +674,10 @@ def _judge_gates(rollout: Rollout, wave: RolloutWave, following: RolloutWave | N
     if expired := _deadline_passed(wave, results):
         _wave_update(wave, cluster_states=states)
         _halt(rollout, wave, expired)
+        return "again"
+    if unchecked := _nothing_checked(results, following):  # a wave is a signal: with none, later waves must not start
+        _wave_update(wave, cluster_states=states)
+        _halt(rollout, wave, unchecked[:1000])
         return "again"
     waiting = [r for r in results.values() if r.verdict not in SETTLED]
     now = timezone.now()
@@ -731,15 +764,16 @@ def _rollback_groups(rollout: Rollout, names: list[str], base: Revision) -> list
     """The updated clusters' ids grouped by the revision each gets back and whether this change created
     the object there: the revision it had when the rollout started (``previous_revisions``), else (a
     cluster that had none: it joined the placement with this change) the request's base revision,
-    whose placement removes it again, deleting it whatever the retention (Orphan would leave the
-    rolled-back revision running there)."""
+    whose placement removes it again: deleting it whatever the retention when the change created it
+    (Orphan would leave the rolled-back revision running there), per the retention when an object
+    was there before (orphaned earlier, taken back by this change: recorded as None)."""
     ids = dict(Cluster.objects.filter(name__in=names).values_list("name", "pk"))
     previous = rollout.previous_revisions or {}
-    revisions = Revision.objects.in_bulk({previous[n] for n in ids if n in previous})
+    revisions = Revision.objects.in_bulk({previous[n] for n in ids if previous.get(n) is not None})
     groups: dict[tuple[Revision, bool], list[int]] = {}
     for name, pk in sorted(ids.items()):
         had = revisions.get(previous.get(name))
-        groups.setdefault((had or base, had is None), []).append(pk)
+        groups.setdefault((had or base, name not in previous), []).append(pk)
     return sorted(
         ((revision, created, ids) for (revision, created), ids in groups.items()), key=lambda g: (g[0].pk, g[1])
     )

@@ -292,18 +292,25 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
 
 
 def remove_from_cluster(
-    resource: FederatedResource, *, cluster: Cluster, actor=None, trigger: str = RunTrigger.UNJOIN
+    resource: FederatedResource,
+    *,
+    cluster: Cluster,
+    actor=None,
+    trigger: str = RunTrigger.UNJOIN,
+    action: str | None = None,
 ) -> PropagationRun | None:
     """One run that removes ``resource`` from ``cluster`` (Delete or Orphan, per its retention),
     whatever its placement says: what an approved unjoin does to each resource the cluster holds
     (the one removal that reaches an isolated cluster: its admin decided to let it go), or, as a
-    re-sync, a removal an approved change owed a cluster that was isolated then.
+    re-sync, a removal an approved change owed a cluster that was isolated then (``action``: the one
+    it owed, e.g. a rollback's Delete of what the change it undid created, whatever the retention).
     None when the resource has no revision to name. Queued after the transaction commits."""
     propagation_gate.check_removal(actor)
     revision = resource.propagated_revision or resource.current_revision
     if revision is None:
         return None
-    action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
+    if action is None:
+        action = TargetAction.ORPHAN if resource.retention == Retention.ORPHAN else TargetAction.DELETE
     with transaction.atomic():
         run = PropagationRun.objects.create(
             resource=resource, revision=revision, actor=actor if getattr(actor, "pk", None) else None, trigger=trigger

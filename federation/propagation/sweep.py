@@ -81,8 +81,10 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
     count = 0
     for pv in waiting:
         try:
-            if removal_owed(pv):
-                remove_from_cluster(pv.resource, cluster=pv.cluster, actor=actor, trigger=RunTrigger.RESYNC)
+            if owed := removal_owed(pv):
+                remove_from_cluster(
+                    pv.resource, cluster=pv.cluster, actor=actor, trigger=RunTrigger.RESYNC, action=owed
+                )
             else:
                 resync_cluster(pv.resource, pv.cluster, actor=actor)
             count += 1
@@ -91,17 +93,18 @@ def reconcile_waiting_clusters(*, actor=None) -> int:
     return count + retry_all_namespace_waiters(actor=actor)
 
 
-def removal_owed(pv: PropagatedVersion) -> bool:
-    """Whether the newest run that targeted ``pv``'s cluster was to remove the resource there, and
-    did not (held back while the cluster was isolated or not Ready): what an approved change or
-    unjoin decided, repeated once the cluster is back."""
+def removal_owed(pv: PropagatedVersion) -> str:
+    """The removal (TargetAction Delete or Orphan) the newest run that targeted ``pv``'s cluster was
+    to make there and did not (held back while the cluster was isolated or not Ready): what an
+    approved change, a rollback or an unjoin decided, repeated as it was decided once the cluster is
+    back; "" when none is owed."""
     newest = (
         PropagationTarget.objects.filter(run__resource_id=pv.resource_id, cluster_id=pv.cluster_id)
         .order_by("-run_id")
         .values_list("action", "reason")
         .first()
     )
-    return (
+    owed = (
         newest is not None
         and newest[0] in (TargetAction.DELETE, TargetAction.ORPHAN)
         and newest[1]
@@ -110,6 +113,7 @@ def removal_owed(pv: PropagatedVersion) -> bool:
             PropagationReason.CLUSTER_NOT_READY,
         )
     )
+    return newest[0] if owed else ""
 
 
 def retry_namespace_waiters(namespace: str, cluster_ids, *, actor=None) -> list[PropagationRun]:

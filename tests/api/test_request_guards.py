@@ -73,3 +73,18 @@ def test_a_cursor_of_one_list_is_refused_by_another_keyed_alike(api_as, viewer):
         assert response.status_code == 400, (path, response.content)
         assert response.json()["error"] == "invalid_cursor"
         assert json.loads(response.content)["fields"] == {"cursor": ["Not a valid cursor."]}
+
+
+def test_head_asking_for_csv_runs_no_export_and_audits_none(api_as, viewer):
+    from fedportal.models import AuditEvent
+
+    api = api_as(viewer)
+    record_event("test.event", summary="one")
+    head = api.client.head(
+        "/api/v1/audit/events", headers={"Authorization": f"Bearer {api.token}", "Accept": "text/csv"}
+    )
+    assert head.status_code == 200 and head.content == b""
+    assert head["Content-Type"] == "application/json; charset=utf-8"
+    assert not AuditEvent.objects.filter(action="audit.export").exists()
+    got = api.client.get("/api/v1/audit/events", headers={"Authorization": f"Bearer {api.token}", "Accept": "text/csv"})
+    assert got.streaming and AuditEvent.objects.filter(action="audit.export").count() == 1

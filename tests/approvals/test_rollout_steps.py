@@ -719,3 +719,109 @@ def test_a_cluster_unjoined_or_isolated_mid_rollout_is_excluded_not_a_failed_gat
     states = {wave.name: wave.cluster_states for wave in rollout.waves.all()}
     assert states["last"] == {"m131": "Excluded"}
     assert ChangeRequest.objects.get(pk=cr.pk).state == ChangeState.APPLIED
+
+
+def test_a_wave_whose_every_cluster_is_excluded_halts_rather_than_vouching_for_the_change(
+    ready_fleet, operator, approver, second_approver
+):
+    """An isolated canary is no signal: the rollout halts there (and, with autoRollback, rolls back)
+    instead of passing the canary with nothing checked and sending the change to prod."""
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {
+        "autoRollback": True,
+        "waves": [{"name": "canary", "clusters": ["m128"]}, {"name": "prod", "clusters": ["m127", "m130", "m131"]}],
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    Cluster.objects.filter(name="m128").update(isolated=True, isolated_reason="incident")
+    cr = approved(drafted(resource, operator, "web:BAD"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.state == RolloutState.ROLLED_BACK
+    assert "no cluster of the wave could be checked: m128 is isolated" in rollout.halt_reason
+    assert {name: image(ready_fleet, name) for name in MEMBERS} == dict.fromkeys(MEMBERS, "nginx:1.25")
+
+
+def test_a_rollback_never_deletes_an_object_that_was_there_before_the_change(
+    ready_fleet, operator, approver, second_approver
+):
+    """Retention Orphan: m131 left the placement earlier and its object was left running; a staged
+    change takes m131 back; rolling that change back removes it per the retention (orphans), never
+    deleting what predates the change."""
+    from federation.choices import Retention
+    from federation.models import FederatedResource
+
+    resource = web_deployment(placement={"clusters": MEMBERS}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    FederatedResource.objects.filter(pk=resource.pk).update(
+        retention=Retention.ORPHAN, approved_retention=Retention.ORPHAN
+    )
+    resource.refresh_from_db()
+    first = approved(
+        drafted(resource, operator, "nginx:1.25", placement=MEMBERS[:3]), operator, [approver, second_approver]
+    )
+    for run in first.runs.all():
+        drain(run)
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is not None  # orphaned, running
+    strategy = {
+        "waves": [
+            {"name": "canary", "clusters": ["m131"]},
+            {"name": "prod", "clusters": MEMBERS, "requireApproval": True},
+        ]
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:2"), operator, [approver, second_approver])
+    rollout = Rollout.objects.get(change_request=cr)
+    rollouts.advance_rollout(rollout.pk)
+    rollout.refresh_from_db()
+    assert rollout.previous_revisions["m131"] is None  # held an object no approved revision accounts for
+    rollback = rollouts.rollback_rollout(cr, actor=operator, reason="bad")
+    for run in rollback.runs.all():
+        drain(run)
+    assert [(t.cluster.name, t.action) for run in rollback.runs.all() for t in run.targets.all()] == [
+        ("m131", "orphan")
+    ]
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is not None
+
+
+def test_a_rollbacks_delete_held_back_by_isolation_is_made_as_a_delete_once_restored(
+    ready_fleet, operator, approver, second_approver
+):
+    """The rollback owes m131 a Delete (the change created the object there); m131 is isolated, so the
+    worker holds it back; once restored, the reconcile sweep repeats the Delete, not an Orphan per
+    the retention, which would leave the rolled-back revision running."""
+    from federation.choices import Retention
+    from federation.models import FederatedResource, PropagationRun, PropagationTarget
+    from federation.propagation.sweep import reconcile_waiting_clusters
+
+    resource = web_deployment(placement={"clusters": MEMBERS[:3]}, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    FederatedResource.objects.filter(pk=resource.pk).update(
+        retention=Retention.ORPHAN, approved_retention=Retention.ORPHAN
+    )
+    strategy = {
+        "waves": [
+            {"name": "canary", "clusters": ["m131"]},
+            {"name": "prod", "clusters": MEMBERS, "requireApproval": True},
+        ]
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    cr = approved(drafted(resource, operator, "web:BAD"), operator, [approver, second_approver])
+    rollouts.advance_rollout(Rollout.objects.get(change_request=cr).pk)
+    assert image(ready_fleet, "m131") == "web:BAD"
+    Cluster.objects.filter(name="m131").update(isolated=True, isolated_reason="incident")
+    rollback = rollouts.rollback_rollout(cr, actor=operator, reason="bad image")
+    for run in rollback.runs.all():
+        drain(run)
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is not None  # held back
+    Cluster.objects.filter(name="m131").update(isolated=False, isolated_reason="")
+    reconcile_waiting_clusters()
+    for run in PropagationRun.objects.filter(finished_at__isnull=True):
+        drain(run)
+    newest = PropagationTarget.objects.filter(cluster__name="m131").order_by("-run_id").first()
+    assert newest.action == "delete"
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None

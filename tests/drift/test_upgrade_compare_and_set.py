@@ -146,3 +146,16 @@ def test_a_management_cluster_that_cannot_be_read_mid_roll_is_named_as_the_reaso
     assert "cannot read the Cluster API objects on host" in cr.apply_error
     assert "Cluster API may still be rolling it" in cr.apply_error
     assert "fix the machines" not in cr.apply_error
+
+
+def test_a_step_whose_patch_landed_but_was_not_recorded_is_taken_as_started(capi, operator):
+    """The patch reached the management cluster and the step's start was not saved (a worker killed in
+    between): the next sync's compare-and-set fails on the target it finds, which is this step's own
+    work, so the step goes on instead of failing as changed outside FedPortal."""
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator, scope="control-plane")
+    kubectl_patch(rows["host"], "kubeadmcontrolplanes", "w2-control-plane", {"spec": {"version": "v1.29.6"}})
+    cr = applying(cr)  # its first step finds v1.29.6 declared: started, not failed
+    assert cr.state == ChangeState.APPLYING, cr.apply_error
+    cr = synced_until_done(cr)
+    assert cr.state == ChangeState.APPLIED, cr.apply_error

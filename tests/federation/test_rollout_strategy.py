@@ -2,7 +2,7 @@
 
 import pytest
 
-from federation.propagation.gates import FAILED, HEALTHY, WAITING, deployment_rollout
+from federation.propagation.gates import EXCLUDED, FAILED, HEALTHY, WAITING, deployment_rollout
 from federation.rollout_strategy import (
     IMPLICIT_WAVE,
     StrategyError,
@@ -161,7 +161,7 @@ def test_gates_fail_for_a_cluster_not_ready_a_failed_target_or_drift():
         "failed": (FAILED, "applied"),
         "drifted": (FAILED, "drift"),
         "down": (FAILED, "cluster-ready"),
-        "gone": (FAILED, "cluster-ready"),
+        "gone": (EXCLUDED, "cluster-ready"),  # unjoined: no longer the fleet's, not the change's failure
     }
     assert "down is NotReady" in results["down"].reason
     # another revision than the rollout's (a newer change reached the cluster); a cluster the
