@@ -678,15 +678,8 @@ def merge_patch_object(
     timeout=None,
 ) -> dict:
     """JSON merge patch (RFC 7386) of one object, validated strictly; returns the live object."""
-    return _request(
-        conn,
-        "PATCH",
-        resource_path(api_version, plural, namespace, name),
-        query=[("fieldManager", field_manager), ("fieldValidation", "Strict")],
-        body=patch,
-        content_type="application/merge-patch+json",
-        timeout=timeout,
-    ).json()
+    path = resource_path(api_version, plural, namespace, name)
+    return _patch(conn, path, patch, "application/merge-patch+json", field_manager, timeout)
 
 
 def json_patch_object(
@@ -702,13 +695,19 @@ def json_patch_object(
 ) -> dict:
     """JSON patch (RFC 6902) of one object: a ``test`` operation that fails makes it a 422 that
     changes nothing (a compare-and-set); returns the live object."""
+    path = resource_path(api_version, plural, namespace, name)
+    return _patch(conn, path, patch, "application/json-patch+json", field_manager, timeout)
+
+
+def _patch(conn: ClusterConnection, path: str, body, content_type: str, field_manager: str, timeout) -> dict:
+    """A PATCH of ``content_type``, validated strictly, as ``field_manager``; returns the live object."""
     return _request(
         conn,
         "PATCH",
-        resource_path(api_version, plural, namespace, name),
+        path,
         query=[("fieldManager", field_manager), ("fieldValidation", "Strict")],
-        body=patch,
-        content_type="application/json-patch+json",
+        body=body,
+        content_type=content_type,
         timeout=timeout,
     ).json()
 

@@ -640,11 +640,9 @@ def test_a_cluster_joining_mid_rollout_gets_the_new_revision_once_the_rollout_co
     assert reconcile_resource_membership(resource.pk) == []  # once is enough
 
 
-def test_rolling_back_a_wider_placement_deletes_what_it_created_even_with_retention_orphan(
-    ready_fleet, operator, approver, second_approver
-):
-    """Retention Orphan keeps an object on a cluster that leaves the placement; a rollback of the change
-    that put it there in the first place takes it back (it was not there before the rollout)."""
+def _widening_canary_on_m131(fleet, operator, approvers):
+    """web on m127, m128, m130 with retention Orphan; a change (web:BAD) that adds m131, approved and
+    rolled out to its canary wave (m131) only: the prod wave waits for approval."""
     from federation.choices import Retention
     from federation.models import FederatedResource
 
@@ -661,12 +659,21 @@ def test_rolling_back_a_wider_placement_deletes_what_it_created_even_with_retent
     }
     federation_services.set_rollout_strategy(resource, strategy, actor=operator)
     resource.refresh_from_db()
-    cr = approved(drafted(resource, operator, "web:BAD"), operator, [approver, second_approver])
+    cr = approved(drafted(resource, operator, "web:BAD"), operator, approvers)
     rollout = Rollout.objects.get(change_request=cr)
     rollouts.advance_rollout(rollout.pk)
     rollout.refresh_from_db()
     assert rollout.state == RolloutState.WAITING_APPROVAL, rollout.halt_reason
-    assert image(ready_fleet, "m131") == "web:BAD"
+    assert image(fleet, "m131") == "web:BAD"
+    return cr
+
+
+def test_rolling_back_a_wider_placement_deletes_what_it_created_even_with_retention_orphan(
+    ready_fleet, operator, approver, second_approver
+):
+    """Retention Orphan keeps an object on a cluster that leaves the placement; a rollback of the change
+    that put it there in the first place takes it back (it was not there before the rollout)."""
+    cr = _widening_canary_on_m131(ready_fleet, operator, [approver, second_approver])
     rollback = rollouts.rollback_rollout(cr, actor=operator, reason="bad image")
     for run in rollback.runs.all():
         drain(run)
@@ -793,26 +800,10 @@ def test_a_rollbacks_delete_held_back_by_isolation_is_made_as_a_delete_once_rest
     """The rollback owes m131 a Delete (the change created the object there); m131 is isolated, so the
     worker holds it back; once restored, the reconcile sweep repeats the Delete, not an Orphan per
     the retention, which would leave the rolled-back revision running."""
-    from federation.choices import Retention
-    from federation.models import FederatedResource, PropagationRun, PropagationTarget
+    from federation.models import PropagationRun, PropagationTarget
     from federation.propagation.sweep import reconcile_waiting_clusters
 
-    resource = web_deployment(placement={"clusters": MEMBERS[:3]}, actor=operator)
-    drain(propagation.propagate_revision(resource))
-    FederatedResource.objects.filter(pk=resource.pk).update(
-        retention=Retention.ORPHAN, approved_retention=Retention.ORPHAN
-    )
-    strategy = {
-        "waves": [
-            {"name": "canary", "clusters": ["m131"]},
-            {"name": "prod", "clusters": MEMBERS, "requireApproval": True},
-        ]
-    }
-    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
-    resource.refresh_from_db()
-    cr = approved(drafted(resource, operator, "web:BAD"), operator, [approver, second_approver])
-    rollouts.advance_rollout(Rollout.objects.get(change_request=cr).pk)
-    assert image(ready_fleet, "m131") == "web:BAD"
+    cr = _widening_canary_on_m131(ready_fleet, operator, [approver, second_approver])
     Cluster.objects.filter(name="m131").update(isolated=True, isolated_reason="incident")
     rollback = rollouts.rollback_rollout(cr, actor=operator, reason="bad image")
     for run in rollback.runs.all():
