@@ -73,7 +73,22 @@ def blocked_reason(url: str, *, resolve: bool = True) -> str:
         except (OSError, UnicodeError):
             return ""
     for address in addresses:
-        if address is not None and any(address in network for network in BLOCKED_NETWORKS):
-            kind = "a cloud metadata" if not address.is_link_local else "a link-local"
-            return f"{host} is {kind} address ({address})"
+        if address is not None and (what := _blocked_kind(address)):
+            return f"{host} is {what} ({address})"
     return ""
+
+
+def blocked_address(text: str) -> str:
+    """Why a connection may not go to the resolved address ``text`` ("" when it may): what each new
+    connection is checked against at connect time, after the name resolved again (a name that
+    resolved to a public address when the client was built can be made to resolve to the metadata
+    service later: DNS rebinding)."""
+    address = _ip(text)
+    what = _blocked_kind(address) if address is not None else ""
+    return f"{what} ({address})" if what else ""
+
+
+def _blocked_kind(address) -> str:
+    if not any(address in network for network in BLOCKED_NETWORKS):
+        return ""
+    return "a link-local address" if address.is_link_local else "a cloud metadata address"

@@ -23,11 +23,15 @@ class Budget:
     """What one request may still spend: until ``deadline`` (time.monotonic()), ``bytes_left`` bytes.
     ``timed_out`` / ``too_large`` say which limit stopped it."""
 
-    def __init__(self, deadline: float, max_bytes: int):
+    def __init__(self, deadline: float, max_bytes: int, peer_check=None):
         self.deadline = deadline
         self.bytes_left = max_bytes
         self.timed_out = False
         self.too_large = False
+        # address -> why a connection may not go there ("": it may); each new connection's peer is
+        # checked once connected, before TLS or a byte of the request is sent (``refused_peer``: why not)
+        self.peer_check = peer_check
+        self.refused_peer = ""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -35,6 +39,10 @@ class Budget:
 
 class BudgetExceeded(OSError):
     """The response was larger than the budget allows."""
+
+
+class RefusedPeer(OSError):
+    """A new connection reached an address the budget's ``peer_check`` refuses; it was closed unused."""
 
 
 _local = threading.local()
@@ -102,13 +110,37 @@ class BudgetedSocket:
         return got
 
 
+def checked_peer(sock):
+    """``sock`` (just connected) if the current budget's ``peer_check`` allows its peer; otherwise it
+    is closed and RefusedPeer raised."""
+    budget = current()
+    if budget is None or budget.peer_check is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return sock
+    try:
+        address = sock.getpeername()[0]  # an OSError (reset at once) ends the connection unchecked
+    except OSError:
+        sock.close()
+        raise
+    if reason := budget.peer_check(address):
+        budget.refused_peer = reason
+        sock.close()
+        raise RefusedPeer(reason)
+    return sock
+
+
 class BudgetedHTTPConnection(HTTPConnection):
+    def _new_conn(self):
+        return checked_peer(super()._new_conn())
+
     def connect(self):
         super().connect()
         self.sock = BudgetedSocket(self.sock)
 
 
 class BudgetedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self):  # the TCP connection, before the TLS handshake (a client certificate)
+        return checked_peer(super()._new_conn())
+
     def connect(self):
         super().connect()
         self.sock = BudgetedSocket(self.sock)

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -332,7 +333,11 @@ def deadline(seconds: float):
 def _budget(timeout) -> http_budget.Budget:
     end = time.monotonic() + float(timeout if timeout is not None else DEFAULT_TIMEOUT)
     outer = getattr(_deadline, "at", None)
-    return http_budget.Budget(end if outer is None else min(end, outer), settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES)
+    return http_budget.Budget(
+        end if outer is None else min(end, outer),
+        settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES,
+        peer_check=None if settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS else addresses.blocked_address,
+    )
 
 
 def _request(
@@ -371,6 +376,13 @@ def _request(
     except KubeError:
         raise
     except Exception as exc:  # ApiException, urllib3 / ssl / socket / bad PEM files
+        if budget.refused_peer:
+            raise KubePermanentError(
+                f"Refusing to connect to {conn.api_server}: it now resolves to {budget.refused_peer} "
+                "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS); nothing was sent.",
+                kind=KIND_NOT_ALLOWED,
+                reason="BlockedAddress",
+            ) from None
         if budget.too_large:
             raise KubePermanentError(
                 f"{conn.api_server} sent more than {settings.FEDPORTAL_KUBE_MAX_RESPONSE_BYTES} bytes; "
@@ -757,6 +769,35 @@ class WatchEvent:
     resource_version: str
 
 
+class BlockedAddress(OSError):
+    """A watch's API server name resolved to a link-local or metadata address (``checked_resolver``)."""
+
+
+def checked_resolver():
+    """An aiohttp resolver that refuses a name resolving to a link-local or metadata address when the
+    watch connects (``addresses.blocked_address``, as the blocking client checks each connection's
+    peer), unless FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS is on."""
+    from aiohttp.abc import AbstractResolver
+    from aiohttp.resolver import DefaultResolver
+
+    class CheckedResolver(AbstractResolver):
+        def __init__(self):
+            self.inner = DefaultResolver()
+
+        async def resolve(self, host, port=0, family=socket.AF_INET):
+            found = await self.inner.resolve(host, port, family)
+            if not settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
+                for entry in found:
+                    if reason := addresses.blocked_address(entry["host"]):
+                        raise BlockedAddress(f"Refusing to connect to {host}: it now resolves to {reason}")
+            return found
+
+        async def close(self):
+            await self.inner.close()
+
+    return CheckedResolver()
+
+
 class WatchSession:
     """An aiohttp session for the watches of many clusters, with one TLS context per distinct CA and
     client certificate (built once, from the same kubeconfig fields as the blocking client)."""
@@ -765,8 +806,11 @@ class WatchSession:
         import aiohttp
 
         self._aiohttp = aiohttp
+        self.resolver = checked_resolver()  # every name a watch connects to goes through it
         self.session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0, limit_per_host=0, enable_cleanup_closed=True),
+            connector=aiohttp.TCPConnector(
+                limit=0, limit_per_host=0, enable_cleanup_closed=True, resolver=self.resolver
+            ),
             auto_decompress=True,
         )
         self._contexts: dict[tuple, object] = {}
@@ -806,6 +850,7 @@ class WatchSession:
 
     async def close(self) -> None:
         await self.session.close()
+        await self.resolver.close()  # given to the connector, which does not close it
         for path in self._files:
             try:
                 os.unlink(path)
@@ -905,6 +950,12 @@ async def watch_objects(
     except TimeoutError:
         raise KubeTransientError(f"The watch on {conn.api_server} went silent.", kind=KIND_TIMEOUT) from None
     except aiohttp.ClientConnectorError as exc:
+        if isinstance(exc.os_error, BlockedAddress):  # as the blocking client refuses it: not transient
+            raise KubePermanentError(
+                f"{exc.os_error} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS); nothing was sent.",
+                kind=KIND_NOT_ALLOWED,
+                reason="BlockedAddress",
+            ) from None
         raise from_transport_error(conn, exc.os_error or ConnectionError(str(exc)), connect) from None
     except (aiohttp.ClientError, OSError) as exc:
         raise KubeTransientError(

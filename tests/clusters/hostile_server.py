@@ -24,6 +24,7 @@ class HostileServer:
         self.mode = "drip"
         self.page_delay = 0.0
         self.items_per_page = 1
+        self.keep_alive = True  # False: the connection ends after each answer (the next request opens one)
         server = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -46,7 +47,7 @@ class HostileServer:
                             if line.lower().startswith(b"authorization:")
                         ]
                         server.authorizations.append(auth[0] if auth else "")
-                        if not server.answer(self.request, target):
+                        if not server.answer(self.request, target) or not server.keep_alive:
                             return
                 except OSError:
                     return

@@ -2,6 +2,10 @@
 tokens and client keys only over https:// (or http:// to loopback), "Test connection" shows status
 and reason only and refuses link-local and cloud-metadata addresses."""
 
+import json
+from ipaddress import ip_network
+
+import aiohttp
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -12,6 +16,7 @@ from clusters.models import Cluster
 from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory
 from tests.clusters.hostile_server import HostileServer
+from tests.utils import run_async
 
 NEW_SERVER_NEEDS_CREDENTIALS = (
     "A new API server needs its credentials: enter the bearer token or client certificate and key for it "
@@ -233,3 +238,108 @@ def test_a_setting_allows_link_local_api_servers(settings):
     settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
     result = services.test_connection(kube.ClusterConnection(name="x", api_server="https://169.254.0.1:9"), timeout=0.5)
     assert not result.ok and result.error_kind != kube.KIND_NOT_ALLOWED
+
+
+# --- DNS rebinding: each new connection's peer is checked, not only the name when the client is built ------------
+
+
+@pytest.fixture
+def loopback_blocked(monkeypatch):
+    """The test's servers (127.0.0.1) now count as a blocked address: what a name that resolved to an
+    ordinary address when its client was built resolving to the metadata service later looks like."""
+
+    def block():
+        loopback = (ip_network("127.0.0.0/8"), ip_network("::1/128"))
+        monkeypatch.setattr(addresses, "BLOCKED_NETWORKS", (*addresses.BLOCKED_NETWORKS, *loopback))
+
+    return block
+
+
+def test_a_server_whose_address_turns_blocked_gets_no_new_connection_and_no_token(hostile, loopback_blocked):
+    hostile.mode, hostile.status, hostile.keep_alive = "status", b"200 OK", False
+    hostile.body = json.dumps({"gitVersion": "v1.30.0", "major": "1", "minor": "30"}).encode()
+    conn = kube.ClusterConnection(name="r", api_server=hostile.url, token="rebind-token", cache_key=(987654, 1))
+    try:
+        assert kube.get_version(conn, timeout=10).git_version == "v1.30.0"  # the client is built and used
+        assert hostile.authorizations == ["Bearer rebind-token"]
+        loopback_blocked()
+        with pytest.raises(kube.KubeError) as refused:
+            kube.get_version(conn, timeout=10)  # the cached client's next connection
+        assert (refused.value.kind, refused.value.reason) == (kube.KIND_NOT_ALLOWED, "BlockedAddress")
+        assert f"Refusing to connect to {hostile.url}: it now resolves to" in str(refused.value)
+        assert "(127.0.0.1)" in str(refused.value) and "nothing was sent" in str(refused.value)
+        assert hostile.authorizations == ["Bearer rebind-token"]  # not a byte of the second request
+    finally:
+        kube.forget_client(conn.cache_key)
+
+
+def test_an_https_server_whose_address_turns_blocked_is_refused_before_the_tls_handshake(hostile, loopback_blocked):
+    # the hostile server speaks no TLS: the first request's handshake fails (the client is built and
+    # cached); the second's new connection is refused before its handshake, not failed by it
+    url = hostile.url.replace("http://", "https://")
+    conn = kube.ClusterConnection(
+        name="r", api_server=url, token="rebind-token", insecure_skip_tls_verify=True, cache_key=(987656, 1)
+    )
+    try:
+        with pytest.raises(kube.KubeError) as first:
+            kube.get_version(conn, timeout=1)
+        assert first.value.reason != "BlockedAddress"
+        loopback_blocked()
+        with pytest.raises(kube.KubeError) as refused:
+            kube.get_version(conn, timeout=5)
+        assert (refused.value.kind, refused.value.reason) == (kube.KIND_NOT_ALLOWED, "BlockedAddress")
+        assert hostile.authorizations == []
+    finally:
+        kube.forget_client(conn.cache_key)
+
+
+def test_the_setting_that_allows_link_local_servers_allows_the_connection_too(hostile, loopback_blocked, settings):
+    hostile.mode, hostile.status, hostile.keep_alive = "status", b"200 OK", False
+    hostile.body = json.dumps({"gitVersion": "v1.30.0", "major": "1", "minor": "30"}).encode()
+    conn = kube.ClusterConnection(name="r", api_server=hostile.url, token="t", cache_key=(987655, 1))
+    try:
+        kube.get_version(conn, timeout=10)
+        loopback_blocked()
+        settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
+        assert kube.get_version(conn, timeout=10).git_version == "v1.30.0"
+        assert len(hostile.requests) == 2
+    finally:
+        kube.forget_client(conn.cache_key)
+
+
+async def resolved_by_the_watchers_resolver(name: str):
+    resolver = kube.checked_resolver()  # made in the event loop, as the watch session makes it
+    try:
+        return await resolver.resolve(name, 443)
+    finally:
+        await resolver.close()
+
+
+def test_the_watchers_resolver_refuses_a_name_that_resolves_to_a_blocked_address(loopback_blocked, settings):
+    assert run_async(resolved_by_the_watchers_resolver("localhost"))  # an ordinary address: as before
+    loopback_blocked()
+    with pytest.raises(kube.BlockedAddress, match=r"Refusing to connect to localhost: it now resolves to .*\("):
+        run_async(resolved_by_the_watchers_resolver("localhost"))
+    settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
+    assert run_async(resolved_by_the_watchers_resolver("localhost"))
+
+
+def test_the_watch_session_connects_through_that_resolver(hostile, loopback_blocked):
+    hostile.mode, hostile.status, hostile.keep_alive = "status", b"200 OK", False
+    hostile.body = b"{}"
+    url = hostile.url.replace("127.0.0.1", "localhost") + "/version"
+
+    async def fetch():
+        session = kube.WatchSession()
+        try:
+            async with session.session.get(url) as response:
+                return response.status
+        finally:
+            await session.close()
+
+    assert run_async(fetch()) == 200
+    loopback_blocked()
+    with pytest.raises(aiohttp.ClientConnectorError) as refused:
+        run_async(fetch())
+    assert isinstance(refused.value.os_error, kube.BlockedAddress)
+    assert hostile.requests == ["/version"]
