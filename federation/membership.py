@@ -98,47 +98,80 @@ def reconcile_cluster_membership(cluster: Cluster, *, reason: str = "joined") ->
     """Apply/remove every approved resource whose placement changed its mind about ``cluster``;
     returns the runs started (or, with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST, the change requests opened)."""
     started = []
-    changes = membership_changes(cluster)
-    rolling_out = _resources_in_rollout([change.resource.pk for change in changes if change.action == APPLY])
-    for change in changes:
-        resource, revision = change.resource, change.resource.propagated_revision
-        verb = "propagate to" if change.action == APPLY else "remove from"
-        if change.action == APPLY and resource.pk in rolling_out:
+    for change in membership_changes(cluster):
+        # the resource's row is held while this decides and starts: a staged rollout of it starting
+        # meanwhile (which holds the same row) either committed first, and this one defers to it, or
+        # waits, and plans its waves with this run's record in place
+        with transaction.atomic():
+            _lock_resource(change.resource.pk)
+            outcome = _reconcile_change(change, cluster, reason)
+        if outcome is not None:
+            started.append(_snapshot(outcome))
+    return started
+
+
+def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
+    """One resource's share of ``reconcile_cluster_membership``, its row held: the run (or change
+    request) started, or None (deferred to a staged rollout, or nothing could start)."""
+    # read again under the lock: a change applied meanwhile propagated another revision, whose
+    # placement the run below plans this cluster by (a run of the older one would now be the newest)
+    resource = (
+        FederatedResource.objects.select_related("type", "propagated_revision")
+        .filter(pk=change.resource.pk, propagated_revision__isnull=False, type__propagation=Toggle.ENABLED)
+        .first()
+    )
+    if resource is None or _underway(resource, cluster):
+        return None  # a reconcile of the same cluster made meanwhile (the task twice) started the run
+    revision = resource.propagated_revision
+    verb = "propagate to" if change.action == APPLY else "remove from"
+    rolling_out = _resources_in_rollout([resource.pk]) if change.action == APPLY else {}
+    if resource.pk in rolling_out:
+        record_event(
+            "federation.resource.membership",
+            actor=None,
+            obj=resource,
+            cluster=cluster.name,
+            summary=f"{cluster.name} {reason}: propagating {resource} to it waits for CR-{rolling_out[resource.pk]}'s "
+            "staged rollout to end",
+            after={"action": "deferred", "cluster": cluster.name, "reason": reason},
+        )
+        return None
+    if join_requires_change_request():
+        return _open_change_request(resource, cluster, reason=reason, verb=verb)
+    # a replica-scheduled resource is re-planned on all its clusters (their shares change with the fleet)
+    only = None if revision.scheduling else {cluster.pk}
+    try:
+        with transaction.atomic():
+            run = propagate_revision(
+                resource, actor=None, revision=revision, trigger=RunTrigger.RESYNC, only_clusters=only
+            )
             record_event(
                 "federation.resource.membership",
                 actor=None,
                 obj=resource,
                 cluster=cluster.name,
-                summary=f"{cluster.name} {reason}: propagating {resource} to it waits for CR-{rolling_out[resource.pk]}'s "
-                "staged rollout to end",
-                after={"action": "deferred", "cluster": cluster.name, "reason": reason},
+                summary=f"{cluster.name} {reason}: {verb} it {resource} (approved placement of revision {revision.number})",
+                after={"run": run.pk, "action": change.action, "cluster": cluster.name, "reason": reason},
             )
-            continue
-        if join_requires_change_request():
-            cr = _open_change_request(resource, cluster, reason=reason, verb=verb)
-            if cr is not None:
-                started.append(cr)
-            continue
-        # a replica-scheduled resource is re-planned on all its clusters (their shares change with the fleet)
-        only = None if revision.scheduling else {cluster.pk}
-        try:
-            with transaction.atomic():
-                run = propagate_revision(
-                    resource, actor=None, revision=revision, trigger=RunTrigger.RESYNC, only_clusters=only
-                )
-                record_event(
-                    "federation.resource.membership",
-                    actor=None,
-                    obj=resource,
-                    cluster=cluster.name,
-                    summary=f"{cluster.name} {reason}: {verb} it {resource} (approved placement of revision {revision.number})",
-                    after={"run": run.pk, "action": change.action, "cluster": cluster.name, "reason": reason},
-                )
-        except PropagationError as exc:
-            logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
-            continue
-        started.append(run)
-    return started
+    except PropagationError as exc:
+        logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
+        return None
+    return run
+
+
+def _underway(resource: FederatedResource, cluster: Cluster) -> bool:
+    """Whether a run of the resource is still working on the cluster."""
+    return PropagationTarget.objects.filter(
+        run__resource=resource,
+        cluster=cluster,
+        state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING],
+    ).exists()
+
+
+def _lock_resource(resource_id: int) -> None:
+    from federation.approvals.rollout import lock_resource
+
+    lock_resource(resource_id)
 
 
 def _resources_in_rollout(resource_ids: list[int]) -> dict[int, int]:
@@ -154,6 +187,16 @@ def reconcile_resource_membership(resource_id: int) -> list:
     holds nothing (it joined, or was relabelled in, while the rollout owned the resource) and that no
     run is working on gets the propagated revision, in one run (or one reconcile change request with
     FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST). Returns what was started."""
+    # held as in reconcile_cluster_membership: a new rollout of the resource starting now is seen, or
+    # waits; the resource (its propagated revision) is read once the row is held
+    with transaction.atomic():
+        _lock_resource(resource_id)
+        started = _reconcile_joiners(resource_id)
+    return [_snapshot(outcome) for outcome in started]
+
+
+def _reconcile_joiners(resource_id: int) -> list:
+    """``reconcile_resource_membership``'s work, the resource's row held."""
     resource = (
         FederatedResource.objects.select_related("type", "propagated_revision")
         .filter(pk=resource_id, propagated_revision__isnull=False, type__propagation=Toggle.ENABLED)
@@ -220,12 +263,22 @@ def _open_change_request(resource: FederatedResource, cluster: Cluster, *, reaso
     return approvals.create_change_request(
         resource,
         actor=None,
+        snapshot=False,  # its diff reads the clusters: after the resource's row is let go (``_snapshot``)
         kind=ChangeKind.RECONCILE,
         revision=resource.propagated_revision,
         title=f"Reconcile {resource}: {cluster.name} {reason}",
         description=f"Cluster {cluster.name} {reason}; the approved placement of revision "
         f"{resource.propagated_revision.number} says to {verb} it. Approving re-applies that revision.",
     )
+
+
+def _snapshot(outcome):
+    """A reconcile change request opened under the resource's lock gets its per-cluster diff and
+    preflight now, outside it (they read every target cluster); a run is returned as it is."""
+    from federation.approvals import services as approvals
+    from federation.approvals.models import ChangeRequest
+
+    return approvals.refresh_change_request(outcome) if isinstance(outcome, ChangeRequest) else outcome
 
 
 def reconcile_when_ready(cluster_id: int, reason: str) -> str:

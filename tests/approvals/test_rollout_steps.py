@@ -816,3 +816,69 @@ def test_a_rollbacks_delete_held_back_by_isolation_is_made_as_a_delete_once_rest
     newest = PropagationTarget.objects.filter(cluster__name="m131").order_by("-run_id").first()
     assert newest.action == "delete"
     assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cluster_joining_while_a_rollout_starts_waits_for_that_rollout(
+    ready_fleet, operator, approver, second_approver, monkeypatch, queued_reconciles
+):
+    """The membership reconcile and a rollout's start both hold the resource's row: a reconcile made
+    while the rollout is being started (its row written, not yet committed) waits for it and defers to
+    it, where it read "no rollout" and applied the old revision to the joiner as the newest run, which
+    the rollout's own wave would then have recorded as superseded."""
+    from federation.membership import reconcile_cluster_membership
+    from federation.models import PropagationRun
+
+    monkeypatch.setattr(rollouts.enqueue, "advance_rollout", lambda *args, **kwargs: None)
+    _label_web("m127", "m128", "m130")
+    resource = web_deployment(placement=WEB_TIER, actor=operator)
+    drain(propagation.propagate_revision(resource))
+    strategy = {
+        "waves": [
+            {"name": "canary", "clusters": ["m128"]},
+            {"name": "prod", "clusterSelector": {"matchLabels": {"tier": "web"}}, "requireApproval": True},
+        ]
+    }
+    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
+    resource.refresh_from_db()
+    federation_services.update_resource(resource, template=image_template("web:2"), placement=WEB_TIER, actor=operator)
+    resource.refresh_from_db()
+    cr = services.approve(
+        services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver
+    )
+    _label_web("m131")  # joins the placement; its reconcile runs while the last approval starts the rollout
+    runs_before = set(PropagationRun.objects.filter(resource=resource).values_list("pk", flat=True))
+    starting, outcome, errors = threading.Event(), [], []
+
+    def reconcile_the_joiner():
+        try:
+            assert starting.wait(timeout=30)
+            outcome.extend(reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed"))
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    joiner = threading.Thread(target=reconcile_the_joiner)
+    joiner.start()
+
+    def hold_the_rollouts_start(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith('INSERT INTO "approvals_rollout"') and not starting.is_set():
+            starting.set()
+            time.sleep(1.0)  # the reconcile reads and decides meanwhile
+        return result
+
+    try:
+        with connection.execute_wrapper(hold_the_rollouts_start):
+            cr = services.approve(cr, actor=second_approver)
+    finally:
+        starting.set()
+        joiner.join(timeout=60)
+    assert not errors, errors
+    assert Rollout.objects.filter(change_request=cr).exists()
+    assert outcome == []  # deferred to the rollout, which plans m131 in its prod wave
+    deferred = AuditEvent.objects.filter(action="federation.resource.membership", cluster="m131").get()
+    assert f"waits for CR-{cr.pk}'s staged rollout to end" in deferred.summary
+    resyncs = PropagationRun.objects.filter(resource=resource).exclude(pk__in=runs_before)
+    assert not resyncs.filter(targets__cluster__name="m131", trigger="resync").exists()

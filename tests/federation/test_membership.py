@@ -162,6 +162,8 @@ def test_with_the_setting_a_change_request_is_opened_instead(client, fleet, labe
     web.refresh_from_db()
     assert cr.proposed_revision_id == web.propagated_revision_id
     assert cr.target_clusters == ["m128", "m130"]
+    # its per-cluster diff was read (after the resource's row was let go): m130 would get the object
+    assert cr.diffs_at is not None and {d["cluster"] for d in cr.diffs} >= {"m130"}
     assert web.runs.count() == runs_before and status(web, "m130") is None  # nothing propagated yet
     assert AuditEvent.objects.filter(action="approvals.change.create", object_id=str(cr.pk)).exists()
     assert reconcile_cluster_membership(m130, reason="labels changed") == []  # one open request per resource
