@@ -89,10 +89,18 @@ def _revision_authors(cr) -> dict[int, str]:
     revision of an edit, the restored one of a rollback) back to content that others approved. A
     revision's number says nothing of where its content came from: a rollback copies an older
     revision, a request may propose an older one, and once a rollout's first wave has gone out the
-    clusters' revision is the proposed one itself."""
-    if cr.kind not in STAGED_KINDS or cr.proposed_revision is None:
+    clusters' revision is the proposed one itself.
+
+    A reconcile request re-applies the propagated revision to clusters that joined its placement:
+    when approvers approved that content, its authors may approve where it goes next; when it went
+    out without them (an emergency apply), they wrote what the reconcile would spread, as for an edit."""
+    if cr.kind not in (*STAGED_KINDS, ChangeKind.RECONCILE) or cr.proposed_revision is None:
         return {}
     proposed = cr.proposed_revision
+    if cr.kind == ChangeKind.RECONCILE and proposed.content_hash in _approved_contents(
+        proposed.resource_id, besides=cr.pk
+    ):
+        return {}
     rows = {
         pk: (number, parent_id, author_id, content)
         for pk, number, parent_id, author_id, content in Revision.objects.filter(

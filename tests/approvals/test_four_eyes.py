@@ -513,3 +513,31 @@ def test_approving_content_that_changed_unseen_is_refused_and_the_diff_refreshed
     assert cr.state == ChangeState.SUBMITTED and not cr.approvals.filter(decision="approve").exists()
     assert [d["action"] for d in cr.diffs] == ["orphan"]
     assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
+
+
+def test_a_revisions_author_cannot_approve_the_reconcile_that_spreads_it_unreviewed(
+    dev_resource, operator, bob, carol, admin_user
+):
+    """An emergency apply sends bob's revision out with no approver; a cluster joining its placement
+    then opens a reconcile request (by the system) re-applying it there: bob wrote what it spreads.
+    Once approvers approved that content, its author may approve a reconcile of it."""
+    resource = applied(dev_resource, operator, carol)
+    edit(resource, bob, 7)
+    services.emergency_apply(FederatedResource.objects.get(pk=resource.pk), actor=admin_user, reason="outage")
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    cr = services.submit(
+        services.create_change_request(resource, actor=None, kind=ChangeKind.RECONCILE, snapshot=False),
+        actor=operator,
+    )
+    with pytest.raises(PermissionDenied, match=r"You wrote part of what CR-\d+ would apply \(revision 2\)"):
+        services.approve(cr, actor=bob)
+    assert services.approve(cr, actor=carol).state == ChangeState.APPLYING
+    services.sync_change_request(cr)
+    # reviewed content: bob's next revision goes out through carol's approval; a reconcile of it is his to approve
+    edit(resource, bob, 8)
+    resource = applied(resource, bob, carol)
+    cr = services.submit(
+        services.create_change_request(resource, actor=None, kind=ChangeKind.RECONCILE, snapshot=False),
+        actor=operator,
+    )
+    assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
