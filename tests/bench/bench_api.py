@@ -8,7 +8,7 @@
 2. In-process through Django's test client with a viewer's API token: ``<list>_queries`` for the
    first page and for a page deep in the cursor chain (they must be equal: keyset pagination does
    not slow down with depth), and ``<list>_ms`` (median of 5 warm requests).
-3. gunicorn as the README runs it (``-w 4``: 4 workers x 1 thread) and 20 concurrent clients for ``--seconds`` alternating
+3. gunicorn (2 workers x 4 threads) and 20 concurrent clients for ``--seconds`` alternating
    ``GET /api/v1/clusters`` and ``GET /api/v1/change-requests`` (50 per page): ``p50_ms``,
    ``p95_ms``, ``p99_ms``, ``errors``, ``requests``.
 
@@ -141,8 +141,8 @@ def main() -> int:
     parser.add_argument("--change-requests", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--gunicorn-workers", type=int, default=4)  # the README's gunicorn -w 4 (bench_pages)
-    parser.add_argument("--gunicorn-threads", type=int, default=1)
+    parser.add_argument("--gunicorn-workers", type=int, default=2)
+    parser.add_argument("--gunicorn-threads", type=int, default=4)
     args = parser.parse_args()
     env = BenchEnv("api", profile="production")
     env.setup()

@@ -13,7 +13,7 @@
    ``<page>_cold_ms`` and ``<page>_cold_cpu_ms`` (wall and CPU time of the cold request; goal
    <= 500 ms), ``<page>_queries`` (queries of a warm request) and ``<page>_ms`` (median warm
    time); a page whose URL does not resolve is recorded as ``<page>_missing: 1``.
-4. gunicorn as the README runs it (``-w 4``: ``--gunicorn-workers`` 4 x ``--gunicorn-threads`` 1) and 20 concurrent clients for ``--seconds`` requesting the pages
+4. gunicorn (``--gunicorn-workers`` 2 x ``--gunicorn-threads`` 4) and 20 concurrent clients for ``--seconds`` requesting the pages
    round-robin with a viewer's session: ``p50_ms``, ``p95_ms``, ``p99_ms``, ``errors`` (non-200 or
    failed requests), ``requests``.
 
@@ -263,10 +263,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=20)
     # 2 x 4 on 2 cores: 4 x 2 gave a better median but a worse tail (more processes to warm and refresh)
-    # the README's production command (gunicorn -w 4): four single-threaded workers, where 2 x 4 threads
-    # queued requests behind the GIL (api on PostgreSQL: p95 106 ms with 2 x 4, 90 ms with 4 x 1)
-    parser.add_argument("--gunicorn-workers", type=int, default=4)
-    parser.add_argument("--gunicorn-threads", type=int, default=1)
+    parser.add_argument("--gunicorn-workers", type=int, default=2)
+    parser.add_argument("--gunicorn-threads", type=int, default=4)
     args = parser.parse_args()
     env = BenchEnv("pages", profile="production")
     env.setup()
