@@ -560,9 +560,9 @@ def _label_web(*names):
         cluster.save()
 
 
-def _staged_to_web_tier(fleet, operator, approvers):
-    """web on m127, m128, m130 (tier=web) at nginx:1.25; revision 2 (web:2) approved with a canary
-    wave (m128) and a prod wave needing approval: the rollout waits at prod."""
+def _web_tier_edited_to_web2(operator):
+    """web on m127, m128, m130 (tier=web) at nginx:1.25, with a canary wave (m128) and a prod wave
+    needing approval; revision 2 (web:2) written, not yet requested."""
     _label_web("m127", "m128", "m130")
     resource = web_deployment(placement=WEB_TIER, actor=operator)
     drain(propagation.propagate_revision(resource))
@@ -577,6 +577,12 @@ def _staged_to_web_tier(fleet, operator, approvers):
     resource.refresh_from_db()
     federation_services.update_resource(resource, template=image_template("web:2"), placement=WEB_TIER, actor=operator)
     resource.refresh_from_db()
+    return resource
+
+
+def _staged_to_web_tier(fleet, operator, approvers):
+    """``_web_tier_edited_to_web2``, its revision 2 approved: the rollout waits at prod."""
+    resource = _web_tier_edited_to_web2(operator)
     cr = approved(services.create_change_request(resource, actor=operator), operator, approvers)
     rollout = Rollout.objects.get(change_request=cr)
     rollouts.advance_rollout(rollout.pk)
@@ -830,19 +836,7 @@ def test_a_cluster_joining_while_a_rollout_starts_waits_for_that_rollout(
     from federation.models import PropagationRun
 
     monkeypatch.setattr(rollouts.enqueue, "advance_rollout", lambda *args, **kwargs: None)
-    _label_web("m127", "m128", "m130")
-    resource = web_deployment(placement=WEB_TIER, actor=operator)
-    drain(propagation.propagate_revision(resource))
-    strategy = {
-        "waves": [
-            {"name": "canary", "clusters": ["m128"]},
-            {"name": "prod", "clusterSelector": {"matchLabels": {"tier": "web"}}, "requireApproval": True},
-        ]
-    }
-    federation_services.set_rollout_strategy(resource, strategy, actor=operator)
-    resource.refresh_from_db()
-    federation_services.update_resource(resource, template=image_template("web:2"), placement=WEB_TIER, actor=operator)
-    resource.refresh_from_db()
+    resource = _web_tier_edited_to_web2(operator)
     cr = services.approve(
         services.submit(services.create_change_request(resource, actor=operator), actor=operator), actor=approver
     )
