@@ -117,7 +117,7 @@ def checked_peer(sock):
     if budget is None or budget.peer_check is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return sock
     try:
-        address = sock.getpeername()[0]  # an OSError (reset at once) ends the connection unchecked
+        address = sock.getpeername()[0]  # an OSError (reset at once): the connection ends, unused
     except OSError:
         sock.close()
         raise
