@@ -377,11 +377,8 @@ def _request(
         raise
     except Exception as exc:  # ApiException, urllib3 / ssl / socket / bad PEM files
         if budget.refused_peer:
-            raise KubePermanentError(
-                f"Refusing to connect to {conn.api_server}: it now resolves to {budget.refused_peer} "
-                "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS); nothing was sent.",
-                kind=KIND_NOT_ALLOWED,
-                reason="BlockedAddress",
+            raise _blocked_address(
+                f"Refusing to connect to {conn.api_server}: it now resolves to {budget.refused_peer}"
             ) from None
         if budget.too_large:
             raise KubePermanentError(
@@ -769,6 +766,15 @@ class WatchEvent:
     resource_version: str
 
 
+def _blocked_address(refusal: str) -> KubePermanentError:
+    """A connection refused at connect time (its name now resolves to a link-local or metadata address)."""
+    return KubePermanentError(
+        f"{refusal} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS); nothing was sent.",
+        kind=KIND_NOT_ALLOWED,
+        reason="BlockedAddress",
+    )
+
+
 class BlockedAddress(OSError):
     """A watch's API server name resolved to a link-local or metadata address (``checked_resolver``)."""
 
@@ -951,11 +957,7 @@ async def watch_objects(
         raise KubeTransientError(f"The watch on {conn.api_server} went silent.", kind=KIND_TIMEOUT) from None
     except aiohttp.ClientConnectorError as exc:
         if isinstance(exc.os_error, BlockedAddress):  # as the blocking client refuses it: not transient
-            raise KubePermanentError(
-                f"{exc.os_error} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS); nothing was sent.",
-                kind=KIND_NOT_ALLOWED,
-                reason="BlockedAddress",
-            ) from None
+            raise _blocked_address(str(exc.os_error)) from None
         raise from_transport_error(conn, exc.os_error or ConnectionError(str(exc)), connect) from None
     except (aiohttp.ClientError, OSError) as exc:
         raise KubeTransientError(

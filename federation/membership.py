@@ -120,7 +120,7 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
         .filter(pk=change.resource.pk, propagated_revision__isnull=False, type__propagation=Toggle.ENABLED)
         .first()
     )
-    if resource is None or _underway(resource, cluster):
+    if resource is None or cluster.pk in _clusters_underway(resource):
         return None  # a reconcile of the same cluster made meanwhile (the task twice) started the run
     revision = resource.propagated_revision
     verb = "propagate to" if change.action == APPLY else "remove from"
@@ -159,13 +159,13 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
     return run
 
 
-def _underway(resource: FederatedResource, cluster: Cluster) -> bool:
-    """Whether a run of the resource is still working on the cluster."""
-    return PropagationTarget.objects.filter(
-        run__resource=resource,
-        cluster=cluster,
-        state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING],
-    ).exists()
+def _clusters_underway(resource: FederatedResource) -> set[int]:
+    """The clusters a run of the resource is still working on."""
+    return set(
+        PropagationTarget.objects.filter(
+            run__resource=resource, state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
+        ).values_list("cluster_id", flat=True)
+    )
 
 
 def _lock_resource(resource_id: int) -> None:
@@ -206,11 +206,7 @@ def _reconcile_joiners(resource_id: int) -> list:
         return []
     revision = resource.propagated_revision
     held = dict(PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "status"))
-    busy = set(
-        PropagationTarget.objects.filter(
-            run__resource=resource, state__in=[TargetState.PENDING, TargetState.RUNNING, TargetState.RETRYING]
-        ).values_list("cluster_id", flat=True)
-    )
+    busy = _clusters_underway(resource)
     plans = plan_targets(resource, revision, clusters=list(Cluster.objects.only(*PLAN_FIELDS)))
     joined = sorted(
         (

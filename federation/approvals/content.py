@@ -97,9 +97,8 @@ def _revision_authors(cr) -> dict[int, str]:
     if cr.kind not in (*STAGED_KINDS, ChangeKind.RECONCILE) or cr.proposed_revision is None:
         return {}
     proposed = cr.proposed_revision
-    if cr.kind == ChangeKind.RECONCILE and proposed.content_hash in _approved_contents(
-        proposed.resource_id, besides=cr.pk
-    ):
+    approved = _approved_contents(proposed.resource_id, besides=cr.pk)
+    if cr.kind == ChangeKind.RECONCILE and proposed.content_hash in approved:
         return {}
     rows = {
         pk: (number, parent_id, author_id, content)
@@ -115,7 +114,6 @@ def _revision_authors(cr) -> dict[int, str]:
     after = baseline.number if baseline is not None and baseline.number < proposed.number else proposed.number
     wrote = {pk for pk, row in rows.items() if after < row[0] <= proposed.number} | {proposed.pk}
     # ... and where their content came from, back to content that others approved
-    approved = _approved_contents(proposed.resource_id, besides=cr.pk)
     todo = [pk for seed in wrote for pk in (rows[seed][1], *by_content[rows[seed][3]])]
     while todo:
         pk = todo.pop()
