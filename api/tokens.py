@@ -10,8 +10,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
 from api.models import ApiToken
@@ -109,13 +110,43 @@ def authenticate(raw: str) -> ApiToken | None:
     expired, or its user is inactive. Updates last_used_at (at most once a minute)."""
     if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
         return None
-    token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw)).first()
+    token = _token_with_user(hash_token(raw))
     now = timezone.now()
     if token is None or not token.is_active(now) or not token.user.is_active:
         return None
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+    return token
+
+
+def _token_with_user(token_hash: str) -> ApiToken | None:
+    """The token with ``token_hash`` and its user, read with one plain query (a join of the two rows,
+    every column converted as the ORM converts it): the ORM compiling the same select_related query
+    took 0.55 ms of CPU on every API request, running it 0.1 ms (PostgreSQL, bench_api)."""
+    user_model = get_user_model()
+    connection = connections[router.db_for_read(ApiToken)]
+    quote = connection.ops.quote_name
+    token_fields, user_fields = ApiToken._meta.concrete_fields, user_model._meta.concrete_fields
+    columns = [f"t.{quote(f.column)}" for f in token_fields] + [f"u.{quote(f.column)}" for f in user_fields]
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {quote(ApiToken._meta.db_table)} t "
+        f"JOIN {quote(user_model._meta.db_table)} u "
+        f"ON u.{quote(user_model._meta.pk.column)} = t.{quote(ApiToken._meta.get_field('user').column)} "
+        f"WHERE t.{quote(ApiToken._meta.get_field('token_hash').column)} = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [token_hash])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    compiler = ApiToken.objects.none().query.get_compiler(connection=connection)
+    fields = [*token_fields, *user_fields]
+    converters = compiler.get_converters([f.get_col(f.model._meta.db_table) for f in fields])
+    row = next(iter(compiler.apply_converters([row], converters))) if converters else row
+    split = len(token_fields)
+    token = ApiToken.from_db(connection.alias, [f.attname for f in token_fields], row[:split])
+    token.user = user_model.from_db(connection.alias, [f.attname for f in user_fields], row[split:])
     return token
 
 

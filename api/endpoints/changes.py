@@ -4,7 +4,6 @@ role checks, four-eyes rules and audit events as the pages."""
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db.models import Count, F
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Status
 
@@ -14,8 +13,8 @@ from api.pagination import page
 from clusters.models import Cluster
 from federation import propagation
 from federation.approvals import selectors, services
-from federation.approvals.choices import ChangeKind, ChangeState, Decision
-from federation.approvals.models import Approval, ChangeRequest
+from federation.approvals.choices import ChangeKind, ChangeState
+from federation.approvals.models import ChangeRequest
 from federation.models import FederatedResource
 
 router = Router(tags=["change requests"])
@@ -227,7 +226,7 @@ def list_changes(request, filters: Query[ChangeFilters]):
     rows, next_cursor = page(
         qs, scope="change-requests", key="id", cursor=filters.cursor, limit=filters.limit, descending=True
     )
-    counts = valid_approval_counts([row["id"] for row in rows])
+    counts = selectors.valid_approval_counts([row["id"] for row in rows])
     return {"items": [list_item(row, counts.get(row["id"], 0)) for row in rows], "next_cursor": next_cursor}
 
 
@@ -253,18 +252,6 @@ def list_item(row: dict, approvals: int) -> dict:
         "decided_at": row["decided_at"],
         "finished_at": row["finished_at"],
     }
-
-
-def valid_approval_counts(ids: list[int]) -> dict[int, int]:
-    """{change request id: approvals given for the content it proposes now} for one page (one query)."""
-    return dict(
-        Approval.objects.filter(
-            change_request_id__in=ids, decision=Decision.APPROVE, content_hash=F("change_request__proposed_hash")
-        )
-        .values_list("change_request_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
 
 
 @router.get(

