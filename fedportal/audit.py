@@ -28,6 +28,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.db.models import TextChoices
 from django.utils import timezone
 
 from fedportal import bulk, request_context
@@ -115,9 +116,9 @@ def normalise(value):
         return None
     if _is_flat(value):
         # what most events carry ({"status": ..., "version": ...}): the round trip would give back
-        # the same keys, sorted, and the same values; nothing in it for mask_secrets, which masks
-        # nested Secret data and diff rows (a "path") only
-        return dict(sorted(redact(value).items()))
+        # the same keys, sorted, and the same values (a choice's member as its value); nothing in it
+        # for mask_secrets, which masks nested Secret data and diff rows (a "path") only
+        return {key: _plain(item) for key, item in sorted(redact(value).items())}
     return json.loads(_canonical(mask_secrets(redact(value))), parse_float=_float_as_stored)
 
 
@@ -134,14 +135,20 @@ def _float_as_stored(text: str):
 
 
 def _is_flat(value) -> bool:
-    """A dict of str keys and JSON scalars that is neither a Secret manifest nor a diff row."""
+    """A dict of str keys and JSON scalars (a text choice's member counts: it is stored as its value)
+    that is neither a Secret manifest nor a diff row."""
     return (
         type(value) is dict
         and "path" not in value
         and value.get("kind") != "Secret"
         and all(type(key) is str for key in value)
-        and all(type(item) in _JSON_SCALARS for item in value.values())
+        and all(type(item) in _JSON_SCALARS or isinstance(item, TextChoices) for item in value.values())
     )
+
+
+def _plain(item):
+    """A text choice's member as the str the database gives back; any other scalar as it is."""
+    return item.value if isinstance(item, TextChoices) else item
 
 
 def record_event(

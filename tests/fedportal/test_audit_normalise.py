@@ -6,6 +6,7 @@ import json
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
+from federation.choices import PropagationReason, TargetState
 from fedportal import audit
 from fedportal.masking import mask_secrets
 from fedportal.models import AuditEvent
@@ -28,6 +29,8 @@ CASES = [
     {"token": "s3cr3t", "password": "", "client_key": None, "name": "c1"},
     {"Secret_Ref": "x", "credential_version": 4},  # secret-looking keys, any case
     {"ünïcode": "☃ 😀", "lone": "\udc80", "control": "\x00\x7f"},
+    {"status": PropagationReason.OK, "version": "gen:1", "replicas": None},  # a choice's member: its value
+    {"state": TargetState.DONE, "token": PropagationReason.OK},
     {},
     # not flat: the general path decides
     {"kind": "Secret", "apiVersion": "v1", "data": "aGk="},
@@ -46,6 +49,9 @@ def test_normalise_gives_what_the_round_trip_gives(value):
     assert got == round_trip(value)
     assert list(got) == list(round_trip(value))  # the same key order: sorted
     assert json.dumps(got) == json.dumps(round_trip(value))  # the same types (True is not 1)
+    if got is not None:
+        # exact types, as the database gives them back (a choice's member is a str subclass)
+        assert [type(item) for item in got.values()] == [type(item) for item in round_trip(value).values()]
 
 
 def test_flat_secret_values_are_redacted():
