@@ -8,9 +8,9 @@
 2. In-process through Django's test client with a viewer's API token: ``<list>_queries`` for the
    first page and for a page deep in the cursor chain (they must be equal: keyset pagination does
    not slow down with depth), and ``<list>_ms`` (median of 5 warm requests).
-3. gunicorn (2 workers x 4 threads) and 20 concurrent clients for ``--seconds`` alternating
-   ``GET /api/v1/clusters`` and ``GET /api/v1/change-requests`` (50 per page): ``p50_ms``,
-   ``p95_ms``, ``p99_ms``, ``errors``, ``requests``.
+3. gunicorn as the README runs it (4 sync workers: tests/bench/bench_pages.py) and 20 concurrent
+   clients for ``--seconds`` alternating ``GET /api/v1/clusters`` and ``GET /api/v1/change-requests``
+   (50 per page): ``p50_ms``, ``p95_ms``, ``p99_ms``, ``errors``, ``requests``.
 
 Prints {"api": {...}}. Goals: fixed query counts, p95_ms <= 100, errors == 0; exits 1 when missed.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench.bench_pages import make_clusters, start_gunicorn
+from tests.bench.bench_pages import GUNICORN_THREADS, GUNICORN_WORKERS, make_clusters, start_gunicorn
 from tests.bench.harness import BenchEnv, http_load
 
 LISTS = {"clusters": "/api/v1/clusters", "change_requests": "/api/v1/change-requests"}
@@ -141,8 +141,8 @@ def main() -> int:
     parser.add_argument("--change-requests", type=int, default=10000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--gunicorn-workers", type=int, default=2)
-    parser.add_argument("--gunicorn-threads", type=int, default=4)
+    parser.add_argument("--gunicorn-workers", type=int, default=GUNICORN_WORKERS)
+    parser.add_argument("--gunicorn-threads", type=int, default=GUNICORN_THREADS)
     args = parser.parse_args()
     env = BenchEnv("api", profile="production")
     env.setup()

@@ -13,7 +13,8 @@
    ``<page>_cold_ms`` and ``<page>_cold_cpu_ms`` (wall and CPU time of the cold request; goal
    <= 500 ms), ``<page>_queries`` (queries of a warm request) and ``<page>_ms`` (median warm
    time); a page whose URL does not resolve is recorded as ``<page>_missing: 1``.
-4. gunicorn (``--gunicorn-workers`` 2 x ``--gunicorn-threads`` 4) and 20 concurrent clients for ``--seconds`` requesting the pages
+4. gunicorn as the README runs it (``--gunicorn-workers`` 4 sync workers; ``--gunicorn-threads`` above 1
+   makes them gthread workers) and 20 concurrent clients for ``--seconds`` requesting the pages
    round-robin with a viewer's session: ``p50_ms``, ``p95_ms``, ``p99_ms``, ``errors`` (non-200 or
    failed requests), ``requests``.
 
@@ -213,6 +214,7 @@ def measure_in_process(user, urls: dict) -> dict:
 
 
 def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, threads: int) -> subprocess.Popen:
+    """gunicorn as the README runs it: ``threads`` 1 is its default sync worker (``-w 4``), more is gthread."""
     import urllib.request
 
     log = open(log_path, "w")
@@ -222,10 +224,7 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
             "fedportal.wsgi:application",
             "--workers",
             str(workers),
-            "--threads",
-            str(threads),
-            "--worker-class",
-            "gthread",
+            *(["--threads", str(threads), "--worker-class", "gthread"] if threads > 1 else []),
             "--bind",
             f"127.0.0.1:{port}",
             "--timeout",
@@ -252,6 +251,14 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
     return server
 
 
+# The README's gunicorn: 4 sync workers. A sync worker takes a connection only when it is idle, so
+# the load spreads evenly; a gthread worker keeps each kept-alive connection it accepted, and 20
+# clients' connections split unevenly between 2 x 4 gthread workers: bench_api's p95 on PostgreSQL
+# was 74 and 119 ms in two runs (4 x 2: 107 ms) against 64 and 72 ms with 4 sync workers.
+GUNICORN_WORKERS = 4
+GUNICORN_THREADS = 1
+
+
 def load(port: int, cookie: str, paths: list[str], clients: int, seconds: float, server_pid=None) -> dict:
     return http_load(port, {"Cookie": cookie}, paths, clients, seconds, server_pid=server_pid)
 
@@ -262,9 +269,8 @@ def main() -> int:
     parser.add_argument("--resources", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--clients", type=int, default=20)
-    # 2 x 4 on 2 cores: 4 x 2 gave a better median but a worse tail (more processes to warm and refresh)
-    parser.add_argument("--gunicorn-workers", type=int, default=2)
-    parser.add_argument("--gunicorn-threads", type=int, default=4)
+    parser.add_argument("--gunicorn-workers", type=int, default=GUNICORN_WORKERS)
+    parser.add_argument("--gunicorn-threads", type=int, default=GUNICORN_THREADS)
     args = parser.parse_args()
     env = BenchEnv("pages", profile="production")
     env.setup()
