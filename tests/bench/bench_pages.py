@@ -253,8 +253,10 @@ def start_gunicorn(env: dict, port: int, log_path: Path, *, workers: int, thread
 
 # The README's gunicorn: 4 sync workers. A sync worker takes a connection only when it is idle, so
 # the load spreads evenly; a gthread worker keeps each kept-alive connection it accepted, and 20
-# clients' connections split unevenly between 2 x 4 gthread workers: bench_api's p95 on PostgreSQL
-# was 74 and 119 ms in two runs (4 x 2: 107 ms) against 64 and 72 ms with 4 sync workers.
+# clients' connections split unevenly between 2 x 4 gthread workers. bench_api's p95 on PostgreSQL, the
+# same hour: 2 x 4 gthread 74, 119, 97, 86 ms (4 x 2: 107 ms), 4 sync workers 64, 72, 80, 67 ms (the
+# runs alternated) and 72 ms in make bench. Not 4 gthread workers of one thread each (5be3679 undid
+# that): they keep connections too.
 GUNICORN_WORKERS = 4
 GUNICORN_THREADS = 1
 
