@@ -146,7 +146,7 @@ def _token_with_user(token_hash: str) -> ApiToken | None:
     compiler = ApiToken.objects.none().query.get_compiler(connection=connection)
     fields = [*token_fields, *user_fields]
     converters = compiler.get_converters([f.get_col(f.model._meta.db_table) for f in fields])
-    row = next(iter(compiler.apply_converters([row], converters))) if converters else row
+    row = next(compiler.apply_converters([row], converters))
     split = len(token_fields)
     token = ApiToken.from_db(connection.alias, [f.attname for f in token_fields], row[:split])
     token.user = user_model.from_db(connection.alias, [f.attname for f in user_fields], row[split:])

@@ -61,7 +61,7 @@ def valid_approval_counts(ids: list[int]) -> dict[int, int]:
         f"GROUP BY a.{on}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*ids, str(Decision.APPROVE.value)])
+        cursor.execute(sql, [*ids, Decision.APPROVE.value])
         return {int(change_id): count for change_id, count in cursor.fetchall()}
 
 
