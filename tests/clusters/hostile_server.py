@@ -24,7 +24,7 @@ class HostileServer:
         self.mode = "drip"
         self.page_delay = 0.0
         self.items_per_page = 1
-        self.keep_alive = True  # False: the connection ends after each answer (the next request opens one)
+        self.keep_alive = True  # False: each answer says Connection: close and ends it (the next request opens one)
         server = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -103,6 +103,10 @@ class HostileServer:
             )
             return True
         if self.mode == "status":  # a fixed status with ``body`` (an error page full of whatever)
-            sock.sendall(b"HTTP/1.1 " + self.status + b"\r\nContent-Length: %d\r\n\r\n" % len(self.body) + self.body)
+            # a server that ends the connection after this answer says so (RFC 9112 section 9.6): without the
+            # header the client may send its next request on the pooled connection before the close reaches it
+            closing = b"" if self.keep_alive else b"Connection: close\r\n"
+            head = b"HTTP/1.1 " + self.status + b"\r\n" + closing + b"Content-Length: %d\r\n\r\n" % len(self.body)
+            sock.sendall(head + self.body)
             return True
         raise AssertionError(self.mode)
