@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group
+from hypothesis import settings as hypothesis_settings
 
 from fedportal.roles import Role
 from tests.utils import celery_worker_command
@@ -23,6 +24,11 @@ pytest_plugins = ["tests.fleet_fixtures", "tests.browser_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_QUEUES = "default,probes,propagation"
+
+# Property tests judge results, never time: one example slowed past Hypothesis' default deadline
+# (200 ms) by a loaded CI machine would fail the run as "unreliable test timings".
+hypothesis_settings.register_profile("fedportal", deadline=None)
+hypothesis_settings.load_profile("fedportal")
 
 
 # --- users -----------------------------------------------------------------------------------

@@ -97,8 +97,11 @@ class HostileServer:
                 items = [{"metadata": {"name": f"node-{page}-{i}"}, "status": {}} for i in range(self.items_per_page)]
                 body = {"kind": "NodeList", "items": items, "metadata": {"continue": f"page-{page}"}}
             payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            closing = b"" if self.keep_alive else b"Connection: close\r\n"  # as in "status"
             sock.sendall(
-                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + closing
+                + b"Content-Length: %d\r\n\r\n" % len(payload)
                 + payload
             )
             return True

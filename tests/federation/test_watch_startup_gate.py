@@ -23,19 +23,22 @@ def most_lists_judged_at_once(fleet, gate: int, monkeypatch) -> int:
     federate("ConfigMap", "gate", [c.name for c in clusters], namespace="default")
     ids = [c.pk for c in clusters]
     judge = handling.handle_list
-    lock = threading.Lock()
+    changed = threading.Condition()
     running, most = 0, 0
 
     def spy(*args):
         nonlocal running, most
-        with lock:
+        with changed:
             running += 1
             most = max(most, running)
+            changed.notify_all()
+            # hold the judge until another one joins it (once two have met, no judge waits): under a wide
+            # gate one does, however loaded the machine; under a gate of one none can, and each waits 0.5 s
+            changed.wait_for(lambda: most >= 2, timeout=0.5 if gate == 1 else 10)
         try:
-            time.sleep(0.05)  # widen the window two ungated relists would share
             return judge(*args)
         finally:
-            with lock:
+            with changed:
                 running -= 1
 
     monkeypatch.setattr(handling, "handle_list", spy)

@@ -18,7 +18,9 @@ from tests.simulator.conftest import make_client
 
 KUBECTL = "/usr/bin/kubectl"
 CAPI_FLEET = {
-    "defaults": {"machineSeconds": 0.4},
+    # each Machine provisions (and is deleted) for this long: the roll test samples phases by polling
+    # (a client, three requests, 0.1 s), and on a loaded host 0.4 s windows could all fall between samples
+    "defaults": {"machineSeconds": 1.0},
     "clusters": [
         {"name": "mgmt", "role": "host", "version": "v1.30.2", "capi": True},
         {
@@ -60,7 +62,7 @@ def _nodes(fleet, name):
         c.close()
 
 
-def _wait(predicate, timeout=30.0):
+def _wait(predicate, timeout=60.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -85,7 +87,7 @@ def test_fleet_file_capi_shape_and_errors():
     w1 = spec.clusters[1]
     assert spec.clusters[0].capi and w1.managed_by == "mgmt"
     assert w1.control_plane_replicas == 3 and w1.machine_deployments == [("md-0", 3), ("md-1", 2)]
-    assert w1.machine_seconds == 0.4 and w1.nodes == []
+    assert w1.machine_seconds == CAPI_FLEET["defaults"]["machineSeconds"] and w1.nodes == []
     bad = [
         ({"managedBy": "plain"}, "is not a cluster of the fleet with capi: true"),
         ({"managedBy": "nowhere"}, "is not a cluster of the fleet with capi: true"),

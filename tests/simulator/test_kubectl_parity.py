@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import textwrap
+import threading
 import time
 
 import pytest
@@ -102,12 +103,26 @@ def test_diff_scale_then_server_side_apply_and_get_watch(kfleet, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)  # line by line
+    reader.start()
+
+    def printed(name: str) -> bool:
+        deadline = time.monotonic() + 30  # kubectl's start-up, discovery and list on a loaded machine
+        while time.monotonic() < deadline:
+            if any(name in line for line in list(lines)):
+                return True
+            time.sleep(0.1)
+        return False
+
     try:
-        time.sleep(2)
+        # the list printed: the watch starts from its resourceVersion, so nothing created now is missed
+        assert printed("before-watch"), lines
         kubectl(kfleet, "create", "configmap", "during-watch")
-        time.sleep(2)
+        assert printed("during-watch"), lines
     finally:
         watch.terminate()
-    out, err = watch.communicate(timeout=10)
-    assert "during-watch" in out and "before-watch" in out, (out, err)
+    watch.wait(timeout=10)
+    reader.join(timeout=10)  # stdout is the reader's alone
+    err = watch.stderr.read()
     assert "too old resource version" not in err and "Expired" not in err

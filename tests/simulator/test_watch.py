@@ -2,7 +2,6 @@
 client-go reflectors read them."""
 
 import json
-import threading
 import time
 
 from kubernetes import client
@@ -14,9 +13,10 @@ from tests.simulator.conftest import deployment, make_client
 CM = "/api/v1/namespaces/default/configmaps"
 
 
-def stream(c: client.ApiClient, path: str, **query) -> list[dict]:
-    """Every event of one watch request (it ends at timeoutSeconds)."""
-    response = c.call_api(
+def open_watch(c: client.ApiClient, path: str, **query):
+    """A watch request whose response has started: the server subscribes before it sends its headers,
+    so a change made from now on is among its events (no sleeping thread racing the subscription)."""
+    return c.call_api(
         path,
         "GET",
         query_params=[("watch", "1"), *query.items()],
@@ -26,13 +26,16 @@ def stream(c: client.ApiClient, path: str, **query) -> list[dict]:
         _return_http_data_only=True,
         _request_timeout=(10, 30),
     )
+
+
+def events_of(response) -> list[dict]:
+    """Every event of an open watch (it ends at its timeoutSeconds)."""
     return [json.loads(line) for line in response.data.splitlines() if line.strip()]
 
 
-def later(seconds: float, action) -> threading.Thread:
-    thread = threading.Thread(target=lambda: (time.sleep(seconds), action()))
-    thread.start()
-    return thread
+def stream(c: client.ApiClient, path: str, **query) -> list[dict]:
+    """Every event of one watch request."""
+    return events_of(open_watch(c, path, **query))
 
 
 def test_watch_starts_with_what_exists_then_sends_changes_until_its_timeout(api):
@@ -46,11 +49,11 @@ def test_watch_starts_with_what_exists_then_sends_changes_until_its_timeout(api)
         core.create_namespaced_config_map("default", {"metadata": {"name": "w-other"}})  # not selected
         core.delete_namespaced_config_map("w-before", "default")
 
-    thread = later(0.5, changes)
     started = time.monotonic()
-    events = stream(c, CM, labelSelector="w=1", timeoutSeconds="2")
-    thread.join()
-    assert 1.5 < time.monotonic() - started < 5
+    watch = open_watch(c, CM, labelSelector="w=1", timeoutSeconds="2")
+    changes()
+    events = events_of(watch)
+    assert 1.5 < time.monotonic() - started < 10  # it ended at its timeout, not at once
     seen = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
     assert seen == [("ADDED", "w-before"), ("ADDED", "w-new"), ("MODIFIED", "w-new"), ("DELETED", "w-before")]
     assert events[2]["object"]["data"] == {"a": "b"} and events[2]["object"]["kind"] == "ConfigMap"
@@ -80,11 +83,11 @@ def test_a_watch_sees_a_roll_out_finish_when_it_does(api):
     MODIFIED event sent when the roll-out is due (rolloutSeconds 0.5 here), not from a read."""
     c = api("m128")
     apps = client.AppsV1Api(c)
-    thread = later(0.3, lambda: apps.create_namespaced_deployment("default", deployment("watched", replicas=2)))
-    events = stream(
-        c, "/apis/apps/v1/namespaces/default/deployments", fieldSelector="metadata.name=watched", timeoutSeconds="2"
+    watch = open_watch(
+        c, "/apis/apps/v1/namespaces/default/deployments", fieldSelector="metadata.name=watched", timeoutSeconds="3"
     )
-    thread.join()
+    apps.create_namespaced_deployment("default", deployment("watched", replicas=2))
+    events = events_of(watch)
     statuses = [(e["type"], (e["object"].get("status") or {}).get("readyReplicas")) for e in events]
     assert statuses[0] == ("ADDED", None) and ("MODIFIED", 2) in statuses
     finished = [e for e in events if e["type"] == "MODIFIED"]
@@ -97,8 +100,9 @@ def test_deleting_a_namespace_announces_its_objects_deleted(api):
     core = client.CoreV1Api(c)
     core.create_namespace({"metadata": {"name": "doomed"}})
     core.create_namespaced_config_map("doomed", {"metadata": {"name": "inside"}})
-    later(0.3, lambda: core.delete_namespace("doomed"))
-    events = stream(c, "/api/v1/namespaces/doomed/configmaps", timeoutSeconds="1")
+    watch = open_watch(c, "/api/v1/namespaces/doomed/configmaps", timeoutSeconds="2")
+    core.delete_namespace("doomed")
+    events = events_of(watch)
     # the namespace's root CA ConfigMap (a real cluster's too) comes and goes with it
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
         ("ADDED", "inside"),
@@ -189,9 +193,9 @@ def test_a_selector_watch_sees_objects_enter_as_added_and_leave_as_deleted(api):
         core.patch_namespaced_config_map("sel-b", "default", {"data": {"k": "v"}})  # stays
         core.patch_namespaced_config_map("sel-a", "default", {"data": {"k": "v"}})  # outside: unseen
 
-    thread = later(0.5, changes)
-    live = stream(c, CM, labelSelector="tier=web", timeoutSeconds="2")
-    thread.join()
+    watch = open_watch(c, CM, labelSelector="tier=web", timeoutSeconds="2")
+    changes()
+    live = events_of(watch)
     expected = [("DELETED", "sel-a"), ("ADDED", "sel-b"), ("MODIFIED", "sel-b")]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in live] == [("ADDED", "sel-a"), *expected]
     assert live[1]["object"]["metadata"]["labels"] == {"tier": "db"}  # the object as it is now
@@ -205,9 +209,9 @@ def test_a_selector_watch_sees_objects_enter_as_added_and_leave_as_deleted(api):
 def test_bookmarks_only_when_asked_and_resuming_from_one_misses_nothing(api):
     c = api("spare")
     core = client.CoreV1Api(c)
-    thread = later(0.3, lambda: core.create_namespaced_config_map("default", {"metadata": {"name": "bm-1"}}))
-    events = stream(c, CM, allowWatchBookmarks="true", timeoutSeconds="1")
-    thread.join()
+    watch = open_watch(c, CM, allowWatchBookmarks="true", timeoutSeconds="2")
+    core.create_namespaced_config_map("default", {"metadata": {"name": "bm-1"}})
+    events = events_of(watch)
     assert events[-1]["type"] == "BOOKMARK" and events[-1]["object"]["kind"] == "ConfigMap"
     assert set(events[-1]["object"]["metadata"]) == {"resourceVersion"}
     mark = events[-1]["object"]["metadata"]["resourceVersion"]
