@@ -65,6 +65,35 @@ def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflic
             cursor.execute(f"{head}{', '.join([row_sql] * len(batch))} {tail}".rstrip(), params)
 
 
+def insert_selected(
+    model: type[Model], selected: Mapping[str, str], source: str, params: Sequence, *, ignore_conflicts: bool = False
+) -> None:
+    """INSERT the rows a query gives, in one statement and without a value passing through Python
+    per row: ``selected`` maps the fields it sets to their SQL expressions over ``source`` (``FROM
+    ... WHERE ...``); ``params`` fill the placeholders of both, in that order. The other columns take
+    their field's default, one parameter for every row (as ``insert_values``). ``ignore_conflicts``
+    as there."""
+    connection = connections[router.db_for_write(model)]
+    meta, ops, quote = model._meta, connection.ops, connection.ops.quote_name
+    given = [meta.get_field(name) for name in selected]
+    defaults = {f: _default(f) for f in meta.concrete_fields if not f.primary_key and f not in given}
+    fields = [*defaults, *given]  # the defaults' placeholders first, so ``params`` follow them
+    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
+    convert = _converter(connection)
+    # PostgreSQL types a bare parameter in a select list as text: each default is cast to its column's type
+    casts = {
+        f: f"::{f.db_type(connection).split('(')[0]}" if connection.vendor == "postgresql" else "" for f in defaults
+    }
+    expressions = [*(f"%s{casts[f]}" for f in defaults), *selected.values()]
+    sql = (
+        f"{ops.insert_statement(on_conflict=on_conflict)} {quote(meta.db_table)} "
+        f"({', '.join(quote(f.column) for f in fields)}) SELECT {', '.join(expressions)} {source} "
+        f"{ops.on_conflict_suffix_sql(fields, on_conflict, None, None)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql.rstrip(), [*(convert(f, value) for f, value in defaults.items()), *params])
+
+
 UNNEST_ROWS = 2000  # rows per PostgreSQL statement
 
 

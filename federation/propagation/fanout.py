@@ -19,7 +19,7 @@ from federation.models import (
 from federation.propagation.common import PropagationError, chunked
 from federation.propagation.planning import PLAN_FIELDS, plan_targets
 from federation.propagation.record import (
-    create_missing_pvs,
+    create_run_pvs,
     finish_run_if_complete,
     pvs_for,
     status_change,
@@ -144,14 +144,14 @@ def propagate_revision(
                 for plan in plans
             ],
         )
-        # the PropagatedVersions: their statuses, and the missing ones created (never read back)
+        # the PropagatedVersions: their statuses, and the missing ones created from the targets
         versions = PropagatedVersion.objects.filter(resource=resource)
         if within is not None:
             versions = versions.filter(cluster_id__in=within)
         known = {
             cluster_id: (pk, status) for cluster_id, pk, status in versions.values_list("cluster_id", "pk", "status")
         }
-        create_missing_pvs(resource, [plan.cluster for plan in plans], present=set(known))
+        create_run_pvs(run.pk)
         skipped = [plan.cluster for plan in plans if plan.action == TargetAction.SKIP]
         skipped_pvs = pvs_for(resource, skipped) if skipped else {}
         waiting: dict[str, list[int]] = {PropagationReason.PENDING: [], PropagationReason.WAITING_FOR_REMOVAL: []}

@@ -4,7 +4,7 @@ PropagatedVersion rows a run reads and creates; closing a run once its last targ
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
@@ -97,6 +97,21 @@ def create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
         PropagatedVersion, [{"resource_id": resource.pk, "cluster_id": c.pk} for c in missing], ignore_conflicts=True
     )
     return [c.pk for c in missing]
+
+
+def create_run_pvs(run_id: int) -> None:
+    """Create the PropagatedVersions (Pending) that a run's targets lack, in one statement that reads
+    the targets: a thousand-cluster run's rows were made one by one in Python while every worker waited."""
+    quote = connection.ops.quote_name
+    pv, target, run = (quote(m._meta.db_table) for m in (PropagatedVersion, PropagationTarget, PropagationRun))
+    bulk.insert_selected(
+        PropagatedVersion,
+        {"resource": "r.resource_id", "cluster": "t.cluster_id"},
+        f"FROM {target} t JOIN {run} r ON r.id = t.run_id WHERE t.run_id = %s AND NOT EXISTS "
+        f"(SELECT 1 FROM {pv} p WHERE p.resource_id = r.resource_id AND p.cluster_id = t.cluster_id)",
+        [run_id],
+        ignore_conflicts=True,  # one another process made meanwhile is left as it is
+    )
 
 
 @dataclass
@@ -221,11 +236,9 @@ def clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[i
     """Which of ``cluster_ids`` a later run of the same resource also targets (that run's revision wins)."""
     if not cluster_ids:
         return set()
-    return set(
-        PropagationTarget.objects.filter(
-            run__resource_id=run.resource_id, cluster_id__in=cluster_ids, run_id__gt=run.pk
-        ).values_list("cluster_id", flat=True)
-    )
+    # no list of the ids in the query: there is usually no newer run, and the list cost more than the rest
+    newer = PropagationTarget.objects.filter(run__resource_id=run.resource_id, run_id__gt=run.pk)
+    return set(cluster_ids).intersection(newer.values_list("cluster_id", flat=True))
 
 
 def close_run(run_id: int, resource: FederatedResource) -> dict | None:

@@ -357,6 +357,22 @@ def test_a_run_names_the_clusters_it_queued_and_not_the_ones_it_skipped(fleet, f
     drain(run)
 
 
+def test_a_run_makes_a_pending_row_for_each_target_and_keeps_the_rows_there(fleet, fleet_clusters):
+    # the rows a run lacks are made from its targets in one statement, before any worker runs
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    kept = pv(resource, "m128")
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128", "m130", "m131"]})
+    run = propagation.propagate_revision(resource)
+    rows = {v.cluster.name: v for v in PropagatedVersion.objects.filter(resource=resource).select_related("cluster")}
+    assert sorted(rows) == ["m128", "m130", "m131"]  # one row each: the two there are not made twice
+    assert rows["m131"].status == PropagationReason.PENDING and rows["m131"].applied_manifest is None
+    assert rows["m128"].pk == kept.pk and rows["m128"].applied_manifest == kept.applied_manifest
+    assert PropagatedVersion.objects.filter(resource=resource).exclude(cluster__name__in=rows).count() == 0
+    drain(run)
+    assert pv(resource, "m131").status == PropagationReason.OK
+
+
 def targets_of(run) -> dict[str, tuple]:
     return {t.cluster.name: (t.action, t.replicas) for t in run.targets.select_related("cluster")}
 

@@ -247,3 +247,35 @@ def test_every_database_sees_the_statements_through_djangos_wrappers(resource, c
     assert seen == ["INSERT", "SELECT", "UPDATE"]
     with pytest.raises(IntegrityError), transaction.atomic():
         bulk.insert_values(PropagatedVersion, [{"resource": resource, "cluster": clusters[0]}])
+
+
+def test_rows_inserted_from_a_query_take_the_defaults_and_skip_the_rows_already_there(resource, clusters):
+    PropagatedVersion.objects.create(resource=resource, cluster=clusters[0], status=PropagationReason.OK)
+    before = timezone.now()
+    cluster_table = connection.ops.quote_name(Cluster._meta.db_table)
+    # every cluster but "c", from a query: no row passes through Python
+    bulk.insert_selected(
+        PropagatedVersion,
+        {"resource": "%s", "cluster": "c.id"},
+        f"FROM {cluster_table} c WHERE c.name <> %s",
+        [resource.pk, "c"],
+        ignore_conflicts=True,
+    )
+    rows = {pv.cluster.name: pv for pv in PropagatedVersion.objects.select_related("cluster")}
+    assert sorted(rows) == ["a", "b"]
+    assert rows["a"].status == PropagationReason.OK, "the row there is kept"
+    new = rows["b"]  # what PropagatedVersion(resource=..., cluster=...).save() would have stored
+    assert (new.resource_id, new.status, new.sync_state, new.drift, new.applied_manifest, new.version) == (
+        resource.pk,
+        PropagationReason.PENDING,
+        SyncState.UNKNOWN,
+        [],
+        None,
+        "",
+    )
+    assert new.updated_at >= before and new.propagated_at is None and new.revision_id is None
+    with pytest.raises(IntegrityError), transaction.atomic():  # without ignore_conflicts, a row there is refused
+        bulk.insert_selected(
+            PropagatedVersion, {"resource": "%s", "cluster": "c.id"}, f"FROM {cluster_table} c", [resource.pk]
+        )
+    assert PropagatedVersion.objects.count() == 2
