@@ -40,7 +40,7 @@ def insert_values(model: type[Model], rows: Sequence[Mapping], *, ignore_conflic
     meta, ops, quote = model._meta, connection.ops, connection.ops.quote_name
     names = list(rows[0])
     given = [meta.get_field(name) for name in names]
-    defaults = {f: _default(f) for f in meta.concrete_fields if not f.primary_key and f not in given}
+    defaults = _defaults(meta, given)
     fields = [*given, *defaults]
     on_conflict = OnConflict.IGNORE if ignore_conflicts else None
     if connection.vendor == "postgresql":
@@ -76,7 +76,7 @@ def insert_selected(
     connection = connections[router.db_for_write(model)]
     meta, ops, quote = model._meta, connection.ops, connection.ops.quote_name
     given = [meta.get_field(name) for name in selected]
-    defaults = {f: _default(f) for f in meta.concrete_fields if not f.primary_key and f not in given}
+    defaults = _defaults(meta, given)
     fields = [*defaults, *given]  # the defaults' placeholders first, so ``params`` follow them
     on_conflict = OnConflict.IGNORE if ignore_conflicts else None
     convert = _converter(connection)
@@ -173,6 +173,11 @@ def _server_bound_cursor(connection):
     with connection.wrap_database_errors:
         cursor = psycopg.Cursor(connection.connection)
     return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+
+
+def _defaults(meta, given: list) -> dict:
+    """The value of every column but the primary key and the ``given`` fields: its field's default."""
+    return {f: _default(f) for f in meta.concrete_fields if not f.primary_key and f not in given}
 
 
 def _default(field):

@@ -101,7 +101,7 @@ def create_missing_pvs(resource, clusters, *, present: set[int]) -> list[int]:
 
 def create_run_pvs(run_id: int) -> None:
     """Create the PropagatedVersions (Pending) that a run's targets lack, in one statement that reads
-    the targets: a thousand-cluster run's rows were made one by one in Python while every worker waited."""
+    the targets: a thousand-cluster run's rows were built value by value in Python while every worker waited."""
     quote = connection.ops.quote_name
     pv, target, run = (quote(m._meta.db_table) for m in (PropagatedVersion, PropagationTarget, PropagationRun))
     bulk.insert_selected(
