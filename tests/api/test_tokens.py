@@ -76,6 +76,15 @@ def test_missing_or_unknown_token_is_401_json(client, header):
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize("header", ["fpt_sent-without-a-scheme", "Token fpt_sent-with-another-scheme"])
+def test_a_token_sent_with_another_scheme_is_401_and_never_logged(client, settings, caplog, header):
+    settings.DEBUG = True  # django-ninja's own bearer check logs such a header whole when DEBUG is on
+    with caplog.at_level("DEBUG"):
+        response = client.get("/api/v1/clusters", headers={"Authorization": header})
+    assert response.status_code == 401
+    assert "fpt_sent" not in caplog.text
+
+
 def test_expired_token_is_401(api_as, viewer):
     client = api_as(viewer, expires_in=timedelta(hours=1))
     ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
