@@ -1,7 +1,10 @@
 """Every API error is JSON ``{"error": code, "message": text, "fields": {field: [messages]}}``."""
 
-from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
-from django.http import Http404
+import json
+
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, RequestDataTooBig, ValidationError
+from django.http import Http404, HttpResponse
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
@@ -19,6 +22,13 @@ class ApiError(Exception):
 
 def error_body(error: str, message: str, fields: dict | None = None) -> dict:
     return {"error": error, "message": message, "fields": fields or {}}
+
+
+def too_large() -> HttpResponse:
+    """The 413 of a body over Django's upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    body = error_body("too_large", f"The request body is larger than {limit // 1024} KiB.")
+    return HttpResponse(json.dumps(body), status=413, content_type="application/json")
 
 
 def _validation_fields(exc: ValidationError) -> tuple[str, dict]:
@@ -59,6 +69,12 @@ def install(api) -> None:
         )
         response["WWW-Authenticate"] = 'Bearer realm="fedportal"'
         return response
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_big(request, exc):
+        # django-ninja catches it while reading the body; with DEBUG off it re-raises (the request
+        # guard answers), with DEBUG on its own handler answered a 500 with the traceback
+        return too_large()
 
     @api.exception_handler(PermissionDenied)
     def forbidden(request, exc):

@@ -3,20 +3,12 @@
 export and audit one that nobody received), and a body over Django's upload limit refused with the
 API's JSON 413 (Django's own answer is the site's HTML 400, which an API client cannot read)."""
 
-import json
 from functools import wraps
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse
 
-from api.errors import error_body
-
-
-def too_large() -> HttpResponse:
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    body = error_body("too_large", f"The request body is larger than {limit // 1024} KiB.")
-    return HttpResponse(json.dumps(body), status=413, content_type="application/json")
+from api.errors import too_large
 
 
 def guarded(view):

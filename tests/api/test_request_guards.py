@@ -38,8 +38,12 @@ def test_head_of_a_write_only_path_is_405(api_as, operator):
 
 
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=10_000)
+@pytest.mark.parametrize("debug", [False, True])  # with DEBUG on, django-ninja answered a 500 with the traceback
 @pytest.mark.parametrize("idempotency_key", ["", "big-1"])
-def test_a_body_over_the_upload_limit_is_a_json_413_that_changes_nothing(api_as, operator, idempotency_key):
+def test_a_body_over_the_upload_limit_is_a_json_413_that_changes_nothing(
+    api_as, operator, settings, idempotency_key, debug
+):
+    settings.DEBUG = debug
     api = api_as(operator)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     response = api.post("/api/v1/change-requests", {"resource_id": 1, "note": "x" * 20_000}, **headers)
