@@ -8,6 +8,7 @@ DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 LABEL_VALUE_MAX = 63
 
@@ -18,6 +19,38 @@ def validate_dns1123_label(value: str) -> None:
             "%(value)r is not a valid name: use at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit (a DNS-1123 label).",
             code="invalid_name",
+            params={"value": value},
+        )
+
+
+def validate_dns1123_subdomain(value: str) -> None:
+    if not value or len(value) > DNS1123_SUBDOMAIN_MAX or not _DNS1123_SUBDOMAIN.match(value):
+        raise ValidationError(
+            "%(value)r is not valid: use at most 253 lowercase letters, digits, '-' and '.', each dot-separated "
+            "part starting and ending with a letter or digit (a DNS-1123 subdomain, e.g. apps or example.com).",
+            code="invalid_subdomain",
+            params={"value": value},
+        )
+
+
+def validate_dns1035_label(value: str) -> None:
+    """A resource's plural or an API version: apiextensions' rule for a CRD's names and versions."""
+    if not value or len(value) > DNS1123_LABEL_MAX or not _DNS1035_LABEL.match(value):
+        raise ValidationError(
+            "%(value)r is not valid: use at most 63 lowercase letters, digits and '-', starting with a letter "
+            "and ending with a letter or digit (a DNS-1035 label, e.g. deployments or v1beta1).",
+            code="invalid_label",
+            params={"value": value},
+        )
+
+
+def validate_kind(value: str) -> None:
+    """A kind may have mixed case, but should otherwise be a DNS-1035 label (apiextensions' rule)."""
+    if not value or len(value) > DNS1123_LABEL_MAX or not _DNS1035_LABEL.match(value.lower()):
+        raise ValidationError(
+            "%(value)r is not a valid kind: use at most 63 letters, digits and '-', starting with a letter and "
+            "ending with a letter or digit (e.g. Deployment).",
+            code="invalid_kind",
             params={"value": value},
         )
 

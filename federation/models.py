@@ -8,7 +8,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from clusters.models import Cluster
-from clusters.validators import validate_dns1123_label
+from clusters.validators import (
+    validate_dns1035_label,
+    validate_dns1123_label,
+    validate_dns1123_subdomain,
+    validate_kind,
+)
 from federation.choices import (
     DriftPolicy,
     PropagationReason,
@@ -28,10 +33,18 @@ from federation.rendering import TargetType
 class FederatedType(models.Model):
     """KubeFed's FederatedTypeConfig: which Kubernetes type can be federated, and how."""
 
-    group = models.CharField(max_length=253, blank=True, help_text='API group; empty for the core group ("v1").')
-    version = models.CharField(max_length=63)
-    kind = models.CharField(max_length=63)
-    plural = models.CharField(max_length=63, help_text="Resource name, e.g. deployments.")
+    # the names' rules are apiextensions' for a CustomResourceDefinition (ValidateCustomResourceDefinitionNames)
+    group = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[validate_dns1123_subdomain],
+        help_text='API group; empty for the core group ("v1").',
+    )
+    version = models.CharField(max_length=63, validators=[validate_dns1035_label])
+    kind = models.CharField(max_length=63, validators=[validate_kind])
+    plural = models.CharField(
+        max_length=63, validators=[validate_dns1035_label], help_text="Resource name, e.g. deployments."
+    )
     scope = models.CharField(max_length=16, choices=TypeScope.choices, default=TypeScope.NAMESPACED)
     propagation = models.CharField(max_length=16, choices=Toggle.choices, default=Toggle.ENABLED)
     status_collection = models.CharField(max_length=16, choices=Toggle.choices, default=Toggle.DISABLED)

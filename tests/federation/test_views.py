@@ -2,6 +2,7 @@
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from federation import propagation, services
 from federation.models import FederatedResource, FederatedType, PropagatedVersion, Revision
@@ -392,3 +393,79 @@ def test_resource_page_says_why_nothing_is_placed(client, viewer, clusters):
     page = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
     assert "Namespace lonely is not federated (no FederatedNamespace lonely)" in page
     assert "Placed on: no cluster" in page
+
+
+# Good and bad values of IsDNS1035Label and IsDNS1123Subdomain, from Kubernetes'
+# apimachinery/pkg/util/validation/validation_test.go (TestIsDNS1035Label, TestIsDNS1123Subdomain;
+# Apache-2.0): apiextensions applies the first to a CRD's plural and versions and, lowercased, to its
+# kind; a group is the second (built-in groups such as "apps" have no dot, so no dot is required).
+DNS1035_GOOD = ["a", "ab", "abc", "a1", "a-1", "a--1--2--b", "a" * 63]
+DNS1035_BAD = [
+    *("0", "01", "012", "1a", "1-a", "1--a--b--2", "A", "ABC", "aBc", "A1", "A-1", "1-A", "-", "a-", "-a"),
+    *("1-", "-1", "_", "a_", "_a", "a_b", "1_", "_1", "1_2", ".", "a.", ".a", "a.b", "1.", ".1", "1.2"),
+    *(" ", "a ", " a", "a b", "1 ", " 1", "1 2", "a" * 64),
+]
+MIXED_CASE_DNS1035 = ["A", "ABC", "aBc", "A1", "A-1"]  # good once lowercased: a kind may be written so
+DNS1123_SUBDOMAIN_GOOD = ["a", "0", "01", "1a", "1-a", "a.a", "ab.a", "a-1.a", "a.1", "0.a", "01.a", "1.2", "a" * 253]
+DNS1123_SUBDOMAIN_BAD = [
+    *("A", "ABC", "aBc", "A1", "A-1", "1-A", "-", "a-", "-a", "1-", "-1", "_", "a_", "_a", "a_b", "1_", "_1"),
+    *(".", "a.", ".a", "a..b", "1.", ".1", "1..2", " ", "a ", " a", "a b", "A.a", "aB.a", "ab.A", "a" * 254),
+]
+
+
+def type_form(**values):
+    return {
+        "group": "example.com",
+        "version": "v1",
+        "kind": "Widget",
+        "plural": "widgets",
+        "scope": "Namespaced",
+        "propagation": "Enabled",
+        "status_collection": "Disabled",
+        **values,
+    }
+
+
+TYPE_NAMES_ACCEPTED = [
+    *(("plural", v) for v in DNS1035_GOOD),
+    *(("version", v) for v in DNS1035_GOOD),
+    *(("kind", v) for v in DNS1035_GOOD + MIXED_CASE_DNS1035),
+    *(("group", v) for v in ["", *DNS1123_SUBDOMAIN_GOOD]),
+]
+TYPE_NAMES_REFUSED = [
+    *(("plural", v) for v in DNS1035_BAD),
+    *(("version", v) for v in DNS1035_BAD),
+    *(("kind", v) for v in DNS1035_BAD if v not in MIXED_CASE_DNS1035),
+    *(("group", v) for v in DNS1123_SUBDOMAIN_BAD),
+]
+# the form strips surrounding whitespace ("a " is saved as "a"), so there they are left out
+TYPE_NAMES_REFUSED_BY_THE_FORM = [(field, v) for field, v in TYPE_NAMES_REFUSED if v.strip() == v]
+
+
+@pytest.mark.parametrize(("field", "value"), TYPE_NAMES_REFUSED)
+def test_the_type_name_validators_refuse_what_apiextensions_refuses(field, value):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        FederatedType(**{**type_form(), field: value}).clean_fields(
+            exclude=["scope", "propagation", "status_collection"]
+        )
+
+
+@pytest.mark.parametrize(("field", "value"), TYPE_NAMES_ACCEPTED)
+def test_a_type_is_saved_with_any_name_apiextensions_accepts(client, admin_user, field, value):
+    client.force_login(admin_user)
+    response = client.post(reverse("federation:type_create"), type_form(**{field: value}))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert getattr(FederatedType.objects.get(kind=value if field == "kind" else "Widget"), field) == value
+
+
+@pytest.mark.parametrize(("field", "value"), TYPE_NAMES_REFUSED_BY_THE_FORM)
+def test_a_type_named_as_kubernetes_would_refuse_is_a_form_error_and_nothing_is_saved(client, admin_user, field, value):
+    client.force_login(admin_user)
+    before = FederatedType.objects.count()
+    response = client.post(reverse("federation:type_create"), type_form(**{field: value}))
+    assert response.status_code == 400, (field, value)
+    errors = response.context["form"].errors[field]
+    assert errors and all(escape(message) in response.content.decode() for message in errors)
+    assert FederatedType.objects.count() == before
