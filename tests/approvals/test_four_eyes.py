@@ -324,6 +324,22 @@ def test_detail_page_offers_revise_and_approve_only_to_who_may(client, dev_resou
     assert ChangeRequest.objects.get(pk=cr.pk).proposed_revision.number == 1
 
 
+def test_an_approver_who_wrote_part_of_a_request_is_told_why_he_cannot_approve_it(
+    client, dev_resource, operator, bob, admin_user
+):
+    """Bob may still reject it, and the page said nothing about why Approve was missing."""
+    cr = submitted(dev_resource, operator)
+    bobs = edit(dev_resource, bob, 7)
+    services.revise_change_request(cr, actor=admin_user, revision=bobs)
+    client.force_login(bob)
+    page = client.get(cr.get_absolute_url()).content.decode()
+    assert 'id="approve-form"' not in page and 'id="reject-form"' in page
+    assert "You wrote part of what this request would apply (revision 2): another approver must approve it." in page
+    client.force_login(operator)
+    page = client.get(cr.get_absolute_url()).content.decode()
+    assert 'id="approve-form"' not in page and "Another approver must approve your request." in page
+
+
 # --- finding 3: retention and drift policy are part of the approved content --------------------------
 
 
