@@ -22,8 +22,26 @@ def cluster_name(item) -> str:
     return getattr(cluster, "name", None) or str(cluster)
 
 
+def without_own_metadata(obj):
+    """``obj`` without FedPortal's own labels and annotations (a map left empty is dropped), so a diff
+    made of it neither shows them nor counts them in its hunk headers."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(metadata, dict):
+        return obj
+    metadata = dict(metadata)
+    for key in ("labels", "annotations"):
+        if isinstance(metadata.get(key), dict):
+            kept = {k: v for k, v in metadata[key].items() if not str(k).startswith(OWN_KEYS)}
+            if kept:
+                metadata[key] = kept
+            else:
+                metadata.pop(key)
+    return {**obj, "metadata": metadata}
+
+
 def clean_diff(text: str) -> str:
-    """The unified diff without lines about FedPortal's own labels/annotations."""
+    """The unified diff without lines about FedPortal's own labels/annotations (diffs stored before
+    ``without_own_metadata`` was applied to what is diffed)."""
     return "\n".join(line for line in (text or "").splitlines() if OWN_KEYS not in line)
 
 

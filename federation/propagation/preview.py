@@ -19,6 +19,7 @@ from federation.manifests import dump_yaml
 from federation.models import FederatedResource, Revision
 from federation.overrides import OverrideError
 from federation.preview_checks import manifest_warnings
+from federation.preview_groups import without_own_metadata
 from federation.propagation.common import kube_timeout, read_live, render_args
 from federation.propagation.namespaces import missing_namespaces
 from federation.propagation.planning import ClusterPlan, plan_targets
@@ -94,7 +95,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
         warnings = manifest_warnings(manifest, cluster)
         if cluster.name in no_namespace:
             warnings.insert(0, no_namespace[cluster.name])
-        shown = mask_secrets(manifest, secret=secret)
+        shown = without_own_metadata(mask_secrets(manifest, secret=secret))
         if live is None:
             message = (
                 f"Cannot be created until namespace {resource.namespace} exists (NamespaceNotFederated)."
@@ -121,7 +122,7 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
                 warnings,
             )
         changes = diff_desired_live(manifest, live, ignore=SERVER_POPULATED)
-        live_view = mask_secrets(_project(strip_server_fields(live), manifest), secret=secret)
+        live_view = without_own_metadata(mask_secrets(_project(strip_server_fields(live), manifest), secret=secret))
         diff = unified_yaml_diff(live_view, shown, before_label="live", after_label="rendered")
         return ClusterPreview(
             cluster,

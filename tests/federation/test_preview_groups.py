@@ -55,3 +55,40 @@ def test_group_header_says_1_replica_and_same_on_n_clusters():
     html = render_to_string("federation/partials/preview_group.html", {"group": many})
     assert "Same on 3 clusters" in html and "2 replicas</span>" in html
     assert '<span class="diff-add">+  image: nginx:1.27</span>' in html
+
+
+def test_a_diff_without_fedportals_own_metadata_has_no_empty_map_and_hunks_that_count_its_lines():
+    import re
+
+    from federation.diffs import unified_yaml_diff
+    from federation.preview_groups import without_own_metadata
+
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": "shop",
+            "annotations": {"fedportal.io/revision": "1"},
+            "labels": {"fedportal.io/managed": "true", "team": "review"},
+        },
+    }
+    shown = without_own_metadata(manifest)
+    assert shown["metadata"] == {"name": "shop", "labels": {"team": "review"}}
+    assert manifest["metadata"]["annotations"] == {"fedportal.io/revision": "1"}  # the caller's object is kept
+    diff = unified_yaml_diff(None, shown, after_label="rendered")
+    lines = diff.splitlines()
+    added = int(re.fullmatch(r"@@ -0,0 \+1,(\d+) @@", lines[2]).group(1))
+    assert added == len([line for line in lines[3:] if line.startswith("+")]) == 6
+    assert "annotations" not in diff
+    assert without_own_metadata({"kind": "X"}) == {"kind": "X"}
+
+
+def test_diff_lines_are_one_block_each_without_a_blank_line_between_them():
+    from django.template.loader import render_to_string
+
+    html = render_to_string(
+        "federation/partials/preview_group.html", {"group": group_previews([row("a", IMAGE_DIFF)])[0]}
+    )
+    pre = html[html.index('<pre class="diff">') : html.index("</pre>")]
+    assert "\n" not in pre  # each line is a display:block span: a newline between them was a blank line
+    assert pre.count("<span") == len(diff_lines(clean_diff(IMAGE_DIFF)))  # clean_diff: stored diffs made before
