@@ -360,6 +360,8 @@ def test_detail_of_an_applied_request_shows_the_per_cluster_outcome(client, dev_
     login(client, viewer)
     body = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
     assert 'id="cr-outcome"' in body and "ClusterNotReady" in body and "Applied" in body
+    # what the header says of the clusters is when the request was drafted (it said "never propagated")
+    assert "drafted before the resource was first propagated" in body and "never propagated" not in body
 
 
 def test_detail_of_unjoin_and_emergency_requests(client, dev_cluster, dev_resource, admin_user, viewer):
