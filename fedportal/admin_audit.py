@@ -10,6 +10,8 @@ Events: ``auth.user.create`` / ``.update`` (user name, active, staff, superuser,
 bookkeeping (last run, run count) is not a change and is not audited.
 """
 
+from datetime import tzinfo
+
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
@@ -203,17 +205,23 @@ def _beat_fields(model) -> list[str]:
     return [f.attname for f in model._meta.concrete_fields if f.attname not in BEAT_BOOKKEEPING and not f.primary_key]
 
 
+def _beat_values(row: dict) -> dict:
+    """A schedule's values as the audit log can store them: a crontab's timezone (a ZoneInfo, which
+    made saving any crontab schedule fail) by its name."""
+    return {name: str(value) if isinstance(value, tzinfo) else value for name, value in row.items()}
+
+
 def _beat_before(sender, instance, **kwargs):
     if instance.pk is not None:
         row = sender._default_manager.filter(pk=instance.pk).values(*_beat_fields(sender)).first()
         if row is not None:
-            instance.__dict__[BEFORE] = row
+            instance.__dict__[BEFORE] = _beat_values(row)
 
 
 def _beat_saved(sender, instance, created, **kwargs):
     before_row = instance.__dict__.pop(BEFORE, None)
     action = f"beat.{sender._meta.model_name}"
-    after_row = _values(instance, _beat_fields(sender))
+    after_row = _beat_values(_values(instance, _beat_fields(sender)))
     if created:
         record_event(
             f"{action}.create", obj=instance, summary=f"{sender._meta.verbose_name} {instance} created", after=after_row

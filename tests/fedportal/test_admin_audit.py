@@ -4,7 +4,7 @@
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.urls import reverse
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from drift.models import ComplianceSnapshot
 from federation.models import FederatedType
@@ -150,6 +150,22 @@ def test_beat_schedule_edits_are_audited_but_beats_bookkeeping_is_not():
     assert events("beat.intervalschedule.update")[-1].after == {"every": 5}
     task.delete()
     assert events("beat.periodictask.delete")[-1].object_repr.startswith("audit-test")
+    assert verify_chain().ok
+
+
+def test_a_crontab_schedule_and_its_timezone_are_audited_by_name():
+    """Its timezone is a ZoneInfo: saving any crontab schedule failed while the event was written."""
+    from zoneinfo import ZoneInfo
+
+    schedule = CrontabSchedule.objects.create(minute="30", hour="4", timezone=ZoneInfo("Europe/Berlin"))
+    [created] = events("beat.crontabschedule.create")
+    assert created.after["timezone"] == "Europe/Berlin" and created.after["hour"] == "4"
+    schedule.timezone = ZoneInfo("UTC")
+    schedule.save()
+    [update] = events("beat.crontabschedule.update")
+    assert update.before == {"timezone": "Europe/Berlin"} and update.after == {"timezone": "UTC"}
+    schedule.save()  # nothing changed: no event
+    assert len(events("beat.crontabschedule.update")) == 1
     assert verify_chain().ok
 
 
