@@ -38,3 +38,21 @@ def test_the_print_button_prints(page, live_server, login, viewer):
     page.click("button[data-print]")
     assert page.evaluate("window.printed") == 1
     assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems
+
+
+def test_the_periodic_task_admin_form_translates_the_crontab_under_the_policy(
+    page, live_server, login, django_user_model
+):
+    """django-celery-beat's form did this in an inline script, which the policy blocked."""
+    from django_celery_beat.models import CrontabSchedule
+
+    from tests.browser_fixtures import PASSWORD
+
+    schedule = CrontabSchedule.objects.create(minute="30", hour="4", day_of_week="*", day_of_month="*")
+    root = django_user_model.objects.create_superuser("root-admin", "root@example.com", PASSWORD)
+    problems = watch(page)
+    login(page, root)
+    page.goto(f"{live_server.url}/admin/django_celery_beat/periodictask/add/")
+    page.select_option("#id_crontab", str(schedule.pk))
+    assert "Translation: At 04:30" in page.inner_text(".field-crontab .help")
+    assert not [p for p in problems if "Failed to load resource" not in p], problems
