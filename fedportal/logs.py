@@ -70,3 +70,15 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exc_info"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+class ExpectedRefusalWithoutTraceback(logging.Filter):
+    """A 403 for a missing role is the product working: Django's one WARNING line per refusal is kept,
+    the traceback it attaches (some twenty lines each) is not."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from django.core.exceptions import PermissionDenied
+
+        if record.exc_info and isinstance(record.exc_info[1], PermissionDenied):
+            record.exc_info, record.exc_text = None, None
+        return True

@@ -339,9 +339,13 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "fedportal.logs.JsonFormatter"},
     },
+    "filters": {"expected_refusal": {"()": "fedportal.logs.ExpectedRefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
+        # Django's own console handler (DEBUG only) printed every line a second time beside the root's
+        "django": {"handlers": [], "level": "INFO"},
+        "django.request": {"filters": ["expected_refusal"]},
         "kubernetes": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
         # the filesystem broker has no host name; kombu warns about that on every connection

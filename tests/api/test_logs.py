@@ -46,6 +46,32 @@ def test_a_bad_log_format_stops_start_up():
     assert done.returncode != 0 and "LOG_FORMAT='xml'" in done.stderr
 
 
+REFUSAL = """
+import django, logging, sys
+django.setup()
+from django.core.exceptions import PermissionDenied
+try:
+    raise PermissionDenied("This action needs the admin role.")
+except PermissionDenied:
+    logging.getLogger("django.request").warning("Forbidden (Permission denied): %s", "/clusters/new/", exc_info=sys.exc_info())
+logging.getLogger("django.request").error("Internal Server Error: %s", "/x/", exc_info=(ValueError, ValueError("boom"), None))
+"""
+
+
+@pytest.mark.parametrize("debug", ["true", "false"])
+def test_a_refusal_is_logged_once_without_its_traceback_and_an_error_keeps_its_own(debug):
+    """With DEBUG on (the demo) Django's own console handler printed every django.* line a second
+    time, and each expected 403 came with some twenty lines of traceback."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "fedportal.settings_test", "DEBUG": debug, "LOG_FORMAT": "plain"}
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSAL], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Forbidden (Permission denied): /clusters/new/") == 1, done.stderr
+    assert "PermissionDenied" not in done.stderr
+    assert done.stderr.count("Internal Server Error: /x/") == 1 and "ValueError: boom" in done.stderr
+
+
 @pytest.fixture
 def json_records():
     """Lines the 'fedportal.api' logger writes during the test, formatted as with LOG_FORMAT=json."""
