@@ -23,7 +23,8 @@ _FONT = {"family": "system-ui, sans-serif", "size": 12}
 
 def _layout(title: str, **extra) -> dict:
     layout = {
-        "title": {"text": title},
+        # automargin: the title takes room of its own instead of being drawn over an axis at the top
+        "title": {"text": title, "automargin": True, "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 8}},
         "font": _FONT,
         "margin": {"l": 70, "r": 20, "t": 50, "b": 70},
         "paper_bgcolor": "rgba(0,0,0,0)",
@@ -319,7 +320,13 @@ def compliance_trend(points: Iterable[tuple[datetime, float, int]]) -> dict:
             "Compliance over time",
             xaxis=xaxis,
             yaxis={"title": {"text": "compliant clusters (%)"}, "range": [0, 100]},
-            yaxis2={"title": {"text": "open drift"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+            yaxis2={
+                "title": {"text": "open drift"},
+                "overlaying": "y",
+                "side": "right",
+                "rangemode": "tozero",
+                "automargin": True,  # room for its ticks and title (they were drawn over each other)
+            },
             legend={"orientation": "h"},
             height=380,
         ),

@@ -98,3 +98,13 @@ def test_big_fleet_version_heatmap_is_coloured_by_severity_too():
     # the host is on v1.29: v1.31 members are two minors ahead of it (P0), as in the cluster heatmap
     assert trace["text"][v129][v131] == "-2 P0" and trace["z"][v129][v131] == 4
     assert trace["z"][v129][v125] == 4 and trace["text"][v129][v125] == "+4 P0"
+
+
+def test_titles_and_the_right_axis_take_room_of_their_own():
+    """The heatmap's title was drawn over its column names (an axis at the top), and the trend's
+    right axis title over its tick labels: both now make their margin grow (plotly's automargin)."""
+    heatmap = valid(charts.skew_heatmap(minor_matrix(fleet(8), SkewPolicy())))
+    assert heatmap["layout"]["xaxis"]["side"] == "top" and heatmap["layout"]["title"]["automargin"] is True
+    assert heatmap["layout"]["title"]["yref"] == "container"  # automargin needs a title placed on the container
+    trend = valid(charts.compliance_trend([(T0, 0.25, 7)]))
+    assert trend["layout"]["yaxis2"]["automargin"] is True and trend["layout"]["title"]["automargin"] is True
