@@ -504,7 +504,12 @@ def revise_change_request(cr: ChangeRequest, *, actor, revision: Revision) -> Ch
         new_hash = approved_content_hash(
             cr.kind, cr.resource, revision, cr.cluster, strategy_override=cr.rollout_strategy
         )
-        cr, voided = _repropose(cr, new_hash, verb="revised", proposed_revision=revision)
+        fields = {"proposed_revision": revision}
+        old_revision = cr.proposed_revision
+        if cr.title == _default_title(cr.kind, str(cr.resource), old_revision):
+            # a title FedPortal made names the revision: it follows the request (one a person wrote stays)
+            fields["title"] = _default_title(cr.kind, str(cr.resource), revision)
+        cr, voided = _repropose(cr, new_hash, verb="revised", **fields)
         _audit(
             "revise",
             cr,

@@ -14,7 +14,7 @@ from federation.choices import DriftPolicy, Retention
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, SettingsChange
 from fedportal.models import AuditEvent
 from fedportal.roles import Role
-from tests.approvals.factories import submitted
+from tests.approvals.factories import draft, submitted
 from tests.federation.factories import WEB_TEMPLATE
 
 pytestmark = pytest.mark.django_db
@@ -307,6 +307,17 @@ def test_the_author_can_still_repoint_his_own_request(dev_resource, operator, ap
     cr = services.revise_from_current(cr, actor=operator)
     assert cr.proposed_revision == newer
     assert services.approve(cr, actor=approver).state == ChangeState.APPLYING
+
+
+def test_a_revised_request_keeps_a_title_someone_wrote_and_renames_the_one_fedportal_made(dev_resource, operator):
+    made = draft(dev_resource, operator)
+    named = draft(dev_resource, operator, title="Scale web for the sale")
+    assert made.title.endswith("(revision 1)")
+    revision = edit(dev_resource, operator, 7)
+    made = services.revise_change_request(made, actor=operator, revision=revision)
+    named = services.revise_change_request(named, actor=operator, revision=revision)
+    assert made.title.endswith("(revision 2)") and "revision 1" not in made.title
+    assert named.title == "Scale web for the sale"
 
 
 def test_detail_page_offers_revise_and_approve_only_to_who_may(client, dev_resource, operator, bob, carol):
