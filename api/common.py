@@ -49,7 +49,8 @@ def errors(*codes: int) -> dict[int, Any]:
 
 
 READ_ERRORS = errors(400, 401, 403, 404, 422)
-WRITE_ERRORS = errors(400, 401, 403, 404, 409, 422)
+# 413: any write's body may be over the upload limit (api.errors.too_large)
+WRITE_ERRORS = errors(400, 401, 403, 404, 409, 413, 422)
 
 
 def require_viewer(request) -> None:
