@@ -15,6 +15,7 @@ from federation import propagation
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
+from federation.approvals.services import TransitionError
 from federation.models import FederatedResource
 
 router = Router(tags=["change requests"])
@@ -278,6 +279,13 @@ def create_change(request, body: ChangeRequestIn):
     else:
         if body.resource_id is None:
             raise ApiError(400, "invalid", "A change request needs resource_id.", {"resource_id": ["Required."]})
+        if body.cluster_id is not None:  # it was ignored: a request for one resource goes where its placement says
+            raise ApiError(
+                400,
+                "invalid",
+                "cluster_id is for an unjoin request only; a change request for a resource goes to its placement.",
+                {"cluster_id": ["Only with kind=unjoin."]},
+            )
         resource = get_object_or_404(FederatedResource, pk=body.resource_id)
         revision = get_object_or_404(resource.revisions, number=body.revision) if body.revision else None
         cr = services.create_change_request(resource, kind=body.kind, revision=revision, **kwargs)
@@ -308,7 +316,13 @@ def approve_change(request, change_id: int, body: ApproveIn):
 
 @router.post("/{int:change_id}/reject", response=TRANSITION, summary="Reject (comment required)")
 def reject_change(request, change_id: int, body: DecisionIn):
-    return _transition(request, change_id, services.reject, comment=body.comment)
+    try:
+        return _transition(request, change_id, services.reject, comment=body.comment)
+    except TransitionError as exc:
+        if body.comment.strip():
+            raise
+        # the service asks for the comment before it looks at the state: bad input, not a conflict
+        raise ApiError(400, "invalid", str(exc), {"comment": ["Required: say why you reject the request."]}) from None
 
 
 @router.post("/{int:change_id}/cancel", response=TRANSITION, summary="Withdraw an open request")

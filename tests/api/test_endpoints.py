@@ -311,6 +311,16 @@ def configmap(operator_api):
     return FederatedResource.objects.get()
 
 
+def test_a_cluster_id_on_a_request_for_a_resource_is_refused_not_ignored(operator_api, configmap):
+    from federation.approvals.models import ChangeRequest
+
+    cluster = ClusterFactory(name="west")
+    response = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk, "cluster_id": cluster.pk})
+    assert response.status_code == 400, response.content
+    assert response.json()["fields"] == {"cluster_id": ["Only with kind=unjoin."]}
+    assert not ChangeRequest.objects.exists()
+
+
 def test_idempotency_key_replays_the_first_reply_and_refuses_a_different_body(operator_api, configmap):
     key = {"Idempotency-Key": "abc-1"}
     first = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
@@ -342,7 +352,10 @@ def test_change_request_actions_and_errors(operator_api, api_as, approver, confi
     again = operator_api.post(f"/api/v1/change-requests/{cr['id']}/submit")
     assert again.status_code == 409 and again.json()["error"] == "conflict"
     reject = api_as(approver).post(f"/api/v1/change-requests/{cr['id']}/reject", {"comment": ""})
-    assert reject.status_code == 409 and "comment is required" in reject.json()["message"]
+    # bad input, not a conflict (it was a 409); the request stays as it was
+    assert reject.status_code == 400 and "comment is required" in reject.json()["message"]
+    assert reject.json()["fields"] == {"comment": ["Required: say why you reject the request."]}
+    assert operator_api.get(f"/api/v1/change-requests/{cr['id']}").json()["state"] == "Submitted"
     rejected = api_as(approver).post(f"/api/v1/change-requests/{cr['id']}/reject", {"comment": "not now"})
     assert rejected.json()["state"] == "Rejected"
     assert [a["decision"] for a in rejected.json()["approval_list"]] == ["reject"]
