@@ -79,7 +79,12 @@ class RejectForm(forms.Form):
 
 
 class CommentForm(forms.Form):
-    body = forms.CharField(label="Comment", widget=forms.Textarea(attrs={"rows": 3}), max_length=5000)
+    body = forms.CharField(
+        label="Comment",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        error_messages={"required": "Write a comment."},
+    )
 
 
 class ReasonForm(forms.Form):

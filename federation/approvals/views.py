@@ -392,7 +392,8 @@ def change_comment(request, pk):
     cr = _get_cr(pk)
     form = CommentForm(request.POST)
     if not form.is_valid():
-        return _respond(request, cr, error="Write a comment (at most 5000 characters).", status=400, comment_form=form)
+        # the form's own words: empty, too long, or a null character (which Django's CharField refuses)
+        return _respond(request, cr, error=" ".join(form.errors["body"]), status=400, comment_form=form)
     return _run(
         request,
         cr,

@@ -253,7 +253,12 @@ def test_cancel_and_comment(client, dev_resource, operator, viewer):
     cr = draft(dev_resource, operator)
     login(client, viewer)
     assert client.post(reverse("approvals:change_comment", args=[cr.pk]), {"body": "hm"}, **HX).status_code == 200
-    assert client.post(reverse("approvals:change_comment", args=[cr.pk]), {"body": ""}, **HX).status_code == 400
+    empty = client.post(reverse("approvals:change_comment", args=[cr.pk]), {"body": ""}, **HX)
+    assert empty.status_code == 400 and b"Write a comment." in empty.content
+    # a null character: the form says so (the page used to say "at most 5000 characters")
+    nul = client.post(reverse("approvals:change_comment", args=[cr.pk]), {"body": "x\x00"}, **HX)
+    assert nul.status_code == 400 and b"Null characters are not allowed." in nul.content
+    assert cr.comments.count() == 1
     login(client, operator)
     response = client.post(reverse("approvals:change_cancel", args=[cr.pk]), {"reason": "not needed"})
     assert response.status_code == 302
