@@ -10,7 +10,6 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters
@@ -305,8 +304,9 @@ def cluster_import(request):
                     return redirect_page(request, reverse("clusters:cluster_list"))
             else:
                 status = 400
-    else:
-        return HttpResponseNotAllowed(["GET", "POST"])
+    else:  # a step this form never sends: start again at the upload
+        upload_form = _empty_upload_form(f"Unknown import step {step[:40]!r}: upload the kubeconfig again.")
+        status = 400
     context = {"upload_form": upload_form, "choose_form": choose_form, "contexts": contexts, "expired": expired}
     return render_page(request, template, context, "body", status=status)
 

@@ -623,3 +623,14 @@ def test_ui_import_skips_registered_clusters_and_derives_labels(client, admin_us
     assert "Imported 2 cluster(s): m128, m130." in texts
     assert "Skipped 1 already registered: m127 (a cluster named m127 is already registered)." in texts
     assert Cluster.objects.get(name="m130").labels == {"team": "fed", "minor": "130"}
+
+
+def test_an_import_step_the_form_never_sends_is_a_400_that_starts_again(client, admin_user):
+    """It was a 405 naming GET and POST as allowed, for a POST."""
+    from clusters.models import Cluster
+
+    client.force_login(admin_user)
+    response = client.post(reverse("clusters:cluster_import"), {"step": "bogus"})
+    assert response.status_code == 400
+    assert "Unknown import step &#x27;bogus&#x27;: upload the kubeconfig again." in response.content.decode()
+    assert not Cluster.objects.exists()
