@@ -255,11 +255,26 @@ class RowsFormSet(forms.BaseFormSet):
         return {**super().get_form_kwargs(index), "empty_permitted": True}
 
 
+# absolute_max: a posted TOTAL_FORMS above it makes no more forms (Django's default, max_num + 1,000,
+# built and re-rendered 1,200 erroneous rows for a forged count of 5,000)
+ROWS_MAX = 200
 OverrideFormSet = forms.formset_factory(
-    OverrideRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200, validate_max=True
+    OverrideRowForm,
+    formset=RowsFormSet,
+    extra=1,
+    can_delete=True,
+    max_num=ROWS_MAX,
+    validate_max=True,
+    absolute_max=ROWS_MAX,
 )
 RspFormSet = forms.formset_factory(
-    RspRowForm, formset=RowsFormSet, extra=1, can_delete=True, max_num=200, validate_max=True
+    RspRowForm,
+    formset=RowsFormSet,
+    extra=1,
+    can_delete=True,
+    max_num=ROWS_MAX,
+    validate_max=True,
+    absolute_max=ROWS_MAX,
 )
 OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
 RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"

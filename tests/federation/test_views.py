@@ -469,3 +469,13 @@ def test_a_type_named_as_kubernetes_would_refuse_is_a_form_error_and_nothing_is_
     errors = response.context["form"].errors[field]
     assert errors and all(escape(message) in response.content.decode() for message in errors)
     assert FederatedType.objects.count() == before
+
+
+def test_a_forged_row_count_is_one_error_not_a_page_of_them(client, operator, clusters):
+    client.force_login(operator)
+    response = client.post(reverse("federation:resource_create"), form_data(**{"ov-TOTAL_FORMS": "5000"}))
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "Please submit at most 200 forms." in body
+    assert body.count('class="override-row"') <= 201  # it rendered 1,200 rows, each with its errors
+    assert not FederatedResource.objects.exists()
