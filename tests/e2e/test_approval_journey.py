@@ -36,8 +36,11 @@ def test_operator_submits_second_user_approves_change_propagates_and_is_audited(
     page.wait_for_selector("#cr-state:has-text('Draft')")
     cr = ChangeRequest.objects.get(title="Roll out web to staging and dev")
     assert page.locator("#cr-diff").inner_text().count("create") >= 2
+    assert "Drafted CR-" in page.locator("#page-messages").inner_text()
     page.click("button:has-text('Submit for approval')")
     page.wait_for_selector("#cr-state:has-text('Submitted')")
+    # the draft's news is cleared with the swap (it stayed beside "Submitted CR-…")
+    assert page.locator("#page-messages").is_hidden() and page.locator("#page-messages li").count() == 0
     assert page.locator("#approve-form").count() == 0, "the author gets no approve button"
 
     # a second user, an approver, sees it in the inbox and approves it with a comment, without a reload
