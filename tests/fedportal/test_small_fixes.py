@@ -118,3 +118,12 @@ def test_first_probe_completing_takes_the_first_compliance_snapshot():
     assert ComplianceSnapshot.objects.get().clusters_total == 1
     task_success.send(sender=probe_clusters_task, result={})
     assert ComplianceSnapshot.objects.count() == 1  # only the first; the daily job does the rest
+
+
+def test_every_resource_condition_badge_has_a_colour():
+    """'Propagated' and 'NotPropagated' had no rule and showed as plain text beside coloured pills."""
+    from federation.choices import Condition
+
+    css = (ROOT / "static/css/fedportal.css").read_text()
+    styled = set(re.findall(r"\.state-([a-z]+)\b", css))
+    assert {c.lower() for c in Condition.values} <= styled, {c.lower() for c in Condition.values} - styled
