@@ -77,6 +77,20 @@ def check_template(obj, *, api_version: str, kind: str) -> dict:
     return obj
 
 
+def identity_problems(template: dict, *, namespaced: bool, namespace: str, name: str) -> list[str]:
+    """A template's metadata.name, or a namespaced one's metadata.namespace, other than the resource's:
+    rendering uses the resource's, so one given in the template was silently ignored. An empty one
+    counts as absent; a cluster-scoped object's namespace is cleared by the apiserver, as here."""
+    metadata = template.get("metadata") or {}
+    wanted = {"name": name, **({"namespace": namespace} if namespaced else {})}
+    return [
+        f"The template's metadata.{key} is {metadata[key]!r} but the resource's {key} is {expected!r}: "
+        f"leave it out of the template (the resource's {key} is used) or make them the same."
+        for key, expected in wanted.items()
+        if metadata.get(key) not in (None, "", expected)
+    ]
+
+
 def check_object_identity(obj, *, where: str = "document") -> tuple[str, str]:
     """(apiVersion, kind) of a full object, or a ManifestError saying what is missing."""
     if not isinstance(obj, dict):

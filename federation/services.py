@@ -31,13 +31,14 @@ from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.content_hooks import settings_changed
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, legacy_ingress_backends, parse_documents
-from federation.manifests import ManifestError, check_template, join_api_version, split_api_version
+from federation.manifests import ManifestError, check_template, identity_problems, join_api_version, split_api_version
 from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
 from federation.rendering import base_manifest, content_hash
 from federation.rollout_strategy import StrategyError, normalize_strategy
 from federation.scheduling import WILDCARD, SchedulingError, normalize_preference
+from federation.schema_refusals import fleet_minors, fleet_refusals
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets
 from fedportal.roles import Role, has_role, require_actor_role
@@ -83,8 +84,12 @@ def validate_spec(
     overrides=None,
     scheduling=None,
     known_clusters=None,
+    template_is_new: bool = True,
 ) -> dict:
-    """Validate and normalise everything a revision holds; raise SpecError naming each problem."""
+    """Validate and normalise everything a revision holds; raise SpecError naming each problem.
+    ``template_is_new``: the template is not one of the resource's revisions already (an approved
+    delete, a rollback or a placement-only edit re-saves one): only new content is checked against
+    the template's name and namespace and against the fleet's schemas."""
     errors: dict[str, list[str]] = {}
     if ftype.namespaced:
         try:
@@ -108,6 +113,16 @@ def validate_spec(
         )
         result["template"] = {k: v for k, v in result["template"].items() if k not in ("apiVersion", "kind", "status")}
         errors["template"] = spec_value_problems(ftype.kind, result["template"])
+        if template_is_new:  # content saved before these checks existed is not refused again
+            errors["template"] = (
+                identity_problems(result["template"], namespaced=ftype.namespaced, namespace=namespace, name=name)
+                + errors["template"]
+            )
+        if template_is_new and not errors["template"] and not errors.get("name") and not errors.get("namespace"):
+            errors["template"] = fleet_refusals(
+                base_manifest(result["template"], target=ftype.target, namespace=namespace or "default", name=name),
+                fleet_minors(Cluster.objects.values_list("server_version", flat=True).distinct()),
+            )
     except ManifestError as exc:
         errors["template"] = [str(exc)]
     try:
@@ -306,6 +321,7 @@ def _save_revision(
         placement=placement,
         overrides=overrides,
         scheduling=scheduling,
+        template_is_new=not any(template == old for old in resource.revisions.values_list("template", flat=True)),
     )
     errors = {}
     if retention is not None and retention not in Retention.values:
@@ -422,6 +438,7 @@ def diff_revisions(old: Revision | None, new: Revision) -> RevisionDiff:
 # --- federated types (admin) -----------------------------------------------------------------
 
 TYPE_FIELDS = ("group", "version", "kind", "plural", "scope", "propagation", "status_collection")
+TYPE_NAME_FIELDS = ("group", "version", "kind", "plural")
 
 
 def _type_snapshot(ftype: FederatedType) -> dict:
@@ -451,7 +468,8 @@ def update_type(ftype: FederatedType, *, actor=None, **changes) -> FederatedType
         if key not in TYPE_FIELDS:
             raise FederationError(f"{key} is not a federated type field.")
         setattr(ftype, key, value)
-    ftype.full_clean()
+    # a name saved before its rules existed (migration 0014) does not stop a toggle: only what changes is checked
+    ftype.full_clean(exclude=[name for name in TYPE_NAME_FIELDS if name not in changes])
     with transaction.atomic():
         ftype.save()
         record_event(

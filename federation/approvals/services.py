@@ -857,7 +857,10 @@ def _start(cr: ChangeRequest, *, actor) -> list[PropagationRun]:
     if resource is None:
         raise TransitionError("The resource of this request no longer exists.")
     if cr.kind == ChangeKind.DELETE:
-        revision = federation_services.withdraw_resource(resource, actor=actor, message=f"Delete (CR-{cr.pk})")
+        try:
+            revision = federation_services.withdraw_resource(resource, actor=actor, message=f"Delete (CR-{cr.pk})")
+        except federation_services.SpecError as exc:  # a page's error, not a 500
+            raise TransitionError(f"The delete cannot be saved: {exc}") from None
         ChangeRequest.objects.filter(pk=cr.pk).update(proposed_revision=revision)
     else:
         revision = cr.proposed_revision

@@ -241,3 +241,147 @@ def test_a_stored_revision_with_negative_replicas_blocks_approval(make_user, ope
     ]
     with pytest.raises(approvals.TransitionError, match="Preflight found blocking problems"):
         approvals.approve(cr, actor=approver)
+
+
+# --- a value no Kubernetes version of the fleet accepts (federation.schema_refusals) ---------------
+
+
+def configmap(data):
+    return {"metadata": {"labels": {"app": "cfg"}}, "data": data}
+
+
+def test_a_template_every_version_of_the_fleet_refuses_is_not_saved():
+    ClusterFactory(name="old", server_version="v1.27.3")
+    ClusterFactory(name="new", server_version="v1.31.1")
+    with pytest.raises(services.SpecError) as refused:
+        services.create_resource(
+            ftype("ConfigMap"), namespace="shop", name="cfg", template=configmap({"a": 1, "b": "ok"}), placement={}
+        )
+    [message] = refused.value.errors["template"]
+    assert message == (
+        "data.a: expected string, got integer (no cluster of the fleet would accept it: Kubernetes 1.27 to 1.31)"
+    )
+    assert not FederatedResource.objects.filter(name="cfg").exists() and not Revision.objects.exists()
+
+
+def test_a_wrong_type_is_refused_and_the_form_says_so(client, admin_user, clusters):
+    client.force_login(admin_user)
+    bad = web(paused="yes")
+    response = client.post(reverse("federation:resource_create"), form_data(template_yaml=_yaml(bad)))
+    assert response.status_code == 400
+    assert (
+        "spec.paused: expected boolean, got string (no cluster of the fleet would accept it"
+        in response.content.decode()
+    )
+    assert not FederatedResource.objects.exists()
+
+
+def test_a_template_is_saved_when_the_fleet_is_empty_or_some_version_accepts_it():
+    saved = services.create_resource(
+        ftype("ConfigMap"), namespace="shop", name="early", template=configmap({"a": 1}), placement={}
+    )
+    assert saved.pk  # no cluster yet: nothing to check it against
+    ClusterFactory(name="east", server_version="v1.29.4")
+    services.create_resource(
+        ftype("ConfigMap"), namespace="shop", name="fine", template=configmap({"a": "1"}), placement={}
+    )
+
+
+def _yaml(template) -> str:
+    from federation.manifests import dump_yaml
+
+    return dump_yaml(template)
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace", "metadata", "message"),
+    [
+        (
+            "ConfigMap",
+            "shop",
+            {"name": "other"},
+            "The template's metadata.name is 'other' but the resource's name is 'cfg'",
+        ),
+        (
+            "ConfigMap",
+            "shop",
+            {"namespace": "prod"},
+            "The template's metadata.namespace is 'prod' but the resource's namespace is 'shop'",
+        ),
+    ],
+)
+def test_a_template_naming_another_object_than_its_resource_is_refused(kind, namespace, metadata, message):
+    """Rendering uses the resource's name and namespace: a different one in the template was ignored."""
+    name = "cfg"
+    with pytest.raises(services.SpecError) as refused:
+        services.create_resource(
+            ftype(kind), namespace=namespace, name=name, template={"metadata": metadata}, placement={}
+        )
+    assert any(m.startswith(message) for m in refused.value.errors["template"]), refused.value.errors
+    assert not FederatedResource.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "namespace", "metadata"),
+    [
+        ("ConfigMap", "shop", {"name": "cfg", "namespace": "shop"}),
+        ("ConfigMap", "shop", {"name": "", "namespace": ""}),  # empty: as if absent
+        ("Namespace", "", {"namespace": "shop"}),  # cluster-scoped: the apiserver clears a namespace
+    ],
+)
+def test_a_template_agreeing_with_its_resource_or_naming_nothing_is_fine(kind, namespace, metadata):
+    services.create_resource(
+        ftype(kind), namespace=namespace, name="cfg", template={"metadata": metadata}, placement={}
+    )
+
+
+def test_a_template_one_version_of_the_fleet_accepts_is_saved():
+    """1.26 does not know containers[].resizePolicy (added in 1.27) and accepts any value there."""
+    from clusters.models import Cluster
+
+    ClusterFactory(name="old", server_version="v1.26.9")
+    ClusterFactory(name="new", server_version="v1.31.1")
+    pod = {**WEB_TEMPLATE["spec"]["template"]["spec"]}
+    pod["containers"] = [{**pod["containers"][0], "resizePolicy": "restart"}]
+    template = {
+        **WEB_TEMPLATE,
+        "spec": {**WEB_TEMPLATE["spec"], "template": {**WEB_TEMPLATE["spec"]["template"], "spec": pod}},
+    }
+    services.create_resource(ftype("Deployment"), namespace="shop", name="web", template=template, placement={})
+    Cluster.objects.filter(name="old").delete()
+    with pytest.raises(services.SpecError, match="resizePolicy: expected array, got string"):
+        services.create_resource(ftype("Deployment"), namespace="shop", name="web2", template=template, placement={})
+
+
+def test_content_saved_before_the_checks_can_still_be_deleted_and_rolled_back(admin_user):
+    """An approved delete, a rollback and a placement-only edit save a stored template again: it is
+    not refused now, while new content is."""
+    resource = services.create_resource(
+        ftype("ConfigMap"), namespace="shop", name="old", template=configmap({"a": "1"}), placement={}
+    )
+    first = resource.current_revision
+    legacy = {**configmap({"a": 1}), "metadata": {"name": "other"}}  # as saved before the checks existed
+    Revision.objects.filter(pk=first.pk).update(template=legacy)
+    first.refresh_from_db()
+    ClusterFactory(name="east", server_version="v1.29.4")  # a fleet that refuses data.a
+    edited = services.update_resource(resource, template=legacy, placement={"clusters": ["east"]}, actor=admin_user)
+    assert edited.number == 2 and edited.template == legacy  # a placement-only edit
+    resource.refresh_from_db()
+    withdrawn = services.withdraw_resource(resource, actor=admin_user)
+    assert withdrawn.placement == {"clusters": []} and withdrawn.template == legacy
+    resource.refresh_from_db()
+    restored = services.rollback_resource(resource, to_revision=first, actor=admin_user)
+    assert restored.template == legacy
+    resource.refresh_from_db()
+    with pytest.raises(services.SpecError, match="expected string, got integer"):
+        services.update_resource(resource, template=configmap({"a": 2}), placement={}, actor=admin_user)
+
+
+def test_a_template_repeating_its_resources_name_and_namespace_is_fine():
+    services.create_resource(
+        ftype("ConfigMap"),
+        namespace="shop",
+        name="cfg",
+        template={"metadata": {"name": "cfg", "namespace": "shop"}},
+        placement={},
+    )
