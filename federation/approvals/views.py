@@ -207,12 +207,15 @@ def change_detail(request, pk):
 def _respond(request, cr, *, error: str = "", status: int = 200, message: str = "", **extra):
     """After a transition: htmx gets the action panel; a plain POST is redirected back (or, on
     error, gets the page with the reason and a 4xx status)."""
+    # an action answered into the panel: the page's flash from before it is old news (the panel's
+    # periodic refresh leaves it alone)
+    cleared = bool(request.htmx)
     if error:
         template = "approvals/changerequest_detail.html"
-        context = _detail_context(request, _get_cr(cr.pk), error=error, **extra)
+        context = _detail_context(request, _get_cr(cr.pk), error=error, clear_page_messages=cleared, **extra)
         return render_page(request, template, context, "panel", status=status)
     if request.htmx:
-        context = _detail_context(request, _get_cr(cr.pk), notice=message)
+        context = _detail_context(request, _get_cr(cr.pk), notice=message, clear_page_messages=True)
         return render(request, "approvals/changerequest_detail.html#panel", context)
     if message:
         messages.success(request, message)

@@ -376,3 +376,14 @@ def test_detail_of_unjoin_and_emergency_requests(client, dev_cluster, dev_resour
     assert b"cluster dev-a" in client.get(reverse("approvals:change_detail", args=[unjoin.pk])).content
     body = client.get(reverse("approvals:change_detail", args=[emergency.pk])).content
     assert b"EMERGENCY" in body and b"INC-9" in body and b'hx-trigger="every 2s"' in body
+
+
+def test_an_action_clears_the_pages_old_flash_and_the_panels_refresh_does_not(client, dev_resource, operator):
+    cr = draft(dev_resource, operator)
+    login(client, operator)
+    refresh = client.get(reverse("approvals:change_detail", args=[cr.pk]), **HX)
+    assert b"hx-swap-oob" not in refresh.content  # it would clear a message every 10 s
+    submitted = client.post(reverse("approvals:change_submit", args=[cr.pk]), **HX)
+    assert b'id="page-messages" role="status" hidden hx-swap-oob="true"' in submitted.content
+    page = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    assert page.count('id="page-messages"') == 1  # the full page has the one from base.html only
