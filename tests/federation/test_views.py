@@ -479,3 +479,13 @@ def test_a_forged_row_count_is_one_error_not_a_page_of_them(client, operator, cl
     assert "Please submit at most 200 forms." in body
     assert body.count('class="override-row"') <= 201  # it rendered 1,200 rows, each with its errors
     assert not FederatedResource.objects.exists()
+
+
+def test_a_type_named_before_the_rules_can_still_be_switched_off_but_not_renamed_badly(admin_user):
+    legacy = FederatedType.objects.create(group="example.com", version="v1", kind="Bad_Kind", plural="bad_kinds")
+    services.update_type(legacy, actor=admin_user, propagation="Disabled")
+    assert FederatedType.objects.get(pk=legacy.pk).propagation == "Disabled"
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="plural"):
+        services.update_type(legacy, actor=admin_user, plural="Bad Plural")
