@@ -12,6 +12,8 @@ import logging
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
+from django.core.exceptions import PermissionDenied
+
 from fedportal import request_context
 
 FIELDS = ("cluster", "change_request")
@@ -77,8 +79,6 @@ class ExpectedRefusalWithoutTraceback(logging.Filter):
     the traceback it attaches (some twenty lines each) is not."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from django.core.exceptions import PermissionDenied
-
         if record.exc_info and isinstance(record.exc_info[1], PermissionDenied):
             record.exc_info, record.exc_text = None, None
         return True

@@ -15,7 +15,6 @@ from federation import propagation
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
-from federation.approvals.services import TransitionError
 from federation.models import FederatedResource
 
 router = Router(tags=["change requests"])
@@ -318,7 +317,7 @@ def approve_change(request, change_id: int, body: ApproveIn):
 def reject_change(request, change_id: int, body: DecisionIn):
     try:
         return _transition(request, change_id, services.reject, comment=body.comment)
-    except TransitionError as exc:
+    except services.TransitionError as exc:
         if body.comment.strip():
             raise
         # the service asks for the comment before it looks at the state: bad input, not a conflict
