@@ -255,27 +255,25 @@ class RowsFormSet(forms.BaseFormSet):
         return {**super().get_form_kwargs(index), "empty_permitted": True}
 
 
-# absolute_max: a posted TOTAL_FORMS above it makes no more forms (Django's default, max_num + 1,000,
-# built and re-rendered 1,200 erroneous rows for a forged count of 5,000)
 ROWS_MAX = 200
-OverrideFormSet = forms.formset_factory(
-    OverrideRowForm,
-    formset=RowsFormSet,
-    extra=1,
-    can_delete=True,
-    max_num=ROWS_MAX,
-    validate_max=True,
-    absolute_max=ROWS_MAX,
-)
-RspFormSet = forms.formset_factory(
-    RspRowForm,
-    formset=RowsFormSet,
-    extra=1,
-    can_delete=True,
-    max_num=ROWS_MAX,
-    validate_max=True,
-    absolute_max=ROWS_MAX,
-)
+
+
+def rows_formset(row_form):
+    """At most ROWS_MAX rows. absolute_max: a posted TOTAL_FORMS above it makes no more forms (Django's
+    default, max_num + 1,000, built and re-rendered 1,200 erroneous rows for a forged count of 5,000)."""
+    return forms.formset_factory(
+        row_form,
+        formset=RowsFormSet,
+        extra=1,
+        can_delete=True,
+        max_num=ROWS_MAX,
+        validate_max=True,
+        absolute_max=ROWS_MAX,
+    )
+
+
+OverrideFormSet = rows_formset(OverrideRowForm)
+RspFormSet = rows_formset(RspRowForm)
 OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
 RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"
