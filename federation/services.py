@@ -121,7 +121,7 @@ def validate_spec(
         if template_is_new and not errors["template"] and not errors.get("name") and not errors.get("namespace"):
             errors["template"] = fleet_refusals(
                 base_manifest(result["template"], target=ftype.target, namespace=namespace or "default", name=name),
-                fleet_minors(Cluster.objects.values_list("server_version", flat=True).distinct()),
+                fleet_minors(Cluster.objects.values_list("server_version", flat=True).order_by().distinct()),
             )
     except ManifestError as exc:
         errors["template"] = [str(exc)]
