@@ -3,8 +3,13 @@
 A SafeLoader subclass that refuses aliases outright (so "billion laughs" alias bombs cannot
 expand) and explicit tags (``!!binary``, ``!!python/...``, ``!foo``), caps the document size, the
 node count and the nesting depth, and rejects duplicate mapping keys instead of silently keeping
-the last one. Timestamps stay strings, as kubectl (YAML -> JSON) leaves them.
+the last one. Timestamps stay strings, as kubectl (YAML -> JSON) leaves them, and mapping keys that
+YAML reads as numbers or booleans become the strings kubectl makes of them (``json_key``).
 """
+
+import math
+import struct
+from collections.abc import Hashable
 
 import yaml
 
@@ -45,20 +50,66 @@ class StrictLoader(yaml.SafeLoader):
             self.depth -= 1
 
     def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                key = key_node.value
-                if key in seen:
-                    raise StrictYAMLError(f"Duplicate key {key!r}{where(key_node)}.")
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        # SafeConstructor's, with each key made its JSON string before it goes into the dict (where
+        # 1, 1.0 and true would be one key) and a key met twice refused rather than overwritten
+        self.flatten_mapping(node)
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                raise StrictYAMLError(f"A mapping key must be a string, not a {type(key).__name__}{where(key_node)}.")
+            key = json_key(key)
+            if key in mapping:
+                raise StrictYAMLError(f"Duplicate key {key!r}{where(key_node)}.")
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+
+def json_key(key):
+    """A mapping key as YAML -> JSON conversion gives it to Kubernetes (sigs.k8s.io/yaml's
+    convertToJSONableObject, Apache-2.0): an integer in decimal, a boolean "true"/"false", a float as
+    Go's FormatFloat(f, 'g', -1, 32). Strings pass; other keys (null, a list) stay for check_json to refuse."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):  # go-yaml reads an integer beyond 64 bits as a float
+        return str(key) if -(2**63) <= key < 2**64 else go_float32_text(float(key))
+    if isinstance(key, float):
+        return go_float32_text(key)
+    return key
+
+
+def go_float32_text(value: float) -> str:
+    """strconv.FormatFloat(value, 'g', -1, 32) with go-yaml's names for the non-finite: the shortest
+    digits that read back as the same float32, in exponent form below 1e-4 or from 1e6 on."""
+    if math.isnan(value):
+        return ".nan"
+    try:
+        single = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        single = math.copysign(math.inf, value)
+    if math.isinf(single):
+        return ".inf" if single > 0 else "-.inf"
+    for precision in range(9):  # 9 significant digits always read back as the same float32
+        text = f"{single:.{precision}e}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            break
+    mantissa, exponent = text.split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+    exponent = int(exponent)
+    if exponent < -4 or exponent >= 6:
+        fraction = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{fraction}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    whole, fraction = digits[: exponent + 1].ljust(exponent + 1, "0"), digits[exponent + 1 :]
+    return f"{sign}{whole}{'.' + fraction if fraction else ''}"
 
 
 def where(mark_holder) -> str:
@@ -72,7 +123,7 @@ def check_json(value, path: str = "") -> None:
     only text the database can store (fedportal.text: no NUL, such as a "\\0" or "\\u0000" escape)."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if not isinstance(key, (str, int, float, bool)) or key is None:
+            if not isinstance(key, str):
                 raise StrictYAMLError(f"Key {key!r} at {path or '/'} is not a string.")
             problem = text_error(key) if isinstance(key, str) else None
             if problem:

@@ -235,3 +235,30 @@ def test_an_unknown_field_is_a_422_naming_it_and_creates_nothing(api_as, operato
     assert response.status_code == 422, response.content
     assert "readonly" in response.content.decode(), response.content
     assert not ApiToken.objects.filter(name="ci").exists()
+
+
+# 6. mapping keys YAML reads as numbers (a reviewer's 500: sorted() met an int beside strings)
+
+FEDERATED_CONFIGMAP_WITH_NUMBER_KEYS = """\
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedConfigMap
+metadata: {name: settings, namespace: default}
+spec:
+  template:
+    data: {colour: blue}
+  placement: {clusters: []}
+  rolloutStrategy: {1: x, waves: []}
+"""
+
+
+def test_a_number_key_in_a_rollout_strategy_is_a_400_naming_it(api_as, operator, configmap):
+    before = FederatedResource.objects.get(pk=configmap.pk).current_revision_id
+    reply = api_as(operator).request(
+        "PUT",
+        f"/api/v1/resources/{configmap.pk}",
+        data=FEDERATED_CONFIGMAP_WITH_NUMBER_KEYS,
+        content_type="application/yaml",
+    )
+    assert reply.status_code == 400, reply.content
+    assert "unknown field '1'" in reply.json()["message"]
+    assert FederatedResource.objects.get(pk=configmap.pk).current_revision_id == before
