@@ -115,14 +115,23 @@ def read_failure(exc: kube.KubeError, cluster: Cluster, context: str = "") -> St
 
 
 def apply_step(
-    resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
+    resource: FederatedResource,
+    revision: Revision,
+    cluster: Cluster,
+    pv: PropagatedVersion,
+    conn,
+    *,
+    replicas,
+    reapply: bool = False,
 ) -> Step:
     """Server-side apply this cluster's manifest when anything changed. No database access; raises
     StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
-    (``_read_then_apply``) when that call cannot decide."""
+    (``_read_then_apply``) when that call cannot decide. ``reapply`` (a re-sync): apply even when
+    nothing changed on our side, so a change made on the cluster (a label, a replaced object that
+    carries FedPortal's label) is put back; unchanged only when the apply changed nothing."""
     try:
         return _apply_naming_uid(resource, revision, cluster, pv, conn, replicas=replicas) or _read_then_apply(
-            resource, revision, cluster, pv, conn, replicas=replicas
+            resource, revision, cluster, pv, conn, replicas=replicas, reapply=reapply
         )
     except StepFailure as failure:
         if is_secret_kind(resource.type.kind):
@@ -183,7 +192,14 @@ def _apply_naming_uid(
 
 
 def _read_then_apply(
-    resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
+    resource: FederatedResource,
+    revision: Revision,
+    cluster: Cluster,
+    pv: PropagatedVersion,
+    conn,
+    *,
+    replicas,
+    reapply: bool = False,
 ) -> Step:
     """Read the live object, render (keeping the fields KubeFed retains), and apply when anything changed."""
     ftype = resource.type
@@ -205,7 +221,8 @@ def _read_then_apply(
     template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
     if (
-        live is not None
+        not reapply
+        and live is not None
         and pv.status == PropagationReason.OK
         and pv.template_hash == template_hash
         and pv.override_hash == override_hash
@@ -220,6 +237,9 @@ def _read_then_apply(
             # the namespace is missing (no GET of it on the common path: the apply says so)
             return Step(cluster, pv, NEEDS_NAMESPACE)
         raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
+    if reapply and live is not None and resource_version(result.object) == resource_version(live):
+        # an apiserver does not store an apply that changes nothing: the object was as approved
+        return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, result.object))
     return Step(
         cluster,
         pv,
@@ -231,6 +251,10 @@ def _read_then_apply(
         obj=result.object,
         warnings=list(result.warnings),
     )
+
+
+def resource_version(obj: dict | None) -> str:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion", "")
 
 
 def _shared_manifest(

@@ -222,7 +222,13 @@ def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedV
     try:
         if target.action == TargetAction.APPLY:
             return apply_step(
-                run.resource, run.revision, cluster, pv, connection_for(cluster), replicas=target.replicas
+                run.resource,
+                run.revision,
+                cluster,
+                pv,
+                connection_for(cluster),
+                replicas=target.replicas,
+                reapply=run.trigger == RunTrigger.RESYNC,
             )
         if target.action == TargetAction.ORPHAN:
             return Step(cluster, pv, ORPHANED)
@@ -249,7 +255,15 @@ def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: St
     try:
         conn = connection_for(step.cluster)
         _ensure_namespace(run.resource, step.cluster, conn, actor=run.actor)
-        step = apply_step(run.resource, run.revision, step.cluster, step.pv, conn, replicas=target.replicas)
+        step = apply_step(
+            run.resource,
+            run.revision,
+            step.cluster,
+            step.pv,
+            conn,
+            replicas=target.replicas,
+            reapply=run.trigger == RunTrigger.RESYNC,
+        )
         if step.outcome == NEEDS_NAMESPACE:
             raise StepFailure(
                 PropagationReason.NAMESPACE_NOT_FEDERATED,

@@ -526,6 +526,65 @@ def test_external_edit_is_drift_with_a_field_diff(fleet, fleet_clusters, policy)
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
 
 
+def test_a_resync_puts_back_a_label_changed_outside(fleet, fleet_clusters):
+    """A label edit leaves the generation as it was: the re-sync read the same version, said "Up to
+    date." and wrote nothing while the drift page still showed the label (a reviewer's finding)."""
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"metadata": {"labels": {"app": "hacked"}}})
+    propagation.detect_drift(resource=resource)
+    assert pv(resource, "m128").sync_state == SyncState.OUT_OF_SYNC
+    run = propagation.resync_cluster(resource, fleet_clusters["m128"])
+    drain(run)
+    assert live(fleet, "m128")["metadata"]["labels"]["app"] == "web"
+    target = run.targets.get()
+    assert (target.message, target.changed) == ("Updated.", True)
+    assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
+    propagation.detect_drift(resource=resource)
+    assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
+
+
+def test_a_resync_of_an_object_as_approved_writes_nothing_and_says_so(fleet, fleet_clusters):
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    version = live(fleet, "m128")["metadata"]["resourceVersion"]
+    run = propagation.resync_cluster(resource, fleet_clusters["m128"])
+    drain(run)
+    assert live(fleet, "m128")["metadata"]["resourceVersion"] == version
+    target = run.targets.get()
+    assert (target.message, target.changed) == ("Up to date.", False)
+
+
+def test_a_resync_takes_back_a_replaced_object_only_when_it_carries_fedportals_label(fleet, fleet_clusters):
+    """Enforce never takes a replaced object over; an operator's re-sync applies the approved manifest
+    to one that declares itself FedPortal's (made again from FedPortal's own YAML: the re-sync said
+    "Up to date." over it), and refuses, with the reason, one that does not."""
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    ours = live(fleet, "m128")
+    fleet.external_delete("m128", "apps/v1", "Deployment", "shop", "web")
+    again = {key: ours[key] for key in ("apiVersion", "kind", "spec")}
+    again["metadata"] = {key: ours["metadata"][key] for key in ("name", "namespace", "labels", "annotations")}
+    kube.apply_object(
+        connection_for(fleet_clusters["m128"]), again, plural="deployments", namespaced=True, field_manager="kubectl"
+    )
+    replace_outside(fleet, fleet_clusters["m130"])
+    propagation.detect_drift(resource=resource)
+    assert [pv(resource, name).drift[0]["change"] for name in ("m128", "m130")] == ["replaced", "replaced"]
+
+    drain(propagation.resync_cluster(resource, fleet_clusters["m128"]))
+    version, obj = pv(resource, "m128"), live(fleet, "m128")
+    assert (
+        version.status == PropagationReason.OK and version.live_uid == obj["metadata"]["uid"] != ours["metadata"]["uid"]
+    )
+    assert version.sync_state == SyncState.IN_SYNC and version.drift == []
+
+    drain(propagation.resync_cluster(resource, fleet_clusters["m130"]))
+    version = pv(resource, "m130")
+    assert version.status == PropagationReason.ALREADY_EXISTS and "left untouched" in version.message
+    assert [c["image"] for c in live(fleet, "m130")["spec"]["template"]["spec"]["containers"]] == ["busybox"]
+
+
 def test_a_field_removed_outside_fedportal_is_drift(fleet, fleet_clusters):
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
