@@ -12,6 +12,7 @@ from api.errors import ApiError
 from api.pagination import page
 from clusters.models import Cluster
 from federation import propagation
+from federation.approvals import rollout as rollouts
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest
@@ -21,7 +22,8 @@ router = Router(tags=["change requests"])
 
 # values spelled once, in federation.approvals.choices ("" = any state)
 StateName = Literal[("", *ChangeState.values)]
-KindName = Literal[tuple(ChangeKind.values)]
+# what a person may open: FedPortal opens reconcile requests itself (a cluster joined or was relabelled)
+KindName = Literal[tuple(kind for kind in ChangeKind.values if kind != ChangeKind.RECONCILE)]
 
 
 class ChangeRequestOut(Out):
@@ -73,6 +75,10 @@ class ChangeRequestDetailOut(ChangeRequestOut):
     outcome: list[dict[str, Any]]
     rollout: list[ProgressOut]
     apply_error: str
+    rollout_strategy: dict[str, Any] | None = Field(
+        description="this request's own rollout strategy (part of content_hash); null: the resource's"
+    )
+    staged: bool = Field(description="whether applying it goes wave by wave (false: every cluster at once)")
 
 
 class ChangeRequestPage(Out):
@@ -202,6 +208,8 @@ def change_detail_out(cr: ChangeRequest) -> dict:
         "blocking_preflight": summary.blocked,
         **selectors.masked_content(cr),
         "rollout": rollout,
+        "rollout_strategy": cr.rollout_strategy,
+        "staged": rollouts.is_staged(cr),
     }
 
 

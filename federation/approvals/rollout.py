@@ -112,6 +112,18 @@ def is_staged(cr: ChangeRequest) -> bool:
     )
 
 
+def skips_waves(cr: ChangeRequest) -> bool:
+    """Whether ``cr`` carries a strategy of its own without waves while its resource has waves: once
+    approved it goes to every cluster at once (approvers are told; it is part of what they approve)."""
+    return (
+        cr.rollout_strategy is not None
+        and cr.kind in STAGED_KINDS
+        and cr.resource_id is not None
+        and not cr.rollout_strategy.get("waves")
+        and bool((cr.resource.rollout_strategy or {}).get("waves"))
+    )
+
+
 def planned_waves(cr: ChangeRequest):
     """The waves applying ``cr`` would go through now (for approvers, before it starts); [] unstaged."""
     if not is_staged(cr) or cr.proposed_revision is None:

@@ -5,9 +5,10 @@ from django.db import connections, router
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
-from federation.approvals.choices import ChangeState, Decision
+from federation.approvals.choices import ChangeState, Decision, RolloutState, WaveState
+from federation.approvals.content import content_authors
 from federation.approvals.filtersets import FILTER_KEYS, ChangeRequestFilterSet
-from federation.approvals.models import Approval, ChangeRequest
+from federation.approvals.models import Approval, ChangeRequest, RolloutWave
 from federation.models import PropagationRun, PropagationTarget, Revision
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.models import AuditEvent
@@ -103,10 +104,25 @@ def inbox_for(user) -> QuerySet:
     )
 
 
+def waves_waiting_for(user) -> list[tuple[ChangeRequest, RolloutWave]]:
+    """Staged rollouts waiting for a wave approval this approver may give (rollout.approve_wave's
+    rules: not a change they wrote, a wave they have not approved yet), oldest request first. Few
+    rollouts wait at once, so each one's authors are worked out here."""
+    waiting = []
+    for cr in base_queryset().filter(rollout__state=RolloutState.WAITING_APPROVAL).exclude(author=user).order_by("id"):
+        wave = RolloutWave.objects.filter(rollout__change_request=cr).exclude(state=WaveState.PASSED).order_by("index")
+        wave = wave.first()
+        if wave is None or any(a.get("user_id") == user.pk for a in wave.approvals) or user.pk in content_authors(cr):
+            continue
+        waiting.append((cr, wave))
+    return waiting
+
+
 def badge_count(user) -> int:
-    """What the navigation badge shows: approvers see their inbox, operators their open drafts."""
+    """What the navigation badge shows: approvers see their inbox (requests and waves waiting for
+    them), operators their open drafts."""
     if has_role(user, Role.APPROVER):
-        return inbox_for(user).count()
+        return inbox_for(user).count() + len(waves_waiting_for(user))
     if has_role(user, Role.OPERATOR):
         return ChangeRequest.objects.filter(author=user, state=ChangeState.DRAFT).count()
     return 0

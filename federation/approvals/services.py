@@ -413,7 +413,14 @@ def create_change_request(
         resource = None
         revision = None
     else:
-        if not (kind == ChangeKind.RECONCILE and actor is None):  # the system opens those (federation.membership)
+        if kind == ChangeKind.RECONCILE and actor is not None:
+            # FedPortal opens those when a cluster joins or is relabelled (federation.membership); one a
+            # person opened re-applied the propagated revision everywhere, past an aborted rollout's waves
+            raise TransitionError(
+                "Reconcile requests are opened by FedPortal when a cluster joins or is relabelled. To repeat "
+                "what was approved on one cluster use Re-sync; to change the clusters, edit the resource."
+            )
+        if kind != ChangeKind.RECONCILE:
             require_role(actor, Role.OPERATOR)
         if resource is None:
             raise TransitionError("A change request needs the federated resource it changes.")

@@ -73,6 +73,7 @@ def inbox(request):
         "table": configure(request, table, per_page=PAGE_SIZE),
         "title": "Waiting for my approval",
         "inbox": True,
+        "waiting_waves": selectors.waves_waiting_for(request.user),
     }
     template = "approvals/changerequest_inbox.html"
     return render_page(request, template, context, "rows")
@@ -128,6 +129,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "content": content,
         "rollout": rollout,
         "planned_waves": planned_waves,
+        "skips_waves": cr.is_open and rollouts.skips_waves(cr),
         "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
         "can_pause": operator and rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
         "can_resume": operator and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED),

@@ -262,3 +262,12 @@ def test_a_number_key_in_a_rollout_strategy_is_a_400_naming_it(api_as, operator,
     assert reply.status_code == 400, reply.content
     assert "unknown field '1'" in reply.json()["message"]
     assert FederatedResource.objects.get(pk=configmap.pk).current_revision_id == before
+
+
+# 7. reconcile requests are FedPortal's to open
+
+
+def test_a_reconcile_request_cannot_be_opened_through_the_api(api_as, operator, configmap):
+    reply = api_as(operator).post("/api/v1/change-requests", {"resource_id": configmap.pk, "kind": "reconcile"})
+    assert reply.status_code == 422, reply.content
+    assert not ChangeRequest.objects.filter(kind="reconcile").exists()

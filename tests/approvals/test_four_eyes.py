@@ -568,3 +568,14 @@ def test_a_revisions_author_cannot_approve_the_reconcile_that_spreads_it_unrevie
         actor=operator,
     )
     assert services.approve(cr, actor=bob).state == ChangeState.APPLYING
+
+
+def test_only_fedportal_opens_a_reconcile_request(dev_resource, operator, admin_user):
+    """An operator's reconcile request re-applied the propagated revision to every cluster at once,
+    past an aborted rollout's remaining waves (a reviewer's finding): people cannot open one."""
+    resource = applied(dev_resource, operator, admin_user)
+    for actor in (operator, admin_user):
+        with pytest.raises(services.TransitionError, match="opened by FedPortal"):
+            services.create_change_request(resource, actor=actor, kind=ChangeKind.RECONCILE)
+    assert not ChangeRequest.objects.filter(kind=ChangeKind.RECONCILE).exists()
+    assert services.create_change_request(resource, actor=None, kind=ChangeKind.RECONCILE, snapshot=False).pk

@@ -149,3 +149,51 @@ def test_fedctl_rollout_status_json_and_actions(dev_resource, prod_cluster, oper
     )
     with pytest.raises(CommandError, match="no staged rollout"):
         _fedctl("rollout", "status", "999999")
+
+
+def test_a_request_that_drops_the_resources_waves_says_so_to_its_approvers(
+    client, dev_resource, prod_cluster, operator, approver
+):
+    """A request may carry its own strategy; ``{}`` sent a change to every cluster at once while
+    its page and the API showed nothing of it (a reviewer's finding)."""
+    from api.endpoints.changes import change_detail_out
+    from federation import services as federation_services
+    from federation.approvals import services
+
+    waves = {"waves": [{"name": "canary", "clusters": ["dev-a"]}, {"name": "prod", "clusters": ["prod-a"]}]}
+    federation_services.set_rollout_strategy(dev_resource, waves, actor=operator)
+    with_waves = services.create_change_request(dev_resource, actor=operator)
+    at_once = services.create_change_request(dev_resource, actor=operator, rollout_strategy={})
+    client.force_login(approver)
+    body = client.get(reverse("approvals:change_detail", args=[at_once.pk])).content.decode()
+    assert 'id="cr-skips-waves"' in body and "every placed cluster at once" in body
+    assert (
+        'id="cr-skips-waves"'
+        not in client.get(reverse("approvals:change_detail", args=[with_waves.pk])).content.decode()
+    )
+    detail = change_detail_out(at_once)
+    assert (detail["rollout_strategy"], detail["staged"]) == ({}, False)
+    detail = change_detail_out(with_waves)
+    assert (detail["rollout_strategy"], detail["staged"]) == (None, True)
+
+
+def test_a_wave_waiting_for_approval_is_in_the_approvers_inbox_and_badge(
+    client, dev_resource, prod_cluster, operator, approver, make_user
+):
+    """A rollout waiting for its prod wave's approval showed only as "Applying": the inbox said
+    nothing waited and the badge stayed empty (a reviewer's finding)."""
+    cr = staged(
+        dev_resource, operator, state=RolloutState.WAITING_APPROVAL, wave_state=WaveState.PENDING, require_approval=True
+    )
+    client.force_login(approver)
+    page = client.get(reverse("approvals:inbox")).content.decode()
+    assert 'id="waiting-waves"' in page and f"CR-{cr.pk}" in page and "wave <strong>prod</strong>" in page
+    assert ">1<" in client.get(reverse("approvals:badge")).content.decode()
+    from federation.approvals import selectors
+
+    assert selectors.badge_count(approver) == 1
+    assert selectors.waves_waiting_for(operator) == [], "the change's author cannot approve its waves"
+    rollouts.approve_wave(cr, actor=approver)
+    assert selectors.waves_waiting_for(approver) == [], "approved by them already"
+    other = make_user("other-approver", Role.APPROVER)
+    assert [wave.name for _, wave in selectors.waves_waiting_for(other)] == ["prod"]
