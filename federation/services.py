@@ -703,11 +703,11 @@ def apply_kubefed_file(
                     f"{item['kind']} {item['namespace'] + '/' if item['namespace'] else ''}{item['name']}: {exc}"
                 ) from exc
             if item.get("rollout_strategy") is not None:
-                set_rollout_strategy(
-                    FederatedResource.objects.get(type=ftype, namespace=item["namespace"], name=item["name"]),
-                    item["rollout_strategy"],
-                    actor=actor,
-                )
+                resource = FederatedResource.objects.get(type=ftype, namespace=item["namespace"], name=item["name"])
+                before = resource.rollout_strategy or {}
+                if set_rollout_strategy(resource, item["rollout_strategy"], actor=actor).rollout_strategy != before:
+                    if outcomes[-1].action == "unchanged":  # a changed strategy voids approvals: not unchanged
+                        outcomes[-1].action = "configured"
         if dry_run:
             transaction.set_rollback(True)
     return outcomes

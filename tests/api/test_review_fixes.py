@@ -271,3 +271,32 @@ def test_a_reconcile_request_cannot_be_opened_through_the_api(api_as, operator, 
     reply = api_as(operator).post("/api/v1/change-requests", {"resource_id": configmap.pk, "kind": "reconcile"})
     assert reply.status_code == 422, reply.content
     assert not ChangeRequest.objects.filter(kind="reconcile").exists()
+
+
+# 8. a changed rollout strategy is a change
+
+FEDERATED_CONFIGMAP_WITH_STRATEGY = """\
+apiVersion: types.kubefed.io/v1beta1
+kind: FederatedConfigMap
+metadata: {{name: settings, namespace: default}}
+spec:
+  template:
+    data: {{colour: blue}}
+  placement: {{clusters: []}}
+  rolloutStrategy: {{autoRollback: {auto}, waves: [{{name: all, clusterSelector: {{}}}}]}}
+"""
+
+
+def test_a_put_that_changes_only_the_rollout_strategy_is_configured(api_as, operator, configmap):
+    api = api_as(operator)
+    url = f"/api/v1/resources/{configmap.pk}"
+
+    def put(auto):
+        text = FEDERATED_CONFIGMAP_WITH_STRATEGY.format(auto=auto)
+        reply = api.request("PUT", url, data=text, content_type="application/yaml")
+        assert reply.status_code == 200, reply.content
+        return reply.json()["results"][0]["action"]
+
+    put("true")
+    assert put("true") == "unchanged"
+    assert put("false") == "configured", "only autoRollback changed: approvals given before are void"
