@@ -1095,6 +1095,16 @@ def rollout_status(cr) -> dict | None:
     }
 
 
+def waiting_wave(cr: ChangeRequest) -> RolloutWave | None:
+    """The wave ``cr``'s rollout waits on for approval, None when it waits on none."""
+    return (
+        RolloutWave.objects.filter(rollout__change_request=cr, rollout__state=RolloutState.WAITING_APPROVAL)
+        .exclude(state=WaveState.PASSED)
+        .order_by("index")
+        .first()
+    )
+
+
 def waiting_wave_name(status: dict | None) -> str:
     """The wave a rollout waits on for approval (``rollout_status``'s), "" when it waits on none."""
     if not status or status["state"] != RolloutState.WAITING_APPROVAL:

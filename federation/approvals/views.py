@@ -123,6 +123,8 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
     planned_waves = rollouts.planned_waves(cr) if rollout is None and cr.is_open else []
     rollout_state = rollout["state"] if rollout else None
     operator = has_role(user, Role.OPERATOR)
+    waiting = rollouts.waiting_wave(cr) if rollout_state == RolloutState.WAITING_APPROVAL else None
+    approved_wave = waiting is not None and any(a.get("user_id") == user.pk for a in waiting.approvals)
     content = selectors.masked_content(cr)  # a Secret's values masked
     context = {
         "cr": cr,
@@ -139,9 +141,12 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "can_rollback": operator
         and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED, RolloutState.WAITING_APPROVAL)
         and cr.base_revision_id is not None,
-        "can_approve_wave": rollout_state == RolloutState.WAITING_APPROVAL
+        "can_approve_wave": waiting is not None
         and has_role(user, Role.APPROVER)
-        and not wrote_content,
+        and not wrote_content
+        and not approved_wave,
+        "approved_wave": approved_wave,
+        "wave_approval_count": rollouts.wave_approval_count(cr, waiting) if waiting is not None else None,
         "waiting_wave": rollouts.waiting_wave_name(rollout),
         "diff_groups": group_previews(content["diffs"]),
         "approvals": [(a, a.decision != Decision.APPROVE or a.is_valid_for(cr)) for a in approvals],

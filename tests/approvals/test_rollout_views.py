@@ -197,3 +197,20 @@ def test_a_wave_waiting_for_approval_is_in_the_approvers_inbox_and_badge(
     assert selectors.waves_waiting_for(approver) == [], "approved by them already"
     other = make_user("other-approver", Role.APPROVER)
     assert [wave.name for _, wave in selectors.waves_waiting_for(other)] == ["prod"]
+
+
+def test_the_wave_approval_button_goes_once_you_approved_and_the_count_shows(
+    client, dev_resource, prod_cluster, operator, approver, settings
+):
+    settings.FEDPORTAL_APPROVALS_PROD = 2
+    cr = staged(
+        dev_resource, operator, state=RolloutState.WAITING_APPROVAL, wave_state=WaveState.PENDING, require_approval=True
+    )
+    client.force_login(approver)
+    url = reverse("approvals:change_detail", args=[cr.pk])
+    body = client.get(url).content.decode()
+    assert 'id="rollout-approve"' in body and "Wave prod: 0 of 2 approvals." in body
+    client.post(reverse("approvals:change_wave_approve", args=[cr.pk]), {"wave": "prod"})
+    body = client.get(url).content.decode()
+    assert 'id="rollout-approve"' not in body, "approving again would only be refused"
+    assert "Wave prod: 1 of 2 approvals, yours included." in body
