@@ -161,6 +161,9 @@ def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_
     client.force_login(approver)
     page = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
     assert "P0" in page and "autoscaling/v2beta2" in page and "Upgrade plan" in page
+    # an upgrade has no resource and no federated object to diff (a reviewer found the page saying so wrongly)
+    assert "drafted before the resource was first propagated" not in page and "No target cluster." not in page
+    assert "the upgrade plan above is the change" in page
     approvals.override_preflight(cr, actor=admin_user, reason="HPA is migrated right after the upgrade")
     cr = approvals.approve(cr, actor=approver)
     assert cr.state == ChangeState.APPROVED
