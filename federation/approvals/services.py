@@ -49,7 +49,7 @@ from federation.approvals.models import Approval, ChangeRequest, Comment, Rollou
 from federation.approvals.preflight import run_preflight
 from federation.approvals.selectors import outcome_rows
 from federation.approvals.severity import flag_namespace_deletions, namespace_deletions
-from federation.choices import DriftPolicy, Retention, RunState, TargetState
+from federation.choices import DriftPolicy, PropagationReason, Retention, RunState, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget, Revision
 from federation.outcome_totals import retire_targets
 from federation.protected import protected_namespace_of, protected_namespace_refusal
@@ -447,6 +447,7 @@ def create_change_request(
                 kind not in (ChangeKind.CREATE, ChangeKind.RECONCILE)
                 and resource.propagated_revision_id == revision.pk
                 and not _settings_pending(resource)
+                and not _clusters_behind(resource, revision)
             ):
                 raise TransitionError(
                     f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."
@@ -887,6 +888,18 @@ def apply_change_request(cr: ChangeRequest, *, actor) -> ChangeRequest:
     if cr.kind == ChangeKind.UNJOIN:
         require_role(actor, Role.ADMIN)
     return _apply(cr, actor=actor)
+
+
+def _clusters_behind(resource: FederatedResource, revision: Revision) -> bool:
+    """A cluster holds the resource at another revision than ``revision`` (a staged rollout aborted
+    or halted part way, or a cluster where applying it failed): a request for the revision the
+    resource says it propagated is how the rest of the clusters get it."""
+    return (
+        PropagatedVersion.objects.filter(resource=resource, applied_manifest__isnull=False)
+        .exclude(revision=revision)
+        .exclude(status__in=(PropagationReason.REMOVED, PropagationReason.ORPHANED))
+        .exists()
+    )
 
 
 def _settings_pending(resource: FederatedResource) -> bool:

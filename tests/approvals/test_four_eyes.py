@@ -579,3 +579,26 @@ def test_only_fedportal_opens_a_reconcile_request(dev_resource, operator, admin_
             services.create_change_request(resource, actor=actor, kind=ChangeKind.RECONCILE)
     assert not ChangeRequest.objects.filter(kind=ChangeKind.RECONCILE).exists()
     assert services.create_change_request(resource, actor=None, kind=ChangeKind.RECONCILE, snapshot=False).pk
+
+
+def test_a_request_for_the_propagated_revision_is_allowed_while_a_cluster_lacks_it(
+    dev_resource, prod_cluster, operator, admin_user
+):
+    """An aborted staged rollout leaves its later waves' clusters on the old revision while the
+    resource says it propagated the new one: "already what the clusters have" refused the request
+    that would finish it (a reviewer's finding)."""
+    resource = applied(dev_resource, operator, admin_user)
+    revision = resource.propagated_revision
+    with pytest.raises(services.TransitionError, match="already what the clusters have"):
+        services.create_change_request(resource, actor=operator)
+    older = edit(resource, operator, 9)  # a revision no cluster has: stand-in for the one prod kept
+    FederatedResource.objects.filter(pk=resource.pk).update(current_revision=revision)
+    PropagatedVersion.objects.create(
+        resource=resource, cluster=prod_cluster, revision=older, status="OK", applied_manifest={"kind": "Deployment"}
+    )
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    cr = services.create_change_request(resource, actor=operator)
+    assert cr.proposed_revision == revision
+    PropagatedVersion.objects.filter(cluster=prod_cluster).update(status="Removed", applied_manifest=None)
+    with pytest.raises(services.TransitionError, match="already what the clusters have"):
+        services.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator)
