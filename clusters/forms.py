@@ -11,7 +11,12 @@ from django.core.validators import URLValidator
 
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
-from clusters.validators import format_label_pairs, parse_label_pairs, validate_dns1123_label
+from clusters.validators import (
+    format_label_pairs,
+    normalize_api_server,
+    parse_label_pairs,
+    validate_dns1123_label,
+)
 from fedportal.text import is_number
 
 MAX_KUBECONFIG_BYTES = 1024 * 1024
@@ -40,7 +45,7 @@ class ApiServerField(forms.CharField):
     ]
 
     def to_python(self, value):
-        return (super().to_python(value) or "").strip().rstrip("/")
+        return normalize_api_server(super().to_python(value))
 
 
 PEM_WIDGET = forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "autocomplete": "off"})

@@ -12,7 +12,12 @@ from django.utils import timezone
 from clusters import crypto
 from clusters.choices import AuthMethod, ClusterRole, ClusterState
 from clusters.labels import EQUALS, EXISTS, Requirement, filter_labels
-from clusters.validators import validate_dns1123_label, validate_labels, validate_no_userinfo
+from clusters.validators import (
+    normalize_api_server,
+    validate_dns1123_label,
+    validate_labels,
+    validate_no_userinfo,
+)
 
 api_server_validator = URLValidator(schemes=["https", "http"])
 
@@ -108,6 +113,11 @@ class Cluster(models.Model):
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        # one spelling per server (clusters.validators.normalize_api_server): the duplicate check
+        # compares stored URLs with it
+        self.api_server = normalize_api_server(self.api_server)
 
     def get_absolute_url(self) -> str:
         """The cluster's page (a list shows 50: one reverse() per process, not one per row)."""

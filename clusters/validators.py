@@ -139,6 +139,31 @@ def url_userinfo(url: str) -> str:
     return authority[: authority.rfind("@") + 1]
 
 
+DEFAULT_PORTS = {"https": "443", "http": "80"}
+
+
+def normalize_api_server(url: str) -> str:
+    """The one spelling of an API server URL that FedPortal stores and compares, so that one server
+    is not registered twice under two spellings: blanks around it and trailing slashes removed, the
+    scheme and host in lower case, the scheme's default port (:443 for https, :80 for http) dropped.
+    The path keeps its case (paths are case-sensitive). A URL without "://" or with userinfo is only
+    trimmed: the validators refuse it with their own message.
+
+    ``HTTPS://K8s.Example.com:443/Clusters/A/`` -> ``https://k8s.example.com/Clusters/A``"""
+    url = (url or "").strip().rstrip("/")
+    scheme_end = url.find("://")
+    if scheme_end < 0 or url_userinfo(url):
+        return url
+    scheme = url[:scheme_end].lower()
+    start = scheme_end + 3
+    end = next((i for i in range(start, len(url)) if url[i] in "/?#"), len(url))
+    authority = url[start:end].lower()
+    host, colon, port = authority.rpartition(":")
+    if colon and "]" not in port and port in ("", DEFAULT_PORTS.get(scheme)):
+        authority = host
+    return f"{scheme}://{authority}{url[end:]}".rstrip("/")
+
+
 def validate_no_userinfo(value: str) -> None:
     """Refuse a URL with userinfo (``https://user:password@host``): a secret there would be stored
     in the clear and shown to every viewer. Credentials go in the cluster's credential fields."""

@@ -12,6 +12,7 @@ from django.db.models import Q
 from clusters import addresses, kube
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
+from clusters.validators import normalize_api_server
 
 # Fields shown in audit before/after snapshots (never credentials).
 AUDIT_FIELDS = ("name", "api_server", "role", "labels", "insecure_skip_tls_verify", "auth_method", "credential_version")
@@ -149,13 +150,14 @@ def verify_connection(conn: kube.ClusterConnection) -> ConnectionTest:
 @dataclass(frozen=True)
 class Registered:
     """What is registered, read once for validating many clusters (an import): (pk, name, api_server,
-    role) per cluster."""
+    role) per cluster, the API server normalised (clusters.validators.normalize_api_server)."""
 
     rows: tuple
 
     @classmethod
     def read(cls) -> Registered:
-        return cls(tuple(Cluster.objects.values_list("pk", "name", "api_server", "role")))
+        rows = Cluster.objects.values_list("pk", "name", "api_server", "role")
+        return cls(tuple((pk, name, normalize_api_server(server), role) for pk, name, server, role in rows))
 
 
 def validate_cluster(cluster: Cluster, *, exclude_pk=None, registered: Registered | None = None) -> None:
@@ -166,20 +168,24 @@ def validate_cluster(cluster: Cluster, *, exclude_pk=None, registered: Registere
         cluster.full_clean(exclude=["credentials_encrypted"], validate_unique=False, validate_constraints=False)
     except ValidationError as exc:
         errors.update(exc.message_dict)
+    # full_clean normalised cluster.api_server; a stored URL is compared in the same spelling (a row
+    # saved before normalisation, or by code that skipped it, may be spelled otherwise)
+    api_server = normalize_api_server(cluster.api_server)
     if registered is None:
         others = Cluster.objects.exclude(pk=exclude_pk) if exclude_pk else Cluster.objects.all()
+        same_host = Q(api_server__icontains=addresses.host_of(api_server) or api_server)
         rows = [
-            (None, name, server, role)
+            (None, name, normalize_api_server(server), role)
             for name, server, role in others.filter(
-                Q(name=cluster.name) | Q(api_server=cluster.api_server) | Q(role=ClusterRole.HOST)
+                Q(name=cluster.name) | same_host | Q(role=ClusterRole.HOST)
             ).values_list("name", "api_server", "role")
         ]
     else:
         rows = [row for row in registered.rows if not exclude_pk or row[0] != exclude_pk]
     if cluster.name and any(name == cluster.name for _, name, _, _ in rows):
         errors.setdefault("name", []).append(f"A cluster named {cluster.name!r} is already registered.")
-    if cluster.api_server:
-        same = next((name for _, name, server, _ in rows if server == cluster.api_server), None)
+    if api_server:
+        same = next((name for _, name, server, _ in rows if server == api_server), None)
         if same:
             errors.setdefault("api_server", []).append(f"This API server is already registered as {same}.")
     if cluster.role == ClusterRole.HOST:

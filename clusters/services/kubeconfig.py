@@ -27,7 +27,7 @@ from clusters.services.connections import (
     validate_cluster,
 )
 from clusters.services.registry import save_new_clusters
-from clusters.validators import validate_labels
+from clusters.validators import normalize_api_server, validate_labels
 from fedportal.audit import record_event
 from fedportal.roles import Role, require_actor_role
 
@@ -92,7 +92,7 @@ def default_contexts(contexts: list[KubeconfigContext]) -> list[str]:
     one cluster, e.g. admin and read-only)."""
     chosen, servers = [], set()
     for context in contexts:
-        server = context.server.rstrip("/")
+        server = normalize_api_server(context.server)
         if context.usable and server not in servers:
             servers.add(server)
             chosen.append(context.name)
@@ -136,7 +136,7 @@ def plan_kubeconfig_import(
             raise ValidationError(f"Context {name!r} cannot be registered: {context.problem}.", code="unusable_context")
         role = ClusterRole.HOST if name == host_context else ClusterRole.MEMBER
         plans.append(ImportPlan(context, cluster_name_for_context(name), role))
-    servers = Counter(plan.context.server.rstrip("/") for plan in plans)
+    servers = Counter(normalize_api_server(plan.context.server) for plan in plans)
     shared = [server for server, count in servers.items() if count > 1]
     if shared:
         raise ValidationError(
@@ -207,10 +207,12 @@ def import_kubeconfig(
     report = ImportReport()
     if skip_existing:
         by_name = set(Cluster.objects.filter(name__in=[p.name for p in plans]).values_list("name", flat=True))
-        by_server = dict(Cluster.objects.values_list("api_server", "name"))
+        by_server = {
+            normalize_api_server(server): name for server, name in Cluster.objects.values_list("api_server", "name")
+        }
         kept = []
         for plan in plans:
-            server = plan.context.server.strip().rstrip("/")
+            server = normalize_api_server(plan.context.server)
             if plan.name in by_name:
                 report.skipped.append((plan.context.name, f"a cluster named {plan.name} is already registered"))
             elif server in by_server:
@@ -238,7 +240,7 @@ def import_kubeconfig(
         cluster = Cluster(
             pk=current.pk if current else None,
             name=plan.name,
-            api_server=context.server.strip().rstrip("/"),
+            api_server=normalize_api_server(context.server),
             role=current.role if current else plan.role,
             labels={**current.labels, **context_labels} if current else context_labels,
             ca_bundle=ca + "\n" if ca else "",

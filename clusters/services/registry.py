@@ -21,6 +21,7 @@ from clusters.services.connections import (
     validate_cluster,
     verify_connection,
 )
+from clusters.validators import normalize_api_server
 from fedportal.audit import record_event, record_events
 from fedportal.roles import Role, require_actor_role
 
@@ -42,7 +43,7 @@ def register_cluster(
 ) -> Cluster:
     """Validate, test the connection (unless ``verify=False``), save, audit, and queue a first probe."""
     require_actor_role(actor, Role.ADMIN)
-    api_server = (api_server or "").strip().rstrip("/")
+    api_server = normalize_api_server(api_server)
     ca_bundle = (ca_bundle or "").strip()
     cluster = Cluster(
         name=(name or "").strip(),
@@ -177,7 +178,7 @@ def update_cluster(
     if unknown:
         raise ValueError(f"not editable: {sorted(unknown)}")
     if "api_server" in changes:
-        changes["api_server"] = (changes["api_server"] or "").strip().rstrip("/")
+        changes["api_server"] = normalize_api_server(changes["api_server"])
     if "ca_bundle" in changes:
         ca = (changes["ca_bundle"] or "").strip()
         changes["ca_bundle"] = ca + "\n" if ca else ""
