@@ -142,7 +142,17 @@ class MemberRow:
 
     @property
     def messages(self) -> str:
-        return " | ".join(f.message for f in self.findings)
+        """The CSV's findings, as the page's details list them: severity, message, who has to act."""
+        return " | ".join(
+            f"{f.severity}: {f.message}"
+            + ("" if self.name in f.accountable else f" (for {', '.join(f.accountable)} to fix)")
+            for f in self.findings
+        )
+
+    @property
+    def finding_severities(self) -> set[str]:
+        """The severities of every finding on the row, those charged to the host included."""
+        return {str(f.severity) for f in self.findings}
 
     @property
     def labels_text(self) -> str:
@@ -244,11 +254,16 @@ def skew_overview(*, labels=()) -> SkewOverview:
 
 
 def filter_member_rows(rows: list[MemberRow], severity: str) -> list[MemberRow]:
+    """The rows a severity filter lists: "ok", the members with nothing to act on (their rating,
+    ``MemberRow.severity``, is none); a severity, the members with a finding of it, whoever has to
+    act on it. A host-side finding (the host older than a member) is listed only on its member's
+    row, so it is found under its severity there: every finding the page's counts include that names
+    a member is on a row under its severity (the others, about the host alone, are fleet findings)."""
     if not severity:
         return rows
     if severity == "ok":
         return [r for r in rows if r.severity is None]
-    return [r for r in rows if r.severity == severity]
+    return [r for r in rows if severity in r.finding_severities]
 
 
 @dataclass

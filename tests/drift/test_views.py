@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from drift import selectors
 from drift.choices import Severity
@@ -76,10 +77,74 @@ def test_matrix_label_filter_keeps_the_host_and_matching_members(viewer_client, 
     assert names == ["host", "m25", "m27", "m29", "m31"]
 
 
-def test_matrix_severity_filter(viewer_client, sim_fleet):
-    response = viewer_client.get(MATRIX, {"severity": "P2"})
-    assert [obj.name for obj, _ in response.context["rows"]] == ["m28", "m29", "m30", "m31"]
-    assert viewer_client.get(MATRIX, {"severity": "P1"}).context["rows"] == []  # m30's P1 is the host's
+def test_matrix_severity_filter_lists_the_members_with_a_finding_of_that_severity(viewer_client, sim_fleet):
+    def names(severity):
+        return [obj.name for obj, _ in viewer_client.get(MATRIX, {"severity": severity}).context["rows"]]
+
+    # every member is more than two minors from another one (member–member, P2), m25–m27 rated P0 too
+    assert names("P2") == ["m25", "m26", "m27", "m28", "m29", "m30", "m31"]
+    # the host's findings are found on their members' rows: m30's P1 and m31's P0 are the host's to fix
+    assert names("P1") == ["m30"]
+    assert names("P0") == ["m25", "m26", "m27", "m31"]
+    assert names("P3") == []
+    assert names("ok") == []
+
+
+@pytest.fixture
+def host_older_fleet(make_cluster):
+    """Host v1.28 behind three members (m29 by one minor: P1; m30, m31 by more: P0, the host's to fix),
+    m26 too far behind it (P0, its own), a kubelet newer than m28's apiserver (P1, m28's) and one too
+    old on the host (P1, the host's alone)."""
+    make_cluster("host", "v1.28.2", role="host", kubelets={"h-n1": "v1.24.0"})
+    make_cluster("m26", "v1.26.1")
+    make_cluster("m28", "v1.28.1", kubelets={"m28-n1": "v1.29.0"})
+    for minor in (29, 30, 31):
+        make_cluster(f"m{minor}", f"v1.{minor}.1")
+
+
+def _listed(findings, severity) -> set[str]:
+    return {f.message for f in findings if f.severity == severity}
+
+
+@pytest.mark.parametrize("severity, count, members", [("P0", 3, ["m26", "m30", "m31"]), ("P1", 3, ["m28", "m29"])])
+def test_every_finding_the_badge_counts_is_listed_under_its_severity(
+    viewer_client, host_older_fleet, severity, count, members
+):
+    response = viewer_client.get(MATRIX, {"severity": severity})
+    overview = response.context["overview"]
+    body = response.content.decode()
+    assert overview.report.counts[severity] == count
+    assert f'<span class="state sev-{severity}">{severity} {count}</span>' in body
+    rows = [obj for obj, _ in response.context["rows"]]
+    assert [row.name for row in rows] == members
+    on_rows = set().union(*(_listed(row.findings, severity) for row in rows))
+    listed = on_rows | _listed(overview.fleet_findings, severity)
+    assert listed == _listed(overview.report.findings, severity)
+    assert len(listed) == count
+    for message in listed:
+        assert escape(message) in body
+    # the CSV lists the same members, with the same findings of that severity
+    text = b"".join(viewer_client.get(EXPORT, {"severity": severity}).streaming_content).decode("utf-8-sig")
+    header, *csv_rows = list(csv.reader(io.StringIO(text)))
+    assert [r[0] for r in csv_rows] == members
+    in_csv = {
+        entry.removeprefix(f"{severity}: ").removesuffix(" (for host to fix)")
+        for r in csv_rows
+        for entry in r[header.index("Findings")].split(" | ")
+        if entry.startswith(f"{severity}: ")
+    }
+    assert in_csv == on_rows
+
+
+def test_a_host_side_finding_is_on_its_members_row_charged_to_the_host(viewer_client, host_older_fleet):
+    row = {row.name: row for row in viewer_client.get(MATRIX).context["overview"].member_rows}["m29"]
+    assert row.severity == Severity.P2  # its own finding: three minors from m26; the P1 is the host's
+    assert row.finding_severities == {Severity.P1, Severity.P2}
+    assert row.messages.split(" | ") == [
+        "P1: Host host (v1.28) is older than member m29 (v1.29); the host must not be older than any member "
+        "(status write-back may fail). (for host to fix)",
+        "P2: Members on v1.26 (m26) and on v1.29 (m29) are 3 minors apart; the policy allows 2.",
+    ]
 
 
 @pytest.mark.parametrize("query", [{"labels": "env=pr od"}, {"labels": "=x"}, {"severity": "P9"}])
