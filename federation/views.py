@@ -111,8 +111,17 @@ def _detail_context(request, resource):
     show = request.GET.get("show", "")
     keep = STATUS_FILTERS[show][1] if show in STATUS_FILTERS else None
     rows = [row for row in all_rows if keep(row)] if keep else all_rows
+    # clusters holding another revision than the one propagated last (a staged rollout aborted or
+    # halted part way, a cluster where applying failed): the header does not claim they have it
+    lagging = [
+        row
+        for row in all_rows
+        if row.is_present and row.revision_id and row.revision_id != resource.propagated_revision_id
+    ]
     return {
         "failed": failed,
+        "lagging": len(lagging),
+        "lagging_revisions": sorted({row.revision.number for row in lagging}),
         "resource": resource,
         "rows": rows,
         "all_rows": all_rows,

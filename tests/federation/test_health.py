@@ -116,3 +116,34 @@ def test_status_table_keeps_name_and_resync_in_view(client, operator, resource_o
 
     css = (Path(__file__).resolve().parents[2] / "static/css/fedportal.css").read_text()
     assert ".compat-scroll table.data td.actions { position: sticky; right: 0;" in css
+
+
+@pytest.mark.django_db
+def test_the_header_says_which_clusters_hold_another_revision_than_the_propagated_one(client, viewer):
+    """An aborted staged rollout left its later waves on the old revision while the page said
+    "Propagated revision 2" and nothing more (a reviewer's finding)."""
+    from federation import services
+
+    for name in ("east", "west"):
+        ClusterFactory(name=name)
+    resource = web_deployment(placement={"clusters": ["east", "west"]})
+    first = resource.current_revision
+    second = services.update_resource(
+        resource, template={**resource.current_revision.template, "metadata": {"labels": {"v": "2"}}}
+    )
+    type(resource).objects.filter(pk=resource.pk).update(propagated_revision=second)
+    manifest = {"kind": "Deployment"}
+    for name, revision in (("east", second), ("west", first)):
+        PropagatedVersion.objects.create(
+            resource=resource,
+            cluster=ClusterFactory._meta.model.objects.get(name=name),
+            revision=revision,
+            status=PropagationReason.OK,
+            applied_manifest=manifest,
+        )
+    client.force_login(viewer)
+    body = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert 'id="revision-lagging"' in body and "1 cluster still at revision 1" in body
+    PropagatedVersion.objects.filter(cluster__name="west").update(revision=second)
+    body = client.get(reverse("federation:resource_detail", args=[resource.pk])).content.decode()
+    assert 'id="revision-lagging"' not in body
