@@ -196,6 +196,11 @@ class PropagationRun(models.Model):
     resource = models.ForeignKey(FederatedResource, on_delete=models.CASCADE, related_name="runs")
     revision = models.ForeignKey(Revision, on_delete=models.PROTECT, related_name="runs")
     trigger = models.CharField(max_length=16, choices=RunTrigger.choices, default=RunTrigger.PROPAGATE)
+    reapply = models.BooleanField(
+        default=False,
+        help_text="An operator's re-sync: apply even where nothing changed on FedPortal's side, putting back "
+        "what was changed on the cluster (background runs leave drift to the resource's drift policy).",
+    )
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.RUNNING, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -63,6 +63,7 @@ def propagate_revision(
     first_chunk_here: bool = False,
     reapply_only: bool = False,
     delete_removed: bool = False,
+    reapply: bool = False,
 ) -> PropagationRun:
     """Send ``revision`` (default: the current one) to every cluster its placement selects, and
     remove it (Delete or Orphan, per retention) from clusters that left the placement.
@@ -79,7 +80,8 @@ def propagate_revision(
     (a re-sync): a cluster the plan would remove an object FedPortal applied from is refused
     (``only_cluster``) or left out (``only_clusters``): removing goes through a change request.
     ``delete_removed``: a removal deletes whatever the retention (a rollback taking back what the
-    change it undoes created: Orphan would leave that change running there).
+    change it undoes created: Orphan would leave that change running there). ``reapply``: an
+    operator's re-sync, applied even where nothing changed on our side (``PropagationRun.reapply``).
     """
     resource = FederatedResource.objects.select_related("type", "current_revision").get(pk=resource.pk)
     if refusal := propagation_gate.propagation_refusal(
@@ -123,7 +125,11 @@ def propagate_revision(
             raise PropagationError(f"None of those clusters is a target of {resource} or holds it.")
     with transaction.atomic():
         run = PropagationRun.objects.create(
-            resource=resource, revision=revision, trigger=trigger, actor=actor if getattr(actor, "pk", None) else None
+            resource=resource,
+            revision=revision,
+            trigger=trigger,
+            reapply=reapply,
+            actor=actor if getattr(actor, "pk", None) else None,
         )
         now = timezone.now()
         to_queue = []
@@ -243,7 +249,13 @@ def resync_cluster(resource: FederatedResource, cluster: Cluster, *, actor=None)
             "was removed from): re-sync repeats only what was approved for a cluster."
         )
     return propagate_revision(
-        resource, actor=actor, revision=revision, trigger=RunTrigger.RESYNC, only_cluster=cluster, reapply_only=True
+        resource,
+        actor=actor,
+        revision=revision,
+        trigger=RunTrigger.RESYNC,
+        only_cluster=cluster,
+        reapply_only=True,
+        reapply=True,
     )
 
 
@@ -280,6 +292,7 @@ def resync_failed(resource: FederatedResource, *, actor=None) -> PropagationRun 
             trigger=RunTrigger.RESYNC,
             only_clusters=set(failed),
             reapply_only=True,
+            reapply=True,
         )
         record_event(
             "federation.resource.resync_failed",

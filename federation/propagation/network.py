@@ -126,7 +126,7 @@ def apply_step(
 ) -> Step:
     """Server-side apply this cluster's manifest when anything changed. No database access; raises
     StepFailure. Usually one call (``_apply_naming_uid``); the live object is read first
-    (``_read_then_apply``) when that call cannot decide. ``reapply`` (a re-sync): apply even when
+    (``_read_then_apply``) when that call cannot decide. ``reapply`` (an operator's re-sync): apply even when
     nothing changed on our side, so a change made on the cluster (a label, a replaced object that
     carries FedPortal's label) is put back; unchanged only when the apply changed nothing."""
     try:

@@ -228,7 +228,7 @@ def network_step(run: PropagationRun, target: PropagationTarget, pv: PropagatedV
                 pv,
                 connection_for(cluster),
                 replicas=target.replicas,
-                reapply=run.trigger == RunTrigger.RESYNC,
+                reapply=run.reapply,
             )
         if target.action == TargetAction.ORPHAN:
             return Step(cluster, pv, ORPHANED)
@@ -262,7 +262,7 @@ def _complete_namespace(run: PropagationRun, target: PropagationTarget, step: St
             step.pv,
             conn,
             replicas=target.replicas,
-            reapply=run.trigger == RunTrigger.RESYNC,
+            reapply=run.reapply,
         )
         if step.outcome == NEEDS_NAMESPACE:
             raise StepFailure(

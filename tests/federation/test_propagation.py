@@ -12,7 +12,16 @@ from clusters import kube
 from clusters.choices import ClusterState
 from clusters.services import connection_for
 from federation import propagation, services
-from federation.choices import Condition, DriftPolicy, PropagationReason, Retention, RunState, SyncState, TargetState
+from federation.choices import (
+    Condition,
+    DriftPolicy,
+    PropagationReason,
+    Retention,
+    RunState,
+    RunTrigger,
+    SyncState,
+    TargetState,
+)
 from federation.models import PropagatedVersion, PropagationRun
 from federation.propagation import network, record, worker
 from federation.propagation.common import chunked
@@ -542,6 +551,20 @@ def test_a_resync_puts_back_a_label_changed_outside(fleet, fleet_clusters):
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
     propagation.detect_drift(resource=resource)
     assert pv(resource, "m128").sync_state == SyncState.IN_SYNC
+
+
+def test_a_background_run_of_the_same_revision_leaves_drift_to_the_drift_policy(fleet, fleet_clusters):
+    """Only an operator's re-sync applies regardless: a run FedPortal starts itself (a cluster joining a
+    replica-scheduled resource re-plans every cluster) must not repair drift a Report policy records."""
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", {"metadata": {"labels": {"app": "hacked"}}})
+    propagation.detect_drift(resource=resource)
+    run = propagation.propagate_revision(resource, revision=resource.current_revision, trigger=RunTrigger.RESYNC)
+    drain(run)
+    assert not run.reapply and run.targets.get().message == "Up to date."
+    assert live(fleet, "m128")["metadata"]["labels"]["app"] == "hacked"
+    assert pv(resource, "m128").sync_state == SyncState.OUT_OF_SYNC
 
 
 def test_a_resync_of_an_object_as_approved_writes_nothing_and_says_so(fleet, fleet_clusters):
