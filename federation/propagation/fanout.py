@@ -70,7 +70,8 @@ def propagate_revision(
 
     Returns the PropagationRun at once; one ``propagate_to_cluster_task`` per cluster runs on queue
     "propagation" after the transaction commits. Propagating the same revision twice writes
-    nothing the second time (hashes and object versions match). The approval workflow calls this
+    nothing the second time (hashes and object versions match), but for an operator's re-sync
+    (``reapply``), which puts back what was changed on the cluster. The approval workflow calls this
     once a change request is approved. ``only_cluster`` / ``only_clusters`` (cluster ids) restrict
     the run to those clusters (a re-sync). The run's ``queued_cluster_ids`` are the clusters whose
     targets were queued (``chunked`` cuts them into the tasks' chunks). A refusal

@@ -237,8 +237,17 @@ def _read_then_apply(
             # the namespace is missing (no GET of it on the common path: the apply says so)
             return Step(cluster, pv, NEEDS_NAMESPACE)
         raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
-    if reapply and live is not None and resource_version(result.object) == resource_version(live):
-        # an apiserver does not store an apply that changes nothing: the object was as approved
+    if (
+        reapply
+        and live is not None
+        and resource_version(result.object)
+        == resource_version(live)  # an apiserver stores no apply that changes nothing
+        and pv.status == PropagationReason.OK
+        and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash)
+        and pv.live_uid == (live.get("metadata") or {}).get("uid")
+    ):
+        # the object was as approved and is recorded so; anything else (a status a re-sync reset, a
+        # replaced object that already matches) is recorded as applied
         return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, result.object))
     return Step(
         cluster,

@@ -578,6 +578,22 @@ def test_a_resync_of_an_object_as_approved_writes_nothing_and_says_so(fleet, fle
     assert (target.message, target.changed) == ("Up to date.", False)
 
 
+@pytest.mark.parametrize("status", [PropagationReason.CLUSTER_NOT_READY, PropagationReason.UPDATE_FAILED])
+def test_a_resync_of_a_cluster_that_failed_records_it_ok_when_the_object_already_matches(fleet, fleet_clusters, status):
+    """A re-sync resets a failed cluster's status to Pending; an apply that stored nothing there was
+    recorded as unchanged and left it Pending for good (a reviewer's finding). The background sweep
+    re-syncs such clusters the same way."""
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    PropagatedVersion.objects.filter(resource=resource).update(status=status)
+    drain(propagation.resync_cluster(resource, fleet_clusters["m128"]))
+    assert pv(resource, "m128").status == PropagationReason.OK
+    if status == PropagationReason.CLUSTER_NOT_READY:  # what the sweep re-syncs once the cluster is Ready
+        assert propagation.reconcile_waiting_clusters() == 1
+        drain(PropagationRun.objects.filter(resource=resource).latest("pk"))
+        assert pv(resource, "m130").status == PropagationReason.OK
+
+
 def test_a_resync_takes_back_a_replaced_object_only_when_it_carries_fedportals_label(fleet, fleet_clusters):
     """Enforce never takes a replaced object over; an operator's re-sync applies the approved manifest
     to one that declares itself FedPortal's (made again from FedPortal's own YAML: the re-sync said
