@@ -104,15 +104,29 @@ def inbox_for(user) -> QuerySet:
     )
 
 
-def waves_waiting_for(user) -> list[tuple[ChangeRequest, RolloutWave]]:
+def waves_waiting_for(user, *, check_authors: bool = True) -> list[tuple[ChangeRequest, RolloutWave]]:
     """Staged rollouts waiting for a wave approval this approver may give (rollout.approve_wave's
-    rules: not a change they wrote, a wave they have not approved yet), oldest request first. Few
-    rollouts wait at once, so each one's authors are worked out here."""
-    waiting = []
-    for cr in base_queryset().filter(rollout__state=RolloutState.WAITING_APPROVAL).exclude(author=user).order_by("id"):
-        wave = RolloutWave.objects.filter(rollout__change_request=cr).exclude(state=WaveState.PASSED).order_by("index")
-        wave = wave.first()
-        if wave is None or any(a.get("user_id") == user.pk for a in wave.approvals) or user.pk in content_authors(cr):
+    rules: not a change they wrote, a wave they have not approved yet), oldest request first. One
+    query for the waves; ``check_authors`` then works out each request's content authors (a few
+    queries a waiting rollout: the inbox page), which the badge, polled by every approver, leaves
+    out as ``inbox_for`` does (approve_wave still refuses with the reason)."""
+    waves = (
+        RolloutWave.objects.filter(rollout__state=RolloutState.WAITING_APPROVAL)
+        .exclude(state=WaveState.PASSED)
+        .exclude(rollout__change_request__author=user)
+        .exclude(rollout__change_request__proposed_revision__author=user)
+        .select_related("rollout__change_request__resource__type", "rollout__change_request__proposed_revision")
+        .order_by("rollout__change_request_id", "index")
+    )
+    waiting, seen = [], set()
+    for wave in waves:
+        cr = wave.rollout.change_request
+        if cr.pk in seen:
+            continue  # a rollout waits on its first wave not passed
+        seen.add(cr.pk)
+        if any(a.get("user_id") == user.pk for a in wave.approvals):
+            continue
+        if check_authors and user.pk in content_authors(cr):
             continue
         waiting.append((cr, wave))
     return waiting
@@ -122,7 +136,7 @@ def badge_count(user) -> int:
     """What the navigation badge shows: approvers see their inbox (requests and waves waiting for
     them), operators their open drafts."""
     if has_role(user, Role.APPROVER):
-        return inbox_for(user).count() + len(waves_waiting_for(user))
+        return inbox_for(user).count() + len(waves_waiting_for(user, check_authors=False))
     if has_role(user, Role.OPERATOR):
         return ChangeRequest.objects.filter(author=user, state=ChangeState.DRAFT).count()
     return 0
