@@ -51,16 +51,21 @@ class StrictLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         # SafeConstructor's, with each key made its JSON string before it goes into the dict (where
-        # 1, 1.0 and true would be one key) and a key met twice refused rather than overwritten
-        self.flatten_mapping(node)
-        mapping = {}
-        for key_node, value_node in node.value:
+        # 1, 1.0 and true would be one key) and an own key met twice refused rather than overwritten;
+        # keys a "<<" merges in are overridden by the mapping's own, as YAML says
+        own = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+        self.flatten_mapping(node)  # the merged pairs first, then the mapping's own
+        merged = len(node.value) - own
+        mapping, own_keys = {}, set()
+        for index, (key_node, value_node) in enumerate(node.value):
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 raise StrictYAMLError(f"A mapping key must be a string, not a {type(key).__name__}{where(key_node)}.")
             key = json_key(key)
-            if key in mapping:
-                raise StrictYAMLError(f"Duplicate key {key!r}{where(key_node)}.")
+            if index >= merged:
+                if key in own_keys:
+                    raise StrictYAMLError(f"Duplicate key {key!r}{where(key_node)}.")
+                own_keys.add(key)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
@@ -72,9 +77,11 @@ StrictLoader.yaml_implicit_resolvers = {
 
 
 def json_key(key):
-    """A mapping key as YAML -> JSON conversion gives it to Kubernetes (sigs.k8s.io/yaml's
-    convertToJSONableObject, Apache-2.0): an integer in decimal, a boolean "true"/"false", a float as
-    Go's FormatFloat(f, 'g', -1, 32). Strings pass; other keys (null, a list) stay for check_json to refuse."""
+    """A mapping key as sigs.k8s.io/yaml's convertToJSONableObject (Apache-2.0) writes a key of that
+    type: an integer in decimal, a boolean "true"/"false", a float as Go's FormatFloat(f, 'g', -1, 32).
+    Which plain scalars are numbers is PyYAML's YAML 1.1 reading, as for values (go-yaml differs on
+    a few spellings: "1:30" is sexagesimal 90 here). Strings pass; other keys (null, a list) stay for
+    check_json to refuse."""
     if isinstance(key, bool):
         return "true" if key else "false"
     if isinstance(key, int):  # go-yaml reads an integer beyond 64 bits as a float

@@ -83,3 +83,14 @@ def test_a_collection_key_is_refused_with_a_reason():
 )
 def test_float_keys_are_written_as_go_writes_a_float32(value, text):
     assert go_float32_text(value) == text
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("a: {<<: {x: 1}, x: 2}", {"a": {"x": 2}}),  # the mapping's own key wins over a merged one
+        ("<<: [{x: 1}, {x: 2}]", {"x": 1}),  # of merged mappings, the first listed wins
+    ],
+)
+def test_merge_keys_are_overridden_not_duplicates(text, expected):
+    assert load_one(text) == expected
