@@ -15,7 +15,7 @@ from federation import propagation
 from federation.approvals import rollout as rollouts
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
-from federation.approvals.models import ChangeRequest
+from federation.approvals.models import ChangeRequest, Rollout
 from federation.models import FederatedResource
 
 router = Router(tags=["change requests"])
@@ -78,7 +78,9 @@ class ChangeRequestDetailOut(ChangeRequestOut):
     rollout_strategy: dict[str, Any] | None = Field(
         description="this request's own rollout strategy (part of content_hash); null: the resource's"
     )
-    staged: bool = Field(description="whether applying it goes wave by wave (false: every cluster at once)")
+    staged: bool = Field(
+        description="open: whether applying it goes wave by wave (false: every cluster at once); since: whether it did"
+    )
 
 
 class ChangeRequestPage(Out):
@@ -209,7 +211,8 @@ def change_detail_out(cr: ChangeRequest) -> dict:
         **selectors.masked_content(cr),
         "rollout": rollout,
         "rollout_strategy": cr.rollout_strategy,
-        "staged": rollouts.is_staged(cr),
+        # open: what applying it would do now; since: whether it went wave by wave
+        "staged": rollouts.is_staged(cr) if cr.is_open else Rollout.objects.filter(change_request=cr).exists(),
     }
 
 
