@@ -220,15 +220,13 @@ def _read_then_apply(
         raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
-    if (
-        not reapply
-        and live is not None
+    # what the record says this cluster holds: this revision, rendered the same way, applied OK
+    recorded = (
+        live is not None
         and pv.status == PropagationReason.OK
-        and pv.template_hash == template_hash
-        and pv.override_hash == override_hash
-        and pv.version == object_version(live)
-        and pv.revision_id == revision.pk
-    ):
+        and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash)
+    )
+    if recorded and not reapply and pv.version == object_version(live):
         return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, live))
     try:
         result = apply_as_fedportal(conn, ftype, manifest)
@@ -238,16 +236,14 @@ def _read_then_apply(
             return Step(cluster, pv, NEEDS_NAMESPACE)
         raise classify_failure(exc, existed=live is not None, cluster=cluster) from None
     if (
-        reapply
-        and live is not None
-        and resource_version(result.object)
-        == resource_version(live)  # an apiserver stores no apply that changes nothing
-        and pv.status == PropagationReason.OK
-        and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash)
+        recorded
+        and reapply
         and pv.live_uid == (live.get("metadata") or {}).get("uid")
+        and resource_version(result.object) == resource_version(live)
     ):
-        # the object was as approved and is recorded so; anything else (a status a re-sync reset, a
-        # replaced object that already matches) is recorded as applied
+        # an apiserver stores no apply that changes nothing: the object was as approved and is
+        # recorded so; anything else (a status a re-sync reset, a replaced object that already
+        # matches) is recorded as applied
         return Step(cluster, pv, UNCHANGED, remote_status=remote_status(ftype, result.object))
     return Step(
         cluster,
