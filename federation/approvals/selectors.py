@@ -110,11 +110,21 @@ def waves_waiting_for(user, *, check_authors: bool = True) -> list[tuple[ChangeR
     query for the waves; ``check_authors`` then works out each request's content authors (a few
     queries a waiting rollout: the inbox page), which the badge, polled by every approver, leaves
     out as ``inbox_for`` does (approve_wave still refuses with the reason)."""
+    # a revision this approver wrote after the one the request started from, up to the proposed one
+    # (inbox_for's first cut; once a wave went out the propagated revision is the proposed one, so the
+    # range starts at the request's base revision)
+    wrote = Revision.objects.filter(
+        resource_id=OuterRef("rollout__change_request__resource_id"),
+        number__gt=Coalesce(OuterRef("rollout__change_request__base_revision__number"), 0),
+        number__lte=OuterRef("rollout__change_request__proposed_revision__number"),
+        author=user,
+    )
     waves = (
         RolloutWave.objects.filter(rollout__state=RolloutState.WAITING_APPROVAL)
         .exclude(state=WaveState.PASSED)
         .exclude(rollout__change_request__author=user)
         .exclude(rollout__change_request__proposed_revision__author=user)
+        .exclude(Exists(wrote))
         .select_related("rollout__change_request__resource__type", "rollout__change_request__proposed_revision")
         .order_by("rollout__change_request_id", "index")
     )

@@ -259,3 +259,30 @@ def test_a_revision_author_is_not_offered_the_wave_of_a_request_someone_else_ope
     )
     assert selectors.waves_waiting_for(writer) == [] and selectors.badge_count(writer) == 0
     assert [wave.name for _, wave in selectors.waves_waiting_for(approver)] == ["prod"]
+
+
+def test_the_badge_leaves_out_a_wave_whose_request_carries_a_revision_the_approver_wrote_in_between(
+    dev_resource, prod_cluster, operator, approver, make_user
+):
+    """The approver wrote a revision between the propagated one and the proposed one (someone else
+    wrote the proposed one on top): approve_wave refuses them, and the badge counted the wave anyway
+    (it looked at the proposed revision's author only)."""
+    from federation import services as federation_services
+    from federation.approvals import selectors
+    from tests.federation.factories import WEB_TEMPLATE
+
+    writer = make_user("writer", Role.OPERATOR, Role.APPROVER)
+    for author, replicas in ((writer, 4), (operator, 5)):
+        federation_services.update_resource(
+            dev_resource,
+            template={**WEB_TEMPLATE, "spec": {**WEB_TEMPLATE["spec"], "replicas": replicas}},
+            actor=author,
+        )
+    cr = staged(
+        dev_resource, operator, state=RolloutState.WAITING_APPROVAL, wave_state=WaveState.PENDING, require_approval=True
+    )
+    assert cr.proposed_revision.author == operator
+    assert selectors.waves_waiting_for(writer, check_authors=False) == [] and selectors.badge_count(writer) == 0
+    assert selectors.badge_count(approver) == 1
+    with pytest.raises(Exception, match="wrote"):
+        rollouts.approve_wave(cr, actor=writer)
