@@ -49,6 +49,14 @@ class StrictLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
 
+    def construct_yaml_int(self, node):
+        # Python refuses to read an integer of more than 4,300 digits (int_max_str_digits): a
+        # ValueError no caller expected; Kubernetes holds 64 bits at most
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError as exc:
+            raise StrictYAMLError(f"The number {node.value[:20]}... is too long{where(node)}.") from exc
+
     def construct_mapping(self, node, deep=False):
         # SafeConstructor's, with each key made its JSON string before it goes into the dict (where
         # 1, 1.0 and true would be one key) and an own key met twice refused rather than overwritten;
@@ -70,6 +78,7 @@ class StrictLoader(yaml.SafeLoader):
         return mapping
 
 
+StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
 StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()

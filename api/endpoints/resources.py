@@ -2,6 +2,7 @@
 accepts (federation.services.apply_kubefed_file), with per-cluster status and a preview."""
 
 import json
+import math
 from datetime import datetime
 from typing import Any
 
@@ -177,6 +178,20 @@ def resource_detail_out(r: FederatedResource) -> dict:
     }
 
 
+def _refuse_non_finite(constant: str):
+    """json.loads reads NaN and Infinity, which JSON (and so Kubernetes) has not."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one beyond a float's range (1e400) is refused,
+    where json.loads made it infinity, which no later step could write back as JSON."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:20]} is out of range")
+    return value
+
+
 def manifest_text(request) -> str:
     """The request body as the YAML text fedctl would read: application/yaml as it is, or
     JSON ``{"manifest": {...} | [...]}`` turned into YAML documents (JSON is YAML)."""
@@ -191,9 +206,18 @@ def manifest_text(request) -> str:
         return text
     if content_type == "application/json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_constant=_refuse_non_finite, parse_float=_finite_float)
         except ValueError as exc:
             raise ApiError(400, "invalid", f"The body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, "invalid", "The body is nested too deeply.") from None
+        if isinstance(data, dict) and (unknown := sorted(set(data) - {"manifest"})):
+            raise ApiError(
+                422,
+                "invalid_request",
+                f'Unknown field {unknown[0]!r}: the body holds only "manifest".',
+                {name: ["Unknown field."] for name in unknown},
+            )
         manifest = data.get("manifest") if isinstance(data, dict) else None
         if isinstance(manifest, dict):
             manifest = [manifest]
