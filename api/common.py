@@ -20,9 +20,11 @@ class In(Schema):
     """Request bodies: every string in every field (dict keys and list items included) must be
     text the database can store (fedportal.text: no NUL). A bad one is a 422 naming the field, as
     any other value the schema refuses (pydantic itself refuses a lone surrogate in a ``str``).
-    An unknown field is a 422 naming it too (a typo like ``readonly`` must not be silently ignored)."""
+    An unknown field is a 422 naming it too (a typo like ``readonly`` must not be silently ignored).
+    Strict types: "yes" is not a boolean nor "5" a number (lax pydantic read
+    ``"insecure_skip_tls_verify": "yes"`` as true and turned off TLS verification)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @field_validator("*")
     @classmethod

@@ -169,6 +169,20 @@ def test_register_cluster_with_bad_input_is_400_with_fields_and_writes_nothing(a
     assert not AuditEvent.objects.filter(action="cluster.register").exists()
 
 
+@pytest.mark.parametrize("value", ["yes", "true", 1, "on"])
+def test_a_boolean_sent_as_a_string_or_number_is_a_422_and_changes_nothing(api_as, admin_user, value):
+    """Lax pydantic read "yes" as true: a PATCH turned off TLS verification (a reviewer's finding)."""
+    from tests.clusters.factories import ClusterFactory
+
+    cluster = ClusterFactory(name="east")
+    response = api_as(admin_user).patch(f"/api/v1/clusters/{cluster.pk}", {"insecure_skip_tls_verify": value})
+    assert response.status_code == 422, response.content
+    assert "insecure_skip_tls_verify" in response.json()["fields"]
+    cluster.refresh_from_db()
+    assert cluster.insecure_skip_tls_verify is False
+    assert not AuditEvent.objects.filter(action="cluster.edit").exists()
+
+
 def test_admin_registers_updates_labels_and_rotates_credentials(api_as, admin_user):
     client = api_as(admin_user)
     created = client.post(
