@@ -4,7 +4,7 @@ with the same key, so a retried CI step does not open a second change request.
 The same key with a different request (method, path, query or body) is refused with 422; while the
 first request is still running a retry gets 409, unless it has been "running" for longer than
 ABANDONED_AFTER (the process died mid-way): then the retry takes the key over and runs. Replies of
-5xx are not kept (a retry runs again). Keys are kept for KEEP_FOR (24 hours, as most APIs that
+5xx, 401 and 403 are not kept (a retry runs again). Keys are kept for KEEP_FOR (24 hours, as most APIs that
 offer them), per user.
 
 The fingerprint also names the credential (which token, and whether it is read-only, or the browser
@@ -31,6 +31,9 @@ KEEP_FOR = timedelta(hours=24)
 ABANDONED_AFTER = timedelta(minutes=5)
 NO_REPLAY = "idempotency_no_replay"
 MAX_KEY = 255
+# refusals of the caller, not of the request (a missing CSRF token, a role): the request never ran,
+# and a retry that fixes the cause must run rather than get the refusal replayed
+UNKEPT_REFUSALS = (401, 403)
 
 
 def _json(status: int, error: str, message: str) -> HttpResponse:
@@ -49,7 +52,8 @@ def _caller(request):
 
 def _fingerprint(request, credential: str) -> str:
     digest = hashlib.sha256()
-    for part in (credential, request.method, request.path, request.META.get("QUERY_STRING", "")):
+    # the content type too: the same bytes sent as YAML and as JSON are different requests
+    for part in (credential, request.method, request.path, request.META.get("QUERY_STRING", ""), request.content_type):
         digest.update(part.encode() + b"\0")
     digest.update(request.body)
     return digest.hexdigest()
@@ -105,7 +109,7 @@ def idempotent(view):
         except BaseException:
             IdempotencyRecord.objects.filter(pk=record.pk).delete()
             raise
-        if response.streaming or response.status_code >= 500:
+        if response.streaming or response.status_code >= 500 or response.status_code in UNKEPT_REFUSALS:
             IdempotencyRecord.objects.filter(pk=record.pk).delete()
         elif getattr(request, NO_REPLAY, None):
             # the reply carries a secret: keep the key (a retry must not create a second one) but not the reply

@@ -2,8 +2,10 @@
 
 import csv
 import io
+import json
 
 import pytest
+import yaml
 
 from api.models import ApiToken, IdempotencyRecord
 from clusters.choices import ClusterState
@@ -346,6 +348,43 @@ def test_idempotency_key_replays_the_first_reply_and_refuses_a_different_body(op
     assert other.status_code == 422 and other.json()["error"] == "idempotency_key_reused"
     fresh = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **{"Idempotency-Key": "abc-2"})
     assert fresh.status_code == 201 and fresh.json()["id"] != first.json()["id"]
+
+
+def test_an_idempotency_key_does_not_replay_a_reply_to_another_content_type(operator_api):
+    """The same bytes as YAML (no apiVersion: 400) and then as JSON are two requests: the key's reuse
+    is refused, as for another body (the 400 was replayed: the fingerprint left the content type
+    out, a reviewer's finding)."""
+    body = json.dumps({"manifest": {**yaml.safe_load(CONFIGMAP_YAML)}})
+    key = {"Idempotency-Key": "ct-1"}
+    as_yaml = operator_api.request("POST", "/api/v1/resources", data=body, content_type="application/yaml", headers=key)
+    assert as_yaml.status_code == 400
+    as_json = operator_api.request("POST", "/api/v1/resources", data=body, headers=key)
+    assert as_json.status_code == 422 and as_json.json()["error"] == "idempotency_key_reused"
+    assert (
+        operator_api.request("POST", "/api/v1/resources", data=body, headers={"Idempotency-Key": "ct-2"}).status_code
+        == 201
+    )
+
+
+def test_an_idempotency_key_does_not_replay_a_csrf_refusal(operator, configmap):
+    """A browser session's POST without its CSRF token is refused (403); the retry with the token
+    got that 403 replayed, not its change request (a reviewer's finding)."""
+    from django.test import Client
+
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(operator)
+    browser.get("/api/v1/clusters")
+    browser.get("/")
+    token = browser.cookies["csrftoken"].value
+    key = {"Idempotency-Key": "csrf-1"}
+    body = json.dumps({"resource_id": configmap.pk})
+    refused = browser.post("/api/v1/change-requests", body, content_type="application/json", headers=key)
+    assert refused.status_code == 403
+    retried = browser.post(
+        "/api/v1/change-requests", body, content_type="application/json", headers={**key, "X-CSRFToken": token}
+    )
+    assert retried.status_code == 201, retried.content
+    assert "Idempotent-Replayed" not in retried and ChangeRequest.objects.count() == 1
 
 
 def test_idempotency_keys_are_per_user(api_as, operator, make_user, configmap):
