@@ -54,7 +54,11 @@ class AuditPage(Out):
 
 class AuditFilters(PageParams):
     actor: str = Field("", max_length=150)
-    action: str = Field("", max_length=64, description="exact, or a prefix ending in * (cluster.*)")
+    action: str = Field(
+        "",
+        max_length=64,
+        description="an action or the start of one, as on the audit page (cluster. or cluster.* matches every cluster action)",
+    )
     object_type: str = Field("", max_length=64)
     object_id: str = Field("", max_length=64)
     cluster: str = Field("", max_length=63)

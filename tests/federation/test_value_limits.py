@@ -196,6 +196,14 @@ def test_fedctl_apply_refuses_the_file_naming_the_field(tmp_path, clusters, text
     assert not FederatedResource.objects.exists()
 
 
+def test_fedctl_apply_reads_no_more_than_the_limit_of_an_endless_file(clusters):
+    """``-f /dev/zero`` was read to its end (6.6 GB in 6 s, a reviewer's finding): one byte past the
+    limit is enough to refuse it."""
+    with pytest.raises(CommandError, match="larger than 256 KiB"):
+        call_command("fedctl", "apply", "-f", "/dev/zero", stdout=StringIO())
+    assert not FederatedResource.objects.exists()
+
+
 # --- preflight: a revision stored before these checks existed ----------------------------------------
 
 

@@ -32,6 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services, watching
 from federation.approvals import services as approvals
+from federation.manifests import MAX_MANIFEST_BYTES
 from federation.health import shown_sync_state
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
@@ -44,6 +45,16 @@ def _cluster_map(text: str) -> dict[str, str]:
             raise CommandError(f"--cluster-map entries look like cluster1=east, got {pair!r}.")
         mapping[source.strip()] = target.strip()
     return mapping
+
+
+def _read_capped(filename: str) -> bytes:
+    """The file's (or stdin's) bytes, at most one past the manifest limit (the loader then refuses it
+    with the limit): ``-f /dev/zero`` read without end."""
+    limit = MAX_MANIFEST_BYTES + 1
+    if filename == "-":
+        return getattr(sys.stdin, "buffer", sys.stdin).read(limit)
+    with open(filename, "rb") as stream:
+        return stream.read(limit)
 
 
 class Command(BaseCommand):
@@ -139,7 +150,7 @@ class Command(BaseCommand):
     # -- verbs -------------------------------------------------------------------------------
     def do_apply(self, *, filename, cluster_map, dry_run, **_):
         try:
-            text = sys.stdin.read() if filename == "-" else open(filename, "rb").read()
+            text = _read_capped(filename)
         except OSError as exc:
             raise CommandError(f"Cannot read {filename}: {exc.strerror}.") from exc
         try:
