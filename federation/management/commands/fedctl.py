@@ -32,8 +32,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services, watching
 from federation.approvals import services as approvals
-from federation.manifests import MAX_MANIFEST_BYTES
 from federation.health import shown_sync_state
+from federation.manifests import MAX_MANIFEST_BYTES
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 
 
