@@ -14,6 +14,8 @@ import binascii
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusters.addresses import plain_http_to_remote
+from clusters.validators import url_userinfo
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 from fedportal.text import text_error
 
@@ -92,6 +94,7 @@ def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -
                 f"cluster {cluster_name!r}: insecure-skip-tls-verify must be true or false (unquoted), "
                 f"not {type(insecure).__name__} {insecure!r}."
             )
+        server, server_problem = _checked_server(server)
         entry = KubeconfigContext(
             name=context_name,
             cluster_name=cluster_name,
@@ -110,8 +113,28 @@ def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -
             entry.problem = f"user {user_name!r} is not defined" if user_name else "the context has no user"
         else:
             _fill_user(entry, user, user_name, base)
+        if server_problem and not entry.problem:
+            entry.problem = server_problem
         result.append(entry)
     return result
+
+
+def _checked_server(server: str) -> tuple[str, str]:
+    """The server URL to show, and why FedPortal would not register it ("" when it would): a
+    user:password@ in it is cut out here (the contexts table showed it back), a scheme other than
+    https:// or http://, and plain http:// to another machine (credentials never go there) are
+    refused before the contexts are offered."""
+    if userinfo := url_userinfo(server):
+        return server.replace(userinfo, "", 1), "the server URL holds a user name or password (user:password@host)"
+    scheme = server.partition("://")[0].lower() if "://" in server else ""
+    if scheme not in ("https", "http"):
+        return server, "the server URL must start with https:// (or http:// to this machine)"
+    if plain_http_to_remote(server):
+        return server, (
+            "Bearer tokens and client keys are sent only over https:// "
+            "(plain http:// is allowed to loopback addresses only)"
+        )
+    return server, ""
 
 
 def _string(mapping: dict, key: str, where: str) -> str:

@@ -466,6 +466,34 @@ def test_refused_kubeconfig_is_not_echoed_back(login, admin_user, text, message,
     assert textarea is not None and textarea.group(1).strip() == ""
 
 
+def test_the_upload_step_never_shows_a_servers_password_and_offers_no_server_it_would_refuse(login, admin_user):
+    """The contexts table showed ``https://user:PASSWORDX@host`` back, and offered file://, gopher://
+    and plain http:// to another machine as importable (reviewers' findings)."""
+    servers = {
+        "userinfo": "https://user:PASSWORDX@127.0.0.1:8600/c",
+        "gopher": "gopher://127.0.0.1:70/",
+        "remote-http": "http://example.com:6443",
+        "fine": "https://127.0.0.1:8601/c",
+    }
+    text = "kind: Config\nclusters:\n" + "".join(
+        f"- {{name: {name}, cluster: {{server: '{url}'}}}}\n" for name, url in servers.items()
+    )
+    text += "users: [{name: u, user: {token: t}}]\ncontexts:\n" + "".join(
+        f"- {{name: {name}, context: {{cluster: {name}, user: u}}}}\n" for name in servers
+    )
+    client = login(admin_user)
+    response = client.post(reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text})
+    content = response.content.decode()
+    assert response.status_code == 200 and "PASSWORDX" not in content
+    unusable = {c.name: c.problem for c in response.context["contexts"] if c.problem}
+    assert set(unusable) == {"userinfo", "gopher", "remote-http"}
+    assert "user name or password" in unusable["userinfo"] and "https://" in unusable["gopher"]
+    offered = re.findall(r'name="contexts" value="([^"]+)"', content)
+    assert "fine" in offered and not set(offered) & set(unusable)
+    response = client.post(reverse("clusters:cluster_import"), {"step": "choose", "contexts": ["userinfo"]})
+    assert response.status_code == 400 and not Cluster.objects.exists()
+
+
 def test_choosing_an_unknown_context_is_a_form_error(login, admin_user, fleet):
     client = login(admin_user)
     client.post(
