@@ -258,12 +258,12 @@ class RowsFormSet(forms.BaseFormSet):
 ROWS_MAX = 200
 
 
-def rows_formset(row_form):
+def rows_formset(row_form, formset=RowsFormSet):
     """At most ROWS_MAX rows. absolute_max: a posted TOTAL_FORMS above it makes no more forms (Django's
     default, max_num + 1,000, built and re-rendered 1,200 erroneous rows for a forged count of 5,000)."""
     return forms.formset_factory(
         row_form,
-        formset=RowsFormSet,
+        formset=formset,
         extra=1,
         can_delete=True,
         max_num=ROWS_MAX,
@@ -272,8 +272,25 @@ def rows_formset(row_form):
     )
 
 
+class RspRowsFormSet(RowsFormSet):
+    """A cluster has one scheduling preference: a second row for it is refused on that row (both
+    went into one mapping and the later row silently replaced the earlier one, its max included)."""
+
+    def clean(self):
+        super().clean()
+        seen = set()
+        for row in self.forms:
+            if not row.has_changed() or self._should_delete_form(row) or not hasattr(row, "cleaned_data"):
+                continue
+            cluster = row.cleaned_data.get("cluster")
+            if cluster in seen:
+                shown = "*" if cluster == WILDCARD else cluster
+                row.add_error("cluster", f"{shown} has another scheduling row above; keep one.")
+            seen.add(cluster)
+
+
 OverrideFormSet = rows_formset(OverrideRowForm)
-RspFormSet = rows_formset(RspRowForm)
+RspFormSet = rows_formset(RspRowForm, formset=RspRowsFormSet)
 OverrideFormSet.row_label, OverrideFormSet.anchor = "Override", "overrides"  # names in the error summary
 RspFormSet.row_label, RspFormSet.anchor = "Scheduling preference", "scheduling"
 OVERRIDE_PREFIX, RSP_PREFIX = "ov", "rsp"

@@ -182,6 +182,29 @@ def test_htmx_create_redirects_with_hx_header(client, operator, clusters):
         ({"clusters": ["mars"]}, "Select a valid choice"),
         ({"namespace": "Not_Valid"}, "not a valid name"),
         ({"rsp_enabled": "on", "total_replicas": ""}, "Give the total number of replicas"),
+        # a second row for a cluster silently replaced the first, its max included (a reviewer's finding)
+        (
+            {
+                "rsp_enabled": "on",
+                "total_replicas": "4",
+                "rsp-TOTAL_FORMS": "2",
+                "rsp-0-cluster": "east",
+                "rsp-0-max_replicas": "3",
+                "rsp-1-cluster": "east",
+                "rsp-1-weight": "7",
+            },
+            "east has another scheduling row above; keep one.",
+        ),
+        (
+            {
+                "rsp_enabled": "on",
+                "total_replicas": "4",
+                "rsp-TOTAL_FORMS": "2",
+                "rsp-1-cluster": "*",
+                "rsp-1-weight": "2",
+            },
+            "* has another scheduling row above; keep one.",
+        ),
         ({"type": "99999"}, "Select a valid choice"),
         # "²" passes str.isdigit() but not int(): a 500 before; an array index is ASCII digits only
         ({"ov-0-path": "/spec/template/spec/containers/²/image"}, "containers/²/image does not exist"),
