@@ -52,6 +52,18 @@ def reconcile_resource_membership(resource_id: int) -> None:
     send("federation.tasks.reconcile_resource_membership_task", (resource_id,), queue="default", on_commit=True)
 
 
+def reconcile_namespace_members(namespace: str, cluster_ids: list[int]) -> None:
+    """The Namespace ``namespace`` is now on these clusters: the resources in it that hold nothing
+    there are planned again (federation.membership.reconcile_namespace_members; queue "default",
+    once the transaction commits)."""
+    send(
+        "federation.tasks.reconcile_namespace_members_task",
+        (namespace, sorted(set(cluster_ids))),
+        queue="default",
+        on_commit=True,
+    )
+
+
 def reconcile_memberships(cluster_ids: list[int], reason: str) -> None:
     """Many clusters joined or were relabelled at once: one message; the worker queues one
     ``reconcile_membership`` per cluster (queue "default")."""

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from clusters.choices import ClusterState
 from clusters.models import Cluster
@@ -182,7 +184,10 @@ def _resources_in_rollout(resource_ids: list[int]) -> dict[int, int]:
     return resources_in_rollout(resource_ids)
 
 
-def reconcile_resource_membership(resource_id: int) -> list:
+ROLLOUT_ENDED = "joined during a staged rollout"
+
+
+def reconcile_resource_membership(resource_id: int, *, reason: str = ROLLOUT_ENDED) -> list:
     """After a staged rollout of the resource ended: every cluster its approved placement selects that
     holds nothing (it joined, or was relabelled in, while the rollout owned the resource) and that no
     run is working on gets the propagated revision, in one run (or one reconcile change request with
@@ -191,11 +196,11 @@ def reconcile_resource_membership(resource_id: int) -> list:
     # waits; the resource (its propagated revision) is read once the row is held
     with transaction.atomic():
         _lock_resource(resource_id)
-        started = _reconcile_joiners(resource_id)
+        started = _reconcile_joiners(resource_id, reason)
     return [_snapshot(outcome) for outcome in started]
 
 
-def _reconcile_joiners(resource_id: int) -> list:
+def _reconcile_joiners(resource_id: int, reason: str) -> list:
     """``reconcile_resource_membership``'s work, the resource's row held."""
     resource = (
         FederatedResource.objects.select_related("type", "propagated_revision")
@@ -222,7 +227,7 @@ def _reconcile_joiners(resource_id: int) -> list:
         return []
     names = ", ".join(cluster.name for cluster in joined)
     if join_requires_change_request():
-        cr = _open_change_request(resource, joined[0], reason="joined during a staged rollout", verb="propagate to")
+        cr = _open_change_request(resource, joined[0], reason=reason, verb="propagate to")
         return [cr] if cr is not None else []
     try:
         with transaction.atomic():
@@ -237,14 +242,48 @@ def _reconcile_joiners(resource_id: int) -> list:
                 "federation.resource.membership",
                 actor=None,
                 obj=resource,
-                summary=f"{names} joined {resource}'s placement during a staged rollout: propagate it to them "
+                summary=f"{names} {reason}: propagate {resource} to them "
                 f"(approved placement of revision {revision.number})",
-                after={"run": run.pk, "action": APPLY, "clusters": [cluster.name for cluster in joined]},
+                after={
+                    "run": run.pk,
+                    "action": APPLY,
+                    "clusters": [cluster.name for cluster in joined],
+                    "reason": reason,
+                },
             )
     except PropagationError as exc:
-        logger.info("membership reconcile of %s after its rollout skipped: %s", resource, exc)
+        logger.info("membership reconcile of %s (%s) skipped: %s", resource, reason, exc)
         return []
     return [run]
+
+
+def reconcile_namespace_members(namespace: str, cluster_ids: list[int]) -> list:
+    """The Namespace ``namespace`` is now on these clusters (its placement widened, or it reached
+    them at last). A namespaced resource is placed only where its namespace is (KubeFed's
+    ComputeNamespacedPlacement, schedule.namespace_placement), so the approved resources in it that
+    hold nothing on one of these clusters have their placement planned again, as for a cluster that
+    joined: KubeFed's sync controller reconciles a namespace's resources when its FederatedNamespace
+    changes. Without this, widening a namespace left its resources where they were, and no request
+    could send them (their revision was "already what the clusters have"). Returns what was started."""
+    cluster_ids = sorted(set(cluster_ids))
+    if not namespace or not cluster_ids:
+        return []
+    held = PropagatedVersion.objects.filter(resource=OuterRef("pk"), cluster_id__in=cluster_ids).exclude(
+        status__in=NOT_THERE
+    )
+    behind = (
+        FederatedResource.objects.filter(
+            namespace=namespace, propagated_revision__isnull=False, type__propagation=Toggle.ENABLED
+        )
+        .annotate(holding=Coalesce(Subquery(held.order_by().values("resource").annotate(n=Count("pk")).values("n")), 0))
+        .filter(holding__lt=len(cluster_ids))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    started = []
+    for resource_id in behind:
+        started += reconcile_resource_membership(resource_id, reason=f"got namespace {namespace}")
+    return started
 
 
 def _open_change_request(resource: FederatedResource, cluster: Cluster, *, reason: str, verb: str):

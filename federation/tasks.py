@@ -135,6 +135,18 @@ def reconcile_resource_membership_task(resource_id: int) -> dict:
 @shared_task(
     queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
 )
+def reconcile_namespace_members_task(namespace: str, cluster_ids: list[int]) -> dict:
+    """A Namespace reached these clusters: the resources in it that hold nothing there get what
+    their placement, within the namespace's, now says (federation.membership)."""
+    from federation import membership
+
+    started = membership.reconcile_namespace_members(namespace, cluster_ids)
+    return {"namespace": namespace, "started": len(started)}
+
+
+@shared_task(
+    queue="default", acks_late=True, autoretry_for=(OperationalError, InterfaceError), retry_backoff=True, max_retries=3
+)
 def reconcile_memberships_task(cluster_ids: list[int], reason: str = "joined") -> int:
     """The fan-out of a batch (an import of many clusters, a bulk relabel): one reconcile per cluster."""
     from federation import enqueue

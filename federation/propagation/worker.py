@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from clusters.models import Cluster
 from clusters.services import FIELDS_READ_BY_CONNECTION_FOR, connection_for
+from federation import enqueue
 from federation.choices import (
     PropagationReason,
     RunTrigger,
@@ -177,6 +178,9 @@ def _retry_waiting_for(namespace: FederatedResource, cluster_ids: list[int]) -> 
     )
     if ready:
         retry_namespace_waiters(namespace.name, ready, actor=None)
+        # and the resources in it whose placement reaches these clusters only now (the namespace's
+        # placement widened): planned again, as for a cluster that joined
+        enqueue.reconcile_namespace_members(namespace.name, ready)
 
 
 def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:

@@ -262,3 +262,34 @@ def test_a_namespace_retry_repeats_what_was_approved_for_the_cluster(fleet, oper
     )
     (run,) = retry_namespace_waiters("shop", [m130.pk])
     assert run.revision_id == first.pk and list(run.targets.values_list("cluster__name", flat=True)) == ["m130"]
+
+
+def test_widening_a_namespaces_placement_brings_its_resources_to_the_new_clusters(fleet, monkeypatch):
+    """A resource placed on every cluster, in a namespace placed on one: it is on that one only
+    (KubeFed's ComputeNamespacedPlacement). The namespace's placement widened and propagated: the
+    resource stayed where it was, said Propagated, and no request could send it ("already what the
+    clusters have"; a reviewer's finding). The Namespace's run now plans the resources in it again
+    for the clusters it reached, as a join does (KubeFed's sync controller re-reconciles them)."""
+    from federation import enqueue, membership
+
+    register_fleet(fleet, ["m128", "m130"])
+    ns = federate_namespace("wide", ["m128"])
+    drain(propagation.propagate_revision(ns))
+    resource = web_deployment(namespace="wide", placement={"clusterSelector": {}})
+    drain(propagation.propagate_revision(resource))
+    assert list(resource.propagated_versions.values_list("cluster__name", flat=True)) == ["m128"]
+    queued = []
+    monkeypatch.setattr(enqueue, "reconcile_namespace_members", lambda name, ids: queued.append((name, ids)))
+    services.update_resource(ns, template={}, placement={"clusters": ["m128", "m130"]})
+    ns.refresh_from_db()
+    drain(propagation.propagate_revision(ns))
+    m130 = Cluster.objects.get(name="m130").pk
+    assert ("wide", [m130]) in queued, queued  # the worker's Namespace run asks for it
+    (run,) = membership.reconcile_namespace_members("wide", [m130])
+    assert run.trigger == RunTrigger.RESYNC and run.actor is None
+    drain(run)
+    assert status(resource, "m130") == PropagationReason.OK
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "wide", "web") is not None
+    event = AuditEvent.objects.filter(action="federation.resource.membership").latest("id")
+    assert "m130 got namespace wide" in event.summary
+    assert membership.reconcile_namespace_members("wide", [m130]) == []  # it holds it now: nothing to do
