@@ -130,13 +130,24 @@ def preview_revision(resource: FederatedResource, revision: Revision | None = No
             dump_yaml(shown),
             diff,
             plan.replicas,
-            f"{len(changes)} field(s) change." if changes else "No change.",
+            _change_message(changes, manifest, live),
             warnings,
         )
 
     # I/O-bound (one GET per cluster): a thread pool, results in plan order
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(plans)))) as pool:
         return list(pool.map(shown_preview, plans))
+
+
+def _change_message(changes: list, manifest: dict, live: dict) -> str:
+    """What the approver reads beside the diff. The diff leaves FedPortal's own labels and
+    annotations out; when they are all that changes (a placement-only edit moves the revision
+    annotation), "1 field(s) change." stood beside an empty diff."""
+    if not changes:
+        return "No change."
+    if not diff_desired_live(without_own_metadata(manifest), without_own_metadata(live), ignore=SERVER_POPULATED):
+        return "No change to the object: only FedPortal's own labels and annotations (the revision it records)."
+    return f"{len(changes)} field(s) change."
 
 
 def _project(live, desired):

@@ -756,6 +756,20 @@ def test_preview_shows_create_update_unchanged_and_delete(fleet, fleet_clusters)
     )
 
 
+def test_a_placement_only_edit_says_only_fedportals_own_annotations_change(fleet, fleet_clusters):
+    """The diff leaves FedPortal's revision annotation out: "1 field(s) change." stood beside an
+    empty diff (a reviewer's finding)."""
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["m128", "m130"]})
+    resource.refresh_from_db()
+    previews = {p.cluster.name: p for p in propagation.preview_revision(resource)}
+    assert previews["m128"].action == "update" and previews["m128"].diff.strip() == ""
+    assert previews["m128"].message == (
+        "No change to the object: only FedPortal's own labels and annotations (the revision it records)."
+    )
+
+
 def test_preview_of_unreachable_cluster_is_an_error_row(fleet, fleet_clusters):
     fleet.set_down("m128")
     resource = web_deployment(placement={"clusters": ["m128"]})
