@@ -10,6 +10,7 @@ Rules: an explicit ``clusters`` list wins over ``clusterSelector``; an empty lis
 an empty selector selects all; neither set means the resource is not propagated.
 """
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,14 @@ def _check_key(key, where: str) -> None:
 
 
 def _check_value(value, where: str) -> None:
+    if isinstance(value, bool) or isinstance(value, (int, float)):
+        # YAML read an unquoted true or 1.29 as a boolean or a number; Python's repr (True) is not
+        # what the user typed, and the fix is the quotes
+        typed = json.dumps(value)
+        raise PlacementError(
+            f"{where}: a label value is a string; YAML read {typed} as a "
+            f'{"boolean" if isinstance(value, bool) else "number"}. Quote it: "{typed}".'
+        )
     if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE_RE.match(value):
         raise PlacementError(f"{where}: {value!r} is not a valid label value.")
 

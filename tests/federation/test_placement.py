@@ -75,6 +75,12 @@ def test_not_in_matches_clusters_without_the_label():
         ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}, "takes no values"),
         ({"matchExpressions": [{"key": "bad key!", "operator": "Exists"}]}, "not a valid label key"),
         ({"matchLabels": {"a": "bad value!"}}, "not a valid label value"),
+        # unquoted YAML: the message said "True is not a valid label value" (Python's spelling)
+        ({"matchLabels": {"canary": True}}, 'YAML read true as a boolean. Quote it: "true".'),
+        (
+            {"matchExpressions": [{"key": "v", "operator": "In", "values": [1.29]}]},
+            'YAML read 1.29 as a number. Quote it: "1.29".',
+        ),
         ({"matchLabels": ["a"]}, "matchLabels must be a mapping"),
         ({"matchExpressions": {"key": "a"}}, "must be a list"),
         ({"matchLabel": {}}, "unknown field 'matchLabel'"),
