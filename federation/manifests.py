@@ -6,6 +6,7 @@ keys), the same loader kubeconfigs go through.
 
 import yaml
 
+from clusters.validators import label_key_error, label_value_error
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 
 MAX_MANIFEST_BYTES = 256 * 1024
@@ -74,7 +75,31 @@ def check_template(obj, *, api_version: str, kind: str) -> dict:
             isinstance(k, str) and isinstance(v, str) for k, v in values.items()
         ):
             raise ManifestError(f"metadata.{key} must map strings to strings.")
+        if problem := metadata_map_error(key, values):
+            raise ManifestError(problem)
     return obj
+
+
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB
+
+
+def metadata_map_error(key: str, values: dict) -> str | None:
+    """What kube-apiserver refuses in metadata.labels or metadata.annotations (apimachinery's
+    ValidateLabels and ValidateAnnotations): keys are qualified names (an annotation's compared in
+    lower case), label values valid label values, annotations 256 KiB in all. Saved without this,
+    a template went through approval and failed on every real cluster."""
+    for name, value in values.items():
+        problem = label_key_error(name.lower() if key == "annotations" else name)
+        if problem is None and key == "labels":
+            problem = label_value_error(value)
+        if problem:
+            return f"metadata.{key}: {problem.replace('label key', 'key' if key == 'annotations' else 'label key')}."
+    if (
+        key == "annotations"
+        and sum(len(k.encode()) + len(v.encode()) for k, v in values.items()) > ANNOTATIONS_MAX_BYTES
+    ):
+        return f"metadata.annotations: may not be more than {ANNOTATIONS_MAX_BYTES // 1024} KiB in all."
+    return None
 
 
 def identity_problems(template: dict, *, namespaced: bool, namespace: str, name: str) -> list[str]:
