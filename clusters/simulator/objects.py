@@ -15,6 +15,7 @@ from clusters import schemas
 
 from . import capi, custom, defaults, merge, reviews, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success
+from .meta import metadata_causes
 from .store import ClusterState, now_text
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
@@ -376,6 +377,8 @@ def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[di
 
 def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
+    if causes := metadata_causes(meta):
+        raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
     if ctx.custom and ctx.subresource != "status" and capi.schema_for(ctx.res.group, ctx.res.version, ctx.res.plural):
         if causes := capi.webhook_causes(ctx.res.plural, obj, old):  # its admission webhooks
             raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
