@@ -23,6 +23,7 @@ router = Router(tags=["change requests"])
 # values spelled once, in federation.approvals.choices ("" = any state)
 StateName = Literal[("", *ChangeState.values)]
 # what a person may open: FedPortal opens reconcile requests itself (a cluster joined or was relabelled)
+RESOURCE_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.DELETE)
 KindName = Literal[tuple(kind for kind in ChangeKind.values if kind != ChangeKind.RECONCILE)]
 
 
@@ -295,6 +296,14 @@ def create_change(request, body: ChangeRequestIn):
                 "invalid",
                 "cluster_id is for an unjoin request only; a change request for a resource goes to its placement.",
                 {"cluster_id": ["Only with kind=unjoin."]},
+            )
+        if body.kind is not None and body.kind not in RESOURCE_KINDS:  # an upgrade goes through /clusters
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"kind {body.kind!r} is not a change of a resource; use one of {', '.join(RESOURCE_KINDS)} "
+                "(or leave it out).",
+                {"kind": [f"One of {', '.join(RESOURCE_KINDS)} for a resource."]},
             )
         resource = get_object_or_404(FederatedResource, pk=body.resource_id)
         revision = get_object_or_404(resource.revisions, number=body.revision) if body.revision else None

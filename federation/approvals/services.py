@@ -441,6 +441,12 @@ def create_change_request(
             kind = kind or _default_kind(resource, revision)
             if kind not in (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK, ChangeKind.RECONCILE):
                 raise TransitionError(f"Unknown change kind {kind!r}.")
+            if kind == ChangeKind.CREATE and resource.propagated_revision_id is not None:
+                # accepted, it opened a request that changed nothing under a "Create" title
+                raise TransitionError(
+                    f"{resource} was propagated already (revision {resource.propagated_revision.number}): a create "
+                    "request is for a resource never propagated. Leave the kind out to propose its current revision."
+                )
             if kind == ChangeKind.RECONCILE and resource.propagated_revision_id != revision.pk:
                 raise TransitionError("A reconcile request re-applies the propagated revision, as approved.")
             if (

@@ -337,6 +337,23 @@ def test_a_cluster_id_on_a_request_for_a_resource_is_refused_not_ignored(operato
     assert not ChangeRequest.objects.exists()
 
 
+def test_a_resource_request_of_another_kind_is_a_422_and_a_create_of_a_propagated_one_is_refused(
+    operator_api, configmap
+):
+    """kind=upgrade on a resource was a 409 "Unknown change kind"; kind=create on a propagated
+    resource opened a request that changed nothing under a "Create" title (a reviewer's findings)."""
+    from federation.models import Revision
+
+    upgrade = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk, "kind": "upgrade"})
+    assert upgrade.status_code == 422 and "kind" in upgrade.json()["fields"], upgrade.content
+    FederatedResource.objects.filter(pk=configmap.pk).update(
+        propagated_revision=Revision.objects.get(resource=configmap, number=1)
+    )
+    create = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk, "kind": "create"})
+    assert create.status_code == 409 and "was propagated already" in create.json()["message"], create.content
+    assert not ChangeRequest.objects.exists()
+
+
 def test_idempotency_key_replays_the_first_reply_and_refuses_a_different_body(operator_api, configmap):
     key = {"Idempotency-Key": "abc-1"}
     first = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)

@@ -147,8 +147,17 @@ def test_fedctl_rollout_status_json_and_actions(dev_resource, prod_cluster, oper
     assert json.loads(_fedctl("rollout", "abort", str(cr.pk), "--as", operator.username, "-o", "json"))["state"] == (
         RolloutState.ABORTED
     )
-    with pytest.raises(CommandError, match="no staged rollout"):
+    # a request that does not exist is not "a request without a staged rollout" (a reviewer's finding)
+    with pytest.raises(CommandError, match="There is no change request CR-999999."):
         _fedctl("rollout", "status", "999999")
+    from tests.approvals.factories import draft
+
+    plain = draft(dev_resource, operator)
+    with pytest.raises(CommandError, match=f"CR-{plain.pk} has no staged rollout."):
+        _fedctl("rollout", "status", str(plain.pk))
+    for bad in ("-1", "0", "x"):
+        with pytest.raises(CommandError, match="is not a change request id"):
+            _fedctl("rollout", "status", bad)
 
 
 def test_a_request_that_drops_the_resources_waves_says_so_to_its_approvers(

@@ -20,6 +20,7 @@
 Cluster-scoped resources (Namespace) are named without a namespace: ``fedctl status shop --kind Namespace``.
 """
 
+import argparse
 import json
 import sys
 import time
@@ -32,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from federation import propagation, selectors, services, watching
 from federation.approvals import services as approvals
+from federation.approvals.models import ChangeRequest
 from federation.health import shown_sync_state
 from federation.manifests import MAX_MANIFEST_BYTES
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
@@ -45,6 +47,14 @@ def _cluster_map(text: str) -> dict[str, str]:
             raise CommandError(f"--cluster-map entries look like cluster1=east, got {pair!r}.")
         mapping[source.strip()] = target.strip()
     return mapping
+
+
+def positive_id(text: str) -> int:
+    """A change request's id for argparse: a positive whole number (-1 was read, and "CR--1 has no
+    staged rollout" said)."""
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a change request id (a positive whole number)")
+    return int(text)
 
 
 def _read_capped(filename: str) -> bytes:
@@ -123,7 +133,7 @@ class Command(BaseCommand):
         requests.add_argument("-o", "--output", choices=["table", "json"], default="table")
         rollout = sub.add_parser("rollout", help="A staged rollout: status, pause, resume, abort, rollback, approve.")
         rollout.add_argument("action", choices=["status", "pause", "resume", "abort", "rollback", "approve"])
-        rollout.add_argument("id", type=int, help="The change request's id.")
+        rollout.add_argument("id", type=positive_id, help="The change request's id.")
         rollout.add_argument("--as", dest="username", default="", help="Who acts (every action but status).")
         rollout.add_argument("--reason", default="", help="Recorded with abort and rollback.")
         rollout.add_argument(
@@ -369,6 +379,8 @@ class Command(BaseCommand):
         while True:
             status = rollouts.rollout_status(id)
             if status is None:
+                if not ChangeRequest.objects.filter(pk=id).exists():
+                    raise CommandError(f"There is no change request CR-{id}.")
                 raise CommandError(f"CR-{id} has no staged rollout.")
             self._print_rollout(status, output)
             if not watch or status["state"] in RolloutState.terminal() or time.monotonic() > deadline:
