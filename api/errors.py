@@ -45,7 +45,11 @@ def _ninja_fields(exc: NinjaValidationError) -> dict:
     fields: dict[str, list[str]] = {}
     for item in exc.errors:
         loc = [str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path", "payload", "filters")]
-        fields.setdefault(".".join(loc) or "non_field_errors", []).append(item.get("msg", "invalid"))
+        message = item.get("msg", "invalid")
+        if not loc and item.get("type") == "missing" and "body" in item.get("loc", ()):
+            # "non_field_errors: Field required" for a POST without a body
+            message = "The request has no body: send a JSON object ({} for the defaults)."
+        fields.setdefault(".".join(loc) or "non_field_errors", []).append(message)
     return fields
 
 

@@ -1,7 +1,8 @@
 """POST /api/v1/resources reads its body itself (JSON or YAML): what JSON cannot hold, nesting
 past the interpreter's limit and unknown fields are 4xx with a reason, and nothing is written
 (reviewers' findings: NaN and 1e400 were stored as the strings "NaN" and "Infinity", 1,000 levels
-of lists were a 500, an unknown field was ignored, a 5,000-digit integer was a 500)."""
+of lists were a 500, an unknown field was ignored, a 5,000-digit integer was a 500). And a write
+without any body says so."""
 
 import pytest
 
@@ -38,3 +39,11 @@ def test_an_integer_too_long_for_python_in_yaml_is_a_400_not_a_500(api_as, opera
     assert response.status_code == 400, response.content
     assert "too long" in response.json()["message"]
     assert not FederatedResource.objects.exists()
+
+
+def test_a_post_without_a_body_says_so(api_as, operator):
+    """It answered "non_field_errors: Field required" (a reviewer's finding)."""
+    api = api_as(operator)
+    response = api.request("POST", "/api/v1/tokens", data="")
+    assert response.status_code == 422, response.content
+    assert "The request has no body" in response.json()["message"]
