@@ -79,20 +79,21 @@ def parse_federated(
     if not kind.startswith("Federated") or not target_kind:
         raise KubeFedImportError(f"{where}: {kind!r} is not a Federated<Kind>.")
     where = f"{where} ({kind} {namespace + '/' if namespace else ''}{name})"
-    spec = obj.get("spec") or {}
+    # only a missing (or null) spec is empty: `spec: []` or `spec: ""` was read as {} and accepted
+    spec = {} if obj.get("spec") is None else obj["spec"]
     if not isinstance(spec, Mapping):
         raise KubeFedImportError(f"{where}: spec must be a mapping.")
     unknown = set(spec) - {"template", "placement", "overrides", "rolloutStrategy"}
     if unknown:
         raise KubeFedImportError(f"{where}: unknown spec field {sorted(unknown)[0]!r}.")
-    template = spec.get("template") or {}
+    template = {} if spec.get("template") is None else spec["template"]
     if not isinstance(template, Mapping):
         raise KubeFedImportError(f"{where}: spec.template must be a mapping.")
     template = dict(template)
     target_api_version = template.pop("apiVersion", "") or ""
     if not isinstance(target_api_version, str):
         raise KubeFedImportError(f"{where}: spec.template.apiVersion must be a string, not {target_api_version!r}.")
-    if not isinstance(template.get("metadata") or {}, Mapping):
+    if not isinstance({} if template.get("metadata") is None else template["metadata"], Mapping):
         raise KubeFedImportError(f"{where}: spec.template.metadata must be a mapping.")
     template_kind = template.pop("kind", None)
     if template_kind not in (None, target_kind):

@@ -90,6 +90,24 @@ def test_unknown_cluster_is_a_clear_error():
             "spec: {template: {apiVersion: 5, data: {a: b}}}\n",
             "spec.template.apiVersion must be a string",
         ),
+        # an empty list or string was read as an empty spec (a reviewer's finding)
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\nspec: []\n",
+            "spec must be a mapping",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\nspec: ''\n",
+            "spec must be a mapping",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\nspec: {template: []}\n",
+            "spec.template must be a mapping",
+        ),
+        (
+            "apiVersion: types.kubefed.io/v1beta1\nkind: FederatedConfigMap\nmetadata: {name: x}\n"
+            "spec: {template: {metadata: []}}\n",
+            "spec.template.metadata must be a mapping",
+        ),
         ("a: [1", "Invalid YAML"),
         ("", "no YAML documents"),
     ],
