@@ -119,4 +119,8 @@ def install(api) -> None:
 
     @api.exception_handler(HttpError)
     def http_error(request, exc):
+        # django-ninja's own 400 is a body it cannot parse (form-encoded, say): the code every other
+        # refused input has, and what to send
+        if exc.status_code == 400:
+            return reply(request, 400, "invalid", f"{exc}: send a JSON object (Content-Type: application/json).")
         return reply(request, exc.status_code, "error", str(exc))

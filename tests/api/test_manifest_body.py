@@ -47,3 +47,11 @@ def test_a_post_without_a_body_says_so(api_as, operator):
     response = api.request("POST", "/api/v1/tokens", data="")
     assert response.status_code == 422, response.content
     assert "The request has no body" in response.json()["message"]
+
+
+def test_a_form_encoded_body_is_the_usual_400_saying_what_to_send(api_as, operator):
+    response = api_as(operator).request(
+        "POST", "/api/v1/tokens", data="name=x", content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["error"] == "invalid" and "send a JSON object" in response.json()["message"]
