@@ -283,6 +283,8 @@ class RspRowsFormSet(RowsFormSet):
             if not row.has_changed() or self._should_delete_form(row) or not hasattr(row, "cleaned_data"):
                 continue
             cluster = row.cleaned_data.get("cluster")
+            if not cluster:  # the row's own error says the cluster is missing or invalid
+                continue
             if cluster in seen:
                 shown = "*" if cluster == WILDCARD else cluster
                 row.add_error("cluster", f"{shown} has another scheduling row above; keep one.")

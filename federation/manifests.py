@@ -75,31 +75,36 @@ def check_template(obj, *, api_version: str, kind: str) -> dict:
             isinstance(k, str) and isinstance(v, str) for k, v in values.items()
         ):
             raise ManifestError(f"metadata.{key} must map strings to strings.")
-        if problem := metadata_map_error(key, values):
-            raise ManifestError(problem)
     return obj
 
 
 ANNOTATIONS_MAX_BYTES = 256 * 1024  # apimachinery's TotalAnnotationSizeLimitB
 
 
-def metadata_map_error(key: str, values: dict) -> str | None:
-    """What kube-apiserver refuses in metadata.labels or metadata.annotations (apimachinery's
-    ValidateLabels and ValidateAnnotations): keys are qualified names (an annotation's compared in
-    lower case), label values valid label values, annotations 256 KiB in all. Saved without this,
-    a template went through approval and failed on every real cluster."""
-    for name, value in values.items():
-        problem = label_key_error(name.lower() if key == "annotations" else name)
-        if problem is None and key == "labels":
-            problem = label_value_error(value)
-        if problem:
-            return f"metadata.{key}: {problem.replace('label key', 'key' if key == 'annotations' else 'label key')}."
-    if (
-        key == "annotations"
-        and sum(len(k.encode()) + len(v.encode()) for k, v in values.items()) > ANNOTATIONS_MAX_BYTES
-    ):
-        return f"metadata.annotations: may not be more than {ANNOTATIONS_MAX_BYTES // 1024} KiB in all."
-    return None
+def metadata_problems(template: dict) -> list[str]:
+    """What kube-apiserver refuses in a template's metadata.labels and metadata.annotations
+    (apimachinery's ValidateLabels and ValidateAnnotations): keys are qualified names (an
+    annotation's compared in lower case), label values valid label values, annotations 256 KiB in
+    all. Saved without this, a template went through approval and failed on every real cluster.
+    For new content only (federation.services.validate_spec): a revision stored before this check
+    must stay deletable and restorable. Expects check_template's shapes (string maps)."""
+    metadata = template.get("metadata") or {}
+    problems = []
+    for key in ("labels", "annotations"):
+        values = metadata.get(key) or {}
+        for name, value in values.items():
+            checked = name.lower() if key == "annotations" else name
+            problem = label_key_error(checked)
+            if problem and key == "annotations":  # named as written, not as compared
+                problem = problem.replace(f"label key {checked!r}", f"key {name!r}", 1)
+            if problem is None and key == "labels":
+                problem = label_value_error(value)
+            if problem:
+                problems.append(f"metadata.{key}: {problem}.")
+    annotations = metadata.get("annotations") or {}
+    if sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > ANNOTATIONS_MAX_BYTES:
+        problems.append(f"metadata.annotations: may not be more than {ANNOTATIONS_MAX_BYTES // 1024} KiB in all.")
+    return problems
 
 
 def identity_problems(template: dict, *, namespaced: bool, namespace: str, name: str) -> list[str]:

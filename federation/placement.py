@@ -42,13 +42,14 @@ def _check_key(key, where: str) -> None:
 
 
 def _check_value(value, where: str) -> None:
-    if isinstance(value, bool) or isinstance(value, (int, float)):
-        # YAML read an unquoted true or 1.29 as a boolean or a number; Python's repr (True) is not
-        # what the user typed, and the fix is the quotes
-        typed = json.dumps(value)
+    if isinstance(value, (bool, int, float)):
+        # YAML read an unquoted true, yes, on, 1.30 or 010 as a boolean or a number: Python's repr
+        # (True) is not what the user typed, and neither is the number's text (1.3, 8), so the
+        # advice is the quotes, around the value as meant
+        what = "a boolean" if isinstance(value, bool) else "a number"
         raise PlacementError(
-            f"{where}: a label value is a string; YAML read {typed} as a "
-            f'{"boolean" if isinstance(value, bool) else "number"}. Quote it: "{typed}".'
+            f"{where}: a label value is text, and YAML read this one as {what} ({json.dumps(value)}). "
+            "Put the value in quotes as you meant it."
         )
     if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE_RE.match(value):
         raise PlacementError(f"{where}: {value!r} is not a valid label value.")

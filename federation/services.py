@@ -31,7 +31,14 @@ from federation.choices import DriftPolicy, Retention, Toggle, TypeScope
 from federation.content_hooks import settings_changed
 from federation.diffs import FieldChange, diff_objects, unified_yaml_diff
 from federation.kubefed_import import KubeFedImportError, legacy_ingress_backends, parse_documents
-from federation.manifests import ManifestError, check_template, identity_problems, join_api_version, split_api_version
+from federation.manifests import (
+    ManifestError,
+    check_template,
+    identity_problems,
+    join_api_version,
+    metadata_problems,
+    split_api_version,
+)
 from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
 from federation.overrides import OverrideError, check_overrides, normalize_overrides
 from federation.placement import PlacementError, normalize_placement, unknown_clusters
@@ -116,6 +123,7 @@ def validate_spec(
         if template_is_new:  # content saved before these checks existed is not refused again
             errors["template"] = (
                 identity_problems(result["template"], namespaced=ftype.namespaced, namespace=namespace, name=name)
+                + metadata_problems(result["template"])
                 + errors["template"]
             )
         if template_is_new and not errors["template"] and not errors.get("name") and not errors.get("namespace"):

@@ -211,7 +211,8 @@ def manifest_text(request) -> str:
             raise ApiError(400, "invalid", f"The body is not JSON: {exc}") from None
         except RecursionError:
             raise ApiError(400, "invalid", "The body is nested too deeply.") from None
-        if isinstance(data, dict) and (unknown := sorted(set(data) - {"manifest"})):
+        # a bare object without the wrapper gets the 400 below saying to wrap it
+        if isinstance(data, dict) and "manifest" in data and (unknown := sorted(set(data) - {"manifest"})):
             raise ApiError(
                 422,
                 "invalid_request",

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 
 _NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_NAME_RE = re.compile(f"^{_NAME}$")
-_VALUE_RE = re.compile(f"^({_NAME})?$")
-_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# fullmatch, as Go's anchored regexps: Python's "$" also matches before a final newline ("web\n")
+_NAME_RE = re.compile(_NAME)
+_VALUE_RE = re.compile(f"({_NAME})?")
+_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 NAME_MAX, SUBDOMAIN_MAX, ANNOTATIONS_MAX = 63, 253, 256 * 1024
 
 NAME_FORMAT = (
@@ -38,13 +39,13 @@ def qualified_name_errors(value: str) -> list[str]:
             errors.append("prefix part must be non-empty")
         elif len(prefix) > SUBDOMAIN_MAX:
             errors.append(f"prefix part must be no more than {SUBDOMAIN_MAX} characters")
-        elif not _SUBDOMAIN_RE.match(prefix):
+        elif not _SUBDOMAIN_RE.fullmatch(prefix):
             errors.append(SUBDOMAIN_FORMAT)
     if not name:
         errors.append("name part must be non-empty")
     elif len(name) > NAME_MAX:
         errors.append(f"name part must be no more than {NAME_MAX} characters")
-    elif not _NAME_RE.match(name):
+    elif not _NAME_RE.fullmatch(name):
         errors.append(NAME_FORMAT)
     return errors
 
@@ -53,7 +54,7 @@ def label_value_errors(value: str) -> list[str]:
     errors = []
     if len(value) > NAME_MAX:
         errors.append(f"must be no more than {NAME_MAX} characters")
-    if not _VALUE_RE.match(value):
+    if not _VALUE_RE.fullmatch(value):
         errors.append(VALUE_FORMAT)
     return errors
 

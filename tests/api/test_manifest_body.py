@@ -55,3 +55,9 @@ def test_a_form_encoded_body_is_the_usual_400_saying_what_to_send(api_as, operat
     )
     assert response.status_code == 400, response.content
     assert response.json()["error"] == "invalid" and "send a JSON object" in response.json()["message"]
+
+
+def test_a_bare_manifest_without_the_wrapper_is_told_to_wrap_it(api_as, operator):
+    body = '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "shop"}}'
+    response = api_as(operator).request("POST", "/api/v1/resources", data=body)
+    assert response.status_code == 400 and 'Send {"manifest": {...}}' in response.json()["message"]

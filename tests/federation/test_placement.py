@@ -76,10 +76,10 @@ def test_not_in_matches_clusters_without_the_label():
         ({"matchExpressions": [{"key": "bad key!", "operator": "Exists"}]}, "not a valid label key"),
         ({"matchLabels": {"a": "bad value!"}}, "not a valid label value"),
         # unquoted YAML: the message said "True is not a valid label value" (Python's spelling)
-        ({"matchLabels": {"canary": True}}, 'YAML read true as a boolean. Quote it: "true".'),
+        ({"matchLabels": {"canary": True}}, r"YAML read this one as a boolean \(true\). Put the value in quotes"),
         (
             {"matchExpressions": [{"key": "v", "operator": "In", "values": [1.29]}]},
-            'YAML read 1.29 as a number. Quote it: "1.29".',
+            r"YAML read this one as a number \(1.29\). Put the value in quotes as you meant it.",
         ),
         ({"matchLabels": ["a"]}, "matchLabels must be a mapping"),
         ({"matchExpressions": {"key": "a"}}, "must be a list"),

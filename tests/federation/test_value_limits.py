@@ -204,6 +204,28 @@ def test_fedctl_apply_reads_no_more_than_the_limit_of_an_endless_file(clusters):
     assert not FederatedResource.objects.exists()
 
 
+def test_a_label_kube_apiserver_refuses_is_refused_on_save_but_stored_content_stays_deletable(clusters, operator):
+    """New content with a label key kube-apiserver refuses is a SpecError naming the template; a
+    revision stored before the check existed can still be withdrawn (a delete re-saves its template)
+    and get a placement-only edit (a reviewer found the check refusing both)."""
+    bad = {**WEB_TEMPLATE, "metadata": {"labels": {"bad key!": "x"}}}
+    with pytest.raises(services.SpecError) as caught:
+        services.create_resource(
+            ftype("Deployment"), namespace="shop", name="web", template=bad, placement={"clusters": ["east"]}
+        )
+    assert "metadata.labels: label key 'bad key!'" in str(caught.value.errors["template"])
+    resource = services.create_resource(
+        ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE, placement={"clusters": ["east"]}
+    )
+    Revision.objects.filter(pk=resource.current_revision_id).update(template=bad)  # stored before the check
+    resource.refresh_from_db()
+    services.update_resource(resource, template=bad, placement={"clusters": ["east", "west"]}, actor=operator)
+    resource.refresh_from_db()
+    assert resource.current_revision.number == 2
+    services.withdraw_resource(resource, actor=operator)
+    assert resource.revisions.count() == 3
+
+
 # --- preflight: a revision stored before these checks existed ----------------------------------------
 
 

@@ -222,6 +222,23 @@ def test_bad_input_is_a_form_error_and_nothing_is_saved(client, operator, cluste
     assert not FederatedResource.objects.exists() and not Revision.objects.exists()
 
 
+def test_two_scheduling_rows_without_a_valid_cluster_are_not_called_duplicates(client, operator, clusters):
+    client.force_login(operator)
+    data = form_data(
+        **{
+            "rsp_enabled": "on",
+            "total_replicas": "4",
+            "rsp-TOTAL_FORMS": "2",
+            "rsp-0-cluster": "mars",
+            "rsp-1-cluster": "mars",
+            "rsp-1-weight": "2",
+        }
+    )
+    body = client.post(reverse("federation:resource_create"), data).content.decode()
+    assert "Select a valid choice" in body and "has another scheduling row" not in body
+    assert not FederatedResource.objects.exists()
+
+
 def test_edit_with_a_bad_array_index_or_a_null_character_is_a_form_error(client, operator, resource):
     client.force_login(operator)
     url = reverse("federation:resource_edit", args=[resource.pk])

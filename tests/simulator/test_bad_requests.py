@@ -171,6 +171,12 @@ def test_deprecated_api_answers_with_a_warning(sim):
     [
         ({"labels": {"bad key!": "x"}}, "metadata.labels", 'Invalid value: "bad key!": name part must consist of'),
         ({"labels": {"a": "-lead"}}, "metadata.labels", 'Invalid value: "-lead": a valid label must be an empty'),
+        (
+            {"labels": {"a": "web\n"}},
+            "metadata.labels",
+            "a valid label must be an empty",
+        ),  # Go's regexps anchor at the end
+        ({"annotations": {"note\n": "y"}}, "metadata.annotations", "name part must consist of"),
         ({"labels": {"a": "v" * 64}}, "metadata.labels", "must be no more than 63 characters"),
         ({"labels": {"Bad_Prefix/x": "y"}}, "metadata.labels", "prefix part a lowercase RFC 1123 subdomain"),
         ({"annotations": {"also bad key": "y"}}, "metadata.annotations", 'Invalid value: "also bad key"'),
