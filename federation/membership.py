@@ -176,6 +176,12 @@ def _lock_resource(resource_id: int) -> None:
     lock_resource(resource_id)
 
 
+def _last_rollout_aborted(resource_id: int) -> bool:
+    from federation.approvals.rollout import last_rollout_aborted
+
+    return last_rollout_aborted(resource_id)
+
+
 def _resources_in_rollout(resource_ids: list[int]) -> dict[int, int]:
     if not resource_ids:
         return {}
@@ -187,20 +193,24 @@ def _resources_in_rollout(resource_ids: list[int]) -> dict[int, int]:
 ROLLOUT_ENDED = "joined during a staged rollout"
 
 
-def reconcile_resource_membership(resource_id: int, *, reason: str = ROLLOUT_ENDED) -> list:
+def reconcile_resource_membership(
+    resource_id: int, *, reason: str = ROLLOUT_ENDED, among: set[int] | None = None
+) -> list:
     """After a staged rollout of the resource ended: every cluster its approved placement selects that
     holds nothing (it joined, or was relabelled in, while the rollout owned the resource) and that no
     run is working on gets the propagated revision, in one run (or one reconcile change request with
-    FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST). Returns what was started."""
+    FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST). ``among``: only these clusters are considered (and
+    planned, unless replica scheduling needs them all), and nothing is sent while the resource's
+    newest rollout is aborted. Returns what was started."""
     # held as in reconcile_cluster_membership: a new rollout of the resource starting now is seen, or
     # waits; the resource (its propagated revision) is read once the row is held
     with transaction.atomic():
         _lock_resource(resource_id)
-        started = _reconcile_joiners(resource_id, reason)
+        started = _reconcile_joiners(resource_id, reason, among)
     return [_snapshot(outcome) for outcome in started]
 
 
-def _reconcile_joiners(resource_id: int, reason: str) -> list:
+def _reconcile_joiners(resource_id: int, reason: str, among: set[int] | None = None) -> list:
     """``reconcile_resource_membership``'s work, the resource's row held."""
     resource = (
         FederatedResource.objects.select_related("type", "propagated_revision")
@@ -209,15 +219,21 @@ def _reconcile_joiners(resource_id: int, reason: str) -> list:
     )
     if resource is None or _resources_in_rollout([resource.pk]):
         return []
+    if among is not None and _last_rollout_aborted(resource.pk):
+        return []  # its revision stopped at the waves before the abort: nothing until the next change
     revision = resource.propagated_revision
     held = dict(PropagatedVersion.objects.filter(resource=resource).values_list("cluster_id", "status"))
     busy = _clusters_underway(resource)
-    plans = plan_targets(resource, revision, clusters=list(Cluster.objects.only(*PLAN_FIELDS)))
+    clusters, within = Cluster.objects.only(*PLAN_FIELDS), None
+    if among is not None and not revision.scheduling:  # a replica split is planned over every cluster
+        clusters, within = clusters.filter(pk__in=among), set(among)
+    plans = plan_targets(resource, revision, clusters=list(clusters), within=within)
     joined = sorted(
         (
             plan.cluster
             for plan in plans
             if plan.action == TargetAction.APPLY
+            and (among is None or plan.cluster.pk in among)
             and (plan.cluster.pk not in held or held[plan.cluster.pk] in NOT_THERE)
             and plan.cluster.pk not in busy
         ),
@@ -258,13 +274,15 @@ def _reconcile_joiners(resource_id: int, reason: str) -> list:
 
 
 def reconcile_namespace_members(namespace: str, cluster_ids: list[int]) -> list:
-    """The Namespace ``namespace`` is now on these clusters (its placement widened, or it reached
-    them at last). A namespaced resource is placed only where its namespace is (KubeFed's
-    ComputeNamespacedPlacement, schedule.namespace_placement), so the approved resources in it that
-    hold nothing on one of these clusters have their placement planned again, as for a cluster that
-    joined: KubeFed's sync controller reconciles a namespace's resources when its FederatedNamespace
-    changes. Without this, widening a namespace left its resources where they were, and no request
-    could send them (their revision was "already what the clusters have"). Returns what was started."""
+    """The Namespace ``namespace`` reached these clusters just now (its run created it there: its
+    placement widened, or a wave of its rollout got there). A namespaced resource is placed only
+    where its namespace is (KubeFed's ComputeNamespacedPlacement, schedule.namespace_placement), so
+    the approved resources in it that hold nothing on one of these clusters are planned again for
+    these clusters only, as for a cluster that joined: KubeFed's sync controller reconciles a
+    namespace's resources when its FederatedNamespace changes. A resource a rollout owns waits for
+    it; one whose newest rollout was aborted gets nothing until the next change. Without this,
+    widening a namespace left its resources where they were, and no request could send them (their
+    revision was "already what the clusters have"). Returns what was started."""
     cluster_ids = sorted(set(cluster_ids))
     if not namespace or not cluster_ids:
         return []
@@ -282,7 +300,9 @@ def reconcile_namespace_members(namespace: str, cluster_ids: list[int]) -> list:
     )
     started = []
     for resource_id in behind:
-        started += reconcile_resource_membership(resource_id, reason=f"got namespace {namespace}")
+        started += reconcile_resource_membership(
+            resource_id, reason=f"got namespace {namespace}", among=set(cluster_ids)
+        )
     return started
 
 

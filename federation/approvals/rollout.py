@@ -146,6 +146,16 @@ def resources_in_rollout(resource_ids) -> dict[int, int]:
     )
 
 
+def last_rollout_aborted(resource_id: int) -> bool:
+    """The resource's newest staged rollout was aborted: its propagated revision reached the waves
+    before the abort only, and a cluster that comes into its placement now gets nothing until the
+    next change (as one that waited during the rollout)."""
+    state = (
+        Rollout.objects.filter(change_request__resource_id=resource_id).order_by("-pk").values_list("state", flat=True)
+    ).first()
+    return state == RolloutState.ABORTED
+
+
 def refuse_during_rollout(resource_id: int | None, *, applying: ChangeRequest | None = None) -> None:
     """Raise RolloutError while another request's rollout of the resource is unfinished. Call it
     inside the applying transaction, after locking the resource's row (``lock_resource``)."""

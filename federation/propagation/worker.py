@@ -147,6 +147,10 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     )
     resource = run.resource
     pvs = pvs_for(resource, [t.cluster for t in targets])
+    namespace_run = resource.type.group == "" and resource.type.kind == "Namespace"
+    ok_before = (
+        {cluster_id for cluster_id, pv in pvs.items() if pv.status == PropagationReason.OK} if namespace_run else set()
+    )
     newer = _clusters_in_newer_runs(run, [t.cluster_id for t in targets])
     steps = [(t, Step(t.cluster, pvs[t.cluster_id], SUPERSEDED)) for t in targets if t.cluster_id in newer]
     todo = [t for t in targets if t.cluster_id not in newer]
@@ -163,8 +167,13 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
                 finished = [(pending.pop(future), future.result()) for future in done]
                 recorded = [(t, _complete_namespace(run, t, step)) for t, step in finished]
                 outcomes.update(record_steps(run, recorded, last=not pending))
-    if resource.type.group == "" and resource.type.kind == "Namespace":
+    if namespace_run:
         _retry_waiting_for(resource, ids)
+        # the clusters this run brought the namespace to (its placement widened, or a wave of its
+        # rollout got there): the resources in it are planned again for them, as for a join; a
+        # re-sync of a namespace that was there already asks nothing
+        if reached := sorted(i for i, pv in pvs.items() if i not in ok_before and pv.status == PropagationReason.OK):
+            enqueue.reconcile_namespace_members(resource.name, reached)
     return outcomes
 
 
@@ -178,9 +187,6 @@ def _retry_waiting_for(namespace: FederatedResource, cluster_ids: list[int]) -> 
     )
     if ready:
         retry_namespace_waiters(namespace.name, ready, actor=None)
-        # and the resources in it whose placement reaches these clusters only now (the namespace's
-        # placement widened): planned again, as for a cluster that joined
-        enqueue.reconcile_namespace_members(namespace.name, ready)
 
 
 def _clusters_in_newer_runs(run: PropagationRun, cluster_ids: list[int]) -> set[int]:

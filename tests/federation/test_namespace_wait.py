@@ -268,11 +268,12 @@ def test_widening_a_namespaces_placement_brings_its_resources_to_the_new_cluster
     """A resource placed on every cluster, in a namespace placed on one: it is on that one only
     (KubeFed's ComputeNamespacedPlacement). The namespace's placement widened and propagated: the
     resource stayed where it was, said Propagated, and no request could send it ("already what the
-    clusters have"; a reviewer's finding). The Namespace's run now plans the resources in it again
-    for the clusters it reached, as a join does (KubeFed's sync controller re-reconciles them)."""
+    clusters have"; a reviewer's finding). The Namespace's run now asks for the resources in it to be
+    planned again for the clusters it brought the namespace to, and only those, as a join does
+    (KubeFed's sync controller re-reconciles them)."""
     from federation import enqueue, membership
 
-    register_fleet(fleet, ["m128", "m130"])
+    register_fleet(fleet, ["m128", "m130", "m131"])
     ns = federate_namespace("wide", ["m128"])
     drain(propagation.propagate_revision(ns))
     resource = web_deployment(namespace="wide", placement={"clusterSelector": {}})
@@ -280,16 +281,44 @@ def test_widening_a_namespaces_placement_brings_its_resources_to_the_new_cluster
     assert list(resource.propagated_versions.values_list("cluster__name", flat=True)) == ["m128"]
     queued = []
     monkeypatch.setattr(enqueue, "reconcile_namespace_members", lambda name, ids: queued.append((name, ids)))
-    services.update_resource(ns, template={}, placement={"clusters": ["m128", "m130"]})
+    services.update_resource(ns, template={}, placement={"clusters": ["m128", "m130", "m131"]})
     ns.refresh_from_db()
     drain(propagation.propagate_revision(ns))
-    m130 = Cluster.objects.get(name="m130").pk
-    assert ("wide", [m130]) in queued, queued  # the worker's Namespace run asks for it
+    m130, m131 = (Cluster.objects.get(name=name).pk for name in ("m130", "m131"))
+    # the clusters the run created it on; m128 had it already
+    assert sorted(ids for _, chunk in queued for ids in chunk) == [m130, m131] and {n for n, _ in queued} == {"wide"}
+    queued.clear()
+    drain(propagation.resync_cluster(ns, Cluster.objects.get(name="m130")))
+    assert queued == [], "a re-sync of a namespace that is there asks nothing"
+    # only the clusters the namespace reached are planned (a wave of the namespace's own rollout
+    # reaching m130 must not send the resource to m131 ahead of that rollout's later waves)
     (run,) = membership.reconcile_namespace_members("wide", [m130])
     assert run.trigger == RunTrigger.RESYNC and run.actor is None
+    assert list(run.targets.values_list("cluster__name", flat=True)) == ["m130"]
     drain(run)
     assert status(resource, "m130") == PropagationReason.OK
     assert fleet.get_object("m130", "apps/v1", "Deployment", "wide", "web") is not None
+    assert not PropagatedVersion.objects.filter(resource=resource, cluster_id=m131).exists()
     event = AuditEvent.objects.filter(action="federation.resource.membership").latest("id")
     assert "m130 got namespace wide" in event.summary
     assert membership.reconcile_namespace_members("wide", [m130]) == []  # it holds it now: nothing to do
+
+
+def test_a_namespace_reaching_clusters_sends_nothing_of_an_aborted_rollout(fleet, operator):
+    """The resource's newest rollout was aborted after its canary: its propagated revision stopped
+    there, and a cluster the namespace reaches now gets nothing until the next change (a reviewer
+    sent an aborted rollout's revision to the prod clusters this way)."""
+    from federation import membership
+    from federation.approvals.choices import RolloutState
+    from tests.approvals.factories import staged
+
+    register_fleet(fleet, ["m128", "m130"])
+    drain(propagation.propagate_revision(federate_namespace("held", ["m128", "m130"])))
+    resource = web_deployment(namespace="held", placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    services.update_resource(resource, template=resource.current_revision.template, placement={"clusterSelector": {}})
+    staged(resource, operator, state=RolloutState.ABORTED)
+    FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=resource.revisions.get(number=2))
+    m130 = Cluster.objects.get(name="m130").pk
+    assert membership.reconcile_namespace_members("held", [m130]) == []
+    assert not PropagatedVersion.objects.filter(resource=resource, cluster_id=m130).exists()
