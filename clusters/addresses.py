@@ -51,6 +51,11 @@ def is_loopback(host: str) -> bool:
     return host == "localhost" or host.endswith(".localhost") or (address is not None and address.is_loopback)
 
 
+PLAIN_HTTP_REFUSAL = (
+    "Bearer tokens and client keys are sent only over https:// (plain http:// is allowed to loopback addresses only)."
+)
+
+
 def plain_http_to_remote(url: str) -> bool:
     """True for an http:// URL whose host is not a loopback address (credentials never go there)."""
     return url.strip().lower().startswith("http://") and not is_loopback(host_of(url))

@@ -14,7 +14,7 @@ import binascii
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.addresses import plain_http_to_remote
+from clusters.addresses import PLAIN_HTTP_REFUSAL, plain_http_to_remote
 from clusters.validators import url_userinfo
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 from fedportal.text import text_error
@@ -130,10 +130,7 @@ def _checked_server(server: str) -> tuple[str, str]:
     if scheme not in ("https", "http"):
         return server, "the server URL must start with https:// (or http:// to this machine)"
     if plain_http_to_remote(server):
-        return server, (
-            "Bearer tokens and client keys are sent only over https:// "
-            "(plain http:// is allowed to loopback addresses only)"
-        )
+        return server, PLAIN_HTTP_REFUSAL.rstrip(".")
     return server, ""
 
 

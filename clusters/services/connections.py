@@ -122,12 +122,7 @@ def credentials_for(token=None, client_certificate=None, client_key=None) -> tup
 def check_transport(api_server: str, credentials: dict) -> None:
     """Bearer tokens and client keys travel only over https:// (or http:// to a loopback address)."""
     if (credentials.get("token") or credentials.get("client_key")) and addresses.plain_http_to_remote(api_server):
-        raise ValidationError(
-            {
-                "api_server": "Bearer tokens and client keys are sent only over https:// "
-                "(plain http:// is allowed to loopback addresses only)."
-            }
-        )
+        raise ValidationError({"api_server": addresses.PLAIN_HTTP_REFUSAL})
 
 
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:

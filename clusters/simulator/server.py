@@ -112,7 +112,12 @@ def _error(err: ApiError) -> web.Response:
 async def _read_body(request: web.Request):
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
-    raw = await request.content.read(MAX_BODY + 1)
+    # read(n) returns what has arrived, up to n bytes: a body that came in several TCP segments was
+    # cut short and answered 400 as unparsable (a 256 KiB body did, under load); read to its end
+    raw = bytearray()
+    while len(raw) <= MAX_BODY and (chunk := await request.content.read(MAX_BODY + 1 - len(raw))):
+        raw += chunk
+    raw = bytes(raw)
     if len(raw) > MAX_BODY:
         raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
     if not raw.strip():
