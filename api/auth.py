@@ -8,6 +8,7 @@ from ninja.security import HttpBearer, SessionAuth
 
 from api import tokens
 from fedportal import request_context
+from fedportal.roles import require_role
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
@@ -34,7 +35,20 @@ def token_from_request(request):
     return request.api_token
 
 
-class TokenAuth(HttpBearer):
+class RoleCheck:
+    """The role an operation needs, checked as soon as the caller is known: before django-ninja reads
+    and validates the body, so a caller without the role learns nothing of what the body should be
+    (a 403, never the 422 that describes the fields). The views check their roles again."""
+
+    role: str | None = None
+
+    def checked(self, user):
+        if user is not None and self.role is not None:
+            require_role(user, self.role)
+        return user
+
+
+class TokenAuth(RoleCheck, HttpBearer):
     openapi_description = "An API token: `manage.py create_token USER` or the profile page."
 
     def __call__(self, request):
@@ -53,10 +67,10 @@ class TokenAuth(HttpBearer):
             if api_token.read_only:
                 raise PermissionDenied("This API token is read-only.")
         act_as(request, api_token.user)
-        return api_token.user
+        return self.checked(api_token.user)
 
 
-class BrowserSession(SessionAuth):
+class BrowserSession(RoleCheck, SessionAuth):
     """The logged-in browser (the docs page's "Try it out"); CSRF-checked on writes."""
 
     openapi_description = "The browser's session cookie (CSRF token required on writes)."
@@ -72,7 +86,15 @@ class BrowserSession(SessionAuth):
         user = super().authenticate(request, key)
         if user is not None:
             act_as(request, user)
-        return user
+        return self.checked(user)
 
 
 AUTH = [TokenAuth(), BrowserSession()]
+
+
+def needs(role: str) -> list:
+    """The API's authentication for an operation that needs ``role`` (``auth=needs(Role.ADMIN)``)."""
+    made = [TokenAuth(), BrowserSession()]
+    for auth in made:
+        auth.role = role
+    return made

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Status
 
+from api.auth import needs
 from api.common import READ_ERRORS, WRITE_ERRORS, In, Out, PageParams, require_viewer
 from api.errors import ApiError
 from api.pagination import page
@@ -17,6 +18,7 @@ from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest, Rollout
 from federation.models import FederatedResource
+from fedportal.roles import Role
 
 router = Router(tags=["change requests"])
 
@@ -276,7 +278,12 @@ def get_change(request, change_id: int):
     return change_detail_out(_get(change_id))
 
 
-@router.post("", response={201: ChangeRequestDetailOut, **WRITE_ERRORS}, summary="Open a change request (Draft)")
+@router.post(
+    "",
+    response={201: ChangeRequestDetailOut, **WRITE_ERRORS},
+    auth=needs(Role.OPERATOR),
+    summary="Open a change request (Draft)",
+)
 def create_change(request, body: ChangeRequestIn):
     kwargs = {"actor": request.user, "title": body.title, "description": body.description}
     if body.kind == ChangeKind.UNJOIN:
@@ -319,7 +326,7 @@ def _transition(request, change_id: int, service, **kwargs) -> dict:
     return change_detail_out(service(_get(change_id), actor=request.user, **kwargs))
 
 
-@router.post("/{int:change_id}/submit", response=TRANSITION, summary="Draft -> Submitted")
+@router.post("/{int:change_id}/submit", response=TRANSITION, auth=needs(Role.OPERATOR), summary="Draft -> Submitted")
 def submit_change(request, change_id: int):
     return _transition(request, change_id, services.submit)
 
@@ -327,13 +334,16 @@ def submit_change(request, change_id: int):
 @router.post(
     "/{int:change_id}/approve",
     response=TRANSITION,
+    auth=needs(Role.APPROVER),
     summary="Approve (an approver who is not the author); applied once enough approvals",
 )
 def approve_change(request, change_id: int, body: ApproveIn):
     return _transition(request, change_id, services.approve, comment=body.comment, seen_hash=body.content_hash)
 
 
-@router.post("/{int:change_id}/reject", response=TRANSITION, summary="Reject (comment required)")
+@router.post(
+    "/{int:change_id}/reject", response=TRANSITION, auth=needs(Role.APPROVER), summary="Reject (comment required)"
+)
 def reject_change(request, change_id: int, body: DecisionIn):
     try:
         return _transition(request, change_id, services.reject, comment=body.comment)
@@ -344,6 +354,8 @@ def reject_change(request, change_id: int, body: DecisionIn):
         raise ApiError(400, "invalid", str(exc), {"comment": ["Required: say why you reject the request."]}) from None
 
 
-@router.post("/{int:change_id}/cancel", response=TRANSITION, summary="Withdraw an open request")
+@router.post(
+    "/{int:change_id}/cancel", response=TRANSITION, auth=needs(Role.OPERATOR), summary="Withdraw an open request"
+)
 def cancel_change(request, change_id: int, body: CancelIn):
     return _transition(request, change_id, services.cancel, reason=body.reason)

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Status
 
+from api.auth import needs
 from api.common import READ_ERRORS, WRITE_ERRORS, In, Out, PageParams, require_viewer
 from api.pagination import page
 from clusters import selectors, services
@@ -163,7 +164,12 @@ class RotateIn(Credentials):
     verify: bool = True
 
 
-@router.post("", response={201: ClusterDetailOut, **WRITE_ERRORS}, summary="Register a cluster (admin)")
+@router.post(
+    "",
+    response={201: ClusterDetailOut, **WRITE_ERRORS},
+    auth=needs(Role.ADMIN),
+    summary="Register a cluster (admin)",
+)
 def register_cluster(request, body: ClusterIn):
     data = body.model_dump()
     verify = data.pop("verify")
@@ -174,6 +180,7 @@ def register_cluster(request, body: ClusterIn):
 @router.patch(
     "/{int:cluster_id}",
     response={200: ClusterDetailOut, **WRITE_ERRORS},
+    auth=needs(Role.ADMIN),
     summary="Update labels and connection settings (admin)",
 )
 def update_cluster(request, cluster_id: int, body: ClusterPatch):
@@ -187,6 +194,7 @@ def update_cluster(request, cluster_id: int, body: ClusterPatch):
 @router.post(
     "/{int:cluster_id}/rotate-credentials",
     response={200: ClusterDetailOut, **WRITE_ERRORS},
+    auth=needs(Role.ADMIN),
     summary="Replace the credentials (admin; write-only)",
 )
 def rotate_credentials(request, cluster_id: int, body: RotateIn):

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Status
 
+from api.auth import needs
 from api.common import READ_ERRORS, WRITE_ERRORS, Out, PageParams, require_viewer
 from api.errors import ApiError
 from api.pagination import page
@@ -307,6 +308,7 @@ def get_resource(request, resource_id: int):
     "",
     response={200: ApplyOut, 201: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
     openapi_extra=MANIFEST_BODY,
+    auth=needs(Role.OPERATOR),
     summary="Create or update from YAML (as fedctl apply)",
 )
 def create_resources(request, dry_run: bool = False, cluster_map: str = Query("", max_length=2000)):
@@ -319,6 +321,7 @@ def create_resources(request, dry_run: bool = False, cluster_map: str = Query(""
     "/{int:resource_id}",
     response={200: ApplyOut, **WRITE_ERRORS, **{c: WRITE_ERRORS[400] for c in (413, 415)}},
     openapi_extra=MANIFEST_BODY,
+    auth=needs(Role.OPERATOR),
     summary="Update one resource from YAML (a new revision when it changed)",
 )
 def update_resource(request, resource_id: int, dry_run: bool = False, cluster_map: str = Query("", max_length=2000)):

@@ -8,7 +8,7 @@ from django.utils import timezone
 from ninja import Field, Router, Status
 
 from api import tokens
-from api.auth import token_from_request
+from api.auth import needs, token_from_request
 from api.common import READ_ERRORS, WRITE_ERRORS, In, Out
 from api.idempotency import NO_REPLAY
 from api.models import ApiToken
@@ -48,7 +48,9 @@ def list_tokens(request):
     return [token_out(t) for t in tokens.tokens_of(request.user)[:200]]
 
 
-@router.post("", response={201: NewTokenOut, **WRITE_ERRORS}, summary="Create a token for yourself")
+@router.post(
+    "", response={201: NewTokenOut, **WRITE_ERRORS}, auth=needs(Role.VIEWER), summary="Create a token for yourself"
+)
 def create_token(request, body: TokenIn):
     require_role(request.user, Role.VIEWER)
     try:
@@ -81,7 +83,12 @@ def _within_the_callers_lifetime(caller: ApiToken | None, expires_in) -> None:
         )
 
 
-@router.delete("/{int:token_id}", response={200: TokenOut, **WRITE_ERRORS}, summary="Revoke one of your tokens")
+@router.delete(
+    "/{int:token_id}",
+    response={200: TokenOut, **WRITE_ERRORS},
+    auth=needs(Role.VIEWER),
+    summary="Revoke one of your tokens",
+)
 def revoke_token(request, token_id: int):
     require_role(request.user, Role.VIEWER)
     token = get_object_or_404(ApiToken, pk=token_id, user=request.user)

@@ -6,6 +6,8 @@ endpoint) or a row names an operation that no longer exists.
 "Allowed" means the request got past the permission check: any status but 401, 403, 405 and 5xx.
 Samples are built so that an allowed request never reaches the network (no placement, verify off)."""
 
+import json
+
 import pytest
 
 from api.api import api
@@ -168,3 +170,40 @@ def test_api_role_matrix(method, path, who, users, token_for):
     else:
         assert response.status_code == 403, detail
         assert response.json()["error"] == "forbidden", detail
+
+
+WRITES = sorted(key for key in EXPECTED if key[0] != "GET")
+# bodies no operation takes: every field unknown, a list, text that is not JSON
+INVALID_BODIES = ({"bogus": ["x"], "verify": "yes"}, [1, 2], "{not json")
+
+
+@pytest.mark.parametrize(("method", "path"), WRITES)
+@pytest.mark.parametrize("bad", range(len(INVALID_BODIES)))
+def test_a_caller_without_the_role_gets_403_before_the_body_is_read(method, path, bad, users, token_for):
+    """django-ninja validates the body before the view runs: the role is checked by the operation's
+    authentication (api.auth.needs), so a caller without it is refused without learning what the
+    body should hold (a 422 would describe the fields)."""
+    role, sample, _ = EXPECTED[(method, path)]
+    body = INVALID_BODIES[bad]
+    data = body if isinstance(body, str) else json.dumps(body)
+    shared = sample() if callable(sample) else {}
+    for who in HOLDS:
+        if role in HOLDS[who] and who != "admin-read-only":
+            continue
+        user = users["admin" if who == "admin-read-only" else who]
+        kwargs = _own_token(user) if sample == "own-token" else shared
+        client = ApiClient(token_for(user, read_only=who == "admin-read-only"))
+        response = client.request(method, path.format(**kwargs), data=data)
+        detail = (who, method, path, response.status_code, response.content[:300])
+        assert response.status_code == 403, detail
+        assert response.json()["error"] == "forbidden", detail
+        assert "bogus" not in response.content.decode(), detail
+
+
+def test_a_logged_in_browser_without_the_role_gets_403_before_the_body_is_read(users, client):
+    """The session's path (BrowserSession) checks the role the same way, after its CSRF check."""
+    client.force_login(users["viewer"])
+    response = client.post("/api/v1/clusters", data=json.dumps({"bogus": 1}), content_type="application/json")
+    assert response.status_code == 403, response.content[:300]
+    assert response.json()["error"] == "forbidden"
+    assert "This action needs the admin role." in response.json()["message"]
