@@ -14,7 +14,7 @@ import binascii
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.addresses import PLAIN_HTTP_REFUSAL, plain_http_to_remote
+from clusters.addresses import PLAIN_HTTP_REFUSAL, blocked_reason, plain_http_to_remote
 from clusters.validators import url_userinfo
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 from fedportal.text import text_error
@@ -51,13 +51,18 @@ class KubeconfigContext:
         return f"KubeconfigContext(name={self.name!r}, server={self.server!r}, problem={self.problem!r})"
 
 
-def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -> list[KubeconfigContext]:
+def parse_kubeconfig(
+    text: str | bytes, *, base_dir: str | Path | None = None, allow_link_local: bool = False
+) -> list[KubeconfigContext]:
     """Parse a kubeconfig into its contexts, each with its own credentials.
 
     Inline ``*-data`` fields are decoded. File references (``certificate-authority``,
     ``client-certificate``, ``tokenFile``) are read only when ``base_dir`` is given (the command
     line); an uploaded kubeconfig must embed them. Contexts whose user needs an exec plugin or an
-    auth provider are returned with ``problem`` set. Malformed input raises ``KubeconfigError``.
+    auth provider are returned with ``problem`` set, and so are servers FedPortal would not connect to
+    (a link-local or cloud-metadata address, unless ``allow_link_local``: the setting
+    FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS; names are not resolved here, the client checks them again
+    when it connects). Malformed input raises ``KubeconfigError``.
     """
     try:
         documents = load_documents(text, max_bytes=MAX_KUBECONFIG_BYTES)
@@ -94,7 +99,7 @@ def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -
                 f"cluster {cluster_name!r}: insecure-skip-tls-verify must be true or false (unquoted), "
                 f"not {type(insecure).__name__} {insecure!r}."
             )
-        server, server_problem = _checked_server(server)
+        server, server_problem = _checked_server(server, allow_link_local=allow_link_local)
         entry = KubeconfigContext(
             name=context_name,
             cluster_name=cluster_name,
@@ -119,11 +124,11 @@ def parse_kubeconfig(text: str | bytes, *, base_dir: str | Path | None = None) -
     return result
 
 
-def _checked_server(server: str) -> tuple[str, str]:
+def _checked_server(server: str, *, allow_link_local: bool) -> tuple[str, str]:
     """The server URL to show, and why FedPortal would not register it ("" when it would): a
     user:password@ in it is cut out here (the contexts table showed it back), a scheme other than
-    https:// or http://, and plain http:// to another machine (credentials never go there) are
-    refused before the contexts are offered."""
+    https:// or http://, plain http:// to another machine (credentials never go there) and a
+    link-local or cloud-metadata host are refused before the contexts are offered."""
     if userinfo := url_userinfo(server):
         return server.replace(userinfo, "", 1), "the server URL holds a user name or password (user:password@host)"
     scheme = server.partition("://")[0].lower() if "://" in server else ""
@@ -131,6 +136,8 @@ def _checked_server(server: str) -> tuple[str, str]:
         return server, "the server URL must start with https:// (or http:// to this machine)"
     if plain_http_to_remote(server):
         return server, PLAIN_HTTP_REFUSAL.rstrip(".")
+    if not allow_link_local and (reason := blocked_reason(server, resolve=False)):
+        return server, f"FedPortal does not connect to {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)"
     return server, ""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
@@ -245,7 +246,7 @@ def cluster_import(request):
         if upload_form.is_valid():
             text = upload_form.cleaned_data["text"]
             try:
-                contexts = parse_kubeconfig(text)
+                contexts = parse_kubeconfig(text, allow_link_local=settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)
             except KubeconfigError as exc:
                 upload_form = _empty_upload_form(exc.message)
                 status = 400

@@ -7,6 +7,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -111,7 +112,9 @@ def plan_kubeconfig_import(
     select contexts; ValidationError for a malformed file or an unknown context."""
     if parsed is None:
         try:
-            parsed = parse_kubeconfig(text, base_dir=base_dir)
+            parsed = parse_kubeconfig(
+                text, base_dir=base_dir, allow_link_local=settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS
+            )
         except KubeconfigError as exc:
             raise ValidationError(exc.message, code="bad_kubeconfig") from None
     by_name = {c.name: c for c in parsed}

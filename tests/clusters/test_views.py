@@ -473,6 +473,9 @@ def test_the_upload_step_never_shows_a_servers_password_and_offers_no_server_it_
         "userinfo": "https://user:PASSWORDX@127.0.0.1:8600/c",
         "gopher": "gopher://127.0.0.1:70/",
         "remote-http": "http://example.com:6443",
+        "metadata-ip": "https://169.254.169.254",
+        "metadata-name": "https://metadata.google.internal:443",
+        "link-local-v6": "https://[fe80::1]:6443",
         "fine": "https://127.0.0.1:8601/c",
     }
     text = "kind: Config\nclusters:\n" + "".join(
@@ -486,12 +489,28 @@ def test_the_upload_step_never_shows_a_servers_password_and_offers_no_server_it_
     content = response.content.decode()
     assert response.status_code == 200 and "PASSWORDX" not in content
     unusable = {c.name: c.problem for c in response.context["contexts"] if c.problem}
-    assert set(unusable) == {"userinfo", "gopher", "remote-http"}
+    assert set(unusable) == {"userinfo", "gopher", "remote-http", "metadata-ip", "metadata-name", "link-local-v6"}
     assert "user name or password" in unusable["userinfo"] and "https://" in unusable["gopher"]
+    assert unusable["metadata-ip"] == (
+        "FedPortal does not connect to 169.254.169.254 is a link-local address (169.254.169.254) "
+        "(FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)"
+    )
+    assert "cloud metadata service" in unusable["metadata-name"] and "link-local" in unusable["link-local-v6"]
     offered = re.findall(r'name="contexts" value="([^"]+)"', content)
     assert "fine" in offered and not set(offered) & set(unusable)
     response = client.post(reverse("clusters:cluster_import"), {"step": "choose", "contexts": ["userinfo"]})
     assert response.status_code == 400 and not Cluster.objects.exists()
+
+
+def test_the_upload_step_offers_a_link_local_server_when_the_setting_allows_it(login, admin_user, settings):
+    settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
+    text = (
+        "kind: Config\nclusters: [{name: c, cluster: {server: 'https://169.254.10.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\n"
+    )
+    response = login(admin_user).post(reverse("clusters:cluster_import"), {"step": "upload", "kubeconfig_text": text})
+    assert response.status_code == 200
+    assert [c.problem for c in response.context["contexts"]] == [""]
 
 
 def test_choosing_an_unknown_context_is_a_form_error(login, admin_user, fleet):
