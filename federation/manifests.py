@@ -7,6 +7,7 @@ keys), the same loader kubeconfigs go through.
 import yaml
 
 from clusters.validators import label_key_error, label_value_error
+from federation.overrides import OverrideError, apply_operations
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 
 MAX_MANIFEST_BYTES = 256 * 1024
@@ -92,6 +93,12 @@ def metadata_problems(template: dict) -> list[str]:
     problems = []
     for key in ("labels", "annotations"):
         values = metadata.get(key) or {}
+        if not isinstance(values, dict):  # an override can write anything there
+            problems.append(f"metadata.{key}: must be a map of strings, not {type(values).__name__}.")
+            continue
+        if wrong := [name for name, value in values.items() if not isinstance(value, str)]:
+            problems.append(f"metadata.{key}: the value of {wrong[0]!r} must be a string (put it in quotes).")
+            continue
         for name, value in values.items():
             checked = name.lower() if key == "annotations" else name
             problem = label_key_error(checked)
@@ -102,8 +109,26 @@ def metadata_problems(template: dict) -> list[str]:
             if problem:
                 problems.append(f"metadata.{key}: {problem}.")
     annotations = metadata.get("annotations") or {}
-    if sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > ANNOTATIONS_MAX_BYTES:
+    if (
+        isinstance(annotations, dict)
+        and sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > ANNOTATIONS_MAX_BYTES
+    ):
         problems.append(f"metadata.annotations: may not be more than {ANNOTATIONS_MAX_BYTES // 1024} KiB in all.")
+    return problems
+
+
+def override_metadata_problems(rendered: dict, overrides: list[dict]) -> list[str]:
+    """``metadata_problems`` of each cluster's manifest once its overrides are applied (an override
+    that adds a label kube-apiserver refuses failed only at apply, on that cluster). For new
+    overrides only, as ``metadata_problems``; overrides that do not apply are reported elsewhere."""
+    problems = []
+    for entry in overrides:
+        try:
+            manifest = apply_operations(rendered, entry["clusterOverrides"], cluster=entry["clusterName"])
+        except OverrideError:
+            continue
+        where = f"Override for cluster {entry['clusterName']!r}: "
+        problems += [where + problem for problem in metadata_problems(manifest)]
     return problems
 
 

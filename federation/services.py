@@ -37,6 +37,7 @@ from federation.manifests import (
     identity_problems,
     join_api_version,
     metadata_problems,
+    override_metadata_problems,
     split_api_version,
 )
 from federation.models import FederatedResource, FederatedType, Revision, SettingsChange
@@ -92,11 +93,13 @@ def validate_spec(
     scheduling=None,
     known_clusters=None,
     template_is_new: bool = True,
+    overrides_are_new: bool = True,
 ) -> dict:
     """Validate and normalise everything a revision holds; raise SpecError naming each problem.
     ``template_is_new``: the template is not one of the resource's revisions already (an approved
     delete, a rollback or a placement-only edit re-saves one): only new content is checked against
-    the template's name and namespace and against the fleet's schemas."""
+    the template's name and namespace and against the fleet's schemas. ``overrides_are_new`` likewise
+    for the labels and annotations the overrides write."""
     errors: dict[str, list[str]] = {}
     if ftype.namespaced:
         try:
@@ -156,6 +159,8 @@ def validate_spec(
                 errors["overrides"] = [str(p) for p in problems]
             elif not errors.get("template"):
                 errors["overrides"] = override_value_problems(ftype.kind, rendered, result["overrides"])
+                if overrides_are_new:
+                    errors["overrides"] += override_metadata_problems(rendered, result["overrides"])
     except OverrideError as exc:
         errors["overrides"] = [str(exc)]
     try:
@@ -330,6 +335,9 @@ def _save_revision(
         overrides=overrides,
         scheduling=scheduling,
         template_is_new=not any(template == old for old in resource.revisions.values_list("template", flat=True)),
+        overrides_are_new=not any(
+            (overrides or []) == (old or []) for old in resource.revisions.values_list("overrides", flat=True)
+        ),
     )
     errors = {}
     if retention is not None and retention not in Retention.values:

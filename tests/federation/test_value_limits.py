@@ -226,6 +226,54 @@ def test_a_label_kube_apiserver_refuses_is_refused_on_save_but_stored_content_st
     assert resource.revisions.count() == 3
 
 
+@pytest.mark.parametrize(
+    "operation, message",
+    [
+        ({"op": "add", "path": "/metadata/labels", "value": {"bad key!": "x"}}, "label key 'bad key!'"),
+        ({"op": "add", "path": "/metadata/labels", "value": {"tier": "-lead"}}, "label value '-lead'"),
+        ({"op": "add", "path": "/metadata/labels", "value": {"tier": 3}}, "the value of 'tier' must be a string"),
+        ({"op": "add", "path": "/metadata/labels", "value": ["x"]}, "metadata.labels must stay a mapping"),
+        ({"op": "add", "path": "/metadata/annotations", "value": {"Bad Key": "y"}}, "key 'Bad Key'"),
+    ],
+)
+def test_an_override_writing_metadata_kube_apiserver_refuses_is_refused_on_save(clusters, operation, message):
+    """Overrides that wrote a label kube-apiserver refuses were saved, approved, and failed at apply on
+    that cluster alone (CreationFailed): they are checked as the template's labels are."""
+    with pytest.raises(services.SpecError) as caught:
+        services.create_resource(
+            ftype("Deployment"),
+            namespace="shop",
+            name="web",
+            template=WEB_TEMPLATE,
+            placement={"clusters": ["east"]},
+            overrides=[{"clusterName": "east", "clusterOverrides": [operation]}],
+        )
+    (problem,) = caught.value.errors["overrides"]
+    assert problem.startswith("Override for cluster 'east': metadata.") and message in problem, problem
+    assert not FederatedResource.objects.exists()
+
+
+def test_an_override_writing_valid_labels_is_taken_and_stored_overrides_stay_restorable(clusters, operator):
+    good = [
+        {"clusterName": "east", "clusterOverrides": [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]}
+    ]
+    resource = services.create_resource(
+        ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE, placement={"clusters": ["east"]}
+    )
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": ["east"]}, overrides=good)
+    bad = [
+        {"clusterName": "east", "clusterOverrides": [{"op": "add", "path": "/metadata/labels", "value": {"b c": "d"}}]}
+    ]
+    resource.refresh_from_db()
+    Revision.objects.filter(pk=resource.current_revision_id).update(overrides=bad)  # stored before the check
+    resource.refresh_from_db()
+    services.update_resource(
+        resource, template=WEB_TEMPLATE, placement={"clusters": ["east", "west"]}, overrides=bad, actor=operator
+    )
+    resource.refresh_from_db()
+    assert resource.current_revision.number == 3 and resource.current_revision.overrides == bad
+
+
 # --- preflight: a revision stored before these checks existed ----------------------------------------
 
 
