@@ -511,6 +511,19 @@ def test_a_type_named_as_kubernetes_would_refuse_is_a_form_error_and_nothing_is_
     assert FederatedType.objects.count() == before
 
 
+@pytest.mark.parametrize("group", ["types.kubefed.io", "core.kubefed.io", "kubefed.io"])
+def test_kubefeds_own_api_groups_are_not_a_type_to_federate(client, admin_user, group):
+    """A type in types.kubefed.io is KubeFed's wrapper (FederatedDeployment), not something to
+    federate: the form names the group to use instead."""
+    client.force_login(admin_user)
+    before = FederatedType.objects.count()
+    response = client.post(reverse("federation:type_create"), type_form(group=group))
+    assert response.status_code == 400
+    (error,) = response.context["form"].errors["group"]
+    assert error.startswith(f"{group} is KubeFed's own API group") and "group apps for Deployment" in error
+    assert FederatedType.objects.count() == before
+
+
 def test_a_forged_row_count_is_one_error_not_a_page_of_them(client, operator, clusters):
     client.force_login(operator)
     response = client.post(reverse("federation:resource_create"), form_data(**{"ov-TOTAL_FORMS": "5000"}))
