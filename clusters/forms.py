@@ -327,8 +327,12 @@ class BulkLabelForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # ids a primary key can be (a 64-bit integer): a larger one was a 500 (OverflowError) in the
+        # query; anything else is "not one of the available choices"
         self.fields["ids"].choices = [
-            (pk, pk) for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else []) if is_number(str(pk))
+            (pk, pk)
+            for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
+            if is_number(str(pk)) and 0 < int(pk) < 2**63
         ]
 
     def clean_remove(self):

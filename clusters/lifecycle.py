@@ -139,8 +139,13 @@ def summarize(objects: dict[str, list[dict]]) -> dict[tuple[str, str], dict]:
 
 
 def _endpoint_of(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if parts.hostname else ""
+    """host:port of an API server URL ("" when it has none: one row stored before the port check,
+    ``https://host:99999``, stopped every management cluster's refresh)."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if parts.hostname else ""
+    except ValueError:
+        return ""
 
 
 class _LinkSnapshot:

@@ -17,6 +17,7 @@ from clusters.validators import (
     validate_dns1123_label,
     validate_labels,
     validate_no_userinfo,
+    validate_port,
 )
 
 api_server_validator = URLValidator(schemes=["https", "http"])
@@ -48,7 +49,7 @@ class Cluster(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
     api_server = models.CharField(
-        "API server URL", max_length=2048, validators=[api_server_validator, validate_no_userinfo]
+        "API server URL", max_length=2048, validators=[api_server_validator, validate_no_userinfo, validate_port]
     )
     role = models.CharField(max_length=16, choices=ClusterRole.choices, default=ClusterRole.MEMBER)
     labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])

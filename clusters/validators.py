@@ -1,6 +1,7 @@
 """Kubernetes name and label rules (apimachinery/pkg/util/validation), as Django validators."""
 
 import re
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
 
@@ -162,6 +163,21 @@ def normalize_api_server(url: str) -> str:
     if colon and "]" not in port and port in ("", DEFAULT_PORTS.get(scheme)):
         authority = host
     return f"{scheme}://{authority}{url[end:]}".rstrip("/")
+
+
+def validate_port(value: str) -> None:
+    """Refuse a URL whose port is not 1-65535 (``https://host:99999``, ``:0``): URLValidator takes any
+    port of up to five digits, and the stored URL then broke whatever parsed it (urlsplit's port)."""
+    try:
+        parts = urlsplit(value.strip())
+    except ValueError:
+        return  # not a URL at all: URLValidator says so
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValidationError("The port in the API server URL must be between 1 and 65535.", code="url_port")
 
 
 def validate_no_userinfo(value: str) -> None:

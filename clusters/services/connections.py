@@ -125,9 +125,24 @@ def check_transport(api_server: str, credentials: dict) -> None:
         raise ValidationError({"api_server": addresses.PLAIN_HTTP_REFUSAL})
 
 
+def check_address(api_server: str) -> None:
+    """A link-local or cloud-metadata API server is refused when it is registered or changed (unless
+    FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS), as the form's connection test and the kubeconfig upload
+    refuse it: the API with ``verify: false`` stored it, and nothing could reach it. Names are not
+    resolved here; the client checks the addresses they resolve to at every connection."""
+    if settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
+        return
+    if reason := addresses.blocked_reason(api_server, resolve=False):
+        raise ValidationError(
+            {"api_server": f"FedPortal does not connect to {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)."}
+        )
+
+
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
     if ca_bundle and "BEGIN CERTIFICATE" not in ca_bundle:
         raise ValidationError({"ca_bundle": "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----)."})
+    if ca_bundle and insecure:  # as the form says, and as client-go refuses a kubeconfig with both
+        raise ValidationError({"insecure_skip_tls_verify": "Give a CA bundle or skip verification, not both."})
     if api_server.startswith("https://") and not ca_bundle and not insecure:
         # Without a CA bundle the system trust store is used (fine for public CAs), so this is allowed.
         return

@@ -19,6 +19,7 @@ from clusters.models import Cluster
 from clusters.services.connections import (
     Registered,
     apply_version,
+    check_address,
     check_tls,
     check_transport,
     connection_for,
@@ -252,6 +253,7 @@ def import_kubeconfig(
         )
         try:
             validate_cluster(cluster, exclude_pk=cluster.pk, registered=registered)
+            check_address(cluster.api_server)
             check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = credentials_for(
                 context.token, context.client_certificate, context.client_key

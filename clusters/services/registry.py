@@ -13,6 +13,7 @@ from clusters.choices import ClusterRole
 from clusters.models import Cluster
 from clusters.services.connections import (
     apply_version,
+    check_address,
     check_tls,
     check_transport,
     connection_for,
@@ -54,6 +55,7 @@ def register_cluster(
         insecure_skip_tls_verify=insecure_skip_tls_verify,
     )
     validate_cluster(cluster)
+    check_address(api_server)
     check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
     cluster.auth_method, credentials = credentials_for(token, client_certificate, client_key)
     check_transport(api_server, credentials)
@@ -200,6 +202,8 @@ def update_cluster(
     for field_name in changed:
         setattr(fresh, field_name, changes[field_name])
     validate_cluster(fresh, exclude_pk=fresh.pk)
+    if "api_server" in changed:  # a cluster stored before the check stays editable
+        check_address(fresh.api_server)
     check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
     if new_credentials:
         fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)

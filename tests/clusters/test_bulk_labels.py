@@ -72,6 +72,9 @@ def test_every_cluster_matching_the_filter(client, admin_user, fleet_of_five):
         {"ids": ["1"], "add": "", "remove": ""},  # nothing to do
         {"ids": ["1"], "add": "no-equals-sign"},
         {"ids": ["²"], "add": "a=b"},  # not an id ("²" passes str.isdigit())
+        {"ids": ["99999999999999999999999"], "add": "a=b"},  # past a 64-bit id: was a 500 (OverflowError)
+        {"ids": ["9223372036854775808"], "add": "a=b"},  # 2**63
+        {"ids": ["0"], "add": "a=b"},
         {"all_matching": "1", "version": "banana", "add": "a=b"},
     ],
 )

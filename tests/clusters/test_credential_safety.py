@@ -344,3 +344,50 @@ def test_the_watch_session_connects_through_that_resolver(hostile, loopback_bloc
         run_async(fetch())
     assert isinstance(refused.value.os_error, kube.BlockedAddress)
     assert hostile.requests == ["/version"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "fields, field, message",
+    [
+        (
+            {"api_server": "https://169.254.169.254"},
+            "api_server",
+            "FedPortal does not connect to 169.254.169.254 is a link-local address (169.254.169.254)",
+        ),
+        ({"api_server": "https://metadata.google.internal"}, "api_server", "is a cloud metadata service"),
+        ({"api_server": "https://10.9.9.9:99999"}, "api_server", "must be between 1 and 65535"),
+        ({"api_server": "https://10.9.9.9:0"}, "api_server", "must be between 1 and 65535"),
+        (
+            {
+                "ca_bundle": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----",
+                "insecure_skip_tls_verify": True,
+            },
+            "insecure_skip_tls_verify",
+            "Give a CA bundle or skip verification, not both.",
+        ),
+    ],
+)
+def test_registration_without_a_connection_test_refuses_what_the_form_refuses(fields, field, message):
+    """The API registers with ``verify: false``: it stored link-local and metadata servers, ports out
+    of range and a CA bundle beside skipped verification, all of which the form refuses."""
+    with pytest.raises(ValidationError) as info:
+        services.register_cluster(
+            **{"name": "rv", "api_server": "https://10.9.9.9:6443", "token": "t", "verify": False, **fields}
+        )
+    assert any(message in m for m in info.value.message_dict[field]), info.value.message_dict
+    assert not Cluster.objects.filter(name="rv").exists()
+
+
+@pytest.mark.django_db
+def test_a_link_local_server_registers_when_the_setting_allows_it(settings):
+    settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS = True
+    services.register_cluster(name="rv", api_server="https://169.254.10.1:6443", token="t", verify=False, probe=False)
+    assert Cluster.objects.filter(name="rv").exists()
+
+
+@pytest.mark.django_db
+def test_a_cluster_stored_with_a_link_local_server_can_still_be_relabelled(admin_user):
+    cluster = ClusterFactory(api_server="https://169.254.10.1:6443", token="old")  # stored before the check
+    services.update_cluster(cluster, labels={"env": "dev"}, verify=False, actor=admin_user)
+    assert Cluster.objects.get(pk=cluster.pk).labels == {"env": "dev"}

@@ -143,3 +143,13 @@ def test_lifecycle_page_and_manual_link(capi, client, viewer, operator, admin_us
     w1.refresh_from_db()
     assert w1.member_id == rows["w1"].pk
     assert AuditEvent.objects.filter(action="cluster.lifecycle_link").count() == 1
+
+
+def test_a_stored_api_server_with_a_port_out_of_range_does_not_stop_the_refresh(capi):
+    """A row stored before the port check (``https://10.9.9.9:99999``, which the API took with
+    ``verify: false``) made every management cluster's refresh fail with "Port out of range"."""
+    fleet, rows = capi
+    ManagedCluster.objects.update(member=None, link_source="")
+    Cluster.objects.bulk_create([Cluster(name="bad-port", api_server="https://10.9.9.9:99999")])
+    found = {m.name: m for m in lifecycle.refresh(rows["host"])}
+    assert found["w1"].member_id == rows["w1"].pk
