@@ -171,7 +171,18 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
             targets = [n for n in targets if n in ns_clusters]
     for row in decision.schedule:
         if row.cluster in decision.excluded:
-            row.reason += f"; not placed: {decision.excluded[row.cluster]}"
+            # said alone: "0 replicas (kept in the placement); not placed" contradicted itself
+            row.reason = f"not placed: {decision.excluded[row.cluster]}" + (
+                f" (the plan's {row.planned} replica(s) for it run nowhere, as in KubeFed)" if row.planned else ""
+            )
+    if decision.schedule and not decision.note:
+        total = (revision.scheduling or {}).get("totalReplicas") or 0
+        placed = sum(row.planned for row in decision.schedule if row.cluster in targets)
+        if placed < total:
+            decision.note = (
+                f"{total - placed} of totalReplicas {total} are placed nowhere: the clusters that can take them "
+                "are at their maxReplicas or capacity, or not placed (KubeFed's planner leaves them unplaced too)."
+            )
     decision.targets = sorted(targets)
     return decision
 

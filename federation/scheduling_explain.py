@@ -82,8 +82,16 @@ def explain(
         reasons = []
         if data["totalReplicas"] == 0:
             reasons.append("totalReplicas is 0")
-        if minimum and planned >= min(minimum, capacity.get(name, minimum)):
-            reasons.append(f"minReplicas {minimum} first")
+        total = data["totalReplicas"]
+        if minimum and planned >= min(minimum, capacity.get(name, minimum), total):
+            # the planner's minimums pass gives at most what is left of totalReplicas
+            reasons.append(
+                f"minReplicas {minimum} first, capped at totalReplicas {total}"
+                if minimum > total and planned == total
+                else f"minReplicas {minimum} first"
+            )
+        elif minimum and planned and planned < min(minimum, capacity.get(name, minimum)):
+            reasons.append(f"minReplicas {minimum}: {planned} left after clusters that sort first")
         running = current.get(name) or 0
         kept = min(running, planned)
         if not data["rebalance"] and kept > 0:

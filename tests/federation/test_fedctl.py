@@ -253,7 +253,7 @@ def test_plan_explains_every_cluster(clusters):
         "lab": (None, 0, 0),
     }
     assert rows["east"]["reason"] == "weight 2 of 5"
-    assert rows["lab"]["reason"].startswith("no preference for lab and no '*': 0 replicas")
+    assert rows["lab"]["reason"] == "not placed: Namespace test-namespace is not placed on lab"
     table = fedctl("plan", "test-namespace/test-deployment")
     assert table.splitlines()[0] == "Deployment test-namespace/test-deployment, revision 2: placed on east, west"
     assert "CLUSTER  WEIGHT  MIN  MAX  CURRENT  CAPACITY  PLANNED  OVERFLOW  REPLICAS  REASON" in table

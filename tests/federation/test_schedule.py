@@ -80,7 +80,24 @@ def test_rsp_replicas_planned_where_the_namespace_is_not_are_not_placed(clusters
     assert planned(resource) == {"eu-1": ("apply", 2), "eu-2": ("apply", 2)}
     decision = schedule.decide_for(resource)
     row = next(r for r in decision.schedule if r.cluster == "us-1")
-    assert row.planned == 2 and "not placed: Namespace half is not placed on us-1" in row.reason
+    assert row.planned == 2 and row.reason == (
+        "not placed: Namespace half is not placed on us-1 (the plan's 2 replica(s) for it run nowhere, as in KubeFed)"
+    )
+    assert decision.note.startswith("2 of totalReplicas 6 are placed nowhere")
+
+
+def test_replicas_no_cluster_can_take_are_said_to_be_placed_nowhere(clusters):
+    # KubeFed Planner.Plan: replicas left once every cluster is at its maxReplicas stay unplaced
+    resource = web_deployment(
+        scheduling={"totalReplicas": 10, "clusters": {"eu-1": {"weight": 1, "maxReplicas": 4}}},
+    )
+    decision = schedule.decide_for(resource)
+    assert {r.cluster: r.planned for r in decision.schedule} == {"eu-1": 4, "eu-2": 0, "us-1": 0}
+    assert decision.note.startswith("6 of totalReplicas 10 are placed nowhere")
+
+
+def test_a_plan_that_places_every_replica_has_no_note(clusters):
+    assert schedule.decide_for(web_deployment(scheduling={"totalReplicas": 6})).note == ""
 
 
 def test_not_ready_clusters_are_skipped_and_left_out_of_scheduling(clusters):

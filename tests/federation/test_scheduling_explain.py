@@ -43,3 +43,23 @@ def test_no_preference_and_rebalanced_replicas_are_named():
         {"totalReplicas": 4, "rebalance": True, "clusters": {"*": {"weight": 1}}}, ["a", "b"], current={"b": 4}
     )
     assert moved["b"].reason == "2 of 4 running moved (rebalance on)"
+
+
+def test_min_replicas_above_total_replicas_is_named_as_capped():
+    """KubeFed's minimums pass gives a cluster at most what is left of totalReplicas; the words said
+    "weight 1 of 2" (a reviewer's finding)."""
+    found = rows(
+        {"totalReplicas": 5, "clusters": {"dev": {"weight": 0}, "legacy": {"weight": 1, "minReplicas": 9}}},
+        ["dev", "legacy"],
+    )
+    assert (found["legacy"].planned, found["legacy"].reason) == (5, "minReplicas 9 first, capped at totalReplicas 5")
+    assert (found["dev"].planned, found["dev"].reason) == (0, "weight 0 and no minReplicas")
+
+
+def test_min_replicas_left_short_by_clusters_that_sort_first():
+    found = rows(
+        {"totalReplicas": 5, "clusters": {"a": {"weight": 2, "minReplicas": 4}, "b": {"weight": 1, "minReplicas": 4}}},
+        ["a", "b"],
+    )
+    assert (found["a"].planned, found["a"].reason) == (4, "minReplicas 4 first")
+    assert (found["b"].planned, found["b"].reason) == (1, "minReplicas 4: 1 left after clusters that sort first")
