@@ -58,3 +58,8 @@ class TextConverter:
 
     def to_url(self, value: str) -> str:
         return value
+
+
+def with_article(phrase: str) -> str:
+    """``phrase`` after "a" or "an", by its first letter ("an Approved request", "a Draft request")."""
+    return f"{'an' if phrase[:1].lower() in 'aeiou' else 'a'} {phrase}"

@@ -58,11 +58,12 @@ class WaveState(models.TextChoices):
     PASSED = "Passed", "Passed"
     FAILED = "Failed", "Failed"
     ROLLED_BACK = "RolledBack", "RolledBack"
+    ABORTED = "Aborted", "Aborted"  # the rollout was aborted while this wave applied or baked
 
     @classmethod
     def started(cls) -> tuple[str, ...]:
         """Waves whose clusters may hold the new revision."""
-        return (cls.APPLYING, cls.BAKING, cls.PASSED, cls.FAILED)
+        return (cls.APPLYING, cls.BAKING, cls.PASSED, cls.FAILED, cls.ABORTED)
 
 
 class Decision(models.TextChoices):

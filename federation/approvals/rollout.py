@@ -46,6 +46,7 @@ from federation.rollout_strategy import assign_waves, auto_rollback_for
 from fedportal.audit import record_event, record_events
 from fedportal.masking import is_secret_kind, scrub_message
 from fedportal.roles import Role, require_role
+from fedportal.text import with_article
 
 logger = logging.getLogger(__name__)
 
@@ -779,6 +780,8 @@ def _halt(rollout: Rollout, wave: RolloutWave, reason: str) -> None:
 
 
 def _updated_clusters(waves: list[RolloutWave]) -> list[str]:
+    """The clusters a wave got to: Excluded ones too, so that a rollback's run records the previous
+    revision for them as well (re-sync repeats that once their isolation is lifted)."""
     return sorted({n for wave in waves for n, s in wave.cluster_states.items() if s != C_PENDING})
 
 
@@ -816,7 +819,8 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
             pk=rollout.pk, state__in=(RolloutState.HALTED, RolloutState.PAUSED, RolloutState.WAITING_APPROVAL)
         ).update(state=RolloutState.ROLLED_BACK, finished_at=now, updated_at=now):
             raise RolloutError(
-                f"CR-{cr.pk}'s rollout is {_state_now(rollout)}: only a halted or paused one can be rolled back."
+                f"CR-{cr.pk}'s rollout is {_state_now(rollout)}: only a halted, paused or waiting (for a wave's "
+                "approval) one can be rolled back."
             )
         waves = list(RolloutWave.objects.select_for_update().filter(rollout_id=rollout.pk).order_by("index"))
         names = _updated_clusters(waves)
@@ -855,7 +859,11 @@ def _roll_back(rollout: Rollout, *, actor, reason: str) -> ChangeRequest:
         rollback.runs.add(*runs)
         for wave in waves:
             if wave.state in WaveState.started():
-                states = {n: (C_ROLLED_BACK if s != C_PENDING else s) for n, s in wave.cluster_states.items()}
+                # a cluster the wave left out (isolated: Excluded) never had the revision to roll back
+                states = {
+                    n: (C_ROLLED_BACK if s not in (C_PENDING, C_EXCLUDED) else s)
+                    for n, s in wave.cluster_states.items()
+                }
                 RolloutWave.objects.filter(pk=wave.pk).update(state=WaveState.ROLLED_BACK, cluster_states=states)
         ChangeRequest.objects.filter(pk=cr.pk, state=ChangeState.APPLYING).update(
             state=ChangeState.ROLLED_BACK, outcome=outcome_rows(cr.runs.all()), finished_at=now, updated_at=now
@@ -911,7 +919,8 @@ def _operator_move(cr, *, actor, expected: tuple[str, ...], new: str, verb: str,
         if not Rollout.objects.filter(pk=rollout.pk, state__in=expected).update(state=new, updated_at=now, **fields):
             allowed = " or ".join(expected)
             raise RolloutError(
-                f"CR-{rollout.change_request_id}'s rollout is {_state_now(rollout)}: only a {allowed} one can be {verb}."
+                f"CR-{rollout.change_request_id}'s rollout is {_state_now(rollout)}: only {with_article(allowed)} one "
+                f"can be {verb}."
             )
         _audit(
             verb.replace(" ", "_"),
@@ -983,6 +992,10 @@ def abort_rollout(cr, *, actor, reason: str = "") -> Rollout:
             finished_at=timezone.now(),
         )
         updated = _updated_clusters(list(rollout.waves.all()))  # read under the rollout's lock
+        # the wave it stopped in is closed: it showed "Baking" with a clock that never stopped
+        RolloutWave.objects.filter(rollout=rollout, state__in=(WaveState.APPLYING, WaveState.BAKING)).update(
+            state=WaveState.ABORTED, finished_at=timezone.now()
+        )
         final = ChangeState.PARTIALLY_FAILED if updated else ChangeState.CANCELLED
         ChangeRequest.objects.filter(pk=rollout.change_request_id, state=ChangeState.APPLYING).update(
             state=final,

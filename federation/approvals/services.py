@@ -57,6 +57,7 @@ from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
 from fedportal.roles import Role, has_role, require_role
+from fedportal.text import with_article
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def _illegal(pk, actual, verb: str, expected) -> str:
     if actual is None:
         return f"CR-{pk} no longer exists."
     allowed = " or ".join(ChangeState(s).label for s in expected)
-    return f"CR-{pk} is {ChangeState(actual).label}: only a {allowed} request can be {verb}."
+    return f"CR-{pk} is {ChangeState(actual).label}: only {with_article(allowed)} request can be {verb}."
 
 
 def _require_state(cr: ChangeRequest, expected: tuple[str, ...], verb: str) -> None:

@@ -411,7 +411,7 @@ def test_drift_policy_change_voids_approvals_of_an_open_edit_and_sends_approved_
     cr.refresh_from_db()
     assert cr.state == ChangeState.SUBMITTED
     assert services.approval_summary(cr).void == 1
-    with pytest.raises(services.TransitionError, match="only a Approved request can be applied"):
+    with pytest.raises(services.TransitionError, match="only an Approved request can be applied"):
         services.apply_change_request(cr, actor=operator)
 
 

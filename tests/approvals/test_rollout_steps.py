@@ -755,6 +755,27 @@ def test_a_wave_whose_every_cluster_is_excluded_halts_rather_than_vouching_for_t
     assert rollout.state == RolloutState.ROLLED_BACK
     assert "no cluster of the wave could be checked: m128 is isolated" in rollout.halt_reason
     assert {name: image(ready_fleet, name) for name in MEMBERS} == dict.fromkeys(MEMBERS, "nginx:1.25")
+    # it never had the revision: still Excluded, not "RolledBack" (a reviewer's finding)
+    assert rollout.waves.get(name="canary").cluster_states == {"m128": "Excluded"}
+
+
+def test_an_abort_closes_the_wave_it_stopped_in(ready_fleet, operator, approver, second_approver):
+    """The wave an abort stopped in showed "Baking" with a clock that kept counting."""
+    strategy = {
+        "waves": [
+            {"name": "canary", "clusters": ["m128"], "bakeSeconds": 3600},
+            {"name": "others", "clusters": ["m127", "m130", "m131"]},
+        ]
+    }
+    rollout = approved_change(operator, [approver, second_approver], strategy)
+    rollouts.advance_rollout(rollout.pk)
+    assert rollout.waves.get(name="canary").state == WaveState.BAKING
+    rollouts.abort_rollout(rollout.change_request, actor=operator, reason="test")
+    canary = rollout.waves.get(name="canary")
+    assert canary.state == WaveState.ABORTED and canary.finished_at is not None
+    assert rollout.waves.get(name="others").state == WaveState.PENDING
+    [shown, _] = rollouts.rollout_status(rollout.change_request)["waves"]
+    assert shown["state"] == "Aborted" and shown["bakeRemaining"] is None
 
 
 def test_a_rollback_never_deletes_an_object_that_was_there_before_the_change(

@@ -106,7 +106,7 @@ def test_revising_an_approved_request_sends_it_back_to_submitted(dev_resource, o
     )
     cr = services.revise_change_request(cr, actor=operator, revision=new)
     assert cr.state == ChangeState.SUBMITTED
-    with pytest.raises(services.TransitionError, match="only a Approved request can be applied"):
+    with pytest.raises(services.TransitionError, match="only an Approved request can be applied"):
         services.apply_change_request(cr, actor=operator)
 
 
@@ -135,7 +135,7 @@ def test_illegal_transitions_are_refused_with_a_reason(dev_resource, operator, a
     cr = draft(dev_resource, operator)
     with pytest.raises(services.TransitionError, match="CR-.* is Draft: only a Submitted request can be approved"):
         services.approve(cr, actor=approver)
-    with pytest.raises(services.TransitionError, match="only a Approved request can be applied"):
+    with pytest.raises(services.TransitionError, match="only an Approved request can be applied"):
         services.apply_change_request(cr, actor=operator)
     services.cancel(cr, actor=operator)
     with pytest.raises(services.TransitionError, match="is Cancelled: only a Draft request can be submitted"):
