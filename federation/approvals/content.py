@@ -196,6 +196,53 @@ def _settings_authors(cr, resource_ids, *, strategy: bool = True) -> dict[int, s
     return authors
 
 
+SETTING_LABELS = {"retention": "Retention", "drift_policy": "Drift policy", "rollout_strategy": "Rollout strategy"}
+
+
+def settings_under_review(cr) -> list[dict]:
+    """The settings of ``cr``'s resource that an approval of ``cr`` covers (``approved_content_hash``)
+    and that changed since approvers last approved a request holding them: for each, what it was
+    then, what it is now, who changed it and when (the request's page shows them beside the diff:
+    a drift policy switched to Enforce made FedPortal write to clusters once approved, and the
+    approver saw "No change"). A setting never changed since, or never changed at all, is left out."""
+    if cr.resource_id is None or cr.kind not in _SETTINGS_IN_CONTENT:
+        return []
+    names = list(_SETTINGS_IN_CONTENT[cr.kind])
+    if cr.kind in STAGED_KINDS and cr.rollout_strategy is None:
+        names.append("rollout_strategy")
+    seen = _settings_reviewed_at([cr.resource_id], besides=cr.pk).get(cr.resource_id, {})
+    changes = SettingsChange.objects.filter(resource_id=cr.resource_id).order_by("created_at", "id")
+    found: dict[str, dict] = {}
+    for change in changes.select_related("author"):
+        before, after = change.before or {}, change.after or {}
+        for name in names:
+            if name not in after or before.get(name) == after[name]:
+                continue
+            if name in seen and seen[name] > change.created_at:
+                continue  # approved by others since
+            row = found.setdefault(name, {"name": name, "label": SETTING_LABELS[name], "before": before.get(name)})
+            row.update(
+                after=after[name],
+                by=change.author.get_username() if change.author else "system",
+                at=change.created_at,
+            )
+    rows = [found[name] for name in names if name in found and found[name]["before"] != found[name]["after"]]
+    for row in rows:
+        row["before_text"], row["after_text"] = (setting_text(row["name"], row[k]) for k in ("before", "after"))
+    return rows
+
+
+def setting_text(name: str, value) -> str:
+    """A setting's value in words (a rollout strategy by its waves)."""
+    if name != "rollout_strategy":
+        return str(value) if value not in (None, "") else "(not set)"
+    waves = [w.get("name", "?") for w in (value or {}).get("waves") or [] if isinstance(w, dict)]
+    if not waves:
+        return "no waves: every placed cluster at once, no health gates or automatic rollback"
+    extra = ", automatic rollback" if (value or {}).get("autoRollback") else ""
+    return f"{len(waves)} wave(s): {', '.join(waves)}{extra}"
+
+
 def content_authors(cr) -> dict[int, str]:
     """Everyone whose approval of ``cr`` does not count, with what they wrote."""
     authors: dict[int, str] = {}

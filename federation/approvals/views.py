@@ -19,7 +19,7 @@ from federation import propagation
 from federation.approvals import rollout as rollouts
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, RolloutState
-from federation.approvals.content import content_authors
+from federation.approvals.content import content_authors, settings_under_review
 from federation.approvals.filtersets import ChangeRequestFilterSet
 from federation.approvals.forms import (
     ApproveForm,
@@ -132,6 +132,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "rollout": rollout,
         "planned_waves": planned_waves,
         "skips_waves": cr.is_open and rollouts.skips_waves(cr),
+        "settings_changes": settings_under_review(cr) if cr.is_open else [],
         "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
         "can_pause": operator and rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
         "can_resume": operator and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED),

@@ -602,3 +602,32 @@ def test_a_request_for_the_propagated_revision_is_allowed_while_a_cluster_lacks_
     PropagatedVersion.objects.filter(cluster=prod_cluster).update(status="Removed", applied_manifest=None)
     with pytest.raises(services.TransitionError, match="already what the clusters have"):
         services.create_change_request(FederatedResource.objects.get(pk=resource.pk), actor=operator)
+
+
+def test_the_request_page_shows_approvers_the_settings_changed_since_they_were_last_approved(
+    client, dev_resource, operator, approver
+):
+    """A drift policy switched to Enforce showed "No change" to the approver, who approved FedPortal
+    writing to clusters on its own (a reviewer's finding); a strategy dropping its waves likewise."""
+    resource = applied(dev_resource, operator, approver)
+    set_settings(resource, operator, drift_policy=DriftPolicy.ENFORCE)
+    federation_services.set_rollout_strategy(
+        FederatedResource.objects.get(pk=resource.pk),
+        {"waves": [{"name": "canary", "clusters": ["dev-a"]}]},
+        actor=operator,
+    )
+    cr = submitted(FederatedResource.objects.get(pk=resource.pk), operator)
+    client.force_login(approver)
+    page = client.get(reverse("approvals:change_detail", args=[cr.pk])).content.decode()
+    section = page.split('id="cr-settings-changes"', 1)[1].split("</section>", 1)[0]
+    assert "<td>Drift policy</td><td>Report</td><td><strong>Enforce</strong></td><td>otto-operator" in section
+    assert "<td>Rollout strategy</td><td>no waves: every placed cluster at once" in section
+    assert "<strong>1 wave(s): canary</strong>" in section
+    # once approved and applied, the next request has nothing new to show
+    services.sync_change_request(services.approve(cr, actor=approver))
+    resource = FederatedResource.objects.get(pk=resource.pk)
+    later = submitted(FederatedResource.objects.get(pk=edit(resource, operator, 5).resource_id), operator)
+    assert (
+        'id="cr-settings-changes"'
+        not in client.get(reverse("approvals:change_detail", args=[later.pk])).content.decode()
+    )
