@@ -497,6 +497,14 @@ def _step_done(managed: ManagedCluster, step: dict) -> bool:
     return md is not None and md["version"] == step["to"] and not machine_deployment_rolling_out(md)
 
 
+def _declared_now(managed: ManagedCluster, step: dict) -> str | None:
+    """The version the running step's object declares as last read (None: not there to read)."""
+    if step["kind"] == "controlPlane":
+        return (managed.control_plane or {}).get("version")
+    md = next((d for d in managed.machine_deployments if d["name"] == step["name"]), None)
+    return md["version"] if md is not None else None
+
+
 def _upgraded_parts(plan: UpgradePlan) -> str:
     """What the finished plan upgraded, in words: the control plane, the workers, or both."""
     kinds = {s["kind"] for s in plan.steps}
@@ -544,6 +552,16 @@ def _advance(plan: UpgradePlan):
         if following is None:
             return ChangeState.APPLIED, f"{managed.name} runs {plan.target_version} ({_upgraded_parts(plan)})."
         return _start_or_fail(plan, following)
+    declared = _declared_now(managed, step)
+    if not read_error and declared is not None and declared != step["to"]:
+        # changed after our patch (a kubectl edit, a downgrade): the roll it waits for will never come
+        return _fail(
+            plan,
+            step,
+            f"{_step_names([step])[0]}: {step['name']} now declares {declared}, not {step['to']}: it was changed "
+            "outside FedPortal after the upgrade set it. The upgrade is halted; find out who changed it, then "
+            "request the rest again.",
+        )
     marker = _marker(managed)
     if marker != plan.progress_marker:
         plan.progress_marker, plan.last_progress_at = marker, now

@@ -159,3 +159,21 @@ def test_a_step_whose_patch_landed_but_was_not_recorded_is_taken_as_started(capi
     assert cr.state == ChangeState.APPLYING, cr.apply_error
     cr = synced_until_done(cr)
     assert cr.state == ChangeState.APPLIED, cr.apply_error
+
+
+def test_a_step_whose_object_is_changed_after_its_patch_fails_at_once_saying_so(capi, operator):
+    """The workers were set back by hand after the step set them: the step waited for a roll to the
+    target that would never come, for its whole stuck period, and then blamed the machines (a
+    reviewer's finding). It fails at the next look, naming the version found."""
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator, scope="control-plane")
+    UpgradePlan.objects.filter(change_request=cr).update(stuck_seconds=3600)
+    cr = applying(cr)
+    assert cr.state == ChangeState.APPLYING
+    assert UpgradePlan.objects.get(change_request=cr).steps[0]["state"] == "running"
+    kubectl_patch(rows["host"], "kubeadmcontrolplanes", "w2-control-plane", {"spec": {"version": "v1.29.5"}})
+    UpgradePlan.objects.filter(change_request=cr).update(synced_at=None)  # the next pass, without its wait
+    cr = approvals.sync_change_request(cr.pk)
+    assert cr.state == ChangeState.FAILED, cr.apply_error
+    assert "w2-control-plane now declares v1.29.5, not v1.29.6" in cr.apply_error
+    assert "changed outside FedPortal" in cr.apply_error and "fix the machines" not in cr.apply_error
