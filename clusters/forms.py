@@ -332,7 +332,7 @@ class BulkLabelForm(forms.Form):
         self.fields["ids"].choices = [
             (pk, pk)
             for pk in (self.data.getlist("ids") if hasattr(self.data, "getlist") else [])
-            if is_number(str(pk)) and 0 < int(pk) < 2**63
+            if is_number(str(pk)) and len(str(pk)) <= 19 and 0 < int(pk) < 2**63
         ]
 
     def clean_remove(self):

@@ -120,6 +120,8 @@ def parse_kubeconfig(
             _fill_user(entry, user, user_name, base)
         if server_problem and not entry.problem:
             entry.problem = server_problem
+        if entry.ca_data and insecure and not entry.problem:  # client-go refuses this pair too
+            entry.problem = "it gives a certificate authority and insecure-skip-tls-verify: give one or the other"
         result.append(entry)
     return result
 

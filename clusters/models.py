@@ -17,7 +17,6 @@ from clusters.validators import (
     validate_dns1123_label,
     validate_labels,
     validate_no_userinfo,
-    validate_port,
 )
 
 api_server_validator = URLValidator(schemes=["https", "http"])
@@ -49,7 +48,7 @@ class Cluster(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[validate_dns1123_label])
     api_server = models.CharField(
-        "API server URL", max_length=2048, validators=[api_server_validator, validate_no_userinfo, validate_port]
+        "API server URL", max_length=2048, validators=[api_server_validator, validate_no_userinfo]
     )
     role = models.CharField(max_length=16, choices=ClusterRole.choices, default=ClusterRole.MEMBER)
     labels = models.JSONField(default=dict, blank=True, validators=[validate_labels])

@@ -435,10 +435,7 @@ def _start_step(plan: UpgradePlan, step: dict, *, actor=None) -> None:
     if managed is None:
         raise UpgradeRefused("The Cluster API cluster is no longer known.")
     conn = connection_for(managed.management)
-    if step["kind"] == "controlPlane":
-        api_version, plural, path = lifecycle.CP_GV, "kubeadmcontrolplanes", "/spec/version"
-    else:
-        api_version, plural, path = lifecycle.CAPI_GV, "machinedeployments", "/spec/template/spec/version"
+    api_version, plural, path = _object_of(step)
     # a JSON patch whose test makes it a compare-and-set: it changes the version only while the object
     # still declares the one the rules judged (a kubectl edit meanwhile would otherwise be overwritten,
     # a downgrade included: Cluster API's webhook does not refuse one)
@@ -467,6 +464,13 @@ def _start_step(plan: UpgradePlan, step: dict, *, actor=None) -> None:
     plan.last_progress_at = timezone.now()
     plan.progress_marker = ""
     _audit_step(plan, "step_started", step, f"CR-{plan.change_request_id}: {_step_names([step])[0]} started", actor)
+
+
+def _object_of(step: dict) -> tuple[str, str, str]:
+    """The API version, resource and version field of the object ``step`` patches."""
+    if step["kind"] == "controlPlane":
+        return lifecycle.CP_GV, "kubeadmcontrolplanes", "/spec/version"
+    return lifecycle.CAPI_GV, "machinedeployments", "/spec/template/spec/version"
 
 
 def _declares(conn, managed: ManagedCluster, api_version: str, plural: str, name: str, path: str) -> str | None:
@@ -553,6 +557,10 @@ def _advance(plan: UpgradePlan):
             return ChangeState.APPLIED, f"{managed.name} runs {plan.target_version} ({_upgraded_parts(plan)})."
         return _start_or_fail(plan, following)
     declared = _declared_now(managed, step)
+    if not read_error and declared is not None and declared != step["to"]:
+        # read again from the cluster itself: the stored summary may be a poll's that listed before our patch
+        api_version, plural, path = _object_of(step)
+        declared = _declares(connection_for(managed.management), managed, api_version, plural, step["name"], path)
     if not read_error and declared is not None and declared != step["to"]:
         # changed after our patch (a kubectl edit, a downgrade): the roll it waits for will never come
         return _fail(

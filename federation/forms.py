@@ -389,16 +389,6 @@ class FederatedTypeForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["scope"].choices = TypeScope.choices
 
-    def clean_group(self):
-        group = self.cleaned_data["group"]
-        if group == "kubefed.io" or group.endswith(".kubefed.io"):
-            raise forms.ValidationError(
-                f"{group} is KubeFed's own API group (its FederatedTypeConfigs and Federated* wrappers): "
-                "name the type being federated, e.g. group apps for Deployment.",
-                code="kubefed_group",
-            )
-        return group
-
 
 class RevisionCompareForm(forms.Form):
     against = forms.IntegerField(required=False, min_value=1)

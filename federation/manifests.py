@@ -122,13 +122,15 @@ def override_metadata_problems(rendered: dict, overrides: list[dict]) -> list[st
     that adds a label kube-apiserver refuses failed only at apply, on that cluster). For new
     overrides only, as ``metadata_problems``; overrides that do not apply are reported elsewhere."""
     problems = []
+    # only what the overrides bring: the template's own (a stored one, saved before the check) is not theirs
+    inherited = set(metadata_problems(rendered))
     for entry in overrides:
         try:
             manifest = apply_operations(rendered, entry["clusterOverrides"], cluster=entry["clusterName"])
         except OverrideError:
             continue
         where = f"Override for cluster {entry['clusterName']!r}: "
-        problems += [where + problem for problem in metadata_problems(manifest)]
+        problems += [where + problem for problem in metadata_problems(manifest) if problem not in inherited]
     return problems
 
 

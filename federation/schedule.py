@@ -177,11 +177,12 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
             )
     if decision.schedule and not decision.note:
         total = (revision.scheduling or {}).get("totalReplicas") or 0
-        placed = sum(row.planned for row in decision.schedule if row.cluster in targets)
+        # what each placed cluster is given (planned and overflow, as KubeFed writes spec.replicas)
+        placed = sum(row.replicas for row in decision.schedule if row.cluster in targets)
         if placed < total:
             decision.note = (
-                f"{total - placed} of totalReplicas {total} are placed nowhere: the clusters that can take them "
-                "are at their maxReplicas or capacity, or not placed (KubeFed's planner leaves them unplaced too)."
+                f"{total - placed} of totalReplicas {total} are given to no cluster (each cluster's reason says "
+                "why); KubeFed's planner leaves them unplaced too."
             )
     decision.targets = sorted(targets)
     return decision

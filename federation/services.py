@@ -461,10 +461,23 @@ def _type_snapshot(ftype: FederatedType) -> dict:
     return {name: getattr(ftype, name) for name in TYPE_FIELDS}
 
 
+def _refuse_kubefed_group(group: str) -> None:
+    """KubeFed's own API groups hold its FederatedTypeConfigs and Federated* wrappers, not a type to
+    federate (the form, ``fedctl enable`` and the API all come here)."""
+    if group == "kubefed.io" or group.endswith(".kubefed.io"):
+        raise ValidationError(
+            {
+                "group": f"{group} is KubeFed's own API group (its FederatedTypeConfigs and Federated* wrappers): "
+                "name the type being federated, e.g. group apps for Deployment."
+            }
+        )
+
+
 def create_type(*, actor=None, **values) -> FederatedType:
     require_actor_role(actor, Role.ADMIN)
     ftype = FederatedType(**{k: values[k] for k in TYPE_FIELDS if k in values})
     ftype.full_clean()
+    _refuse_kubefed_group(ftype.group)
     with transaction.atomic():
         ftype.save()
         record_event(
@@ -480,6 +493,8 @@ def create_type(*, actor=None, **values) -> FederatedType:
 def update_type(ftype: FederatedType, *, actor=None, **changes) -> FederatedType:
     require_actor_role(actor, Role.ADMIN)
     before = _type_snapshot(ftype)
+    if "group" in changes and changes["group"] != before["group"]:  # a type stored before stays editable
+        _refuse_kubefed_group(changes["group"])
     for key, value in changes.items():
         if key not in TYPE_FIELDS:
             raise FederationError(f"{key} is not a federated type field.")

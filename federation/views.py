@@ -491,7 +491,8 @@ def type_edit(request, pk=None):
                             FederatedType.objects.get(pk=ftype.pk), actor=request.user, **values
                         )
             except ValidationError as exc:
-                for field, errors in getattr(exc, "error_dict", {None: exc.error_list}).items():
+                # a dict error has no error_list: getattr's default would be evaluated, and fail, first
+                for field, errors in (exc.error_dict if hasattr(exc, "error_dict") else {None: exc.error_list}).items():
                     form.add_error(field if field in form.fields else None, errors)
             else:
                 messages.success(request, f"Saved federated type {ftype.name}.")

@@ -18,7 +18,7 @@ from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.models import ChangeRequest, Rollout
 from federation.models import FederatedResource
-from fedportal.roles import Role
+from fedportal.roles import Role, require_role
 
 router = Router(tags=["change requests"])
 
@@ -287,6 +287,7 @@ def get_change(request, change_id: int):
 def create_change(request, body: ChangeRequestIn):
     kwargs = {"actor": request.user, "title": body.title, "description": body.description}
     if body.kind == ChangeKind.UNJOIN:
+        require_role(request.user, Role.ADMIN)  # before the body's checks, as for every write's role
         if body.cluster_id is None:
             raise ApiError(
                 400, "invalid", "An unjoin request needs cluster_id.", {"cluster_id": ["Required for kind=unjoin."]}

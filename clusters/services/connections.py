@@ -12,7 +12,7 @@ from django.db.models import Q
 from clusters import addresses, kube
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
-from clusters.validators import normalize_api_server
+from clusters.validators import normalize_api_server, validate_port
 
 # Fields shown in audit before/after snapshots (never credentials).
 AUDIT_FIELDS = ("name", "api_server", "role", "labels", "insecure_skip_tls_verify", "auth_method", "credential_version")
@@ -126,10 +126,16 @@ def check_transport(api_server: str, credentials: dict) -> None:
 
 
 def check_address(api_server: str) -> None:
-    """A link-local or cloud-metadata API server is refused when it is registered or changed (unless
+    """Checks of an API server URL made when it is registered or changed, not when a cluster stored
+    before them is edited otherwise: a port in 1-65535 (URLValidator takes any five digits, and one
+    such row stopped the Cluster API refresh), and no link-local or cloud-metadata host (unless
     FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS), as the form's connection test and the kubeconfig upload
-    refuse it: the API with ``verify: false`` stored it, and nothing could reach it. Names are not
-    resolved here; the client checks the addresses they resolve to at every connection."""
+    refuse them: the API with ``verify: false`` stored them, and nothing could reach them. Names are
+    not resolved here; the client checks the addresses they resolve to at every connection."""
+    try:
+        validate_port(api_server)
+    except ValidationError as exc:
+        raise ValidationError({"api_server": exc.messages}) from None
     if settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
         return
     if reason := addresses.blocked_reason(api_server, resolve=False):
@@ -141,11 +147,17 @@ def check_address(api_server: str) -> None:
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
     if ca_bundle and "BEGIN CERTIFICATE" not in ca_bundle:
         raise ValidationError({"ca_bundle": "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----)."})
-    if ca_bundle and insecure:  # as the form says, and as client-go refuses a kubeconfig with both
-        raise ValidationError({"insecure_skip_tls_verify": "Give a CA bundle or skip verification, not both."})
     if api_server.startswith("https://") and not ca_bundle and not insecure:
         # Without a CA bundle the system trust store is used (fine for public CAs), so this is allowed.
         return
+
+
+def check_tls_choice(ca_bundle: str, insecure: bool) -> None:
+    """A CA bundle or skipped verification, not both (as the form says, and as client-go refuses a
+    kubeconfig with both). Checked when either is set, not when a cluster stored with both is edited
+    otherwise."""
+    if ca_bundle and insecure:
+        raise ValidationError({"insecure_skip_tls_verify": "Give a CA bundle or skip verification, not both."})
 
 
 def verify_connection(conn: kube.ClusterConnection) -> ConnectionTest:

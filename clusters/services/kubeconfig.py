@@ -21,6 +21,7 @@ from clusters.services.connections import (
     apply_version,
     check_address,
     check_tls,
+    check_tls_choice,
     check_transport,
     connection_for,
     credentials_for,
@@ -255,6 +256,7 @@ def import_kubeconfig(
             validate_cluster(cluster, exclude_pk=cluster.pk, registered=registered)
             check_address(cluster.api_server)
             check_tls(cluster.api_server, ca, cluster.insecure_skip_tls_verify)
+            check_tls_choice(ca, cluster.insecure_skip_tls_verify)
             cluster.auth_method, credentials = credentials_for(
                 context.token, context.client_certificate, context.client_key
             )

@@ -15,6 +15,7 @@ from clusters.services.connections import (
     apply_version,
     check_address,
     check_tls,
+    check_tls_choice,
     check_transport,
     connection_for,
     credentials_for,
@@ -57,6 +58,7 @@ def register_cluster(
     validate_cluster(cluster)
     check_address(api_server)
     check_tls(api_server, ca_bundle, insecure_skip_tls_verify)
+    check_tls_choice(ca_bundle, insecure_skip_tls_verify)
     cluster.auth_method, credentials = credentials_for(token, client_certificate, client_key)
     check_transport(api_server, credentials)
     cluster.set_credentials(credentials)
@@ -202,9 +204,12 @@ def update_cluster(
     for field_name in changed:
         setattr(fresh, field_name, changes[field_name])
     validate_cluster(fresh, exclude_pk=fresh.pk)
-    if "api_server" in changed:  # a cluster stored before the check stays editable
+    # checked on what changes: a cluster stored before these checks stays editable otherwise
+    if "api_server" in changed:
         check_address(fresh.api_server)
     check_tls(fresh.api_server, fresh.ca_bundle, fresh.insecure_skip_tls_verify)
+    if {"ca_bundle", "insecure_skip_tls_verify"} & set(changed):
+        check_tls_choice(fresh.ca_bundle, fresh.insecure_skip_tls_verify)
     if new_credentials:
         fresh.auth_method, credentials = credentials_for(token, client_certificate, client_key)
         fresh.set_credentials(credentials)

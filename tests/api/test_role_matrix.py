@@ -207,3 +207,11 @@ def test_a_logged_in_browser_without_the_role_gets_403_before_the_body_is_read(u
     assert response.status_code == 403, response.content[:300]
     assert response.json()["error"] == "forbidden"
     assert "This action needs the admin role." in response.json()["message"]
+
+
+@pytest.mark.parametrize("body", [{"kind": "unjoin"}, {"kind": "unjoin", "cluster_id": 999999}])
+def test_an_operator_asking_for_an_unjoin_gets_403_before_the_body_is_checked(body, users, token_for):
+    """An unjoin request is an admin's: an operator got 400 "Required for kind=unjoin" or a 404."""
+    response = ApiClient(token_for(users["operator"])).post("/api/v1/change-requests", body)
+    assert response.status_code == 403, response.content[:300]
+    assert response.json()["error"] == "forbidden"

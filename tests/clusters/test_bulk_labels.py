@@ -75,6 +75,7 @@ def test_every_cluster_matching_the_filter(client, admin_user, fleet_of_five):
         {"ids": ["99999999999999999999999"], "add": "a=b"},  # past a 64-bit id: was a 500 (OverflowError)
         {"ids": ["9223372036854775808"], "add": "a=b"},  # 2**63
         {"ids": ["0"], "add": "a=b"},
+        {"ids": ["9" * 5000], "add": "a=b"},  # past int()'s 4,300 digits: a ValueError, a 500
         {"all_matching": "1", "version": "banana", "add": "a=b"},
     ],
 )

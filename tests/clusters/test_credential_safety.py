@@ -2,6 +2,7 @@
 tokens and client keys only over https:// (or http:// to loopback), "Test connection" shows status
 and reason only and refuses link-local and cloud-metadata addresses."""
 
+import base64
 import json
 from ipaddress import ip_network
 
@@ -12,6 +13,7 @@ from django.urls import reverse
 
 from clusters import addresses, kube, services
 from clusters.forms import ClusterEditForm
+from clusters.kubeconfig import parse_kubeconfig
 from clusters.models import Cluster
 from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory
@@ -387,7 +389,41 @@ def test_a_link_local_server_registers_when_the_setting_allows_it(settings):
 
 
 @pytest.mark.django_db
-def test_a_cluster_stored_with_a_link_local_server_can_still_be_relabelled(admin_user):
-    cluster = ClusterFactory(api_server="https://169.254.10.1:6443", token="old")  # stored before the check
-    services.update_cluster(cluster, labels={"env": "dev"}, verify=False, actor=admin_user)
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"api_server": "https://169.254.10.1:6443"},
+        {"api_server": "https://10.9.9.9:99999"},
+        {"ca_bundle": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n", "insecure_skip_tls_verify": True},
+    ],
+)
+def test_a_cluster_stored_before_the_checks_can_still_be_relabelled(admin_user, stored):
+    cluster = ClusterFactory(token="old")
+    Cluster.objects.filter(pk=cluster.pk).update(**stored)  # as stored before the checks
+    services.update_cluster(Cluster.objects.get(pk=cluster.pk), labels={"env": "dev"}, verify=False, actor=admin_user)
     assert Cluster.objects.get(pk=cluster.pk).labels == {"env": "dev"}
+
+
+@pytest.mark.django_db
+def test_turning_on_skipped_verification_beside_a_ca_bundle_is_refused(admin_user):
+    cluster = ClusterFactory(token="old", ca_bundle="-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n")
+    with pytest.raises(ValidationError) as info:
+        services.update_cluster(cluster, insecure_skip_tls_verify=True, verify=False, actor=admin_user)
+    assert info.value.message_dict == {"insecure_skip_tls_verify": ["Give a CA bundle or skip verification, not both."]}
+
+
+def test_a_kubeconfig_context_with_a_ca_and_skipped_verification_is_marked_unusable():
+    ca = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n").decode()
+    text = f"""
+kind: Config
+clusters:
+- {{name: both, cluster: {{server: "https://127.0.0.1:6443", certificate-authority-data: {ca}, insecure-skip-tls-verify: true}}}}
+- {{name: fine, cluster: {{server: "https://127.0.0.1:6444", insecure-skip-tls-verify: true}}}}
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: both, context: {{cluster: both, user: u}}}}, {{name: fine, context: {{cluster: fine, user: u}}}}]
+"""
+    problems = {c.name: c.problem for c in parse_kubeconfig(text)}
+    assert problems == {
+        "both": "it gives a certificate authority and insecure-skip-tls-verify: give one or the other",
+        "fine": "",
+    }

@@ -83,7 +83,7 @@ def test_rsp_replicas_planned_where_the_namespace_is_not_are_not_placed(clusters
     assert row.planned == 2 and row.reason == (
         "not placed: Namespace half is not placed on us-1 (the plan's 2 replica(s) for it run nowhere, as in KubeFed)"
     )
-    assert decision.note.startswith("2 of totalReplicas 6 are placed nowhere")
+    assert decision.note.startswith("2 of totalReplicas 6 are given to no cluster")
 
 
 def test_replicas_no_cluster_can_take_are_said_to_be_placed_nowhere(clusters):
@@ -93,7 +93,7 @@ def test_replicas_no_cluster_can_take_are_said_to_be_placed_nowhere(clusters):
     )
     decision = schedule.decide_for(resource)
     assert {r.cluster: r.planned for r in decision.schedule} == {"eu-1": 4, "eu-2": 0, "us-1": 0}
-    assert decision.note.startswith("6 of totalReplicas 10 are placed nowhere")
+    assert decision.note.startswith("6 of totalReplicas 10 are given to no cluster")
 
 
 def test_a_plan_that_places_every_replica_has_no_note(clusters):
@@ -147,3 +147,18 @@ def test_capacity_is_estimated_from_replicas_unready_beyond_the_threshold(cluste
     row = next(r for r in schedule.decide_for(resource).schedule if r.cluster == "us-1")
     assert (row.capacity, row.planned, row.overflow, row.replicas) == (1, 1, 2, 3)
     assert row.reason.startswith("capacity 1: 2 moved to eu-1, eu-2")
+
+
+def test_overflow_asked_for_on_a_cluster_counts_as_given_to_it(clusters, settings):
+    # KubeFed writes planned + overflow into spec.replicas: the overflow asked for on a cluster of
+    # capacity 1 counts as given to it; only what neither plans is counted as given to no cluster
+    settings.FEDERATION_UNSCHEDULABLE_SECONDS = 60
+    resource = web_deployment(
+        placement={"clusters": ["us-1"]},
+        scheduling={"totalReplicas": 3, "intersectWithClusterSelector": False, "clusters": {"us-1": {"weight": 1}}},
+    )
+    present(resource, clusters["us-1"], replicas=3, status=progressing(1, 3, ago=90))
+    decision = schedule.decide_for(resource)
+    row = next(r for r in decision.schedule if r.cluster == "us-1")
+    assert (row.capacity, row.planned, row.overflow, row.replicas) == (1, 1, 1, 2)
+    assert decision.note.startswith("1 of totalReplicas 3 are given to no cluster")

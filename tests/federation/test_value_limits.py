@@ -274,6 +274,23 @@ def test_an_override_writing_valid_labels_is_taken_and_stored_overrides_stay_res
     assert resource.current_revision.number == 3 and resource.current_revision.overrides == bad
 
 
+def test_a_new_override_is_not_blamed_for_the_stored_templates_own_labels(clusters, operator):
+    """A template stored before the label check (its label key refused today) takes a new override
+    that writes no metadata: the override is checked for what it brings, not for the template."""
+    bad = {**WEB_TEMPLATE, "metadata": {"labels": {"bad key!": "x"}}}
+    resource = services.create_resource(
+        ftype("Deployment"), namespace="shop", name="web", template=WEB_TEMPLATE, placement={"clusters": ["east"]}
+    )
+    Revision.objects.filter(pk=resource.current_revision_id).update(template=bad)  # stored before the check
+    resource.refresh_from_db()
+    replicas = [{"clusterName": "east", "clusterOverrides": [{"op": "replace", "path": "/spec/replicas", "value": 5}]}]
+    services.update_resource(
+        resource, template=bad, placement={"clusters": ["east"]}, overrides=replicas, actor=operator
+    )
+    resource.refresh_from_db()
+    assert resource.current_revision.overrides == replicas
+
+
 # --- preflight: a revision stored before these checks existed ----------------------------------------
 
 

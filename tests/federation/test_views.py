@@ -524,6 +524,20 @@ def test_kubefeds_own_api_groups_are_not_a_type_to_federate(client, admin_user, 
     assert FederatedType.objects.count() == before
 
 
+def test_a_type_stored_in_a_kubefed_group_can_still_be_switched_off_and_fedctl_cannot_add_one(admin_user):
+    from django.core.exceptions import ValidationError
+
+    from federation import services
+
+    legacy = FederatedType.objects.create(
+        group="types.kubefed.io", version="v1beta1", kind="FederatedThing", plural="ft"
+    )
+    services.update_type(legacy, actor=admin_user, propagation="Disabled")
+    assert FederatedType.objects.get(pk=legacy.pk).propagation == "Disabled"
+    with pytest.raises(ValidationError, match="is KubeFed's own API group"):
+        services.enable_type(kind="FederatedWidget", group="types.kubefed.io", version="v1beta1", actor=admin_user)
+
+
 def test_a_forged_row_count_is_one_error_not_a_page_of_them(client, operator, clusters):
     client.force_login(operator)
     response = client.post(reverse("federation:resource_create"), form_data(**{"ov-TOTAL_FORMS": "5000"}))
