@@ -56,6 +56,11 @@ PLAIN_HTTP_REFUSAL = (
 )
 
 
+def link_local_refusal(reason: str) -> str:
+    """The refusal of a link-local or metadata server (``reason`` from ``blocked_reason``)."""
+    return f"FedPortal does not connect to {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)."
+
+
 def plain_http_to_remote(url: str) -> bool:
     """True for an http:// URL whose host is not a loopback address (credentials never go there)."""
     return url.strip().lower().startswith("http://") and not is_loopback(host_of(url))

@@ -12,6 +12,7 @@ from django.core.validators import URLValidator
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
 from clusters.validators import (
+    CA_AND_SKIP_TLS_REFUSAL,
     format_label_pairs,
     normalize_api_server,
     parse_label_pairs,
@@ -116,7 +117,7 @@ class TLSMixin(forms.Form):
         if ca and "BEGIN CERTIFICATE" not in ca:
             self.add_error("ca_bundle", "Paste the CA bundle as PEM (-----BEGIN CERTIFICATE-----).")
         if ca and cleaned.get("insecure_skip_tls_verify"):
-            self.add_error("insecure_skip_tls_verify", "Give a CA bundle or skip verification, not both.")
+            self.add_error("insecure_skip_tls_verify", CA_AND_SKIP_TLS_REFUSAL)
         return cleaned
 
 

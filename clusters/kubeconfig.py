@@ -14,7 +14,7 @@ import binascii
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusters.addresses import PLAIN_HTTP_REFUSAL, blocked_reason, plain_http_to_remote
+from clusters.addresses import PLAIN_HTTP_REFUSAL, blocked_reason, link_local_refusal, plain_http_to_remote
 from clusters.validators import url_userinfo
 from fedportal.strict_yaml import StrictYAMLError, load_documents
 from fedportal.text import text_error
@@ -139,7 +139,7 @@ def _checked_server(server: str, *, allow_link_local: bool) -> tuple[str, str]:
     if plain_http_to_remote(server):
         return server, PLAIN_HTTP_REFUSAL.rstrip(".")
     if not allow_link_local and (reason := blocked_reason(server, resolve=False)):
-        return server, f"FedPortal does not connect to {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)"
+        return server, link_local_refusal(reason).rstrip(".")
     return server, ""
 
 

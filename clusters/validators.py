@@ -12,6 +12,8 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?\Z")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 LABEL_VALUE_MAX = 63
+# client-go refuses a kubeconfig cluster with both too
+CA_AND_SKIP_TLS_REFUSAL = "Give a CA bundle or skip verification, not both."
 
 
 def validate_dns1123_label(value: str) -> None:

@@ -12,7 +12,7 @@ from django.db.models import Q
 from clusters import addresses, kube
 from clusters.choices import AuthMethod, ClusterRole
 from clusters.models import Cluster
-from clusters.validators import normalize_api_server, validate_port
+from clusters.validators import CA_AND_SKIP_TLS_REFUSAL, normalize_api_server, validate_port
 
 # Fields shown in audit before/after snapshots (never credentials).
 AUDIT_FIELDS = ("name", "api_server", "role", "labels", "insecure_skip_tls_verify", "auth_method", "credential_version")
@@ -139,9 +139,7 @@ def check_address(api_server: str) -> None:
     if settings.FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS:
         return
     if reason := addresses.blocked_reason(api_server, resolve=False):
-        raise ValidationError(
-            {"api_server": f"FedPortal does not connect to {reason} (FEDPORTAL_ALLOW_LINK_LOCAL_API_SERVERS)."}
-        )
+        raise ValidationError({"api_server": addresses.link_local_refusal(reason)})
 
 
 def check_tls(api_server: str, ca_bundle: str, insecure: bool) -> None:
@@ -157,7 +155,7 @@ def check_tls_choice(ca_bundle: str, insecure: bool) -> None:
     kubeconfig with both). Checked when either is set, not when a cluster stored with both is edited
     otherwise."""
     if ca_bundle and insecure:
-        raise ValidationError({"insecure_skip_tls_verify": "Give a CA bundle or skip verification, not both."})
+        raise ValidationError({"insecure_skip_tls_verify": CA_AND_SKIP_TLS_REFUSAL})
 
 
 def verify_connection(conn: kube.ClusterConnection) -> ConnectionTest:

@@ -2,6 +2,7 @@
 
     approved_content_hash(kind, resource, revision, cluster) -> str
     content_authors(cr) -> dict[int, str]      user id -> what they wrote ("revision 4", ...)
+    content_review(cr) -> (authors, settings)  the request page's authors and settings under review
 
 The hash covers everything that decides what applying the request does: the proposed revision
 (template, placement, overrides, scheduling), the resource's retention and drift policy, and the
@@ -171,7 +172,7 @@ def _settings_reviewed_at(resource_ids, *, besides) -> dict[int, dict[str, datet
     return reviewed
 
 
-def _settings_authors(cr, resource_ids, *, strategy: bool = True) -> dict[int, str]:
+def _settings_authors(cr, resource_ids, *, strategy: bool = True, reviewed=None) -> dict[int, str]:
     """Who changed retention, drift policy or rollout strategy since a request whose content held
     that change was approved by others. A run is no such proof: a rollout approved before the change
     starts its later waves after it, and an emergency apply has no approvers."""
@@ -181,7 +182,8 @@ def _settings_authors(cr, resource_ids, *, strategy: bool = True) -> dict[int, s
         .order_by("created_at", "id")
         .values_list("resource_id", "author_id", "before", "after", "created_at")
     )
-    reviewed = _settings_reviewed_at(resource_ids, besides=cr.pk)
+    if reviewed is None:
+        reviewed = _settings_reviewed_at(resource_ids, besides=cr.pk)
     authors: dict[int, str] = {}
     for resource_id, author_id, before, after, created_at in changes:
         after, before = after or {}, before or {}
@@ -199,7 +201,7 @@ def _settings_authors(cr, resource_ids, *, strategy: bool = True) -> dict[int, s
 SETTING_LABELS = {"retention": "Retention", "drift_policy": "Drift policy", "rollout_strategy": "Rollout strategy"}
 
 
-def settings_under_review(cr) -> list[dict]:
+def settings_under_review(cr, *, reviewed=None) -> list[dict]:
     """The settings of ``cr``'s resource that an approval of ``cr`` covers (``approved_content_hash``)
     and that changed since approvers last approved a request holding them: for each, what it was
     then, what it is now, who changed it and when (the request's page shows them beside the diff:
@@ -210,7 +212,9 @@ def settings_under_review(cr) -> list[dict]:
     names = list(_SETTINGS_IN_CONTENT[cr.kind])
     if cr.kind in STAGED_KINDS and cr.rollout_strategy is None:
         names.append("rollout_strategy")
-    seen = _settings_reviewed_at([cr.resource_id], besides=cr.pk).get(cr.resource_id, {})
+    if reviewed is None:
+        reviewed = _settings_reviewed_at([cr.resource_id], besides=cr.pk)
+    seen = reviewed.get(cr.resource_id, {})
     changes = SettingsChange.objects.filter(resource_id=cr.resource_id).order_by("created_at", "id")
     found: dict[str, dict] = {}
     for change in changes.select_related("author"):
@@ -243,18 +247,29 @@ def setting_text(name: str, value) -> str:
     return f"{len(waves)} wave(s): {', '.join(waves)}{extra}"
 
 
-def content_authors(cr) -> dict[int, str]:
-    """Everyone whose approval of ``cr`` does not count, with what they wrote."""
+def _content_resource_ids(cr) -> list[int]:
+    if cr.kind == ChangeKind.UNJOIN:
+        return [pv.resource_id for pv in _present_on(cr.cluster)] if cr.cluster_id else []
+    return [cr.resource_id] if cr.resource_id else []
+
+
+def content_authors(cr, *, reviewed=None) -> dict[int, str]:
+    """Everyone whose approval of ``cr`` does not count, with what they wrote. ``reviewed``: the
+    settings' review times when the caller has read them already (``content_review``)."""
     authors: dict[int, str] = {}
     if cr.author_id is not None:
         authors[cr.author_id] = "this request"
     for author_id, what in _revision_authors(cr).items():
         authors.setdefault(author_id, what)
-    if cr.kind == ChangeKind.UNJOIN:
-        resource_ids = [pv.resource_id for pv in _present_on(cr.cluster)] if cr.cluster_id else []
-    else:
-        resource_ids = [cr.resource_id] if cr.resource_id else []
     staged = cr.kind in STAGED_KINDS and cr.rollout_strategy is None
-    for author_id, what in _settings_authors(cr, resource_ids, strategy=staged).items():
+    for author_id, what in _settings_authors(cr, _content_resource_ids(cr), strategy=staged, reviewed=reviewed).items():
         authors.setdefault(author_id, what)
     return authors
+
+
+def content_review(cr) -> tuple[dict[int, str], list[dict]]:
+    """What a request's page shows of its content's authors and settings (``content_authors`` and,
+    while the request is open, ``settings_under_review``), reading the settings' history once."""
+    reviewed = _settings_reviewed_at(_content_resource_ids(cr), besides=cr.pk)
+    authors = content_authors(cr, reviewed=reviewed)
+    return authors, settings_under_review(cr, reviewed=reviewed) if cr.is_open else []

@@ -19,7 +19,7 @@ from federation import propagation
 from federation.approvals import rollout as rollouts
 from federation.approvals import selectors, services
 from federation.approvals.choices import ChangeKind, ChangeState, Decision, RolloutState
-from federation.approvals.content import content_authors, settings_under_review
+from federation.approvals.content import content_review
 from federation.approvals.filtersets import ChangeRequestFilterSet
 from federation.approvals.forms import (
     ApproveForm,
@@ -107,7 +107,7 @@ def home_panel(request):
 
 def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
     approvals = list(cr.approvals.all())
-    authors = content_authors(cr)
+    authors, settings_changes = content_review(cr)
     summary = services.approval_summary(cr, approvals, authors)
     user = request.user
     is_author = cr.author_id == user.pk
@@ -132,7 +132,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "rollout": rollout,
         "planned_waves": planned_waves,
         "skips_waves": cr.is_open and rollouts.skips_waves(cr),
-        "settings_changes": settings_under_review(cr) if cr.is_open else [],
+        "settings_changes": settings_changes,
         "rollback_of": cr.rollback_of if cr.rollback_of_id else None,
         "can_pause": operator and rollout_state in (RolloutState.PROGRESSING, RolloutState.WAITING_APPROVAL),
         "can_resume": operator and rollout_state in (RolloutState.PAUSED, RolloutState.HALTED),
