@@ -81,6 +81,7 @@ CHUNK_TARGET_FIELDS = (
     "action",
     "replicas",
     "attempts",
+    "lease_until",
     *(f"cluster__{name}" for name in (*FIELDS_READ_BY_CONNECTION_FOR, "server_version", "isolated", "isolated_reason")),
 )
 
@@ -128,14 +129,41 @@ def network_pool() -> ThreadPoolExecutor:
         return _pool[2]
 
 
+def release_targets(targets: list[PropagationTarget]) -> int:
+    """Give back the claimed ``targets`` whose outcome was not recorded (the call that claimed them
+    failed: a database error its task retries): they are due for a retry now, so the task's own retry
+    claims them again. Held until their lease ran out, that retry found them held, returned, and left
+    them for the stale sweep, minutes later (a run waited on them). The attempt still counts."""
+    if not targets:
+        return 0
+    return PropagationTarget.objects.filter(
+        run_id=targets[0].run_id,
+        pk__in=[t.pk for t in targets],
+        state=TargetState.RUNNING,
+        lease_until=targets[0].lease_until,
+    ).update(state=TargetState.RETRYING, lease_until=timezone.now())
+
+
 def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     """Do a chunk of one run's targets. Safe to call twice (compare-and-set claim on each target).
-    Returns an outcome per cluster id; ``retry_in`` is set where a transient failure wants a retry."""
+    Returns an outcome per cluster id; ``retry_in`` is set where a transient failure wants a retry.
+    A call that fails gives back what it claimed and did not record (``release_targets``)."""
     ids = sorted({int(i) for i in cluster_ids})
     targets = claim_targets(run_id, ids)
     outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
     if not targets:
         return outcomes
+    try:
+        return _do_claimed(run_id, ids, targets, outcomes)
+    except Exception:
+        try:
+            release_targets(targets)
+        except Exception:  # the database is still failing: the lease runs out and the sweep takes them
+            logger.exception("could not give back the targets of run %s", run_id)
+        raise
+
+
+def _do_claimed(run_id: int, ids: list[int], targets: list[PropagationTarget], outcomes) -> dict[int, TargetOutcome]:
     # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
     run = (
         PropagationRun.objects.select_related("resource__type", "revision", "actor")

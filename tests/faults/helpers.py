@@ -1,16 +1,25 @@
 """Helpers shared by the fault tests: generated fleets registered as Ready clusters, federated
 objects, and checks that nothing was lost or duplicated."""
 
+import time
+
 from django.db.models import Count
 
 from clusters.models import VersionSample
 from federation import services
-from federation.choices import PropagationReason, RunState
+from federation.choices import PropagationReason, RunState, TargetState
 from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
 from tests.bench.harness import register_clusters
 from tests.federation.factories import ftype
 
-__all__ = ["register_clusters", "federate", "assert_converged", "assert_one_sample_per_cluster", "finished_run"]
+__all__ = [
+    "register_clusters",
+    "federate",
+    "assert_converged",
+    "assert_one_sample_per_cluster",
+    "finished_run",
+    "wait_for_run",
+]
 
 
 def fleet_versions(fleet) -> dict[str, str]:
@@ -25,6 +34,25 @@ def federate(kind: str, name: str, clusters, *, namespace: str = "", template=No
 
 def finished_run(run):
     return PropagationRun.objects.filter(pk=run.pk, finished_at__isnull=False).first()
+
+
+def wait_for_run(run, *, timeout: float, worker=None):
+    """Wait for ``run`` to finish; on timeout, fail naming what its unfinished targets say and how
+    the worker's log ends (a bare "timed out" left a CI failure unexplained)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if finished := finished_run(run):
+            return finished
+        time.sleep(0.5)
+    unfinished = list(
+        PropagationTarget.objects.filter(run=run)
+        .exclude(state__in=[TargetState.DONE, TargetState.FAILED])
+        .values_list("cluster__name", "state", "attempts", "lease_until", "message")
+    )
+    log = worker.log()[-6000:] if worker is not None else ""
+    raise AssertionError(
+        f"run not finished after {timeout}s; unfinished targets: {unfinished}\nworker log ends:\n{log}"
+    )
 
 
 def assert_converged(resource, run, cluster_names, fleet, *, api_version: str, kind: str, namespace=None):

@@ -16,6 +16,7 @@ from tests.faults.helpers import (
     finished_run,
     fleet_versions,
     register_clusters,
+    wait_for_run,
 )
 from tests.federation.factories import WEB_TEMPLATE
 from tests.utils import wait_for
@@ -60,7 +61,7 @@ def test_clusters_down_during_propagation_converge_when_back_and_say_why(fleet_f
     time.sleep(max(0.0, 20 - (time.monotonic() - went_down)))
     for name in down:
         fleet.set_up(name)
-    wait_for(lambda: finished_run(run), timeout=120, message="run finished after the clusters came back")
+    wait_for_run(run, timeout=120, worker=celery_worker)
     assert_converged(resource, run, names, fleet, api_version="apps/v1", kind="Deployment", namespace="shop")
 
 
@@ -74,7 +75,7 @@ def test_one_api_call_in_five_failing_with_500_still_converges_with_backoff(flee
         fleet.set_error_rate(name, 0.2)
     resource = federate("Namespace", "payments", names)
     run = propagation.propagate_revision(resource)
-    wait_for(lambda: finished_run(run), timeout=180, interval=0.5, message="run finished despite 500s")
+    wait_for_run(run, timeout=180, worker=celery_worker)
     assert_converged(resource, run, names, fleet, api_version="v1", kind="Namespace")
     retried = PropagationTarget.objects.filter(run=run, attempts__gt=1).count()
     assert retried >= 1, "with 20% errors some targets needed a retry"

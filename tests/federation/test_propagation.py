@@ -894,6 +894,33 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
     assert run.state == RunState.SUCCEEDED
 
 
+def test_a_chunk_that_fails_on_the_database_gives_its_targets_back_to_its_retry(fleet, fleet_clusters, monkeypatch):
+    # the task retries a chunk on a database error: that retry found the targets still held by the
+    # failed call (its lease: minutes), skipped them, and the run waited for the stale sweep
+    from django.db import OperationalError
+
+    from federation.models import PropagationTarget
+
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    ids = [c.pk for c in fleet_clusters.values()]
+    real_record = worker.record_steps
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(worker, "record_steps", locked)
+    with pytest.raises(OperationalError):
+        propagation.propagate_targets(run.pk, ids)
+    states = set(PropagationTarget.objects.filter(run=run).values_list("state", "attempts"))
+    assert states == {(TargetState.RETRYING, 1)}, "given back, the attempt counted"
+    monkeypatch.setattr(worker, "record_steps", real_record)
+    outcomes = propagation.propagate_targets(run.pk, ids)  # what the task's retry does
+    assert {outcome.state for outcome in outcomes.values()} == {TargetState.DONE}
+    run.refresh_from_db()
+    assert run.state == RunState.SUCCEEDED
+
+
 def test_retries_are_grouped_by_delay():
     outcomes = {
         3: propagation.TargetOutcome(retry_in=4.0),
