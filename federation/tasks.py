@@ -18,7 +18,9 @@ logger = logging.getLogger(__name__)
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     retry_backoff_max=30,
-    max_retries=None,  # the service counts attempts per target (FEDERATION_MAX_ATTEMPTS) and fails it
+    # a database error: the chunk gives its targets back (not counted as their attempts) and is retried
+    # for up to about 2 minutes (backoff 1, 2, 4 ... 30 s); past that the stale-target sweep queues them
+    max_retries=8,
 )
 def propagate_targets_task(run_id: int, cluster_ids: list[int]) -> dict:
     """Apply (or delete/orphan) one run's share on a chunk of clusters; the targets that failed
@@ -36,7 +38,7 @@ def propagate_targets_task(run_id: int, cluster_ids: list[int]) -> dict:
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     retry_backoff_max=30,
-    max_retries=None,
+    max_retries=8,
 )
 def propagate_to_cluster_task(run_id: int, cluster_id: int) -> dict:
     """One cluster's share of a run (the unjoin removal, and messages queued before chunking)."""

@@ -270,6 +270,8 @@ def content_authors(cr, *, reviewed=None) -> dict[int, str]:
 def content_review(cr) -> tuple[dict[int, str], list[dict]]:
     """What a request's page shows of its content's authors and settings (``content_authors`` and,
     while the request is open, ``settings_under_review``), reading the settings' history once."""
-    reviewed = _settings_reviewed_at(_content_resource_ids(cr), besides=cr.pk)
+    if cr.resource_id is None or cr.kind not in _SETTINGS_IN_CONTENT:  # an unjoin: no settings shown
+        return content_authors(cr), []
+    reviewed = _settings_reviewed_at([cr.resource_id], besides=cr.pk)
     authors = content_authors(cr, reviewed=reviewed)
     return authors, settings_under_review(cr, reviewed=reviewed) if cr.is_open else []

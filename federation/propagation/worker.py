@@ -5,7 +5,7 @@ import logging
 import os
 import random
 import threading
-from concurrent.futures import ALL_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import timedelta
 
 from django.db import transaction
@@ -130,10 +130,13 @@ def network_pool() -> ThreadPoolExecutor:
 
 
 def release_targets(targets: list[PropagationTarget]) -> int:
-    """Give back the claimed ``targets`` whose outcome was not recorded (the call that claimed them
-    failed: a database error its task retries): they are due for a retry now, so the task's own retry
-    claims them again. Held until their lease ran out, that retry found them held, returned, and left
-    them for the stale sweep, minutes later (a run waited on them). The attempt still counts."""
+    """Give back claimed ``targets`` whose outcome was not recorded and whose network half is not
+    running (the call that claimed them failed: a database error its task retries). They are due for
+    a retry now, so the task's retry claims them again; held until their lease ran out, that retry
+    found them held, returned, and left them to the stale sweep minutes later while their run
+    waited. The attempt is given back too: the cluster did not fail it, FedPortal's database did,
+    and a database failing for a while must not use up a cluster's retries (the task's own retries
+    are bounded instead)."""
     if not targets:
         return 0
     return PropagationTarget.objects.filter(
@@ -141,7 +144,7 @@ def release_targets(targets: list[PropagationTarget]) -> int:
         pk__in=[t.pk for t in targets],
         state=TargetState.RUNNING,
         lease_until=targets[0].lease_until,
-    ).update(state=TargetState.RETRYING, lease_until=timezone.now())
+    ).update(state=TargetState.RETRYING, lease_until=timezone.now(), attempts=F("attempts") - 1)
 
 
 def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
@@ -153,17 +156,22 @@ def propagate_targets(run_id: int, cluster_ids) -> dict[int, TargetOutcome]:
     outcomes = {i: TargetOutcome(skipped="not pending, or another worker holds it") for i in ids}
     if not targets:
         return outcomes
+    in_flight: dict[Future, PropagationTarget] = {}  # network halves submitted and not yet recorded
     try:
-        return _do_claimed(run_id, ids, targets, outcomes)
+        return _do_claimed(run_id, ids, targets, outcomes, in_flight)
     except Exception:
+        # a network half still running keeps its target held (its lease), so nobody applies it twice
+        running = {t.pk for future, t in in_flight.items() if not future.cancel() and not future.done()}
         try:
-            release_targets(targets)
+            release_targets([t for t in targets if t.pk not in running])
         except Exception:  # the database is still failing: the lease runs out and the sweep takes them
             logger.exception("could not give back the targets of run %s", run_id)
         raise
 
 
-def _do_claimed(run_id: int, ids: list[int], targets: list[PropagationTarget], outcomes) -> dict[int, TargetOutcome]:
+def _do_claimed(
+    run_id: int, ids: list[int], targets: list[PropagationTarget], outcomes, pending: dict
+) -> dict[int, TargetOutcome]:
     # the placement is planning's (propagate_revision's), and may name every cluster of the fleet
     run = (
         PropagationRun.objects.select_related("resource__type", "revision", "actor")
@@ -188,7 +196,7 @@ def _do_claimed(run_id: int, ids: list[int], targets: list[PropagationTarget], o
         outcomes.update(record_steps(run, steps, last=not todo))
     if todo:
         pool = network_pool()
-        pending = {pool.submit(network_step, run, t, pvs[t.cluster_id]): t for t in todo}
+        pending.update({pool.submit(network_step, run, t, pvs[t.cluster_id]): t for t in todo})
         while pending:
             done, _ = wait(pending, timeout=FLUSH_SECONDS, return_when=ALL_COMPLETED)
             if done:

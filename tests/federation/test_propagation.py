@@ -894,31 +894,79 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
     assert run.state == RunState.SUCCEEDED
 
 
+def failing_flush(monkeypatch, *, at_call: int):
+    """``record_steps`` fails on its ``at_call``-th call of the chunk, as a locked database does."""
+    from django.db import OperationalError
+
+    real_record, calls = worker.record_steps, []
+
+    def record(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == at_call:
+            raise OperationalError("database is locked")
+        return real_record(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "record_steps", record)
+    return lambda: monkeypatch.setattr(worker, "record_steps", real_record)
+
+
+def target_rows(run) -> dict[str, tuple]:
+    from federation.models import PropagationTarget
+
+    return {
+        name: (state, attempts)
+        for name, state, attempts in PropagationTarget.objects.filter(run=run).values_list(
+            "cluster__name", "state", "attempts"
+        )
+    }
+
+
 def test_a_chunk_that_fails_on_the_database_gives_its_targets_back_to_its_retry(fleet, fleet_clusters, monkeypatch):
     # the task retries a chunk on a database error: that retry found the targets still held by the
     # failed call (its lease: minutes), skipped them, and the run waited for the stale sweep
     from django.db import OperationalError
 
-    from federation.models import PropagationTarget
-
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
     ids = [c.pk for c in fleet_clusters.values()]
-    real_record = worker.record_steps
-
-    def locked(*args, **kwargs):
-        raise OperationalError("database is locked")
-
-    monkeypatch.setattr(worker, "record_steps", locked)
+    restore = failing_flush(monkeypatch, at_call=1)
     with pytest.raises(OperationalError):
         propagation.propagate_targets(run.pk, ids)
-    states = set(PropagationTarget.objects.filter(run=run).values_list("state", "attempts"))
-    assert states == {(TargetState.RETRYING, 1)}, "given back, the attempt counted"
-    monkeypatch.setattr(worker, "record_steps", real_record)
+    # given back, and the attempt with them: the database failed, not the cluster
+    assert set(target_rows(run).values()) == {(TargetState.RETRYING, 0)}
+    restore()
     outcomes = propagation.propagate_targets(run.pk, ids)  # what the task's retry does
     assert {outcome.state for outcome in outcomes.values()} == {TargetState.DONE}
+    assert set(target_rows(run).values()) == {(TargetState.DONE, 1)}
     run.refresh_from_db()
     assert run.state == RunState.SUCCEEDED
+
+
+def test_a_chunk_failing_at_a_later_flush_keeps_what_it_recorded_and_holds_what_is_still_running(
+    fleet, fleet_clusters, monkeypatch
+):
+    from django.db import OperationalError
+
+    for slow in ("m130", "m131"):
+        fleet.set_latency(slow, 2500)  # still applying when the first flush (after 1 s) fails
+    resource = web_deployment(placement={"clusters": MEMBERS})
+    run = propagation.propagate_revision(resource)
+    ids = [c.pk for c in fleet_clusters.values()]
+    failing_flush(monkeypatch, at_call=1)
+    with pytest.raises(OperationalError):
+        propagation.propagate_targets(run.pk, ids)
+    rows = target_rows(run)
+    assert rows["m127"] == rows["m128"] == (TargetState.RETRYING, 0), "finished, not recorded: given back"
+    assert rows["m130"] == rows["m131"] == (TargetState.RUNNING, 1), "still applying: held, nobody applies it twice"
+    wait_for(lambda: live(fleet, "m131") is not None, timeout=10, message="the slow applies finish")
+
+    run = propagation.propagate_revision(resource)
+    failing_flush(monkeypatch, at_call=2)  # a second run: the fast clusters' flush works, the slow ones' fails
+    with pytest.raises(OperationalError):
+        propagation.propagate_targets(run.pk, ids)
+    rows = target_rows(run)
+    assert rows["m127"][0] == rows["m128"][0] == TargetState.DONE, "what was recorded stays recorded"
+    assert rows["m130"] == rows["m131"] == (TargetState.RETRYING, 0)
 
 
 def test_retries_are_grouped_by_delay():
