@@ -1,8 +1,6 @@
 """Helpers shared by the fault tests: generated fleets registered as Ready clusters, federated
 objects, and checks that nothing was lost or duplicated."""
 
-import time
-
 from django.db.models import Count
 
 from clusters.models import VersionSample
@@ -11,6 +9,7 @@ from federation.choices import PropagationReason, RunState, TargetState
 from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
 from tests.bench.harness import register_clusters
 from tests.federation.factories import ftype
+from tests.utils import wait_for
 
 __all__ = [
     "register_clusters",
@@ -39,20 +38,16 @@ def finished_run(run):
 def wait_for_run(run, *, timeout: float, worker=None):
     """Wait for ``run`` to finish; on timeout, fail naming what its unfinished targets say and how
     the worker's log ends (a bare "timed out" left a CI failure unexplained)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if finished := finished_run(run):
-            return finished
-        time.sleep(0.5)
-    unfinished = list(
-        PropagationTarget.objects.filter(run=run)
-        .exclude(state__in=[TargetState.DONE, TargetState.FAILED])
-        .values_list("cluster__name", "state", "attempts", "lease_until", "message")
-    )
-    log = worker.log()[-6000:] if worker is not None else ""
-    raise AssertionError(
-        f"run not finished after {timeout}s; unfinished targets: {unfinished}\nworker log ends:\n{log}"
-    )
+    try:
+        return wait_for(lambda: finished_run(run), timeout=timeout, interval=0.5, message="the run to finish")
+    except AssertionError as timed_out:
+        unfinished = list(
+            PropagationTarget.objects.filter(run=run)
+            .exclude(state__in=[TargetState.DONE, TargetState.FAILED])
+            .values_list("cluster__name", "state", "attempts", "lease_until", "message")
+        )
+        log = worker.log()[-6000:] if worker is not None else ""
+        raise AssertionError(f"{timed_out}; unfinished targets: {unfinished}\nworker log ends:\n{log}") from None
 
 
 def assert_converged(resource, run, cluster_names, fleet, *, api_version: str, kind: str, namespace=None):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from celery.signals import before_task_publish
-from django.db import connection
+from django.db import OperationalError, connection
 
 from clusters import kube
 from clusters.choices import ClusterState
@@ -22,7 +22,7 @@ from federation.choices import (
     SyncState,
     TargetState,
 )
-from federation.models import PropagatedVersion, PropagationRun
+from federation.models import PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation import network, record, worker
 from federation.propagation.common import chunked
 from federation.rendering import MANAGED_LABEL
@@ -864,7 +864,6 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
 
     from django.utils import timezone
 
-    from federation.models import PropagationTarget
     from fedportal.audit import verify_chain
 
     resource = web_deployment(placement={"clusters": MEMBERS})
@@ -896,8 +895,6 @@ def test_a_chunk_is_done_in_one_call_and_skips_a_target_another_worker_holds(fle
 
 def failing_flush(monkeypatch, *, at_call: int):
     """``record_steps`` fails on its ``at_call``-th call of the chunk, as a locked database does."""
-    from django.db import OperationalError
-
     real_record, calls = worker.record_steps, []
 
     def record(*args, **kwargs):
@@ -911,8 +908,6 @@ def failing_flush(monkeypatch, *, at_call: int):
 
 
 def target_rows(run) -> dict[str, tuple]:
-    from federation.models import PropagationTarget
-
     return {
         name: (state, attempts)
         for name, state, attempts in PropagationTarget.objects.filter(run=run).values_list(
@@ -924,8 +919,6 @@ def target_rows(run) -> dict[str, tuple]:
 def test_a_chunk_that_fails_on_the_database_gives_its_targets_back_to_its_retry(fleet, fleet_clusters, monkeypatch):
     # the task retries a chunk on a database error: that retry found the targets still held by the
     # failed call (its lease: minutes), skipped them, and the run waited for the stale sweep
-    from django.db import OperationalError
-
     resource = web_deployment(placement={"clusters": MEMBERS})
     run = propagation.propagate_revision(resource)
     ids = [c.pk for c in fleet_clusters.values()]
@@ -945,8 +938,6 @@ def test_a_chunk_that_fails_on_the_database_gives_its_targets_back_to_its_retry(
 def test_a_chunk_failing_at_a_later_flush_keeps_what_it_recorded_and_holds_what_is_still_running(
     fleet, fleet_clusters, monkeypatch
 ):
-    from django.db import OperationalError
-
     for slow in ("m130", "m131"):
         fleet.set_latency(slow, 2500)  # still applying when the first flush (after 1 s) fails
     resource = web_deployment(placement={"clusters": MEMBERS})
