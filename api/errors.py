@@ -3,7 +3,13 @@
 import json
 
 from django.conf import settings
-from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, RequestDataTooBig, ValidationError
+from django.core.exceptions import (
+    BadRequest,
+    ObjectDoesNotExist,
+    PermissionDenied,
+    RequestDataTooBig,
+    ValidationError,
+)
 from django.http import Http404, HttpResponse
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -29,6 +35,12 @@ def too_large() -> HttpResponse:
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     body = error_body("too_large", f"The request body is larger than {limit // 1024} KiB.")
     return HttpResponse(json.dumps(body), status=413, content_type="application/json")
+
+
+def unreadable(exc: BadRequest) -> HttpResponse:
+    """The 400 of a body the server could not read (fedportal.chunked_bodies: a malformed chunk)."""
+    body = error_body("invalid", str(exc) or "The request body could not be read.")
+    return HttpResponse(json.dumps(body), status=400, content_type="application/json")
 
 
 def _validation_fields(exc: ValidationError) -> tuple[str, dict]:
@@ -79,6 +91,10 @@ def install(api) -> None:
         # django-ninja catches it while reading the body (without this handler: a 500 with the
         # traceback under DEBUG); the request guard's own except serves bodies read before ninja's
         return too_large()
+
+    @api.exception_handler(BadRequest)
+    def bad_request(request, exc):
+        return unreadable(exc)
 
     @api.exception_handler(PermissionDenied)
     def forbidden(request, exc):

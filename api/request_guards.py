@@ -5,10 +5,10 @@ API's JSON 413 (Django's own answer is the site's HTML 400, which an API client 
 
 from functools import wraps
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import BadRequest, RequestDataTooBig
 from django.http import HttpResponse
 
-from api.errors import too_large
+from api.errors import too_large, unreadable
 
 
 def guarded(view):
@@ -23,6 +23,8 @@ def guarded(view):
             response = view(request, *args, **kwargs)
         except RequestDataTooBig:
             response = too_large()
+        except BadRequest as exc:  # a body read before ninja's (the idempotency key's digest)
+            response = unreadable(exc)
         finally:
             if head:
                 request.method = "HEAD"

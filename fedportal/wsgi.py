@@ -1,10 +1,8 @@
 import os
 
-from django.core.wsgi import get_wsgi_application
-
-from fedportal.chunked_bodies import read_chunked_bodies
+from fedportal.chunked_bodies import get_application
 from fedportal.gc_tuning import prepare_web_process
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fedportal.settings")
-application = read_chunked_bodies(get_wsgi_application())
+application = get_application()
 prepare_web_process()

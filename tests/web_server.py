@@ -57,5 +57,9 @@ def gunicorn(workers: int = 1):
         yield url
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=20)
         log.unlink(missing_ok=True)
