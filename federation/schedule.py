@@ -41,24 +41,53 @@ def unschedulable_after() -> timedelta:
     return timedelta(seconds=float(getattr(settings, "FEDERATION_UNSCHEDULABLE_SECONDS", 60.0)))
 
 
-def namespace_placement(resource, refs: list[ClusterRef]) -> set[str] | None:
-    """Names of the clusters the resource's FederatedNamespace is placed on; None when there is none.
-    Its approved (last propagated) revision decides once there is one, not its current revision: an
-    edit nobody approved would move the resource (a re-sync removed it from a cluster the edit left
-    out). A set: planning asks it about every target (a list made that quadratic, 5 ms at 1,000
-    clusters)."""
-    from federation.models import FederatedResource
+@dataclass(frozen=True)
+class NamespacePlacement:
+    clusters: set[str]  # where the resource's FederatedNamespace is placed
+    waiting: set[str] = field(default_factory=set)  # placed by its revision, not sent there by an approved run
+    held_by: int | None = None  # the change request of the namespace's newest staged rollout, not completed
+
+
+def namespace_placement(resource, refs: list[ClusterRef]) -> NamespacePlacement | None:
+    """Where the resource's FederatedNamespace is placed; None when there is none. Its approved (last
+    propagated) revision decides once there is one, not its current revision: an edit nobody
+    approved would move the resource (a re-sync removed it from a cluster the edit left out). While
+    the namespace's newest staged rollout has not completed (unfinished, aborted or rolled back),
+    the namespace is placed where approved runs sent it and did not take it away (its
+    PropagatedVersions, not removed or orphaned): a resource in it planned meanwhile went to a later
+    wave's cluster, and its worker created the namespace there ahead of the waves. A set: planning
+    asks it about every target (a list made that quadratic, 5 ms at 1,000 clusters)."""
+    from federation.approvals.rollout import with_rollout_holding_back
+    from federation.choices import PropagationReason
+    from federation.models import FederatedResource, PropagatedVersion
 
     ns = (
-        FederatedResource.objects.select_related("propagated_revision", "current_revision")
+        with_rollout_holding_back(FederatedResource.objects.select_related("propagated_revision", "current_revision"))
         .filter(type__group="", type__kind="Namespace", name=resource.namespace)
         .first()
     )
-    revision = ns and (ns.propagated_revision or ns.current_revision)
-    if revision is None:
+    if ns is None:
         return None
+    revision = ns.propagated_revision or ns.current_revision
     known = {r.name for r in refs}
-    return {n for n in select_clusters(revision.placement or {}, refs) if n in known}
+    placed = {n for n in select_clusters(revision.placement or {}, refs) if n in known} if revision else set()
+    if ns.rollout_holding_back is None:
+        return NamespacePlacement(placed) if revision is not None else None
+    sent = set(
+        PropagatedVersion.objects.filter(resource=ns)
+        .exclude(status__in=(PropagationReason.REMOVED, PropagationReason.ORPHANED))
+        .values_list("cluster__name", flat=True)
+    )
+    return NamespacePlacement(sent & known, waiting=placed - sent, held_by=ns.rollout_holding_back)
+
+
+def namespace_exclusion(namespace: str, cluster: str, placement: NamespacePlacement) -> str:
+    if cluster in placement.waiting:
+        return (
+            f"Namespace {namespace} is not on {cluster} yet: no approved run has sent it there "
+            f"(its newest staged rollout, CR-{placement.held_by}, has not completed)"
+        )
+    return f"Namespace {namespace} is not placed on {cluster}"
 
 
 def progressed_at(status: dict) -> datetime | None:
@@ -111,7 +140,8 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
     placement = revision.placement or {}
     known = {r.name for r in refs}
     namespaced = bool(resource.namespace) and resource.type.namespaced
-    ns_clusters = namespace_placement(resource, refs) if namespaced else None
+    ns_placement = namespace_placement(resource, refs) if namespaced else None
+    ns_clusters = ns_placement.clusters if ns_placement is not None else None
     decision = Decision(targets=[])
     pool = None
     if revision.scheduling:
@@ -166,7 +196,7 @@ def decide(resource, revision, refs: list[ClusterRef], schedulable: set[str], ex
             targets = []
         else:
             decision.excluded = {
-                n: f"Namespace {resource.namespace} is not placed on {n}" for n in targets if n not in ns_clusters
+                n: namespace_exclusion(resource.namespace, n, ns_placement) for n in targets if n not in ns_clusters
             }
             targets = [n for n in targets if n in ns_clusters]
     for row in decision.schedule:

@@ -29,7 +29,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Case, F, IntegerField, OuterRef, Q, Subquery, When
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -155,6 +155,31 @@ def last_rollout_aborted(resource_id: int) -> bool:
         Rollout.objects.filter(change_request__resource_id=resource_id).order_by("-pk").values_list("state", flat=True)
     ).first()
     return state == RolloutState.ABORTED
+
+
+def with_rollout_holding_back(resources):
+    """``resources`` (a FederatedResource queryset) annotated with ``rollout_holding_back``: the
+    change request of the resource's newest staged rollout unless it completed, else None. Until
+    one completes, its propagated revision may not be where its placement says: waves not reached
+    (unfinished), stopped (aborted), or clusters given back what they had (rolled back: the
+    propagated revision is then the highest of those, and may be an aborted rollout's). What was
+    sent where is then in its runs (``approved_revisions``), not in its placement."""
+    newest = Rollout.objects.filter(change_request__resource_id=OuterRef("pk")).order_by("-pk")
+    holding = Case(
+        When(~Q(state=RolloutState.COMPLETED), then=F("change_request_id")),
+        default=None,
+        output_field=IntegerField(),
+    )
+    return resources.annotate(rollout_holding_back=Subquery(newest.annotate(holding=holding).values("holding")[:1]))
+
+
+def rollout_holding_back(resource_id: int) -> int | None:
+    """``with_rollout_holding_back`` for one resource."""
+    return (
+        with_rollout_holding_back(FederatedResource.objects.filter(pk=resource_id))
+        .values_list("rollout_holding_back", flat=True)
+        .first()
+    )
 
 
 def refuse_during_rollout(resource_id: int | None, *, applying: ChangeRequest | None = None) -> None:

@@ -30,6 +30,7 @@ from federation.models import (
     Revision,
 )
 from federation.propagation.common import lease_seconds, thread_count
+from federation.propagation.fanout import approved_revisions
 from federation.propagation.network import (
     APPLIED,
     FAILED,
@@ -338,6 +339,8 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
             .first()
         )
     revision = ns_resource and (ns_resource.propagated_revision or _plain_namespace(ns_resource))
+    if revision is not None:
+        revision = _namespace_revision_for(ns_resource, revision, cluster)
     if revision is None or cluster.name not in {
         p.cluster.name for p in plan_targets(ns_resource, revision) if p.action == TargetAction.APPLY
     }:
@@ -347,6 +350,27 @@ def _ensure_namespace(resource: FederatedResource, cluster: Cluster, conn, *, ac
             f"federate Namespace {resource.namespace} with {cluster.name} in its placement first.",
         )
     _apply_on_cluster(ns_resource, revision, cluster, replicas=None, actor=actor, conn=conn)
+
+
+def _namespace_revision_for(ns_resource: FederatedResource, revision: Revision, cluster: Cluster) -> Revision:
+    """The Namespace's revision to create it with on ``cluster``: ``revision`` (its propagated one,
+    or the bare namespace never propagated on its own), unless its newest staged rollout has not
+    completed (``with_rollout_holding_back``): then what an approved run last sent the cluster, and
+    a cluster none sent it to is refused (creating the namespace there with a workload would get
+    ahead of the waves, or past an abort)."""
+    from federation.approvals.rollout import rollout_holding_back  # approvals builds on propagation
+
+    if (held_by := rollout_holding_back(ns_resource.pk)) is None:
+        return revision
+    approved = approved_revisions(ns_resource, [cluster.pk]).get(cluster.pk)
+    if approved is None:
+        raise StepFailure(
+            PropagationReason.NAMESPACE_NOT_FEDERATED,
+            f"Namespace {ns_resource.name} is not on {cluster.name} yet: no approved run has sent it there (its "
+            f"newest staged rollout, CR-{held_by}, has not completed); the resources waiting for it are retried "
+            "once it is there.",
+        )
+    return approved
 
 
 def _plain_namespace(ns_resource: FederatedResource) -> Revision | None:

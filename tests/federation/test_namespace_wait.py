@@ -8,10 +8,13 @@ from django.urls import reverse
 from clusters.models import Cluster
 from federation import propagation, schedule, services
 from federation.approvals import services as approvals
+from federation.approvals.choices import RolloutState
+from federation.approvals.models import Rollout
 from federation.choices import PropagationReason, RunState, RunTrigger, TargetAction, TargetState
 from federation.models import FederatedResource, PropagatedVersion, PropagationRun, PropagationTarget
 from federation.propagation.namespaces import missing_message
 from fedportal.models import AuditEvent
+from tests.approvals.factories import staged
 from tests.federation.factories import (
     drain,
     federate_namespace,
@@ -322,3 +325,45 @@ def test_a_namespace_reaching_clusters_sends_nothing_of_an_aborted_rollout(fleet
     m130 = Cluster.objects.get(name="m130").pk
     assert membership.reconcile_namespace_members("held", [m130]) == []
     assert not PropagatedVersion.objects.filter(resource=resource, cluster_id=m130).exists()
+
+
+def namespace_mid_rollout(fleet, operator, name: str):
+    """Namespace ``name`` on m128, widened to m130 and m131 by a change whose staged rollout is
+    unfinished and has sent it nowhere yet. Returns (namespace, its change request, m130, m131)."""
+    register_fleet(fleet, ["m128", "m130", "m131"])
+    ns = federate_namespace(name, ["m128"])
+    drain(propagation.propagate_revision(ns))
+    services.update_resource(ns, template={}, placement={"clusters": ["m128", "m130", "m131"]})
+    FederatedResource.objects.filter(pk=ns.pk).update(propagated_revision=ns.revisions.get(number=2))
+    ns.refresh_from_db()
+    cr = staged(ns, operator, state=RolloutState.PROGRESSING)
+    return ns, cr, Cluster.objects.get(name="m130"), Cluster.objects.get(name="m131")
+
+
+def test_a_resource_run_never_creates_its_namespace_ahead_of_the_namespaces_rollout(fleet, operator):
+    """A run of a resource planned before the namespace's rollout started targets m131, where the
+    rollout has not sent the namespace: its target waits (NamespaceNotFederated, naming the
+    rollout) instead of creating the namespace there with the new revision; once a wave sends the
+    namespace to m131, the waiting target is retried and the resource lands."""
+    ns, cr, _, m131 = namespace_mid_rollout(fleet, operator, "ahead")
+    rollout = Rollout.objects.get(change_request=cr)
+    Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.COMPLETED)
+    resource = web_deployment(namespace="ahead", placement={"clusterSelector": {}})
+    run = propagation.propagate_revision(resource)  # planned while nothing held the namespace back
+    FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=resource.current_revision)
+    assert sorted(run.targets.values_list("cluster__name", flat=True)) == ["m128", "m130", "m131"]
+    Rollout.objects.filter(pk=rollout.pk).update(state=RolloutState.PROGRESSING)  # the namespace's rollout starts
+    drain(run)
+    assert fleet.get_object("m131", "v1", "Namespace", None, "ahead") is None
+    target = PropagationTarget.objects.get(run=run, cluster=m131)
+    assert target.reason == PropagationReason.NAMESPACE_NOT_FEDERATED
+    assert f"its newest staged rollout, CR-{cr.pk}, has not completed" in target.message
+    assert fleet.get_object("m128", "apps/v1", "Deployment", "ahead", "web") is not None
+
+    drain(propagation.propagate_revision(ns, revision=ns.propagated_revision, only_clusters=[m131.pk]))  # a wave
+    assert fleet.get_object("m131", "v1", "Namespace", None, "ahead") is not None
+    (retry,) = resource.runs.exclude(pk=run.pk)  # the wave's Namespace run queued it
+    assert list(retry.targets.values_list("cluster__name", flat=True)) == ["m131"]
+    drain(retry)
+    assert status(resource, "m131") == PropagationReason.OK
+    assert fleet.get_object("m131", "apps/v1", "Deployment", "ahead", "web") is not None
