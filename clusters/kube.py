@@ -820,7 +820,6 @@ class WatchSession:
             auto_decompress=True,
         )
         self._contexts: dict[tuple, object] = {}
-        self._files: list[str] = []
 
     def ssl_for(self, conn: ClusterConnection):
         if not conn.api_server.startswith("https"):
@@ -847,21 +846,21 @@ class WatchSession:
             else:
                 context = ssl.create_default_context(cadata=conn.ca_data or None)
             if conn.client_certificate and conn.client_key:
+                # the context holds them once loaded: the files (the private key among them) are
+                # removed at once, not kept until the process exits (one pair per rotation piled up)
                 cert = _write_private(conn.client_certificate, ".crt")
                 key_file = _write_private(conn.client_key, ".key")
-                self._files += [cert, key_file]
-                context.load_cert_chain(cert, key_file)
+                try:
+                    context.load_cert_chain(cert, key_file)
+                finally:
+                    for path in (cert, key_file):
+                        os.unlink(path)
             self._contexts[key] = context
         return self._contexts[key]
 
     async def close(self) -> None:
         await self.session.close()
         await self.resolver.close()  # given to the connector, which does not close it
-        for path in self._files:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 async def watch_objects(

@@ -249,7 +249,7 @@ def check_drift(pv: PropagatedVersion, *, conn=None, fence=None) -> str:
     return judge_live(pv, live, conn=conn, fence=fence)
 
 
-def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=None) -> str:
+def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=None, confirm: bool = False) -> str:
     """Judge one live object (None: it is gone) against what FedPortal applied, and record the
     outcome: in sync, OutOfSync with its field diff, or re-applied under Enforce. The GET-based
     check, the LIST-based sweep and the watcher all come here. Raises KubeError (Enforce's apply).
@@ -257,7 +257,12 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
     Every write is a compare-and-set on the VERDICT_FIELDS as ``pv`` was loaded: when another
     verdict or a propagation was recorded in between, nothing is written (no audit event either)
     and 'superseded' is returned. ``fence``: the watcher's lease check, called right before the
-    verdict is written and before an Enforce apply; what it raises is not caught."""
+    verdict is written and before an Enforce apply; what it raises is not caught. ``confirm``:
+    ``live`` came from a watch stream or a relist's LIST, and may be older than what FedPortal has
+    recorded since (an event replayed after a reconnect, a LIST taken while a propagation was in
+    flight): a difference is confirmed by a GET before it is recorded as drift, so a propagation
+    that has just finished is never marked OutOfSync (nor re-applied under Enforce) from an object
+    it replaced. An object that matches needs no GET."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     as_read = _as_read(verdict_token(pv))
     now = timezone.now()
@@ -280,6 +285,8 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
             for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))
         ]
         changes = mask_secrets(changes, secret=is_secret_kind(ftype.kind))
+    if changes and confirm:
+        return check_drift(pv, conn=conn, fence=fence)
     if fence is not None:
         fence()
     if not changes:
@@ -323,8 +330,14 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
     # what this verdict wrote: the Enforce writes below are compare-and-set on it
     as_read.update(sync_state=SyncState.OUT_OF_SYNC, drift_checked_at=now)
     # Enforce writes to the clusters: it acts once a change request holding it was applied (the
-    # approved policy); switching back to Report stops it at once (``drift_policy``)
-    if resource.drift_policy != DriftPolicy.ENFORCE or resource.approved_drift_policy != DriftPolicy.ENFORCE:
+    # approved policy); switching back to Report stops it at once (``drift_policy``); and never for a
+    # type whose propagation an admin disabled (KubeFed stops that type's sync controller: nothing
+    # of it is written to the clusters), where drift is reported only
+    if (
+        resource.drift_policy != DriftPolicy.ENFORCE
+        or resource.approved_drift_policy != DriftPolicy.ENFORCE
+        or not ftype.propagation_enabled
+    ):
         return "out_of_sync"
     conn = conn or connection_for(cluster)
     # re-applying is only right while the baseline is the one judged: no new revision recorded, no

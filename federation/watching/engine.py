@@ -92,12 +92,14 @@ class WatchIO:
 async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, backoff=backoff_delay) -> None:
     """One watch until ``stop``: relist when there is no version to resume from, watch, resume."""
     while not stop.is_set():
+        relisted = got = False
         try:
             if not state.resource_version:
                 state.resource_version = await io.relist(state)
                 state.relists += 1
                 state.last_relist_at = time.time()
-            opened, got = time.monotonic(), False
+                relisted = True
+            opened = time.monotonic()
             # closed on the way out, cancelled or not: its connection is released now, not at GC
             async with contextlib.aclosing(io.stream(state)) as stream:
                 async for event in stream:
@@ -123,6 +125,11 @@ async def run_watch(state: WatchState, io: WatchIO, *, stop: asyncio.Event, back
             state.connected = False
             state.resource_version = ""  # too old: relist, then watch from the list's version
             state.last_error = "410 Gone: relisting"
+            if relisted and not got:
+                # the list's own version was gone before anything came: a server that keeps
+                # answering 410 would be listed in a tight loop; backed off as a failure (client-go too)
+                state.failures += 1
+                await io.sleep(backoff(state.failures))
         except asyncio.CancelledError:
             state.connected = False
             raise
@@ -226,6 +233,7 @@ class Engine:
         # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
         self.settled_since = timezone.now() - timedelta(seconds=5)
         self.settled_seen: dict[int, object] = {}
+        self.isolated: set[int] = set()  # held clusters isolated at the last heartbeat (handling.isolated_ids)
         # the clusters the last heartbeat found this watcher holding, and until when those leases are
         # surely its own (lease_current): by time.monotonic() and by time.time(), which unlike the
         # monotonic clock also counts a suspended host; set by each heartbeat that renewed them
@@ -293,10 +301,11 @@ class Engine:
             await self.session.close()
             raise
         logger.info("watcher %s started (lease %ss)", self.name, self.lease)
+        reconciling: asyncio.Task | None = None
         try:
             while not self.stop.is_set():
                 try:
-                    await self.tick()
+                    owned = await self.heartbeat()
                 except leases.WatcherNameInUse as exc:  # a newer process runs under this name now
                     logger.error("watcher %s stops: %s", self.name, exc)
                     self.owned = set()
@@ -304,14 +313,35 @@ class Engine:
                     break
                 except Exception:  # the database away for a moment: keep the watches, try again
                     logger.exception("watcher %s: heartbeat failed", self.name)
+                else:
+                    # the watches follow on the database threads, which a burst of events may keep
+                    # busy: the next heartbeat does not wait for them (its leases would lapse, and
+                    # every watch fence itself); one reconcile at a time, with the newest holdings
+                    if reconciling is None or reconciling.done():
+                        reconciling = asyncio.create_task(self.reconcile_logged(owned))
                 try:
                     await asyncio.wait_for(self.stop.wait(), timeout=max(0.5, self.lease / 3))
                 except TimeoutError:
                     pass
         finally:
+            if reconciling is not None:
+                reconciling.cancel()
+                await asyncio.gather(reconciling, return_exceptions=True)
             await self.shutdown()
 
     async def tick(self) -> None:
+        """One heartbeat and the watches brought in line with it."""
+        await self.reconcile(await self.heartbeat())
+
+    async def reconcile_logged(self, owned: set[int]) -> None:
+        try:
+            await self.reconcile(owned)
+        except Exception:  # the database away for a moment: the next heartbeat's reconcile tries again
+            logger.exception("watcher %s: reconciling its watches failed", self.name)
+
+    async def heartbeat(self) -> set[int]:
+        """Write the watches' health and renew this watcher's leases, on the lease threads only.
+        Returns the clusters it holds now."""
         health = self.health_changes()
         await self.in_lease_db(leases.record_health, self.name, health)
         self.flushed.update(health)  # only once written: a failed write is tried again next tick
@@ -323,10 +353,17 @@ class Engine:
         self.lease_valid_until, self.lease_valid_until_wall = renewing + valid_for, renewing_wall + valid_for
         renewed, self.renewed = self.renewed, asyncio.Event()
         renewed.set()  # wakes what waited in hold_lease
+        return set(owned)
+
+    async def reconcile(self, owned: set[int]) -> None:
+        """Start, restart and stop the watches for the clusters a heartbeat found this watcher holding."""
         wanted = await self.in_db(handling.targets_for, owned)
         settled, self.settled_since = await self.in_db(
             handling.settled_since, owned, self.settled_since, self.settled_seen
         )
+        isolated = await self.in_db(handling.isolated_ids, owned)
+        restored, self.isolated = (self.isolated - isolated) & set(owned), isolated  # events not judged meanwhile
+        settled |= {key for key in self.tasks if key[0] in restored}
         for key in settled & set(self.tasks):  # judged again from a fresh LIST (see settled_since)
             self.tasks.pop(key).cancel()
             state = self.states[key]
@@ -338,7 +375,14 @@ class Engine:
         stale = handling.rotated(self.connections, await self.in_db(handling.credential_versions, owned))
         for cid in stale:
             del self.connections[cid]
-        for key in [k for k in self.tasks if k not in wanted or k[0] in stale]:
+        # a federated type edited since its watch started (its version or plural): watched again on
+        # the new path, rather than on the old one until a restart (or failing, once not served)
+        edited = {
+            k
+            for k, t in wanted.items()
+            if k in self.targets and handling.watched_as(t) != handling.watched_as(self.targets[k])
+        }
+        for key in [k for k in self.tasks if k not in wanted or k[0] in stale or k in edited]:
             self.tasks.pop(key).cancel()
             self.states.pop(key, None)
             self.targets.pop(key, None)
@@ -402,6 +446,12 @@ class Engine:
             task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         await self.session.close()
+        # fenced before the clusters are given back: a judging still running on a database thread
+        # (cancelling its task does not stop the thread) writes no verdict and re-applies nothing
+        # once another watcher may have taken its cluster over; waited for, so none is left
+        self.owned = set()
+        self.lease_valid_until = self.lease_valid_until_wall = 0.0
+        await asyncio.to_thread(self.db_pool.shutdown, wait=True, cancel_futures=True)
         try:
             await self.in_lease_db(leases.stop_watcher, self.name)
         finally:

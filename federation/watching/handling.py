@@ -12,6 +12,7 @@ from django.db import DatabaseError
 from clusters import kube
 from clusters.models import Cluster
 from clusters.services import connection_for
+from federation.choices import SyncState
 from federation.models import FederatedType, PropagatedVersion, PropagationTarget
 from federation.propagation.drift import (
     SUPERSEDED,
@@ -46,6 +47,11 @@ class Target:
         return self.cluster_id, self.type_id
 
 
+def watched_as(target: Target) -> tuple:
+    """What a watch of ``target`` is opened on and judges with: another value, another watch."""
+    return target.api_version, target.plural, target.kind, target.namespaced
+
+
 def targets_for(cluster_ids) -> dict[tuple[int, int], Target]:
     """Every (cluster, federated type) to watch: the propagated types that have resources."""
     types = list(FederatedType.objects.filter(resources__isnull=False).distinct().order_by("pk"))
@@ -56,12 +62,19 @@ def targets_for(cluster_ids) -> dict[tuple[int, int], Target]:
     }
 
 
+# How far before the latest finish seen the next look starts: a chunk stamps finished_at before its
+# transaction, which may wait up to the database's lock timeout (30 s on SQLite) behind another's
+# commit, and workers' clocks may differ; ``seen`` keeps the rows in that window from counting twice.
+SETTLED_LOOKBACK_SECONDS = 60
+
+
 def settled_since(cluster_ids, since, seen: dict[int, object]) -> tuple[set[tuple[int, int]], object]:
     """(cluster, federated type) pairs with a propagation target finished after ``since``, not
     counting the targets in ``seen`` (id -> finished_at, updated here). While a target was in flight,
     events for its object were not judged (drift_candidates), so an edit made in that window is found
-    by relisting the pair once it has settled. Returns the pairs and the next ``since``: a few
-    seconds before the latest finish seen, for targets whose transaction commits late."""
+    by relisting the pair once it has settled. Returns the pairs and the next ``since``:
+    SETTLED_LOOKBACK_SECONDS before the latest finish seen, for targets whose transaction commits
+    late (a 5 s look-back missed a chunk that waited 8 s for SQLite's write lock)."""
     rows = list(
         PropagationTarget.objects.filter(finished_at__gt=since, cluster_id__in=list(cluster_ids)).values_list(
             "pk", "finished_at", "cluster_id", "run__resource__type_id"
@@ -70,7 +83,7 @@ def settled_since(cluster_ids, since, seen: dict[int, object]) -> tuple[set[tupl
     pairs = {(cid, tid) for pk, _, cid, tid in rows if pk not in seen}
     seen.update({pk: at for pk, at, _, _ in rows})
     latest = max([since, *(at for _, at, _, _ in rows)])
-    horizon = latest - timedelta(seconds=5)
+    horizon = latest - timedelta(seconds=SETTLED_LOOKBACK_SECONDS)
     for pk in [pk for pk, at in seen.items() if at < horizon]:
         del seen[pk]
     return pairs, horizon if latest > since else since
@@ -94,6 +107,12 @@ def build_connections(cluster_ids) -> tuple[dict[int, kube.ClusterConnection], d
             logger.warning("watcher: no connection to cluster %s: %s", cluster.name, exc)
             errors[cluster.pk] = f"{type(exc).__name__}: {exc}"[:500]
     return connections, errors
+
+
+def isolated_ids(cluster_ids) -> set[int]:
+    """The clusters isolated now: their events are not judged (drift_candidates), so once the
+    isolation is lifted their watches relist, and an edit made meanwhile is found."""
+    return set(Cluster.objects.filter(pk__in=list(cluster_ids), isolated=True).values_list("pk", flat=True))
 
 
 def credential_versions(cluster_ids) -> dict[int, int]:
@@ -157,7 +176,7 @@ def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple
         key = pv_key(pv)
         obj = live.get(key)
         version = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
-        if obj is not None and version and version == pv.live_resource_version:
+        if obj is not None and version and version == pv.live_resource_version and pv.sync_state == SyncState.IN_SYNC:
             target.seen[key] = version
             counts["cheap"] += 1
             continue
@@ -167,7 +186,7 @@ def handle_list(target: Target, items: list[dict], conn, before: dict[int, tuple
         counts["judged"] += 1
         try:
             if obj is not None:
-                outcome = judge_live(pv, obj, conn=conn, fence=fence)
+                outcome = judge_live(pv, obj, conn=conn, fence=fence, confirm=True)
             else:
                 outcome = check_drift(pv, conn=conn, fence=fence)
         except kube.KubeError as exc:
@@ -196,14 +215,29 @@ def handle_event(target: Target, event_type: str, obj: dict, conn, fence=None) -
     pv = qs.first()
     if pv is None:
         return "ignored"
-    if event_type != "DELETED" and version and pv.live_resource_version == version:
+    if (
+        event_type != "DELETED"
+        and version
+        and pv.live_resource_version == version
+        and pv.sync_state == SyncState.IN_SYNC  # an OutOfSync verdict is judged again, never kept on trust
+    ):
         target.seen[key] = version  # FedPortal's own write, recorded by the worker
         return "cheap"
-    if event_type == "DELETED":
-        # deleted, or our label taken off (the selector then says DELETED): a GET tells which
-        outcome = check_drift(pv, conn=conn, fence=fence)
-    else:
-        outcome = judge_live(pv, with_type(obj, _type_view(target)), conn=conn, fence=fence)
+    try:
+        if event_type == "DELETED":
+            # deleted, or our label taken off (the selector then says DELETED): a GET tells which
+            outcome = check_drift(pv, conn=conn, fence=fence)
+        else:
+            outcome = judge_live(pv, with_type(obj, _type_view(target)), conn=conn, fence=fence, confirm=True)
+    except kube.KubeError as exc:
+        if exc.transient:
+            raise  # the watch resumes before this event after its backoff, and it is judged again
+        # a permanent refusal (a 403 on the confirming GET, say) would be the same on every retry,
+        # and the watch would never get past this event: as handle_list does, log it and move on
+        # (the safety-net sweep checks the object again)
+        logger.info("watcher: drift check of %s on cluster %s failed: %s", pv.resource_id, pv.cluster_id, exc)
+        target.seen.pop(key, None)
+        return "error"
     _remember(target, pv.pk, key, version, outcome)
     return outcome
 

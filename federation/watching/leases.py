@@ -79,9 +79,12 @@ def register_watcher(name: str) -> FleetWatcher:
 
 
 def stop_watcher(name: str) -> None:
-    """A clean stop: the clusters are free at once (no lease period to wait)."""
-    ClusterWatch.objects.filter(watcher__name=name).update(watcher=None, lease_until=None, connected=False, watches=0)
-    FleetWatcher.objects.filter(name=name).update(stopped_at=timezone.now())
+    """A clean stop of this process's watcher: its clusters are free at once (no lease period to
+    wait). Only while the name is still this process's: one paused past its lease, whose name a
+    new process took over meanwhile (WatcherNameInUse), leaves that one's clusters and row alone."""
+    mine = FleetWatcher.objects.filter(name=name, host=socket.gethostname()[:255], pid=os.getpid())
+    ClusterWatch.objects.filter(watcher__in=mine).update(watcher=None, lease_until=None, connected=False, watches=0)
+    mine.update(stopped_at=timezone.now())
 
 
 def watched_cluster_ids() -> list[int]:

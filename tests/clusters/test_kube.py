@@ -339,6 +339,37 @@ def test_client_certificate_authentication_over_mutual_tls(mtls_server):
     assert error.value.kind in ({kube.KIND_TLS} | kube.UNREACHABLE_KINDS)
 
 
+def test_a_watch_tls_context_keeps_no_private_key_on_disk(mtls_server):
+    """The watcher's TLS context for a client certificate: the key was written to a file to load it,
+    and the file stayed until the process exited, one more per credential rotation (a reviewer's
+    finding). It is removed once loaded, and the context still authenticates."""
+    import asyncio
+    import glob
+    import ssl
+    import tempfile
+    import urllib.request
+
+    url, ca, client_cert, client_key = mtls_server
+    c = kube.ClusterConnection(
+        name="mtls", api_server=url, client_certificate=client_cert, client_key=client_key, ca_data=ca
+    )
+    pattern = f"{tempfile.gettempdir()}/fedportal-kube-*/*"
+    before = set(glob.glob(pattern))
+
+    async def context():
+        session = kube.WatchSession()
+        try:
+            return session.ssl_for(c), set(glob.glob(pattern))  # while the session is open
+        finally:
+            await session.close()
+
+    made, files = asyncio.run(context())
+    assert isinstance(made, ssl.SSLContext)
+    assert files == before, "no certificate or key file kept while the watches run"
+    with urllib.request.urlopen(url + "/version", context=made, timeout=5) as response:
+        assert b'"platform": "fedportal"' in response.read()  # the server saw our certificate
+
+
 @pytest.mark.django_db
 def test_register_with_a_client_certificate_stores_it_encrypted(mtls_server):
     from clusters import services

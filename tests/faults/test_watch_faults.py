@@ -207,3 +207,23 @@ def test_an_edit_made_while_a_propagation_is_in_flight_is_found_once_it_settles(
     PropagationRun.objects.filter(pk=run.pk).update(state=RunState.SUCCEEDED, finished_at=now)
     wait_for(lambda: _drift(web, names[0]), timeout=LEASE + 10, message="found by the relist once it settled")
     assert _drift(web, names[0]) == _image_drift("evil:f")
+
+
+def test_an_edit_made_while_a_cluster_is_isolated_is_found_once_it_is_restored(web_fleet, watcher_factory):
+    """An isolated cluster's events are not judged, and its watches move past them; with nothing to
+    relist it on restore, an edit made meanwhile waited for the object's next change or the hourly
+    sweep (a reviewer's finding). The heartbeat that sees the isolation lifted relists its watches."""
+    fleet, names, web = web_fleet
+    watcher_factory("w1", env=WATCHER_ENV)
+    wait_for(lambda: _watching(names), timeout=60, message="every watch open")
+    isolated = names[3]
+    Cluster.objects.filter(name=isolated).update(isolated=True, isolated_reason="skew")
+    time.sleep(LEASE)  # a heartbeat sees it isolated
+    _edit(fleet, isolated, "evil:i")
+    time.sleep(LEASE)  # the event came and was not judged
+    assert _drift(web, isolated) is None
+    Cluster.objects.filter(name=isolated).update(isolated=False, isolated_reason="")
+    restored = time.monotonic()
+    wait_for(lambda: _drift(web, isolated), timeout=LEASE + 10, message="found by the relist after the restore")
+    assert time.monotonic() - restored <= LEASE + 5
+    assert _drift(web, isolated) == _image_drift("evil:i")

@@ -245,7 +245,18 @@ def test_a_paused_process_whose_name_a_new_process_took_renews_nothing(engine):
 
 
 def test_a_watcher_whose_name_was_taken_over_stops(engine, monkeypatch):
+    """It stops, and leaves the new process's registration and leases alone: its clean stop freed
+    every cluster leased under the name and marked the new process stopped (a reviewer's finding),
+    while that one went on watching them."""
+    cluster = ClusterFactory(role=ClusterRole.MEMBER, state=ClusterState.READY)
+    leased_until = timezone.now() + timedelta(seconds=leases.lease_seconds())
+
     def replaced(name):
+        # a new process registered the name while this one was paused, and holds the cluster
+        FleetWatcher.objects.filter(name=name).update(host="new-host", pid=4242)
+        ClusterWatch.objects.update_or_create(
+            cluster=cluster, defaults={"watcher": FleetWatcher.objects.get(name=name), "lease_until": leased_until}
+        )
         raise leases.WatcherNameInUse(f"A watcher named {name!r} is already running (host new-host, pid 4242).")
 
     monkeypatch.setattr(leases, "claim_clusters", replaced)
@@ -253,4 +264,7 @@ def test_a_watcher_whose_name_was_taken_over_stops(engine, monkeypatch):
     # on a thread of its own, as run_async: run() starts no event loop of its own here
     run_async(asyncio.wait_for(engine.run(), timeout=10))
     assert engine.stop.is_set() and engine.owned == set()
-    assert FleetWatcher.objects.filter(name="w-paused").exists()
+    new = FleetWatcher.objects.get(name="w-paused")
+    assert (new.host, new.pid, new.stopped_at) == ("new-host", 4242, None)
+    held = ClusterWatch.objects.get(cluster=cluster)
+    assert held.watcher_id == new.pk and held.lease_until == leased_until

@@ -85,6 +85,18 @@ def test_410_gone_relists_and_watches_from_the_new_lists_version():
     assert state.relists == 2 and io.sleeps == [], "a relist needs no backoff"
 
 
+def test_a_server_that_keeps_answering_410_right_after_each_list_is_backed_off():
+    """The list's own version gone before anything came, again and again: it was listed in a tight
+    loop (a reviewer's finding); client-go backs off there too. A 410 after events needs none."""
+    gone = kube.WatchExpired("410 Gone", kind=kube.KIND_NOT_FOUND, status=410)
+    io, state = play(
+        [([], gone), ([], gone), ([], gone), ([ev("ADDED", "401")], None)], list_versions=("1", "2", "3", "4")
+    )
+    assert io.sleeps == [1.0, 2.0, 3.0]
+    assert state.relists == 4
+    assert io.handled == ["ADDED:401"]
+
+
 def test_failures_back_off_growing_and_a_working_watch_resets_the_count():
     cut = kube.KubeTransientError("cut", kind=kube.KIND_UNREACHABLE)
     io, state = play(

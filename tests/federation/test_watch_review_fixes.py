@@ -145,6 +145,21 @@ def test_enforce_does_not_reapply_once_a_newer_revision_was_recorded(fleet, web)
     assert image(fleet) == "evil:latest"
 
 
+def test_enforce_reapplies_nothing_of_a_type_whose_propagation_is_disabled(fleet, web):
+    """An admin disabled the type's propagation (KubeFed stops its sync controller): drift is still
+    reported, but nothing of that type is written to the clusters (it was re-applied; a reviewer's
+    finding)."""
+    from federation.choices import Toggle
+    from federation.models import FederatedType
+
+    resource = web(DriftPolicy.ENFORCE)
+    FederatedType.objects.filter(pk=resource.type_id).update(propagation=Toggle.DISABLED)
+    fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
+    assert drift.judge_live(load(resource), live(fleet)) == "out_of_sync"
+    assert image(fleet) == "evil:latest"
+    assert PropagatedVersion.objects.get(resource=resource).sync_state == SyncState.OUT_OF_SYNC
+
+
 class Fenced(Exception):
     """What a watcher's lease check raises once its lease may have lapsed (Engine.fence)."""
 
@@ -404,3 +419,120 @@ def test_watch_fleet_refuses_to_start_under_a_live_watchers_name(monkeypatch):
     with ThreadPoolExecutor(1) as thread, pytest.raises(CommandError, match="already running"):
         thread.submit(call_command, "watch_fleet", "--name", "busy").result()
     assert FleetWatcher.objects.get(name="busy").stopped_at is None, "the live watcher was left alone"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heartbeats_go_on_while_the_database_threads_stay_busy(make_engine, settings):
+    """The heartbeat renewed the leases, then waited for the database threads to bring the watches
+    in line before the next one: with every thread busy for longer than a lease, the leases lapsed,
+    every watch fenced itself and another watcher could take the clusters (a reviewer's finding;
+    the test above sees the first renewal only). Now heartbeats follow one another on their own."""
+    settings.FEDERATION_WATCH_LEASE_SECONDS = 1.5  # a heartbeat every 0.5 s
+    engine = make_engine("w-busy")
+    release = threading.Event()
+
+    def heartbeat():  # read on a thread of neither pool
+        try:
+            return FleetWatcher.objects.filter(name="w-busy").values_list("heartbeat_at", flat=True).first()
+        finally:
+            connection.close()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        busy = [loop.run_in_executor(engine.db_pool, release.wait) for _ in range(engine.db_pool._max_workers)]
+        running = asyncio.create_task(engine.run())
+        seen = set()
+        try:
+            for _ in range(40):  # 4 s: more than two leases with every database thread held
+                await asyncio.sleep(0.1)
+                if (at := await asyncio.to_thread(heartbeat)) is not None:
+                    seen.add(at)
+            return len(seen), engine.lease_current()
+        finally:
+            release.set()
+            await asyncio.gather(*busy)
+            engine.stop.set()
+            await running
+
+    renewals, current = run_async(main())
+    assert renewals >= 5, f"{renewals} heartbeats in 4 s while the database threads were busy"
+    assert current, "the leases stayed current"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_judging_still_running_at_shutdown_is_fenced_and_waited_for(make_engine, settings):
+    """Cancelling a watch's task does not stop its database thread: a judging still running there
+    passed its fence after the clean stop had given the clusters back, and could re-apply under
+    Enforce after another watcher took over (a reviewer's finding). The stop fences first, then waits
+    for the database threads, then gives the clusters back."""
+    from clusters.choices import ClusterRole, ClusterState
+
+    settings.FEDERATION_WATCH_LEASE_SECONDS = 1.5
+    cluster = ClusterFactory(role=ClusterRole.MEMBER, state=ClusterState.READY)
+    engine = make_engine("w-stop")
+    release, outcome = threading.Event(), {}
+
+    async def main():
+        running = asyncio.create_task(engine.run())
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if cluster.pk in engine.owned and engine.lease_current():
+                break
+        fence = engine.fence(cluster.pk)
+
+        def judging():  # an event's judging, its verdict about to be written
+            release.wait()
+            try:
+                fence()
+                outcome["fenced"] = False
+            except watch_engine.LeaseLapsed:
+                outcome["fenced"] = True
+            outcome["done_at"] = timezone.now()
+
+        job = asyncio.get_running_loop().run_in_executor(engine.db_pool, judging)
+        engine.stop.set()
+        await asyncio.sleep(0.3)
+        release.set()
+        await running
+        await job
+
+    run_async(main())
+    assert outcome["fenced"], "the verdict would have been written after the stop"
+    assert FleetWatcher.objects.get(name="w-stop").stopped_at >= outcome["done_at"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_federated_type_edited_while_watched_is_watched_again_on_its_new_path(make_engine):
+    """Its watch kept the path it started with until the watcher restarted (a reviewer's finding)."""
+    from federation.models import FederatedType
+
+    cluster = ClusterFactory(name="solo")
+    resource = web_deployment(placement={"clusters": ["solo"]})
+    key = (cluster.pk, resource.type_id)
+    engine = make_engine()
+
+    def edit_type():
+        try:
+            FederatedType.objects.filter(pk=resource.type_id).update(version="v1beta2")
+        finally:
+            connection.close()
+
+    async def main():
+        engine.loop = asyncio.get_running_loop()
+        engine.session, engine.stop = None, asyncio.Event()
+        try:
+            await engine.tick()
+            first = engine.tasks[key]
+            await asyncio.to_thread(edit_type)
+            await engine.tick()
+            second, path = engine.tasks[key], engine.targets[key].api_version
+            await engine.tick()
+            return first, second, engine.tasks[key], path
+        finally:
+            engine.stop.set()
+            await asyncio.gather(*engine.tasks.values(), return_exceptions=True)
+
+    first, second, third, path = run_async(main())
+    assert second is not first and first.cancelled(), "watched again"
+    assert path == "apps/v1beta2"
+    assert third is second, "an unchanged type keeps its watch"
