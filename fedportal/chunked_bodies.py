@@ -5,7 +5,7 @@ got "The request has no body".
 
 A server that decodes the chunks itself (gunicorn, which says so with ``wsgi.input_terminated``,
 PEP 3333's extension) hands over a stream that ends with the body. The request reads from that
-stream as it is, and only when a view reads the body, after authentication and role checks:
+stream as it is, and only when a view reads the body, after authentication:
 Django then reads one byte past DATA_UPLOAD_MAX_MEMORY_SIZE and refuses a longer body
 (RequestDataTooBig: the API's JSON 413, a page's 400). A malformed chunk is a 400, not a 500. A
 server that does not decode chunks (the development server) gets a 411 that says what to send

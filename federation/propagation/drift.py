@@ -262,7 +262,7 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
     recorded since (an event replayed after a reconnect, a LIST taken while a propagation was in
     flight): a difference is confirmed by a GET before it is recorded as drift, so a propagation
     that has just finished is never marked OutOfSync (nor re-applied under Enforce) from an object
-    it replaced. An object that matches needs no GET."""
+    it replaced. An object that matches, or shows the very drift already recorded, needs no GET."""
     resource, ftype, cluster = pv.resource, pv.resource.type, pv.cluster
     as_read = _as_read(verdict_token(pv))
     now = timezone.now()
@@ -285,7 +285,9 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
             for c in diff_desired_live(pv.applied_manifest, live, ignore=SERVER_POPULATED + ignored_paths(ftype.kind))
         ]
         changes = mask_secrets(changes, secret=is_secret_kind(ftype.kind))
-    if changes and confirm:
+    if changes and confirm and not (pv.sync_state == SyncState.OUT_OF_SYNC and pv.drift == changes):
+        # (the drift already recorded, seen again: nothing to confirm, and a drifted Deployment's
+        # every status event, every relist, would cost a GET)
         return check_drift(pv, conn=conn, fence=fence)
     if fence is not None:
         fence()

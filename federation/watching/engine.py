@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +46,12 @@ class LeaseLapsed(RuntimeError):
 # A watcher fences itself this long before its lease runs out as it last renewed it, a margin for
 # clocks that differ between the hosts of two watchers (the other takes over by its own clock).
 FENCE_MARGIN = 0.1  # of the lease
+# A reconcile of the watches still running after this many leases: the database threads are stuck,
+# and the watcher stops rather than renew leases of clusters it judges nothing on.
+WEDGED_LEASES = 3
+# How long a clean stop waits for the database threads before giving the clusters back; past it
+# they are left to lapse (the threads are fenced: nothing they finish is written).
+STOP_WAIT_SECONDS = 15.0
 
 
 def backoff_delay(failures: int, *, base: float = 1.0, cap: float = 30.0, rand=random.random) -> float:
@@ -233,6 +241,9 @@ class Engine:
         # targets that settle from now on get their (cluster, type) relisted (handling.settled_since)
         self.settled_since = timezone.now() - timedelta(seconds=5)
         self.settled_seen: dict[int, object] = {}
+        self.wedged = False  # stopped because its database threads were stuck (run's watchdog)
+        self.db_running = 0  # calls running on a database thread now (in_db): what a clean stop waits for
+        self.db_running_lock = threading.Lock()
         self.isolated: set[int] = set()  # held clusters isolated at the last heartbeat (handling.isolated_ids)
         # the clusters the last heartbeat found this watcher holding, and until when those leases are
         # surely its own (lease_current): by time.monotonic() and by time.time(), which unlike the
@@ -244,8 +255,14 @@ class Engine:
 
     async def in_db(self, fn, *args, pool: ThreadPoolExecutor | None = None):
         def call():
-            close_old_connections()
-            return fn(*args)
+            with self.db_running_lock:
+                self.db_running += 1
+            try:
+                close_old_connections()
+                return fn(*args)
+            finally:
+                with self.db_running_lock:
+                    self.db_running -= 1
 
         return await self.loop.run_in_executor(pool or self.db_pool, call)
 
@@ -302,6 +319,7 @@ class Engine:
             raise
         logger.info("watcher %s started (lease %ss)", self.name, self.lease)
         reconciling: asyncio.Task | None = None
+        reconcile_started = time.monotonic()
         try:
             while not self.stop.is_set():
                 try:
@@ -318,7 +336,22 @@ class Engine:
                     # busy: the next heartbeat does not wait for them (its leases would lapse, and
                     # every watch fence itself); one reconcile at a time, with the newest holdings
                     if reconciling is None or reconciling.done():
-                        reconciling = asyncio.create_task(self.reconcile_logged(owned))
+                        reconciling, reconcile_started = (
+                            asyncio.create_task(self.reconcile_logged(owned)),
+                            time.monotonic(),
+                        )
+                    elif time.monotonic() - reconcile_started > WEDGED_LEASES * self.lease:
+                        # the database threads are stuck (a statement that never returns): renewing on
+                        # would keep these clusters with nobody judging them; stop, and let the leases
+                        # lapse to another watcher (a supervisor restarts this one)
+                        logger.error(
+                            "watcher %s stops: its watches have not been reconciled for %.0f s (database threads stuck)",
+                            self.name,
+                            time.monotonic() - reconcile_started,
+                        )
+                        self.wedged = True
+                        self.stop.set()
+                        break
                 try:
                     await asyncio.wait_for(self.stop.wait(), timeout=max(0.5, self.lease / 3))
                 except TimeoutError:
@@ -358,10 +391,12 @@ class Engine:
     async def reconcile(self, owned: set[int]) -> None:
         """Start, restart and stop the watches for the clusters a heartbeat found this watcher holding."""
         wanted = await self.in_db(handling.targets_for, owned)
+        isolated = await self.in_db(handling.isolated_ids, owned)
+        # the last await before the relists: what settled_since moved past is relisted without a
+        # database call in between that could fail and lose it
         settled, self.settled_since = await self.in_db(
             handling.settled_since, owned, self.settled_since, self.settled_seen
         )
-        isolated = await self.in_db(handling.isolated_ids, owned)
         restored, self.isolated = (self.isolated - isolated) & set(owned), isolated  # events not judged meanwhile
         settled |= {key for key in self.tasks if key[0] in restored}
         for key in settled & set(self.tasks):  # judged again from a fresh LIST (see settled_since)
@@ -451,9 +486,16 @@ class Engine:
         # once another watcher may have taken its cluster over; waited for, so none is left
         self.owned = set()
         self.lease_valid_until = self.lease_valid_until_wall = 0.0
-        await asyncio.to_thread(self.db_pool.shutdown, wait=True, cancel_futures=True)
+        self.db_pool.shutdown(wait=False, cancel_futures=True)  # what is queued never starts
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while self.db_running and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        drained = not self.db_running
         try:
-            await self.in_lease_db(leases.stop_watcher, self.name)
+            if drained:
+                await self.in_lease_db(leases.stop_watcher, self.name)
+            else:  # a thread still runs (fenced): its clusters are taken over once its leases lapse
+                logger.warning("watcher %s: database threads still busy; its leases are left to lapse", self.name)
         finally:
             self.shutdown_pools()
         logger.info("watcher %s stopped", self.name)
@@ -469,10 +511,17 @@ def _differs(before, after, slack: float) -> bool:
     return before != after
 
 
-def serve(name: str) -> None:
-    """Run a watcher until SIGTERM / SIGINT (`manage.py watch_fleet`)."""
+def serve(name: str) -> bool:
+    """Run a watcher until SIGTERM / SIGINT (`manage.py watch_fleet`). False: it stopped because its
+    database threads were stuck. A thread still stuck would keep the process from exiting (the
+    interpreter joins them): the process then ends at once, with status 1, for its supervisor."""
     _raise_file_limit()
-    asyncio.run(Engine(name).run())
+    engine = Engine(name)
+    asyncio.run(engine.run())
+    if engine.db_running:
+        logging.shutdown()
+        os._exit(1)
+    return not engine.wedged
 
 
 def _raise_file_limit() -> None:

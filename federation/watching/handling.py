@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import DatabaseError
+from django.utils import timezone
 
 from clusters import kube
 from clusters.models import Cluster
@@ -73,8 +74,9 @@ def settled_since(cluster_ids, since, seen: dict[int, object]) -> tuple[set[tupl
     counting the targets in ``seen`` (id -> finished_at, updated here). While a target was in flight,
     events for its object were not judged (drift_candidates), so an edit made in that window is found
     by relisting the pair once it has settled. Returns the pairs and the next ``since``:
-    SETTLED_LOOKBACK_SECONDS before the latest finish seen, for targets whose transaction commits
-    late (a 5 s look-back missed a chunk that waited 8 s for SQLite's write lock)."""
+    SETTLED_LOOKBACK_SECONDS ago (never earlier than ``since``: the watcher's start, whose LISTs
+    cover what settled before it), for targets whose transaction commits late (a 5 s look-back from
+    the latest finish seen missed a chunk that waited 8 s for SQLite's write lock)."""
     rows = list(
         PropagationTarget.objects.filter(finished_at__gt=since, cluster_id__in=list(cluster_ids)).values_list(
             "pk", "finished_at", "cluster_id", "run__resource__type_id"
@@ -82,11 +84,12 @@ def settled_since(cluster_ids, since, seen: dict[int, object]) -> tuple[set[tupl
     )
     pairs = {(cid, tid) for pk, _, cid, tid in rows if pk not in seen}
     seen.update({pk: at for pk, at, _, _ in rows})
-    latest = max([since, *(at for _, at, _, _ in rows)])
-    horizon = latest - timedelta(seconds=SETTLED_LOOKBACK_SECONDS)
-    for pk in [pk for pk, at in seen.items() if at < horizon]:
+    # a target stamped before this has committed by now: the next look starts there, so a quiet
+    # fleet reads nothing (held at the latest finish, it read the same rows again every heartbeat)
+    horizon = max(since, timezone.now() - timedelta(seconds=SETTLED_LOOKBACK_SECONDS))
+    for pk in [pk for pk, at in seen.items() if at <= horizon]:
         del seen[pk]
-    return pairs, horizon if latest > since else since
+    return pairs, horizon
 
 
 def connections_for(cluster_ids) -> dict[int, kube.ClusterConnection]:

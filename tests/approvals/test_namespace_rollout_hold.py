@@ -159,3 +159,40 @@ def test_a_rolled_back_rollout_does_not_uncover_an_aborted_ones_revision(
     assert schedule.decide_for(web).targets == ["m128", "m130"]
     drain(propagation.propagate_revision(web))
     assert not namespace_on(ready_fleet, "m131", "wide")
+
+
+def test_the_hold_takes_no_resource_away_from_a_cluster_it_is_on(ready_fleet, operator, approver, second_approver):
+    """A namespace that was on the clusters before it was federated has no record of FedPortal's
+    there (the worker found it and wrote nothing): holding the resources in it to where the
+    namespace's runs went placed them nowhere, and their next run planned them for removal from
+    every cluster (a reviewer's finding). The hold adds no cluster; it takes none away."""
+    from clusters import kube
+    from clusters.models import Cluster
+    from clusters.services import connection_for
+
+    for name in ("m128", "m130"):
+        manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "legacy"}}
+        kube.apply_object(
+            connection_for(Cluster.objects.get(name=name)), manifest, plural="namespaces", namespaced=False
+        )
+    ns = federate_namespace("legacy", ["m128", "m130"], actor=operator)
+    web = web_deployment(namespace="legacy", placement={"clusterSelector": {}}, actor=operator)
+    drain(propagation.propagate_revision(web))
+    assert not PropagatedVersion.objects.filter(resource=ns).exists(), "the namespace was there: nothing written"
+    federation_services.set_rollout_strategy(
+        ns,
+        {"autoRollback": False, "waves": [{"name": "gated", "clusters": ["m128"], "requireApproval": True}]},
+        actor=operator,
+    )
+    federation_services.update_resource(
+        ns, template={"metadata": {"labels": {"team": "a"}}}, placement={"clusters": ["m128", "m130"]}, actor=operator
+    )
+    rollout = approve_change(ns, operator, [approver, second_approver])
+    rollouts.advance_rollout(rollout.pk)
+    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.WAITING_APPROVAL
+    assert schedule.decide_for(web).targets == ["m128", "m130"]
+    run = propagation.propagate_revision(web)
+    assert set(run.targets.values_list("action", flat=True)) == {"apply"}
+    drain(run)
+    for cluster in ("m128", "m130"):
+        assert ready_fleet.get_object(cluster, "apps/v1", "Deployment", "legacy", "web") is not None

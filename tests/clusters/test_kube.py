@@ -343,11 +343,12 @@ def test_a_watch_tls_context_keeps_no_private_key_on_disk(mtls_server):
     """The watcher's TLS context for a client certificate: the key was written to a file to load it,
     and the file stayed until the process exited, one more per credential rotation (a reviewer's
     finding). It is removed once loaded, and the context still authenticates."""
-    import asyncio
     import glob
     import ssl
     import tempfile
     import urllib.request
+
+    from tests.utils import run_async
 
     url, ca, client_cert, client_key = mtls_server
     c = kube.ClusterConnection(
@@ -363,7 +364,7 @@ def test_a_watch_tls_context_keeps_no_private_key_on_disk(mtls_server):
         finally:
             await session.close()
 
-    made, files = asyncio.run(context())
+    made, files = run_async(context())  # not on the main thread: Playwright's loop may run there
     assert isinstance(made, ssl.SSLContext)
     assert files == before, "no certificate or key file kept while the watches run"
     with urllib.request.urlopen(url + "/version", context=made, timeout=5) as response:

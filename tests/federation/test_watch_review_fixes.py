@@ -470,7 +470,7 @@ def test_a_judging_still_running_at_shutdown_is_fenced_and_waited_for(make_engin
     settings.FEDERATION_WATCH_LEASE_SECONDS = 1.5
     cluster = ClusterFactory(role=ClusterRole.MEMBER, state=ClusterState.READY)
     engine = make_engine("w-stop")
-    release, outcome = threading.Event(), {}
+    release, started, outcome = threading.Event(), threading.Event(), {}
 
     async def main():
         running = asyncio.create_task(engine.run())
@@ -481,6 +481,7 @@ def test_a_judging_still_running_at_shutdown_is_fenced_and_waited_for(make_engin
         fence = engine.fence(cluster.pk)
 
         def judging():  # an event's judging, its verdict about to be written
+            started.set()
             release.wait()
             try:
                 fence()
@@ -489,7 +490,8 @@ def test_a_judging_still_running_at_shutdown_is_fenced_and_waited_for(make_engin
                 outcome["fenced"] = True
             outcome["done_at"] = timezone.now()
 
-        job = asyncio.get_running_loop().run_in_executor(engine.db_pool, judging)
+        job = asyncio.ensure_future(engine.in_db(judging))
+        assert await asyncio.to_thread(started.wait, 10), "the judging is running on a database thread"
         engine.stop.set()
         await asyncio.sleep(0.3)
         release.set()
@@ -536,3 +538,28 @@ def test_a_federated_type_edited_while_watched_is_watched_again_on_its_new_path(
     assert second is not first and first.cancelled(), "watched again"
     assert path == "apps/v1beta2"
     assert third is second, "an unchanged type keeps its watch"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_watcher_whose_database_threads_are_stuck_stops_and_lets_its_leases_lapse(make_engine, settings, monkeypatch):
+    """Heartbeats no longer wait for the database threads: a statement that never returns left a
+    watcher renewing leases of clusters it judged nothing on (a reviewer's finding). After three
+    leases without a finished reconcile it stops, without giving back what a stuck thread may still
+    write (its leases lapse to another watcher)."""
+    from clusters.choices import ClusterRole, ClusterState
+
+    settings.FEDERATION_WATCH_LEASE_SECONDS = 1.0
+    monkeypatch.setattr(watch_engine, "STOP_WAIT_SECONDS", 0.3)
+    cluster = ClusterFactory(role=ClusterRole.MEMBER, state=ClusterState.READY)
+    stuck = threading.Event()
+    monkeypatch.setattr(handling, "targets_for", lambda cluster_ids: stuck.wait(30) or {})
+    engine = make_engine("w-stuck")
+    try:
+        run_async(asyncio.wait_for(engine.run(), timeout=20))
+        assert engine.wedged and engine.stop.is_set()
+        assert engine.db_running == 1, "the stuck call is still on its thread"
+        row = FleetWatcher.objects.get(name="w-stuck")
+        assert row.stopped_at is None, "not a clean stop: nothing given back while a thread may still write"
+        assert ClusterWatch.objects.get(cluster=cluster).watcher_id == row.pk
+    finally:
+        stuck.set()

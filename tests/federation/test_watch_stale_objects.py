@@ -155,3 +155,48 @@ def test_a_settled_target_that_commits_late_still_has_its_pair_relisted(fleet, w
     PropagationTarget.objects.filter(pk=early.pk).update(finished_at=now)
     pairs, _ = handling.settled_since([pv.cluster_id], since, seen)
     assert pairs == pair, "the late commit's pair is relisted"
+
+
+def test_drift_already_recorded_and_seen_again_needs_no_get(fleet, web, monkeypatch):
+    """A drifted object's every status event and every relist would otherwise cost a GET."""
+    edited = fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
+    target, conn = watching(web)
+    assert handling.handle_event(target, "MODIFIED", edited, conn) == "out_of_sync"
+    calls = []
+    monkeypatch.setattr(drift, "check_drift", lambda *a, **kw: calls.append(a) or "in_sync")
+    target, conn = watching(web)  # a fresh watch: nothing seen yet
+    assert handling.handle_list(target, [edited], conn)["out_of_sync"] == 1
+    assert calls == []
+    assert PropagatedVersion.objects.get(resource=web).sync_state == SyncState.OUT_OF_SYNC
+
+
+def test_a_quiet_fleet_reads_no_settled_targets_again(fleet, web):
+    """The next look started a minute before the latest finish seen and stayed there while nothing
+    finished: every heartbeat read the same targets again (all of a 200,000-target propagation's
+    last minute). It starts a minute ago, and never before the watcher's start."""
+    pv = PropagatedVersion.objects.get(resource=web)
+    now = timezone.now()
+    PropagationTarget.objects.update(finished_at=now - timedelta(minutes=5))
+    since = now - timedelta(minutes=10)
+    pairs, since = handling.settled_since([pv.cluster_id], since, {})
+    assert pairs  # finished after the first look's start
+    assert since >= now - timedelta(seconds=handling.SETTLED_LOOKBACK_SECONDS + 1)
+    pairs, again = handling.settled_since([pv.cluster_id], since, {})
+    assert pairs == set() and again >= since
+    start = timezone.now()
+    _, kept = handling.settled_since([pv.cluster_id], start, {})
+    assert kept == start, "never before the watcher's start"
+
+
+def test_a_refused_confirming_get_passes_the_event_too(fleet, web, monkeypatch):
+    """The README's 403: the GET that confirms a difference seen in a MODIFIED event is refused for
+    good; the event is passed, not retried for ever."""
+    edited = fleet.external_edit("m128", "apps/v1", "Deployment", "shop", "web", EVIL)
+    target, conn = watching(web)
+
+    def refused(*args, **kwargs):
+        raise kube.KubePermanentError("deployments.apps is forbidden", kind=kube.KIND_FORBIDDEN)
+
+    monkeypatch.setattr(drift, "check_drift", refused)
+    assert handling.handle_event(target, "MODIFIED", edited, conn) == "error"
+    assert PropagatedVersion.objects.get(resource=web).sync_state == SyncState.IN_SYNC  # nothing recorded

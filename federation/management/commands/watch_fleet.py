@@ -2,7 +2,7 @@
 federated type) over what FedPortal applied; drift and member status within seconds. Run one per
 machine; several split the fleet through leases in the database (README: Scaling out)."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from federation import watching
 
@@ -16,4 +16,5 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         name = opts["name"] or watching.default_watcher_name()
         self.stdout.write(f"watcher {name} starting")
-        watching.serve(name)
+        if not watching.serve(name):
+            raise CommandError(f"watcher {name} stopped: its database threads were stuck (see the log)")
