@@ -12,7 +12,9 @@ A resource a staged rollout owns is not applied to a cluster that joins meanwhil
 waves were fixed when it started, so the cluster would get its revision ahead of every wave, gate
 and approval, and a rollback would not reach it. The cluster waits; when the rollout completes or
 is rolled back, ``reconcile_resource_membership`` gives every cluster the placement selects that
-holds nothing what the resource then has (an aborted rollout gives it nothing until the next change).
+holds nothing what the resource then has. An aborted rollout gives it nothing until the next change
+that goes to the whole placement, and a cluster that joins after the abort waits for that change too
+(the resource's propagated revision is the aborted one, which stopped at the waves before the abort).
 """
 
 import logging
@@ -135,6 +137,19 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
             cluster=cluster.name,
             summary=f"{cluster.name} {reason}: propagating {resource} to it waits for CR-{rolling_out[resource.pk]}'s "
             "staged rollout to end",
+            after={"action": "deferred", "cluster": cluster.name, "reason": reason},
+        )
+        return None
+    if change.action == APPLY and _last_rollout_aborted(resource.pk):
+        # its propagated revision is the aborted rollout's, which stopped at the waves before the
+        # abort: a cluster joining now gets nothing until the next change, as one that waited did
+        record_event(
+            "federation.resource.membership",
+            actor=None,
+            obj=resource,
+            cluster=cluster.name,
+            summary=f"{cluster.name} {reason}: propagating {resource} to it waits for its next change (its newest "
+            "staged rollout was aborted)",
             after={"action": "deferred", "cluster": cluster.name, "reason": reason},
         )
         return None

@@ -751,7 +751,7 @@ def set_rollout_strategy(resource: FederatedResource, strategy, *, actor=None) -
     try:
         strategy = normalize_strategy(strategy)
     except StrategyError as exc:
-        raise SpecError(f"rolloutStrategy: {exc}") from exc
+        raise SpecError({"rollout_strategy": [f"rolloutStrategy: {exc}"]}) from exc
     before = resource.rollout_strategy or {}
     if strategy == before:
         return resource

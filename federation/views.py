@@ -57,6 +57,7 @@ _FIELD_FOR = {
     "name": "name",
     "retention": "retention",
     "drift_policy": "drift_policy",
+    "rollout_strategy": "rollout_strategy_yaml",
 }
 
 

@@ -29,7 +29,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, F, IntegerField, OuterRef, Q, Subquery, When
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, Subquery, When
 from django.utils import timezone
 
 from clusters.models import Cluster
@@ -150,23 +150,57 @@ def resources_in_rollout(resource_ids) -> dict[int, int]:
 def last_rollout_aborted(resource_id: int) -> bool:
     """The resource's newest staged rollout was aborted: its propagated revision reached the waves
     before the abort only, and a cluster that comes into its placement now gets nothing until the
-    next change (as one that waited during the rollout)."""
+    next change (as one that waited during the rollout): one that went to the whole placement
+    (``overtaken_by_a_later_change``) ends that wait."""
     state = (
-        Rollout.objects.filter(change_request__resource_id=resource_id).order_by("-pk").values_list("state", flat=True)
+        deciding_rollouts(Rollout.objects.filter(change_request__resource_id=resource_id))
+        .annotate(overtaken=overtaken_by_a_later_change())
+        .order_by("-pk")
+        .values_list("state", "overtaken")
     ).first()
-    return state == RolloutState.ABORTED
+    return state == (RolloutState.ABORTED, False)
+
+
+def deciding_rollouts(rollouts):
+    """The rollouts of a Rollout queryset that decide where their resource is: unfinished ones,
+    and finished ones that sent something (a run). One aborted before its first batch sent nothing:
+    the revision the resource had went to its whole placement, and the newest rollout that did send
+    something (if any) decides; taken as the newest, it held back every later joiner, and a request
+    for the propagated revision was refused as "already what the clusters have"."""
+    sent = Exists(PropagationRun.objects.filter(change_requests=OuterRef("change_request_id")))
+    return rollouts.filter(Q(state__in=UNFINISHED) | sent)
+
+
+def overtaken_by_a_later_change() -> Exists:
+    """For a Rollout queryset: a change of the same resource applied after it went to the whole
+    placement at once (one a rollout strategy could have staged, not a rollout's own rollback, and
+    with a propagation run). Its placement then says again where the resource is: the rollout no
+    longer holds anything back. Its newest rollout stayed, aborted or rolled back, the newest all the
+    same, and a cluster joining any time later got nothing, with a message naming that old request."""
+    return Exists(
+        ChangeRequest.objects.filter(
+            resource_id=OuterRef("change_request__resource_id"),
+            applied_at__gt=OuterRef("change_request__applied_at"),
+            kind__in=STAGED_KINDS,
+            rollback_of__isnull=True,
+            rollout__isnull=True,
+            runs__isnull=False,
+        )
+    )
 
 
 def with_rollout_holding_back(resources):
     """``resources`` (a FederatedResource queryset) annotated with ``rollout_holding_back``: the
-    change request of the resource's newest staged rollout unless it completed, else None. Until
+    change request of the resource's newest staged rollout (``deciding_rollouts``) unless it
+    completed (or a later change went to the whole placement: ``overtaken_by_a_later_change``),
+    else None. Until
     one completes, its propagated revision may not be where its placement says: waves not reached
     (unfinished), stopped (aborted), or clusters given back what they had (rolled back: the
     propagated revision is then the highest of those, and may be an aborted rollout's). What was
     sent where is then in its runs (``approved_revisions``), not in its placement."""
-    newest = Rollout.objects.filter(change_request__resource_id=OuterRef("pk")).order_by("-pk")
+    newest = deciding_rollouts(Rollout.objects.filter(change_request__resource_id=OuterRef("pk"))).order_by("-pk")
     holding = Case(
-        When(~Q(state=RolloutState.COMPLETED), then=F("change_request_id")),
+        When(~Q(state=RolloutState.COMPLETED) & ~overtaken_by_a_later_change(), then=F("change_request_id")),
         default=None,
         output_field=IntegerField(),
     )

@@ -455,6 +455,9 @@ def create_change_request(
                 and resource.propagated_revision_id == revision.pk
                 and not _settings_pending(resource)
                 and not _clusters_behind(resource, revision)
+                # every cluster then placed had it when its rollout was aborted: a cluster joining
+                # since waits for the next change (federation.membership), and this is that change
+                and not rollout.last_rollout_aborted(resource.pk)
             ):
                 raise TransitionError(
                     f"Revision {revision.number} of {resource} is already what the clusters have; edit the resource first."

@@ -196,3 +196,103 @@ def test_the_hold_takes_no_resource_away_from_a_cluster_it_is_on(ready_fleet, op
     drain(run)
     for cluster in ("m128", "m130"):
         assert ready_fleet.get_object(cluster, "apps/v1", "Deployment", "legacy", "web") is not None
+
+
+def test_a_later_change_to_the_whole_placement_ends_an_aborted_rollouts_hold(
+    ready_fleet, operator, approver, second_approver
+):
+    """After the abort, a change of the namespace went to its whole placement at once (no strategy):
+    its placement says again where the namespace is. The aborted rollout stayed the newest all the
+    same, and held the resources in it back for good: a cluster relabelled into the namespace's
+    placement later never got them, "not on m127 yet ... CR-<the aborted one> has not completed"."""
+    from clusters.models import Cluster
+
+    first = widened_to_the_first_wave(operator, [approver, second_approver])
+    ns = first.change_request.resource
+    rollouts.abort_rollout(first.change_request, actor=operator, reason="enough")
+    for cluster in Cluster.objects.filter(name__in=["m128", "m130", "m131"]):
+        cluster.labels = {**cluster.labels, "tier": "web"}
+        cluster.save()
+    federation_services.update_resource(
+        ns,
+        template={"metadata": {"labels": {"team": "web"}}},
+        placement={"clusterSelector": {"matchLabels": {"tier": "web"}}},
+        actor=operator,
+    )
+    ns.refresh_from_db()
+    later = services.create_change_request(ns, actor=operator, rollout_strategy={})
+    later = services.submit(later, actor=operator)
+    for approver_ in (approver, second_approver):
+        later = services.approve(later, actor=approver_)
+    assert not Rollout.objects.filter(change_request=later).exists()
+    for run in later.runs.all():
+        drain(run)
+    assert all(namespace_on(ready_fleet, name, "wide") for name in ("m128", "m130", "m131"))
+    assert rollouts.rollout_holding_back(ns.pk) is None
+
+    web = web_deployment(namespace="wide", placement={"clusterSelector": {}}, actor=operator)
+    m127 = Cluster.objects.get(name="m127")
+    m127.labels = {**m127.labels, "tier": "web"}
+    m127.save()
+    assert schedule.decide_for(web).targets == ["m127", "m128", "m130", "m131"]
+    drain(propagation.propagate_revision(web))
+    assert namespace_on(ready_fleet, "m127", "wide")
+    assert ready_fleet.get_object("m127", "apps/v1", "Deployment", "wide", "web") is not None
+
+
+def test_a_later_change_to_the_whole_placement_ends_an_aborted_rollouts_wait_for_joiners(
+    ready_fleet, operator, approver, second_approver
+):
+    """A resource whose rollout was aborted gets nothing on a cluster its namespace newly reaches
+    "until the next change"; once that change went to its whole placement, the namespace reaching a
+    cluster brings the resource too (before, the aborted rollout, still the newest, refused it for good)."""
+    from clusters.models import Cluster
+    from federation.membership import reconcile_resource_membership
+    from tests.federation.factories import WEB_TEMPLATE
+
+    everywhere = {"clusterSelector": {}}
+
+    def labelled(version: str) -> dict:
+        return {**WEB_TEMPLATE, "metadata": {"labels": {"app": "web", "v": version}}}
+
+    ns = federate_namespace("shop2", ["m128", "m130", "m131"], actor=operator)
+    drain(propagation.propagate_revision(ns))
+    web = web_deployment(namespace="shop2", placement=everywhere, actor=operator)
+    drain(propagation.propagate_revision(web))
+    federation_services.set_rollout_strategy(
+        web,
+        {
+            "autoRollback": False,
+            "waves": [
+                {"name": "canary", "clusters": ["m128"]},
+                {"name": "others", "clusters": ["m130", "m131"], "requireApproval": True},
+            ],
+        },
+        actor=operator,
+    )
+    web.refresh_from_db()
+    federation_services.update_resource(web, template=labelled("2"), placement=everywhere, actor=operator)
+    web.refresh_from_db()
+    staged = approve_change(web, operator, [approver, second_approver])
+    rollouts.advance_rollout(staged.pk)
+    assert Rollout.objects.get(pk=staged.pk).state == RolloutState.WAITING_APPROVAL  # the canary has it
+    rollouts.abort_rollout(staged.change_request, actor=operator, reason="enough")
+
+    federation_services.update_resource(web, template=labelled("3"), placement=everywhere, actor=operator)
+    web.refresh_from_db()
+    later = services.submit(services.create_change_request(web, actor=operator, rollout_strategy={}), actor=operator)
+    for approver_ in (approver, second_approver):
+        later = services.approve(later, actor=approver_)
+    for run in later.runs.all():
+        drain(run)
+    federation_services.update_resource(ns, template={}, placement={"clusters": MEMBERS}, actor=operator)
+    ns.refresh_from_db()
+    drain(propagation.propagate_revision(ns))
+    assert namespace_on(ready_fleet, "m127", "shop2")
+
+    m127 = Cluster.objects.get(name="m127")
+    runs = reconcile_resource_membership(web.pk, among={m127.pk})  # what the namespace reaching m127 asks
+    assert len(runs) == 1
+    drain(runs[0])
+    live = ready_fleet.get_object("m127", "apps/v1", "Deployment", "shop2", "web")
+    assert live["metadata"]["labels"]["v"] == "3"

@@ -897,3 +897,94 @@ def test_a_cluster_joining_while_a_rollout_starts_waits_for_that_rollout(
     assert f"waits for CR-{cr.pk}'s staged rollout to end" in deferred.summary
     resyncs = PropagationRun.objects.filter(resource=resource).exclude(pk__in=runs_before)
     assert not resyncs.filter(targets__cluster__name="m131", trigger="resync").exists()
+
+
+def test_a_cluster_joining_after_an_abort_waits_for_the_next_change(
+    ready_fleet, operator, approver, second_approver, queued_reconciles
+):
+    """The aborted rollout's revision (web:2) stopped at its canary: a cluster joining the placement
+    after the abort got it all the same (the resource's propagated revision is the aborted one),
+    while one that joined during the rollout waited for the next change. Both wait now; the next
+    change, sent to the whole placement, reaches it."""
+    from federation.membership import reconcile_cluster_membership
+
+    resource, cr, rollout = _staged_to_web_tier(ready_fleet, operator, [approver, second_approver])
+    rollouts.abort_rollout(cr, actor=operator, reason="canary looks wrong")
+    m127 = Cluster.objects.get(name="m127")
+    m127.labels = {k: v for k, v in m127.labels.items() if k != "tier"}  # it leaves the placement
+    m127.save()
+    _label_web("m131")
+    assert reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed") == []
+    assert ready_fleet.get_object("m131", "apps/v1", "Deployment", "shop", "web") is None
+    deferred = AuditEvent.objects.filter(action="federation.resource.membership", cluster="m131").get()
+    assert "waits for its next change (its newest staged rollout was aborted)" in deferred.summary
+
+    federation_services.update_resource(resource, template=image_template("web:3"), placement=WEB_TIER, actor=operator)
+    resource.refresh_from_db()
+    later = approved(
+        services.create_change_request(resource, actor=operator, rollout_strategy={}),
+        operator,
+        [approver, second_approver],
+    )
+    for run in later.runs.all():
+        drain(run)
+    assert {name: image(ready_fleet, name) for name in MEMBERS[1:]} == dict.fromkeys(MEMBERS[1:], "web:3")
+    assert ready_fleet.get_object("m127", "apps/v1", "Deployment", "shop", "web") is None
+
+    _label_web("m127")  # back in the placement: that change overtook the aborted rollout
+    runs = reconcile_cluster_membership(Cluster.objects.get(name="m127"), reason="labels changed")
+    assert len(runs) == 1
+    drain(runs[0])
+    assert image(ready_fleet, "m127") == "web:3"
+
+
+def test_a_rollout_aborted_before_it_sent_anything_holds_no_joiner_back(
+    ready_fleet, operator, approver, second_approver, queued_reconciles
+):
+    """Aborted before its first batch, the rollout sent nothing: the revision the resource had is on
+    its whole placement, and a cluster joining gets it (a reviewer's finding: taken as the newest
+    rollout, it held every later joiner back)."""
+    from federation.membership import reconcile_cluster_membership
+
+    resource = _web_tier_edited_to_web2(operator)
+    cr = approved(services.create_change_request(resource, actor=operator), operator, [approver, second_approver])
+    rollouts.abort_rollout(cr, actor=operator, reason="not now")
+    assert not cr.runs.exists()
+    _label_web("m131")
+    runs = reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed")
+    assert len(runs) == 1
+    drain(runs[0])
+    assert image(ready_fleet, "m131") == "nginx:1.25"
+
+
+def test_after_an_abort_a_request_for_the_propagated_revision_is_the_next_change(
+    ready_fleet, operator, approver, second_approver, queued_reconciles
+):
+    """The clusters the aborted rollout never reached left the placement: every cluster placed has
+    its revision, and a request for it was refused ("already what the clusters have") while a
+    cluster joining since waited for the next change (a reviewer's finding). It is that change."""
+    from federation.membership import reconcile_cluster_membership
+
+    resource, cr, rollout = _staged_to_web_tier(ready_fleet, operator, [approver, second_approver])
+    rollouts.abort_rollout(cr, actor=operator, reason="keep the canary")
+    for cluster in Cluster.objects.filter(name__in=["m127", "m130"]):
+        cluster.labels = {k: v for k, v in cluster.labels.items() if k != "tier"}
+        cluster.save()
+        for run in reconcile_cluster_membership(cluster, reason="labels changed"):
+            drain(run)
+    assert ready_fleet.get_object("m127", "apps/v1", "Deployment", "shop", "web") is None
+    _label_web("m131")
+    assert reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed") == []
+
+    resource.refresh_from_db()
+    assert resource.propagated_revision_id == resource.current_revision_id
+    request = services.submit(
+        services.create_change_request(resource, actor=operator, rollout_strategy={}), actor=operator
+    )
+    for approver_ in (approver, second_approver):  # as many as the clusters placed now need
+        if request.state == ChangeState.SUBMITTED:
+            request = services.approve(request, actor=approver_)
+    assert request.state == ChangeState.APPLYING
+    for run in request.runs.all():
+        drain(run)
+    assert image(ready_fleet, "m131") == "web:2"

@@ -320,7 +320,8 @@ def test_a_namespace_reaching_clusters_sends_nothing_of_an_aborted_rollout(fleet
     resource = web_deployment(namespace="held", placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
     services.update_resource(resource, template=resource.current_revision.template, placement={"clusterSelector": {}})
-    staged(resource, operator, state=RolloutState.ABORTED)
+    aborted = staged(resource, operator, state=RolloutState.ABORTED)
+    aborted.runs.add(PropagationRun.objects.filter(resource=resource).latest("pk"))  # what its canary sent
     FederatedResource.objects.filter(pk=resource.pk).update(propagated_revision=resource.revisions.get(number=2))
     m130 = Cluster.objects.get(name="m130").pk
     assert membership.reconcile_namespace_members("held", [m130]) == []

@@ -158,3 +158,20 @@ def test_numbers_past_int32_and_names_with_a_newline_are_refused(wave):
 
     with pytest.raises(StrategyError):
         normalize_strategy({"waves": [wave]})
+
+
+def test_the_service_refuses_a_bad_strategy_with_a_spec_error_and_saves_nothing(operator, clusters):
+    """Callers that skip the form's and the importer's checks got an AttributeError (the error was
+    built from a string, not a field -> messages mapping): a 500, not a clear message."""
+    from federation import services
+    from tests.federation.factories import web_deployment
+
+    resource = web_deployment(placement={"clusters": ["east"]}, actor=operator)
+    bad = {"waves": [{"name": "rest", "clusters": ["east"]}]}
+    with pytest.raises(services.SpecError) as info:
+        services.set_rollout_strategy(resource, bad, actor=operator)
+    assert info.value.errors == {
+        "rollout_strategy": ["rolloutStrategy: waves[0].name 'rest' is reserved for the implicit last wave."]
+    }
+    resource.refresh_from_db()
+    assert not resource.rollout_strategy
