@@ -10,7 +10,7 @@ from django.core.exceptions import (
     RequestDataTooBig,
     ValidationError,
 )
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, RawPostDataException
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
@@ -41,6 +41,16 @@ def unreadable(exc: BadRequest) -> HttpResponse:
     """The 400 of a body the server could not read (fedportal.chunked_bodies: a malformed chunk)."""
     body = error_body("invalid", str(exc) or "The request body could not be read.")
     return HttpResponse(json.dumps(body), status=400, content_type="application/json")
+
+
+def form_body() -> HttpResponse:
+    """The 415 of a form or multipart body that a browser session's CSRF check parsed before the
+    view could read it as JSON (Django then refuses to give the raw body: a 500 before this)."""
+    body = error_body(
+        "unsupported_media_type",
+        "Send the body as application/json (a manifest as application/yaml); form and multipart bodies are not read.",
+    )
+    return HttpResponse(json.dumps(body), status=415, content_type="application/json")
 
 
 def _validation_fields(exc: ValidationError) -> tuple[str, dict]:
@@ -95,6 +105,10 @@ def install(api) -> None:
     @api.exception_handler(BadRequest)
     def bad_request(request, exc):
         return unreadable(exc)
+
+    @api.exception_handler(RawPostDataException)
+    def form_posted(request, exc):
+        return form_body()
 
     @api.exception_handler(PermissionDenied)
     def forbidden(request, exc):

@@ -6,9 +6,9 @@ API's JSON 413 (Django's own answer is the site's HTML 400, which an API client 
 from functools import wraps
 
 from django.core.exceptions import BadRequest, RequestDataTooBig
-from django.http import HttpResponse
+from django.http import HttpResponse, RawPostDataException
 
-from api.errors import too_large, unreadable
+from api.errors import form_body, too_large, unreadable
 
 
 def guarded(view):
@@ -25,6 +25,8 @@ def guarded(view):
             response = too_large()
         except BadRequest as exc:  # a body read before ninja's (the idempotency key's digest)
             response = unreadable(exc)
+        except RawPostDataException:  # a form body the session's CSRF check parsed first
+            response = form_body()
         finally:
             if head:
                 request.method = "HEAD"

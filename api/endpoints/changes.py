@@ -114,11 +114,13 @@ class DecisionIn(In):
 
 
 class ApproveIn(DecisionIn):
-    content_hash: str | None = Field(
-        None,
+    content_hash: str = Field(
+        ...,
+        min_length=1,
         max_length=64,
-        description="the content_hash of the request you reviewed: the approval is refused (409) when the request "
-        "proposes something else now. Without it, the approval is of whatever the request proposes when it arrives.",
+        description="the content_hash of the request you reviewed (its detail): the approval is refused (409) when "
+        "the request proposes something else now. Required: without it, an approval sent after the author pointed "
+        "the request at other content counted for content the approver never saw.",
     )
 
 

@@ -151,7 +151,9 @@ class ClusterIn(Credentials):
     verify: bool = Field(True, description="Test the connection before saving (as the page does)")
 
 
-class ClusterPatch(In):
+class ClusterPatch(Credentials):
+    """A new api_server needs its credentials too (the stored ones are never sent to another host)."""
+
     labels: dict[str, str] | None = None
     role: Literal[tuple(ClusterRole.values)] | None = None
     api_server: str | None = Field(None, max_length=2048)

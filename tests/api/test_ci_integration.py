@@ -112,7 +112,8 @@ def test_ci_pipeline_over_http(live_server, fleet, ready_fleet, operator, approv
     assert submitted.json()["state"] == "Submitted"
     assert {d["cluster"]: d["action"] for d in submitted.json()["diffs"]} == {"m128": "create", "m131": "create"}
 
-    own = ci.post(f"/api/v1/change-requests/{change['id']}/approve", json={"comment": "lgtm"})
+    reviewed = ci.get(f"/api/v1/change-requests/{change['id']}").json()["content_hash"]
+    own = ci.post(f"/api/v1/change-requests/{change['id']}/approve", json={"comment": "lgtm", "content_hash": reviewed})
     assert own.status_code == 403 and own.json()["error"] == "forbidden"
 
     revoked_token = token_for(approver, name="old")
@@ -122,7 +123,9 @@ def test_ci_pipeline_over_http(live_server, fleet, ready_fleet, operator, approv
     refused = old.post(f"/api/v1/change-requests/{change['id']}/approve", json={})
     assert refused.status_code == 401 and refused.json()["error"] == "unauthenticated"
 
-    approved = reviewer.post(f"/api/v1/change-requests/{change['id']}/approve", json={"comment": "ship it"})
+    approved = reviewer.post(
+        f"/api/v1/change-requests/{change['id']}/approve", json={"comment": "ship it", "content_hash": reviewed}
+    )
     assert approved.status_code == 200, approved.text
     assert approved.json()["state"] in ("Approved", "Applying", "Applied")
 

@@ -211,6 +211,27 @@ def test_admin_registers_updates_labels_and_rotates_credentials(api_as, admin_us
     ]
 
 
+def test_a_cluster_moves_to_a_new_api_server_with_its_credentials_in_the_same_patch(api_as, admin_user):
+    """ClusterPatch had no credential fields and the service refuses a new server without them:
+    no PATCH could ever move a cluster (a reviewer's finding). Without them: a 400 naming the field."""
+    from clusters.models import Cluster
+
+    client = api_as(admin_user)
+    created = client.post(
+        "/api/v1/clusters", {"name": "west", "api_server": "https://west.example:6443", "token": "a", "verify": False}
+    ).json()
+    url = f"/api/v1/clusters/{created['id']}"
+
+    refused = client.patch(url, {"api_server": "https://west2.example:6443", "verify": False})
+    assert refused.status_code == 400 and "api_server" in refused.json()["fields"], refused.content
+    assert Cluster.objects.get(name="west").api_server == "https://west.example:6443"
+
+    moved = client.patch(url, {"api_server": "https://west2.example:6443", "token": "b", "verify": False})
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["api_server"] == "https://west2.example:6443" and "b" not in moved.json().values()
+    assert Cluster.objects.get(name="west").get_credentials() == {"token": "b"}
+
+
 def test_create_resource_from_yaml_and_from_json_manifest(operator_api):
     created = operator_api.request("POST", "/api/v1/resources", data=CONFIGMAP_YAML, content_type="application/yaml")
     assert created.status_code == 201, created.content
@@ -442,7 +463,7 @@ NUL = "a\x00b"
     [
         ("operator", "POST", "/api/v1/change-requests", {"title": NUL}, "title"),
         ("operator", "POST", "/api/v1/change-requests", {"description": NUL}, "description"),
-        ("approver", "POST", "/api/v1/change-requests/{cr}/approve", {"comment": NUL}, "comment"),
+        ("approver", "POST", "/api/v1/change-requests/{cr}/approve", {"comment": NUL, "content_hash": "0"}, "comment"),
         ("approver", "POST", "/api/v1/change-requests/{cr}/reject", {"comment": NUL}, "comment"),
         ("operator", "POST", "/api/v1/change-requests/{cr}/cancel", {"reason": NUL}, "reason"),
         ("operator", "POST", "/api/v1/tokens", {"name": NUL}, "name"),

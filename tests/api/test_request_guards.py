@@ -92,3 +92,31 @@ def test_head_asking_for_csv_runs_no_export_and_audits_none(api_as, viewer):
     assert not AuditEvent.objects.filter(action="audit.export").exists()
     got = api.client.get("/api/v1/audit/events", headers={"Authorization": f"Bearer {api.token}", "Accept": "text/csv"})
     assert got.streaming and AuditEvent.objects.filter(action="audit.export").count() == 1
+
+
+@pytest.mark.parametrize(
+    "path,fields",
+    [
+        ("/api/v1/change-requests", {"title": "from a form"}),
+        ("/api/v1/resources", {"manifest": "kind: ConfigMap"}),
+    ],
+)
+def test_a_form_body_from_a_browser_session_is_a_json_415_that_changes_nothing(operator, path, fields):
+    """A logged-in browser session (cookie and CSRF header) posting multipart: Django's CSRF check
+    parsed the form first and then refused to give the raw body to the view (RawPostDataException):
+    a 500, found by a reviewer. Token clients never had the CSRF check."""
+    from django.test import Client
+
+    from federation.models import FederatedResource
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    secret = "a" * 32
+    client.cookies["csrftoken"] = secret
+    before = (ChangeRequest.objects.count(), FederatedResource.objects.count())
+
+    response = client.post(path, fields, headers={"X-CSRFToken": secret})
+
+    assert response.status_code == 415, response.content[:300]
+    assert response.json()["error"] == "unsupported_media_type"
+    assert (ChangeRequest.objects.count(), FederatedResource.objects.count()) == before

@@ -157,3 +157,22 @@ def test_rollout_approve_takes_the_wave_seen_waiting(dev_resource, prod_cluster,
         call_command("fedctl", "rollout", "approve", str(staged_cr.pk), "--as", approver.username, "--wave", "canary")
     call_command("fedctl", "rollout", "approve", str(staged_cr.pk), "--as", approver.username, "--wave", "prod")
     assert len(RolloutWave.objects.get(rollout__change_request=staged_cr, name="prod").approvals) == 1
+
+
+def test_the_api_refuses_an_approval_that_names_no_reviewed_content(client, dev_resource, operator, approver):
+    """Without content_hash the approval counted for whatever the request proposed when it arrived:
+    an author who pointed the request at new content meanwhile had it approved unseen (a reviewer's
+    finding). The page's form requires it; the API does too now, and nothing is written."""
+    cr = submitted(dev_resource, operator)
+    client.force_login(approver)
+    repoint_to_a_new_revision(client.__class__, dev_resource, cr, operator)
+    events = AuditEvent.objects.count()
+
+    response = client.post(
+        f"/api/v1/change-requests/{cr.pk}/approve", {"comment": "lgtm"}, content_type="application/json"
+    )
+
+    assert response.status_code == 422 and "content_hash" in response.json()["fields"]
+    assert not ChangeRequest.objects.get(pk=cr.pk).approvals.exists()
+    assert ChangeRequest.objects.get(pk=cr.pk).state == "Submitted"
+    assert AuditEvent.objects.count() == events
