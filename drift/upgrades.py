@@ -37,13 +37,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clusters import kube, lifecycle, schemas
+from clusters.choices import ClusterRole
 from clusters.models import Cluster, ManagedCluster, machine_deployment_rolling_out
 from clusters.services.connections import connection_for
 from clusters.versions import parse_version
 from drift import compat
 from drift.choices import CompatProblemCode, CompatStatus, Severity
 from drift.models import UpgradePlan, VersionPolicy
-from drift.skew import SkewPolicy
+from drift.skew import HOST, MEMBER, ClusterVersion, SkewPolicy, evaluate_pair
 from federation.approvals import services as approvals
 from federation.approvals.choices import ChangeKind, ChangeState
 from federation.approvals.choices import Severity as PreflightSeverity
@@ -148,9 +149,25 @@ def plan_steps(managed: ManagedCluster, to: str, scope: str = "all", policy: Ske
             )
         if scope != "control-plane" and md["version"] != text:
             steps.append(_step("machineDeployment", md["name"], md["version"], text))
+    if scope != "workers":
+        _refuse_probed_kubelets_behind(managed, planes, max_older)
     if not steps:
         raise UpgradeRefused(f"{managed.name} already runs {text} everywhere this request covers: nothing to upgrade.")
     return text, steps
+
+
+def _refuse_probed_kubelets_behind(managed: ManagedCluster, planes, max_older: int) -> None:
+    """The kubelets the member's own probe saw (its node list) against the control plane's new version:
+    the Machines' reports miss nodes no MachineDeployment owns (a MachinePool's, one joined by hand),
+    and a kubelet changed on a node after its Machine reported it."""
+    member = managed.member
+    for node, version in sorted(((member.kubelet_versions or {}) if member else {}).items()):
+        parsed = parse_version(version or "", full=True)
+        if parsed is not None and planes.minor - parsed.minor > max_older:
+            raise UpgradeRefused(
+                f"Node {node} of {member.name} runs kubelet {version}, {planes.minor - parsed.minor} minors behind a "
+                f"{_label(planes)} control plane; the skew policy allows {max_older}: upgrade that node first."
+            )
 
 
 def _key(v) -> tuple[int, int]:
@@ -234,9 +251,10 @@ def _problem_severity(code: str) -> str:
 
 
 def preflight_findings(member: Cluster, to: str) -> list[dict]:
-    """Every federated object FedPortal applied on ``member``, checked against ``to``."""
+    """Every federated object FedPortal applied on ``member``, checked against ``to``; and the fleet's
+    host/member skew rule once ``member`` runs ``to`` (``host_skew_findings``)."""
     minor = parse_target(to).minor
-    findings = []
+    findings = host_skew_findings(member, to)
     present = (
         PropagatedVersion.objects.filter(cluster=member)
         .select_related("resource")
@@ -258,6 +276,25 @@ def preflight_findings(member: Cluster, to: str) -> list[dict]:
         deprecated = schemas.deprecation_warning(minor, manifest.get("apiVersion", ""), manifest.get("kind", ""))
         if deprecated:
             findings.append({"severity": Severity.P2, "resource": where, "message": deprecated})
+    return findings
+
+
+def host_skew_findings(member: Cluster, to: str) -> list[dict]:
+    """What drift.skew's host/member rule says of ``member`` running ``to``, where the upgrade takes it
+    ahead of a host (a member behind a host only gets closer): P1 a member newer than the host, P0
+    further ahead than the policy allows (the skew matrix's own findings, made before the upgrade;
+    it was accepted and approvable, and the matrix showed the P0 once it had rolled)."""
+    policy = VersionPolicy.load().as_skew_policy()
+    after = ClusterVersion(member.name, MEMBER, to)
+    findings = []
+    hosts = Cluster.objects.filter(role=ClusterRole.HOST).exclude(pk=member.pk).only("name", "server_version")
+    for host in hosts.order_by("name"):
+        verdict = evaluate_pair(ClusterVersion(host.name, HOST, host.server_version), after, policy)
+        for finding in verdict.findings:
+            if finding.difference is not None and finding.difference < 0:  # the member ahead of the host
+                findings.append(
+                    {"severity": finding.severity, "resource": f"host {host.name}", "message": finding.message}
+                )
     return findings
 
 

@@ -100,6 +100,46 @@ def test_kubelet_skew_of_the_target_is_enforced(operator):
         upgrades.request_upgrade(cluster, "v1.30.0", actor=operator)
 
 
+def test_an_upgrade_that_takes_a_member_past_the_host_warns_and_further_blocks(operator):
+    """The preflight checked manifests and kubelets, not the host/member rule the skew matrix shows:
+    a member taken ahead of the host was accepted and approvable, and the matrix raised P1, then P0
+    ("resource sync fails") once it had rolled (a reviewer's finding)."""
+    ClusterFactory(name="hub", role="host", server_version="v1.29.4")
+    level = ClusterFactory(name="w129", labels={"env": "dev"}, server_version="v1.29.4")
+    capi_managed(level, "v1.29.4", {"w129-md-0": "v1.29.4"})
+    ahead = ClusterFactory(name="w130", labels={"env": "dev"}, server_version="v1.30.2")
+    capi_managed(ahead, "v1.30.2", {"w130-md-0": "v1.30.2"})
+    behind = ClusterFactory(name="w127", labels={"env": "dev"}, server_version="v1.27.3")
+    capi_managed(behind, "v1.27.3", {"w127-md-0": "v1.27.3"})
+
+    warned = upgrades.request_upgrade(level, "v1.30.2", actor=operator)
+    [warning] = [f for f in warned.upgrade_plan.findings if f["resource"] == "host hub"]
+    assert warning["severity"] == "P1" and "Host hub (v1.29) is older than member w129 (v1.30)" in warning["message"]
+    assert not any(p["severity"] == "blocking" for p in warned.preflight)
+
+    blocked = upgrades.request_upgrade(ahead, "v1.31.0", actor=operator)
+    [block] = [f for f in blocked.upgrade_plan.findings if f["resource"] == "host hub"]
+    assert block["severity"] == "P0" and "2 minors behind member w130" in block["message"]
+    assert any(p["severity"] == "blocking" and "host hub" in p["message"] for p in blocked.preflight)
+
+    closer = upgrades.request_upgrade(behind, "v1.28.9", actor=operator)  # still behind the host: nothing to say
+    assert not [f for f in closer.upgrade_plan.findings if f["resource"] == "host hub"]
+
+
+def test_kubelet_skew_counts_the_nodes_the_probe_saw_too(operator):
+    """Only the Machines of a MachineDeployment were read: a node none owns, or a kubelet changed
+    after its Machine reported, passed the skew rule unseen (a reviewer's finding)."""
+    cluster = ClusterFactory(
+        name="pooled", server_version="v1.28.5", kubelet_versions={"cp-0": "v1.28.5", "pool-7": "v1.25.4"}
+    )
+    capi_managed(cluster, "v1.28.5", {"pooled-md-0": "v1.28.5"})
+    with pytest.raises(upgrades.UpgradeRefused, match="Node pool-7 of pooled runs kubelet v1.25.4, 4 minors behind"):
+        upgrades.request_upgrade(cluster, "v1.29.0", actor=operator)
+    assert not ChangeRequest.objects.exists()
+    with pytest.raises(upgrades.UpgradeRefused, match="nothing to upgrade"):  # the workers alone: not refused for it
+        upgrades.request_upgrade(cluster, "v1.28.5", actor=operator, scope="workers")
+
+
 def test_a_cluster_not_managed_by_cluster_api_is_refused(operator, client):
     plain = ClusterFactory(name="plain")
     with pytest.raises(upgrades.UpgradeRefused, match="not managed by Cluster API"):
