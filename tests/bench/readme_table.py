@@ -99,9 +99,9 @@ def compat(f):
 
 
 def simulator(f):
-    return (
-        f"RSS {f['rss_mb']:.0f} MB, `/version` p50 {n(f['version_p50_ms'])} ms, boot {n(f['boot_s'], 1)} s"
-    ), f["rss_mb"] <= 1024 and f["version_p50_ms"] <= 10
+    return (f"RSS {f['rss_mb']:.0f} MB, `/version` p50 {n(f['version_p50_ms'])} ms, boot {n(f['boot_s'], 1)} s"), f[
+        "rss_mb"
+    ] <= 1024 and f["version_p50_ms"] <= 10
 
 
 def audit_export(f):
