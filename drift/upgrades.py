@@ -427,10 +427,13 @@ class UpgradeHandler:
             )
 
     def start(self, cr, *, actor) -> None:
+        """Approved -> Applying, inside the approval's transaction: nothing is sent from here. The
+        first step's patch was made while that transaction held the database's write lock (every write
+        of the portal waited on the management cluster), and a worker killed after the patch rolled the
+        request back to Approved with the roll going on unwatched. The first sync, after the commit,
+        starts it (``_advance``: a pending step), as it starts every later one."""
         plan = _plan(cr)
-        now = timezone.now()
-        plan.last_progress_at = now
-        _start_step(plan, plan.steps[0], actor=actor)
+        plan.last_progress_at = timezone.now()
         plan.save()
 
     def sync(self, cr):

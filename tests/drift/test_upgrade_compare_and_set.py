@@ -177,3 +177,24 @@ def test_a_step_whose_object_is_changed_after_its_patch_fails_at_once_saying_so(
     assert cr.state == ChangeState.FAILED, cr.apply_error
     assert "w2-control-plane now declares v1.29.5, not v1.29.6" in cr.apply_error
     assert "changed outside FedPortal" in cr.apply_error and "fix the machines" not in cr.apply_error
+
+
+def test_approving_sends_nothing_and_the_first_sync_starts_the_first_step(capi, operator, approver, make_user):
+    """The first step's patch was sent from inside the approval's transaction (its write lock held
+    while the management cluster answered; a worker killed after the patch left the request Approved
+    with the roll going on unwatched, a reviewer's finding). The approval commits Applying; the
+    first sync patches."""
+    fleet, rows = capi
+    cr = upgrades.request_upgrade(rows["w2"], "v1.29.6", actor=operator, scope="control-plane")
+    from fedportal.roles import Role
+
+    for approver_ in (approver, make_user("second-approver", Role.APPROVER)):
+        if cr.state == ChangeState.SUBMITTED:
+            cr = approvals.approve(cr, actor=approver_)
+    assert cr.state == ChangeState.APPLYING, cr.apply_error
+    assert live_versions(rows["host"])[0] == "v1.29.4"
+    assert UpgradePlan.objects.get(change_request=cr).steps[0]["state"] == "pending"
+    cr = approvals.sync_change_request(cr.pk)
+    assert cr.state == ChangeState.APPLYING, cr.apply_error
+    assert live_versions(rows["host"])[0] == "v1.29.6"
+    assert UpgradePlan.objects.get(change_request=cr).steps[0]["state"] == "running"
