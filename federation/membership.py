@@ -130,28 +130,12 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
     verb = "propagate to" if change.action == APPLY else "remove from"
     rolling_out = _resources_in_rollout([resource.pk]) if change.action == APPLY else {}
     if resource.pk in rolling_out:
-        record_event(
-            "federation.resource.membership",
-            actor=None,
-            obj=resource,
-            cluster=cluster.name,
-            summary=f"{cluster.name} {reason}: propagating {resource} to it waits for CR-{rolling_out[resource.pk]}'s "
-            "staged rollout to end",
-            after={"action": "deferred", "cluster": cluster.name, "reason": reason},
-        )
+        _defer(resource, cluster, reason, f"waits for CR-{rolling_out[resource.pk]}'s staged rollout to end")
         return None
     if change.action == APPLY and _last_rollout_aborted(resource.pk):
         # its propagated revision is the aborted rollout's, which stopped at the waves before the
         # abort: a cluster joining now gets nothing until the next change, as one that waited did
-        record_event(
-            "federation.resource.membership",
-            actor=None,
-            obj=resource,
-            cluster=cluster.name,
-            summary=f"{cluster.name} {reason}: propagating {resource} to it waits for its next change (its newest "
-            "staged rollout was aborted)",
-            after={"action": "deferred", "cluster": cluster.name, "reason": reason},
-        )
+        _defer(resource, cluster, reason, "waits for its next change (its newest staged rollout was aborted)")
         return None
     if join_requires_change_request():
         return _open_change_request(resource, cluster, reason=reason, verb=verb)
@@ -174,6 +158,18 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
         logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
         return None
     return run
+
+
+def _defer(resource: FederatedResource, cluster: Cluster, reason: str, why: str) -> None:
+    """Audit that ``cluster`` is not sent ``resource`` now, and ``why``."""
+    record_event(
+        "federation.resource.membership",
+        actor=None,
+        obj=resource,
+        cluster=cluster.name,
+        summary=f"{cluster.name} {reason}: propagating {resource} to it {why}",
+        after={"action": "deferred", "cluster": cluster.name, "reason": reason},
+    )
 
 
 def _clusters_underway(resource: FederatedResource) -> set[int]:
