@@ -932,10 +932,17 @@ def test_a_cluster_joining_after_an_abort_waits_for_the_next_change(
     assert ready_fleet.get_object("m127", "apps/v1", "Deployment", "shop", "web") is None
 
     _label_web("m127")  # back in the placement: that change overtook the aborted rollout
-    runs = reconcile_cluster_membership(Cluster.objects.get(name="m127"), reason="labels changed")
+    assert _joined_image(ready_fleet, "m127") == "web:3"
+
+
+def _joined_image(fleet, name: str) -> str:
+    """The image ``name`` runs once the one run its membership reconcile starts has been done."""
+    from federation.membership import reconcile_cluster_membership
+
+    runs = reconcile_cluster_membership(Cluster.objects.get(name=name), reason="labels changed")
     assert len(runs) == 1
     drain(runs[0])
-    assert image(ready_fleet, "m127") == "web:3"
+    return image(fleet, name)
 
 
 def test_a_rollout_aborted_before_it_sent_anything_holds_no_joiner_back(
@@ -944,17 +951,13 @@ def test_a_rollout_aborted_before_it_sent_anything_holds_no_joiner_back(
     """Aborted before its first batch, the rollout sent nothing: the revision the resource had is on
     its whole placement, and a cluster joining gets it (a reviewer's finding: taken as the newest
     rollout, it held every later joiner back)."""
-    from federation.membership import reconcile_cluster_membership
 
     resource = _web_tier_edited_to_web2(operator)
     cr = approved(services.create_change_request(resource, actor=operator), operator, [approver, second_approver])
     rollouts.abort_rollout(cr, actor=operator, reason="not now")
     assert not cr.runs.exists()
     _label_web("m131")
-    runs = reconcile_cluster_membership(Cluster.objects.get(name="m131"), reason="labels changed")
-    assert len(runs) == 1
-    drain(runs[0])
-    assert image(ready_fleet, "m131") == "nginx:1.25"
+    assert _joined_image(ready_fleet, "m131") == "nginx:1.25"
 
 
 def test_after_an_abort_a_request_for_the_propagated_revision_is_the_next_change(
