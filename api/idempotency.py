@@ -11,7 +11,8 @@ The fingerprint also names the credential (which token, and whether it is read-o
 session), so a read-only token never gets the replay of a write; read-only tokens are not recorded
 at all (their writes answer 403). A reply that carries a secret (a view sets
 ``request.idempotency_no_replay`` to the reason) is never stored: its record keeps a 409 with that
-reason instead, which a retry gets."""
+reason instead, which a retry gets. A reply is not replayed to a user who has lost a role they held
+when it was made (403): the view, run again, could refuse them, and the replay must not answer for it."""
 
 import hashlib
 import json
@@ -25,6 +26,7 @@ from django.utils import timezone
 from api.auth import SAFE_METHODS, token_from_request
 from api.errors import error_body
 from api.models import IdempotencyRecord
+from fedportal.roles import user_roles
 
 HEADER = "Idempotency-Key"
 KEEP_FOR = timedelta(hours=24)
@@ -80,7 +82,13 @@ def idempotent(view):
         try:
             with transaction.atomic():
                 IdempotencyRecord.objects.filter(user=user, created_at__lt=now - KEEP_FOR).delete()
-                record = IdempotencyRecord.objects.create(user=user, key=key, fingerprint=fingerprint, created_at=now)
+                record = IdempotencyRecord.objects.create(
+                    user=user,
+                    key=key,
+                    fingerprint=fingerprint,
+                    created_at=now,
+                    roles=",".join(sorted(user_roles(user))),
+                )
         except IntegrityError:
             record = IdempotencyRecord.objects.filter(user=user, key=key).first()
             if record is None:
@@ -100,6 +108,13 @@ def idempotent(view):
                     return _json(
                         409, "conflict", f"The first request with this {HEADER} is still running; retry later."
                     )
+            elif lost := set(filter(None, record.roles.split(","))) - user_roles(user):
+                return _json(
+                    403,
+                    "forbidden",
+                    f"You no longer hold the {', '.join(sorted(lost))} role(s) you held when the first request with "
+                    f"this {HEADER} ran: its reply is not replayed.",
+                )
             else:
                 response = HttpResponse(bytes(record.body), status=record.status, content_type=record.content_type)
                 response["Idempotent-Replayed"] = "true"

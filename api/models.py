@@ -40,6 +40,9 @@ class IdempotencyRecord(models.Model):
     status = models.PositiveSmallIntegerField(default=0)
     content_type = models.CharField(max_length=100, blank=True)
     body = models.BinaryField(blank=True, default=b"")
+    roles = models.CharField(
+        max_length=100, blank=True, help_text="The user's roles when the first request ran (comma-separated)."
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:

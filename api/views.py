@@ -7,15 +7,21 @@ from django.views.decorators.http import require_http_methods, require_POST
 from api import tokens
 from api.forms import TokenCreateForm
 from api.models import ApiToken
+from fedportal.roles import Role, has_role
+
+NO_ROLE = "You hold no role yet: an API token would be refused everywhere. Ask an admin for a role first."
 
 
 @require_http_methods(["GET", "POST"])
 def profile(request):
-    form = TokenCreateForm(request.POST or None)
+    form = TokenCreateForm(request.POST if request.method == "POST" else None)
     new_secret = None
     status = 200
+    can_create = has_role(request.user, Role.VIEWER)  # as the API's POST /api/v1/tokens
     if request.method == "POST":
-        if form.is_valid():
+        if not can_create:
+            status = 403
+        elif form.is_valid():
             new = tokens.create_token(
                 request.user,
                 actor=request.user,
@@ -33,6 +39,8 @@ def profile(request):
         {
             "form": form,
             "new_secret": new_secret,
+            "can_create": can_create,
+            "no_role": NO_ROLE,
             "tokens": list(tokens.tokens_of(request.user)[:200]),
         },
         status=status,

@@ -434,6 +434,29 @@ def test_idempotency_keys_are_per_user(api_as, operator, make_user, configmap):
     assert a.json()["id"] != b.json()["id"] and IdempotencyRecord.objects.count() == 2
 
 
+def test_an_idempotency_key_does_not_replay_a_reply_to_a_user_who_lost_a_role(api_as, make_user, configmap):
+    """The operator who opened a change request and lost the operator role since gets a 403 for the
+    retry, not the stored 201 (the view would refuse them now); a role added since changes nothing."""
+    from django.contrib.auth.models import Group
+
+    from fedportal.roles import Role
+
+    user = make_user("oona-operator", Role.OPERATOR)
+    key = {"Idempotency-Key": "roles-1"}
+    api = api_as(user)  # one token: the key's fingerprint names it
+    first = api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
+    assert first.status_code == 201
+    user.groups.add(Group.objects.get_or_create(name=Role.APPROVER)[0])
+    again = api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
+    assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
+
+    user.groups.remove(Group.objects.get(name=Role.OPERATOR))
+    refused = api.post("/api/v1/change-requests", {"resource_id": configmap.pk}, **key)
+    assert refused.status_code == 403 and "Idempotent-Replayed" not in refused
+    assert refused.json()["error"] == "forbidden" and "operator" in refused.json()["message"]
+    assert ChangeRequest.objects.count() == 1
+
+
 def test_change_request_actions_and_errors(operator_api, api_as, approver, configmap):
     cr = operator_api.post("/api/v1/change-requests", {"resource_id": configmap.pk}).json()
     assert cr["state"] == "Draft" and cr["resource_id"] == configmap.pk

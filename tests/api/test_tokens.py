@@ -139,6 +139,15 @@ def test_profile_page_refuses_a_bad_lifetime_with_a_form_error(client, operator)
     assert not ApiToken.objects.exists()
 
 
+def test_the_profile_page_refuses_a_token_to_a_user_with_no_role_as_the_api_does(client, nobody):
+    client.force_login(nobody)
+    page = client.get("/profile/")
+    assert page.status_code == 200 and 'id="token-no-role"' in page.content.decode()
+    refused = client.post("/profile/", {"name": "ci", "expires": "7d"})
+    assert refused.status_code == 403 and "no role" in refused.content.decode()
+    assert not ApiToken.objects.exists()
+
+
 def test_nobody_can_revoke_another_users_token(client, operator, viewer, token_for):
     token_for(operator)
     client.force_login(viewer)
