@@ -247,7 +247,7 @@ def _beat_deleted(sender, instance, **kwargs):
         object_id=instance.pk,
         object_repr=str(instance),
         summary=f"{sender._meta.verbose_name} {instance} deleted",
-        before=_values(instance, _beat_fields(sender)),
+        before=_beat_values(_values(instance, _beat_fields(sender))),
     )
 
 

@@ -19,7 +19,9 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ from django.utils import timezone
 from fedportal import bulk, request_context
 from fedportal.masking import mask_secrets
 from fedportal.models import AuditChainHead, AuditEvent
+
+logger = logging.getLogger(__name__)
 
 GENESIS_HASH = "0" * 64
 REDACTED = "[redacted]"
@@ -55,7 +59,12 @@ def redact(value):
 @functools.lru_cache(maxsize=4096)  # the same few keys come back in every event
 def _is_secret_key(key) -> bool:
     lowered = str(key).lower()
-    return any(marker in lowered for marker in _SECRET_MARKERS)
+    return lowered not in _NOT_SECRET and any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+# keys that hold a marker's word but no secret: which credential a cluster uses now (its rotation is
+# what the event records)
+_NOT_SECRET = frozenset({"credential_version"})
 
 
 def _canonical(value) -> str:
@@ -308,8 +317,24 @@ class CheckpointError(Exception):
     """A checkpoint file that is not what FedPortal wrote (edited, truncated mid-line, foreign)."""
 
 
+_CHAIN_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def checkpoint_path(chain_id: str):
+    """The checkpoint file of ``chain_id``; CheckpointError for an id FedPortal never makes (the head
+    row's, edited into a path such as ``../x``)."""
+    if not _CHAIN_ID.fullmatch(chain_id or ""):
+        raise CheckpointError(f"the chain id {chain_id[:40]!r} is not one FedPortal makes (the head row was altered)")
     return settings.FEDPORTAL_AUDIT_CHECKPOINTS / f"{chain_id}.jsonl"
+
+
+def other_chains(chain_id: str) -> list[str]:
+    """Chains besides ``chain_id`` whose checkpoints are kept: a chain FedPortal started while their
+    events were wiped, unless an operator moved their files away (a new database on purpose)."""
+    directory = settings.FEDPORTAL_AUDIT_CHECKPOINTS
+    return (
+        sorted(path.stem for path in directory.glob("*.jsonl") if path.stem != chain_id) if directory.is_dir() else []
+    )
 
 
 def write_checkpoint() -> Checkpoint | None:
@@ -320,6 +345,10 @@ def write_checkpoint() -> Checkpoint | None:
     storage, another host) and checked later."""
     head = AuditChainHead.objects.filter(pk=1).first()
     if head is None or not head.chain_id or not head.length:
+        return None
+    if not _CHAIN_ID.fullmatch(head.chain_id) or not head_signed(head):
+        # a head altered outside FedPortal: a checkpoint must not vouch for it (verify_audit says why)
+        logger.warning("audit checkpoint not written: the chain head row was altered outside FedPortal")
         return None
     point = Checkpoint(head.chain_id, head.length, head.last_hash, timezone.now().isoformat())
     line = (
@@ -358,10 +387,10 @@ def checkpoints(chain_id: str) -> list[Checkpoint]:
         return []
     found = []
     key = _key()
-    with open(path, encoding="utf-8") as handle:
+    with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                data = json.loads(line)
+                data = json.loads(line.decode("utf-8"))
                 point = Checkpoint(str(data["chain"]), int(data["length"]), str(data["head"]), str(data["at"]))
                 genuine = hmac.compare_digest(hmac.digest(key, point.message(), "sha256").hex(), str(data["mac"]))
             except (ValueError, KeyError, TypeError):
@@ -454,6 +483,15 @@ def verify_chain(*, batch_size: int = 5000) -> VerifyResult:
             None,
             "the chain head row was altered outside FedPortal (its signature does not match its chain id, "
             "length, head hash or legacy length)",
+        )
+    if wiped := other_chains(head.chain_id):
+        return VerifyResult(
+            False,
+            checked,
+            None,
+            f"{settings.FEDPORTAL_AUDIT_CHECKPOINTS} holds checkpoints of chain {', '.join(wiped)}, but the database "
+            f"holds chain {head.chain_id}: the events of the earlier chain were removed and a new chain started "
+            "(a new database on purpose? move those files elsewhere)",
         )
     if checked < head.length or (head.length and at_head_length != head.last_hash):
         return VerifyResult(

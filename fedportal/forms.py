@@ -17,7 +17,7 @@ class AuditEventFilterForm(forms.Form):
 
     def clean_action(self):
         action = (self.cleaned_data.get("action") or "").strip()
-        if "*" in action.rstrip("*") or action == "*":
+        if "*" in action[:-1] or action == "*":
             raise forms.ValidationError("Use * only once, at the end of a prefix (for example cluster.*).")
         return action
 

@@ -166,6 +166,10 @@ def test_a_crontab_schedule_and_its_timezone_are_audited_by_name():
     assert update.before == {"timezone": "Europe/Berlin"} and update.after == {"timezone": "UTC"}
     schedule.save()  # nothing changed: no event
     assert len(events("beat.crontabschedule.update")) == 1
+    pk = schedule.pk
+    schedule.delete()  # deleting one failed the same way (a reviewer's finding: a 500 in the admin)
+    [deleted] = events("beat.crontabschedule.delete")
+    assert deleted.before["timezone"] == "UTC" and not CrontabSchedule.objects.filter(pk=pk).exists()
     assert verify_chain().ok
 
 

@@ -177,6 +177,10 @@ def test_export_audit_is_itself_audited(tmp_path):
         (["--since", "2026-11-02", "--until", "2026-11-01"], "must be earlier than --until"),
         (["--action", "*"], "use \\* only once"),
         (["--since", "0001-01-01T00:00:00+01:00"], "Out of the range of dates"),
+        (["--action", "a**"], "use \\* only once"),
+        # longer than the column: the filter form's refusal, before the export is audited
+        (["--actor", "a" * 151], "actor"),
+        (["--cluster", "c" * 64], "cluster"),
     ],
 )
 def test_export_audit_bad_arguments_are_clear_command_errors(tmp_path, args, message):

@@ -58,6 +58,15 @@ def test_flat_secret_values_are_redacted():
     assert audit.normalise({"token": "abc", "status": "OK"}) == {"status": "OK", "token": audit.REDACTED}
 
 
+def test_which_credential_version_a_cluster_uses_is_not_a_secret():
+    """A rotation's event says which version the credentials moved to (it was blanked, as a key
+    holding the word "credential")."""
+    assert audit.normalise({"credential_version": 3, "credentials": "x"}) == {
+        "credential_version": 3,
+        "credentials": audit.REDACTED,
+    }
+
+
 @pytest.mark.django_db
 def test_events_recorded_together_share_a_timestamp_and_verify():
     audit.record_events(

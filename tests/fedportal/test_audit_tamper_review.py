@@ -241,3 +241,50 @@ def test_a_checkpoint_written_after_the_head_was_read_is_no_false_alarm(monkeypa
     monkeypatch.setattr(audit, "checkpoints", checkpoints_after_more_events)
     result = verify_chain()
     assert result.ok and result.checked == 2, result
+
+
+def test_wiping_the_log_and_starting_a_new_chain_is_caught_by_the_old_chains_checkpoints(settings):
+    """Every event and the head deleted; the next action starts a new chain with a head FedPortal
+    signs: the earlier chain's checkpoints say its events were there (a reviewer's finding: verify
+    read the new chain's checkpoints only, and said OK)."""
+    for i in range(5):
+        record_event("test.event", summary=f"event {i}")
+    old = audit.write_checkpoint().chain_id
+    run_sql(f"DELETE FROM {AuditEvent._meta.db_table}")
+    run_sql(f"DELETE FROM {AuditChainHead._meta.db_table}")
+    record_event("auth.login", summary="a login after the wipe")
+
+    result = audit.verify_chain()
+
+    assert not result.ok and f"holds checkpoints of chain {old}" in result.reason
+    assert AuditChainHead.objects.get().chain_id in result.reason
+    # moving the old chain's files away is how an operator starts a new database on purpose
+    (settings.FEDPORTAL_AUDIT_CHECKPOINTS / f"{old}.jsonl").rename(
+        settings.FEDPORTAL_AUDIT_CHECKPOINTS / "old.archived"
+    )
+    assert audit.verify_chain().ok
+
+
+def test_a_chain_id_edited_into_a_path_writes_no_checkpoint_anywhere(settings):
+    record_event("test.event", summary="one")
+    AuditChainHead.objects.filter(pk=1).update(chain_id="../evil")
+
+    assert audit.write_checkpoint() is None
+    assert not (settings.FEDPORTAL_AUDIT_CHECKPOINTS.parent / "evil.jsonl").exists()
+    result = audit.verify_chain()
+    assert not result.ok and "not one FedPortal makes" in result.reason
+
+
+def test_an_unsigned_head_gets_no_checkpoint():
+    record_event("test.event", summary="one")
+    AuditChainHead.objects.filter(pk=1).update(length=7)
+    assert audit.write_checkpoint() is None
+
+
+def test_a_checkpoint_file_with_bytes_that_are_not_utf8_is_reported_as_altered(settings):
+    record_event("test.event", summary="one")
+    point = audit.write_checkpoint()
+    with open(settings.FEDPORTAL_AUDIT_CHECKPOINTS / f"{point.chain_id}.jsonl", "ab") as handle:
+        handle.write(b"\xff\xfe garbage\n")
+    result = audit.verify_chain()
+    assert not result.ok and result.reason.startswith("the checkpoint file was altered (line 2 of")

@@ -117,6 +117,7 @@ def test_a_moment_given_with_any_offset_is_searched_as_that_moment(viewer_client
         ({"until": "2026-13-45T99:00"}, "until"),
         ({"since": "2026-11-02T00:00", "until": "2026-11-01T00:00"}, "until"),
         ({"action": "clu*ster"}, "action"),
+        ({"action": "a**"}, "action"),  # was taken for a search of actions starting with "a*"
         ({"actor": "x" * 151}, "actor"),
         ({"since": "0001-01-01T00:00:00+01:00"}, "since"),  # the same moment in UTC is in year 0
     ],

@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from fedportal.audit import record_event
 from fedportal.csv_export import iter_csv
 from fedportal.forms import in_utc
-from fedportal.selectors import audit_events_for_export, describe_filters
+from fedportal.selectors import audit_events_for_export, describe_filters, filter_audit_events
 from fedportal.tables import audit_csv_rows
 
 
@@ -68,7 +68,7 @@ class Command(BaseCommand):
         if actor:
             filters["actor"] = actor
         if action:
-            if "*" in action.rstrip("*") or action == "*":
+            if "*" in action[:-1] or action == "*":
                 raise CommandError("--action: use * only once, at the end of a prefix (for example cluster.*).")
             filters["action"] = action
         if cluster:
@@ -81,6 +81,10 @@ class Command(BaseCommand):
         target = None if output == "-" else Path(output)
         if target is not None and not target.parent.is_dir():
             raise CommandError(f"Cannot write {output}: directory {target.parent} does not exist.")
+        try:  # checked before the export is audited: a refused one exported nothing
+            filter_audit_events(filters)
+        except ValueError as exc:
+            raise CommandError(str(exc).replace("bad audit filters: ", "")) from None
 
         export_event = record_event(
             "audit.export",
