@@ -173,7 +173,7 @@ def summary(request):
 @vary_on_headers("HX-Request")
 @role_required(Role.ADMIN)
 def cluster_create(request):
-    form = ClusterRegisterForm(request.POST or None)
+    form = ClusterRegisterForm(request.POST if request.method == "POST" else None)
     return _cluster_form_page(
         request,
         form,
@@ -362,7 +362,7 @@ def cluster_edit(request, pk):
 @role_required(Role.ADMIN)
 def cluster_rotate_credentials(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
-    form = RotateCredentialsForm(request.POST or None)
+    form = RotateCredentialsForm(request.POST if request.method == "POST" else None)
     return _cluster_form_page(
         request,
         form,
@@ -378,7 +378,7 @@ def cluster_rotate_credentials(request, pk):
 @role_required(Role.ADMIN)
 def cluster_unjoin(request, pk):
     cluster = get_object_or_404(Cluster, pk=pk)
-    form = UnjoinForm(request.POST or None, cluster=cluster)
+    form = UnjoinForm(request.POST if request.method == "POST" else None, cluster=cluster)
     blocks = services.unjoin_blockers(cluster)
     status = 200
     if request.method == "POST":

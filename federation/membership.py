@@ -2,7 +2,8 @@
 propagated) placement now selects the cluster is propagated to it, and removed (Delete or Orphan,
 per its retention) where the placement no longer selects it. Automatic, since the placement rule is
 what was approved; with FEDPORTAL_JOIN_REQUIRES_CHANGE_REQUEST a change request (kind "reconcile")
-is opened per resource instead. Runs by the system (actor None), audited as
+is opened per resource instead, and so it is for clusters that need more approvals (env=prod) than
+the resource's content went out with (``_needs_more_approvals``). Runs by the system (actor None), audited as
 ``federation.resource.membership``.
 
 clusters.services calls the registered listener (``on_membership_change``) when a cluster joins or
@@ -137,7 +138,7 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
         # abort: a cluster joining now gets nothing until the next change, as one that waited did
         _defer(resource, cluster, reason, "waits for its next change (its newest staged rollout was aborted)")
         return None
-    if join_requires_change_request():
+    if join_requires_change_request() or (change.action == APPLY and _needs_more_approvals(resource, [cluster])):
         return _open_change_request(resource, cluster, reason=reason, verb=verb)
     # a replica-scheduled resource is re-planned on all its clusters (their shares change with the fleet)
     only = None if revision.scheduling else {cluster.pk}
@@ -158,6 +159,16 @@ def _reconcile_change(change: MembershipChange, cluster: Cluster, reason: str):
         logger.info("membership reconcile of %s on %s skipped: %s", resource, cluster.name, exc)
         return None
     return run
+
+
+def _needs_more_approvals(resource: FederatedResource, clusters: list[Cluster]) -> bool:
+    """Whether ``clusters`` need more approvals (env=prod) than the resource's propagated content
+    went out with: it was approved for other clusters (a namespace not yet federated to production
+    left them out of its targets), so joining them is a reconcile request's, not automatic."""
+    from federation.approvals.services import approvals_granted, required_approvals_for
+
+    granted = approvals_granted(resource, resource.propagated_revision)
+    return granted is not None and required_approvals_for(clusters) > granted
 
 
 def _defer(resource: FederatedResource, cluster: Cluster, reason: str, why: str) -> None:
@@ -253,7 +264,7 @@ def _reconcile_joiners(resource_id: int, reason: str, among: set[int] | None = N
     if not joined:
         return []
     names = ", ".join(cluster.name for cluster in joined)
-    if join_requires_change_request():
+    if join_requires_change_request() or _needs_more_approvals(resource, joined):
         cr = _open_change_request(resource, joined[0], reason=reason, verb="propagate to")
         return [cr] if cr is not None else []
     try:

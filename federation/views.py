@@ -231,8 +231,8 @@ def resource_create(request):
     type_pk = request.GET.get("type", "") if request.method == "GET" else ""
     if is_number(type_pk):
         initial["type"] = FederatedType.objects.filter(pk=type_pk).first()
-    form = ResourceForm(request.POST or None, initial=initial)
-    overrides, rsp = _formsets(request.POST or None)
+    form = ResourceForm(request.POST if request.method == "POST" else None, initial=initial)
+    overrides, rsp = _formsets(request.POST if request.method == "POST" else None)
     status = 200
     if request.method == "POST" and not _wants_more_rows(request, overrides, rsp):
         resource = _save(request, form, overrides, rsp)
@@ -251,7 +251,9 @@ def resource_create(request):
 @role_required(Role.OPERATOR)
 def resource_edit(request, pk):
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=pk)
-    form = ResourceForm(request.POST or None, initial=ResourceForm.initial_for(resource), edit=True)
+    form = ResourceForm(
+        request.POST if request.method == "POST" else None, initial=ResourceForm.initial_for(resource), edit=True
+    )
     overrides, rsp = _formsets(
         request.POST or None, revision=resource.current_revision, secret=is_secret_kind(resource.type.kind)
     )

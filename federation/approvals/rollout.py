@@ -1077,10 +1077,11 @@ def rollback_rollout(cr, *, actor, reason: str = "") -> ChangeRequest:
 
 
 def wave_approval_count(cr: ChangeRequest, wave: RolloutWave) -> tuple[int, int]:
-    from federation.approvals.services import required_approvals_for
+    from federation.approvals.services import approvers_among, required_approvals_for
 
     required = required_approvals_for(Cluster.objects.filter(name__in=wave.clusters))
-    return len({a["user_id"] for a in wave.approvals}), required
+    # an approver removed from the role since no longer counts, as for the request's own approvals
+    return len(approvers_among({a["user_id"] for a in wave.approvals})), required
 
 
 def approve_wave(cr, *, actor, comment: str = "", wave_name: str | None = None) -> Rollout:

@@ -32,6 +32,7 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -175,6 +176,30 @@ def required_approvals_for(clusters, *, severe: bool = False) -> int:
         if labels.get(PROD_LABEL[0]) == PROD_LABEL[1]:
             needed = max(needed, prod)
     return needed
+
+
+APPROVED_AND_SENT = (ChangeState.APPLYING, ChangeState.APPLIED, ChangeState.PARTIALLY_FAILED)
+
+
+def approvals_granted(resource: FederatedResource, revision: Revision) -> int | None:
+    """How many approvals the content of ``revision`` went out with: the most any request that
+    applied it needed (a rollback's restores content and carries none of its own);
+    FEDPORTAL_APPROVALS_DEFAULT when only an emergency apply sent it; None when no request did (the
+    content predates approvals: fixtures, an import). A cluster joining its placement that needs
+    more (a production cluster, after a change approved for others) gets a reconcile request rather
+    than the content (federation.membership)."""
+    sent = ChangeRequest.objects.filter(
+        resource=resource, state__in=APPROVED_AND_SENT, proposed_revision__content_hash=revision.content_hash
+    ).exclude(kind=ChangeKind.ROLLBACK)
+    granted = (
+        sent.filter(emergency=False)
+        .order_by("-required_approvals")
+        .values_list("required_approvals", flat=True)
+        .first()
+    )
+    if granted is not None:
+        return granted
+    return max(1, _setting("FEDPORTAL_APPROVALS_DEFAULT", 1)) if sent.exists() else None
 
 
 def _present_versions(resource: FederatedResource):
@@ -552,10 +577,19 @@ def revise_from_current(cr: ChangeRequest, *, actor) -> ChangeRequest:
 # --- submit / approve / reject / cancel -------------------------------------------------------
 
 
+def may_submit(cr: ChangeRequest, actor) -> bool:
+    """Its author, or an admin, releases a draft for approval; a draft the system opened (a reconcile
+    request, no author) any operator. Another operator submitting someone's draft released content its
+    author had not released, and an operator who is an approver too could then approve it."""
+    return cr.author_id is None or cr.author_id == getattr(actor, "pk", None) or has_role(actor, Role.ADMIN)
+
+
 def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
     require_role(actor, Role.OPERATOR)
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.DRAFT,), "submitted")
+    if not may_submit(cr, actor):
+        raise PermissionDenied(f"Only the author of CR-{cr.pk} ({cr.author_name}) or an admin can submit it.")
     if cr.kind == ChangeKind.UNJOIN:
         require_role(actor, Role.ADMIN)
     handler = handler_for(cr.kind)
@@ -596,8 +630,22 @@ class ApprovalSummary:
         return bool(self.blocking) and not self.overridden
 
 
+def approvers_among(user_ids) -> set[int]:
+    """Those of ``user_ids`` who hold the approver role now (active; in the approver or admin group,
+    or superusers): one query, none for an empty set."""
+    if not user_ids:
+        return set()
+    return set(
+        get_user_model()
+        .objects.filter(pk__in=user_ids, is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name__in=(Role.APPROVER, Role.ADMIN)))
+        .values_list("pk", flat=True)
+    )
+
+
 def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> ApprovalSummary:
-    """Valid approvals: given for the content proposed now, by someone who wrote none of it."""
+    """Valid approvals: given for the content proposed now, by someone who wrote none of it and who
+    still holds the approver role (an approver removed from the role meanwhile no longer counts)."""
     approvals = list(cr.approvals.all()) if approvals is None else approvals
     authors = content_authors(cr) if authors is None else authors
     approved = [a for a in approvals if a.decision == Decision.APPROVE]
@@ -606,6 +654,7 @@ def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> Approva
         for a in approved
         if a.content_hash == cr.proposed_hash and a.approver_id is not None and a.approver_id not in authors
     }
+    valid &= approvers_among(valid)
     blocking = [p for p in (cr.preflight or []) if p.get("severity") == Severity.BLOCKING]
     return ApprovalSummary(
         valid=len(valid),
@@ -730,7 +779,7 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "", seen_hash: str | Non
     cr = _fresh(cr)
     if cr.state == ChangeState.APPROVED and _auto_apply():
         try:
-            cr = _apply(cr, actor=actor)
+            cr = _apply(cr, actor=actor, rechecked=True)
         except TransitionError as exc:
             raise TransitionError(
                 f"CR-{cr.pk} is approved, but applying it failed: {exc} It stays Approved; apply it again once fixed."
@@ -812,14 +861,18 @@ def add_comment(cr: ChangeRequest, *, actor, body: str) -> Comment:
     return comment
 
 
+OVERRIDABLE_STATES = (ChangeState.DRAFT, ChangeState.SUBMITTED, ChangeState.APPROVED)
+
+
 def override_preflight(cr: ChangeRequest, *, actor, reason: str) -> ChangeRequest:
-    """Admin: let approval go ahead despite blocking preflight problems (for this content only)."""
+    """Admin: let approval go ahead despite blocking preflight problems (for this content only); an
+    Approved request too, whose apply a problem found since its approval refuses (``_recheck_at_apply``)."""
     require_role(actor, Role.ADMIN)
     reason = (reason or "").strip()
     if not reason:
         raise TransitionError("Give a reason for overriding the preflight checks.")
     cr = _fresh(cr)
-    _require_state(cr, (ChangeState.DRAFT, ChangeState.SUBMITTED), "overridden")
+    _require_state(cr, OVERRIDABLE_STATES, "overridden")
     with transaction.atomic():
         ChangeRequest.objects.filter(pk=cr.pk).update(
             preflight_override_reason=reason,
@@ -931,7 +984,10 @@ def _adopt_approved_settings(cr: ChangeRequest) -> None:
         )
 
 
-def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
+def _apply(cr: ChangeRequest, *, actor, rechecked: bool = False) -> ChangeRequest:
+    """Approved -> Applying. ``rechecked``: the approval that made it Approved re-checked its targets,
+    approvals needed and preflight just now (auto-apply); a request applied later is checked again
+    here (``_recheck_at_apply``)."""
     cr = _fresh(cr)
     _require_state(cr, (ChangeState.APPROVED,), "applied")
     cr, changed = _recheck_content(cr, actor=actor)
@@ -941,6 +997,8 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
             f"What CR-{cr.pk} would apply changed after it was approved; its approvals are void "
             "and it is back in Submitted for a new review."
         )
+    if not rechecked:
+        cr = _recheck_at_apply(cr, actor=actor)
     summary = approval_summary(cr)
     if not summary.enough:
         raise TransitionError(f"CR-{cr.pk} has {summary.valid} valid approval(s) of {summary.required}.")
@@ -978,6 +1036,42 @@ def _apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
         )
         _schedule_sync(cr.pk, countdown=0 if not runs and handler_for(cr.kind) is None else SYNC_DELAY_SECONDS)
     return _fresh(cr)
+
+
+def _recheck_at_apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
+    """An Approved request applied some time after its approval (FEDPORTAL_APPROVALS_AUTO_APPLY off):
+    what decided the approval is taken again, as ``approve`` takes it. A cluster relabelled into its
+    placement may need more approvals now (a production one): the request goes back to Submitted for
+    them. A cluster whose version changed may not accept the manifest now: a blocking preflight
+    problem refuses the apply until the change is fixed or an admin overrides it."""
+    approvals_needed = cr.required_approvals
+    cr = refresh_change_request(cr, actor=actor, diffs=False)
+    summary = approval_summary(cr)
+    if not summary.enough and cr.required_approvals > approvals_needed:
+        with transaction.atomic():
+            _transition_audited(
+                cr,
+                (ChangeState.APPROVED,),
+                ChangeState.SUBMITTED,
+                verb="sent back for approval",
+                actor=actor,
+                action="needs_approvals",
+                summary=f"CR-{cr.pk} needs {cr.required_approvals} approvals now ({summary.valid} given): "
+                f"its targets changed since it was approved ({', '.join(cr.target_clusters)})",
+                after={"required": cr.required_approvals, "valid": summary.valid, "targets": cr.target_clusters},
+                decided_at=None,
+            )
+        raise TransitionError(
+            f"CR-{cr.pk} needs {cr.required_approvals} approvals now (it has {summary.valid}): its targets changed "
+            f"since it was approved ({', '.join(cr.target_clusters)}). It is back in Submitted for another approver."
+        )
+    if summary.blocked:
+        problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
+        raise TransitionError(
+            f"Preflight found blocking problems since CR-{cr.pk} was approved ({problems}). It stays Approved: "
+            "fix the change or the cluster and apply again, or an admin can override with a reason."
+        )
+    return cr
 
 
 def emergency_apply(

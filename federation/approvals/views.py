@@ -159,6 +159,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         "is_author": is_author,
         "can_submit": cr.state == ChangeState.DRAFT
         and has_role(user, Role.OPERATOR)
+        and services.may_submit(cr, user)
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
         "can_decide": cr.state == ChangeState.SUBMITTED and has_role(user, Role.APPROVER) and not wrote_content,
         "wrote_content": authors.get(user.pk, "") if not is_author else "",
@@ -171,7 +172,7 @@ def _detail_context(request, cr: ChangeRequest, **extra) -> dict:
         and (cr.kind != ChangeKind.UNJOIN or has_role(user, Role.ADMIN)),
         "can_refresh": cr.is_open and has_role(user, Role.OPERATOR),
         "can_revise": cr.is_open and has_role(user, Role.OPERATOR) and (is_author or has_role(user, Role.ADMIN)),
-        "can_override": cr.state in (ChangeState.DRAFT, ChangeState.SUBMITTED)
+        "can_override": cr.state in services.OVERRIDABLE_STATES
         and has_role(user, Role.ADMIN)
         and bool(summary.blocking)
         and not summary.overridden,
@@ -432,7 +433,7 @@ def change_create(request, resource_pk):
     )
     initial = {"revision": getattr(resource.current_revision, "number", None), "kind": "", "title": ""}
     initial.update({key: request.GET[key] for key in ("kind", "revision", "title") if request.GET.get(key)})
-    form = ChangeRequestCreateForm(request.POST or None, initial=initial)
+    form = ChangeRequestCreateForm(request.POST if request.method == "POST" else None, initial=initial)
     status = 200
     if request.method == "POST":
         status = 400
@@ -473,7 +474,7 @@ def change_create(request, resource_pk):
 @role_required(Role.ADMIN)
 def change_create_unjoin(request, cluster_pk):
     cluster = get_object_or_404(Cluster, pk=cluster_pk)
-    form = ReasonForm(request.POST or None)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
     status = 200
     if request.method == "POST":
         status = 400
@@ -497,7 +498,7 @@ def change_create_unjoin(request, cluster_pk):
 def emergency_apply(request, resource_pk):
     """Admin only: propagate now, without approval; audited and flagged in the list."""
     resource = get_object_or_404(FederatedResource.objects.select_related("type", "current_revision"), pk=resource_pk)
-    form = ReasonForm(request.POST or None)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
     status = 200
     if request.method == "POST":
         status = 400

@@ -368,3 +368,41 @@ def test_a_resource_run_never_creates_its_namespace_ahead_of_the_namespaces_roll
     drain(retry)
     assert status(resource, "m131") == PropagationReason.OK
     assert fleet.get_object("m131", "apps/v1", "Deployment", "ahead", "web") is not None
+
+
+def test_content_approved_once_reaches_production_through_its_namespace_only_by_a_reconcile_request(
+    fleet, operator, approver, monkeypatch
+):
+    """A resource in a namespace federated to a dev cluster only: its request targets that cluster and
+    needs one approval. The namespace later reaches a production cluster: the resource's content, which
+    one approver let out, is not sent there on its own; a reconcile request asks production's count
+    (a reviewer's finding: the namespace's run spread it to production automatically)."""
+    from federation import enqueue, membership
+    from federation.approvals.choices import ChangeKind, ChangeState
+
+    clusters = register_fleet(fleet, ["m128", "m130"])
+    Cluster.objects.filter(name="m128").update(labels={"env": "dev"})
+    Cluster.objects.filter(name="m130").update(labels={"env": "prod"})
+    ns = federate_namespace("shop", ["m128"])
+    drain(propagation.propagate_revision(ns))
+    resource = web_deployment(namespace="shop", placement={"clusterSelector": {}}, actor=operator)
+    cr = approvals.submit(approvals.create_change_request(resource, actor=operator), actor=operator)
+    assert cr.target_clusters == ["m128"] and cr.required_approvals == 1
+    cr = approvals.approve(cr, actor=approver)
+    for run in cr.runs.all():
+        drain(run)
+    assert status(resource, "m128") == PropagationReason.OK
+    queued = []
+    monkeypatch.setattr(enqueue, "reconcile_namespace_members", lambda name, ids: queued.append((name, ids)))
+    services.update_resource(ns, template={}, placement={"clusters": ["m128", "m130"]})
+    ns.refresh_from_db()
+    drain(propagation.propagate_revision(ns))
+    assert queued == [("shop", [clusters["m130"].pk])]
+
+    (opened,) = membership.reconcile_namespace_members("shop", [clusters["m130"].pk])
+
+    assert opened.kind == ChangeKind.RECONCILE and opened.state == ChangeState.DRAFT
+    opened = approvals.refresh_change_request(opened)
+    assert "m130" in opened.target_clusters and opened.required_approvals == 2
+    assert not PropagatedVersion.objects.filter(resource=resource, cluster__name="m130").exists()
+    assert fleet.get_object("m130", "apps/v1", "Deployment", "shop", "web") is None

@@ -1,0 +1,55 @@
+"""A request applied some time after its approval (auto-apply off) is checked again at apply, as
+``approve`` checks it: its targets, the approvals they need, its preflight."""
+
+import pytest
+
+from clusters.models import Cluster
+from federation.approvals import services
+from federation.approvals.choices import ChangeState, Severity
+from federation.approvals.preflight import PreflightProblem, register_preflight, unregister_preflight
+from fedportal.models import AuditEvent
+from tests.approvals.factories import submitted
+
+
+@pytest.fixture
+def approved_later(dev_resource, operator, approver, settings):
+    settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
+    cr = services.approve(submitted(dev_resource, operator), actor=approver)
+    assert cr.state == ChangeState.APPROVED and cr.required_approvals == 1
+    return cr
+
+
+def test_a_cluster_turned_production_after_approval_sends_the_request_back_for_its_second_approval(
+    approved_later, dev_cluster, operator, approver, second_approver
+):
+    Cluster.objects.filter(pk=dev_cluster.pk).update(labels={"env": "prod"})
+
+    with pytest.raises(services.TransitionError, match="needs 2 approvals now"):
+        services.apply_change_request(approved_later, actor=operator)
+
+    cr = services.ChangeRequest.objects.get(pk=approved_later.pk)
+    assert cr.state == ChangeState.SUBMITTED and cr.required_approvals == 2 and not cr.runs.exists()
+    event = AuditEvent.objects.get(action="approvals.change.needs_approvals", object_id=str(cr.pk))
+    assert event.after["required"] == 2 and event.after["valid"] == 1
+    with pytest.raises(services.TransitionError, match="already approved"):
+        services.approve(cr, actor=approver)
+    assert services.approve(cr, actor=second_approver).state == ChangeState.APPROVED
+    assert services.apply_change_request(cr, actor=operator).state == ChangeState.APPLYING
+
+
+def test_a_blocking_preflight_problem_found_after_approval_refuses_the_apply(approved_later, operator, admin_user):
+    def check(cr):
+        return [PreflightProblem("dev-a", Severity.BLOCKING, "apps/v1 Deployment field x is not served at v1.24")]
+
+    register_preflight(check)
+    try:
+        with pytest.raises(services.TransitionError, match="since CR-.* was approved .*field x is not served"):
+            services.apply_change_request(approved_later, actor=operator)
+        cr = services.ChangeRequest.objects.get(pk=approved_later.pk)
+        assert cr.state == ChangeState.APPROVED and not cr.runs.exists()
+        assert "field x" in cr.preflight[0]["message"]
+
+        services.override_preflight(cr, actor=admin_user, reason="field is ignored there, accepted risk")
+        assert services.apply_change_request(cr, actor=operator).state == ChangeState.APPLYING
+    finally:
+        unregister_preflight(check)
