@@ -102,7 +102,8 @@ class UpgradePlan(models.Model):
     drift.upgrades drafts, checks and runs it.
 
     ``steps``: [{"kind": "controlPlane" | "machineDeployment", "name", "from", "to",
-    "state": "pending" | "running" | "done" | "failed", "started_at", "finished_at", "message"}];
+    "state": "pending" | "running" | "done" | "failed" | "skipped" (after a failed one),
+    "started_at", "finished_at", "message"}];
     ``findings``: the preflight, [{"severity": "P0".."P3", "resource", "message"}].
     """
 

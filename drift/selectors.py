@@ -646,7 +646,12 @@ def fleet_compliance(*, labels=()):
     the compute is cached keyed on every input (versions, labels, policy, revisions, propagation)."""
     policy = VersionPolicy.load().as_skew_policy()
     rows = fleet_rows(labels=labels)
-    revisions = list(_resource_queryset().values_list("pk", "current_revision__content_hash"))
+    # the type decides the apiVersion a manifest is rendered with (an admin may edit it)
+    revisions = list(
+        _resource_queryset().values_list(
+            "pk", "current_revision__content_hash", "type__group", "type__version", "type__kind", "type__scope"
+        )
+    )
     propagation = _propagation_counts(rows)
     digest = inputs_hash(
         rows, policy, "compliance", [[r.name, r.labels, r.isolated] for r in rows], revisions, propagation

@@ -185,7 +185,11 @@ def _member_member_finding(
         f"Members on {old.label} ({_names(older)}) and on {new.label} ({_names(newer)}) are {diff} minors "
         f"apart; the policy allows {allowed}."
     )
-    return SkewFinding(SkewRule.MEMBER_MEMBER_SKEW, Severity.P2, message, tuple(older) + tuple(newer), diff)
+    # the older members answer for it: the seeds' repair upgrades the lower member (000 §1.4); a newer
+    # member at the host's version meets the target already (one ahead of the host: the host answers)
+    return SkewFinding(
+        SkewRule.MEMBER_MEMBER_SKEW, Severity.P2, message, tuple(older) + tuple(newer), diff, responsible=tuple(older)
+    )
 
 
 @dataclass(frozen=True)

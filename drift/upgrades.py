@@ -63,8 +63,15 @@ SYNC_GAP = timedelta(seconds=0.8)
 SYNC_LEASE = timedelta(seconds=30)
 STUCK_SECONDS = 900
 MAX_VERSION_LENGTH = 64  # UpgradePlan.target_version / from_version
-_P0_CODES = {CompatProblemCode.API_REMOVED, CompatProblemCode.API_NOT_SERVED}
-_P1_CODES = {CompatProblemCode.UNKNOWN_FIELD, CompatProblemCode.INVALID, CompatProblemCode.UNKNOWN_KIND}
+# a field or value the target's schema refuses fails the next apply (fieldValidation=Strict): the seeds'
+# P0 (resource sync fails), as the change requests' compatibility preflight blocks it
+_P0_CODES = {
+    CompatProblemCode.API_REMOVED,
+    CompatProblemCode.API_NOT_SERVED,
+    CompatProblemCode.UNKNOWN_FIELD,
+    CompatProblemCode.INVALID,
+}
+_P1_CODES = {CompatProblemCode.UNKNOWN_KIND}
 
 
 # a release as Cluster API's KubeSemver reads one (util/version/version.go, Apache-2.0), without the
@@ -636,8 +643,12 @@ def _advance(plan: UpgradePlan):
 
 
 def _fail(plan: UpgradePlan, step: dict, reason: str):
-    """The step failed: the upgrade halts (the request ends Failed with ``reason``)."""
+    """The step failed: the upgrade halts (the request ends Failed with ``reason``); the steps after it
+    are never started (``skipped``: shown as pending they read as still to come)."""
     step.update(state="failed", finished_at=timezone.now().isoformat(), message=reason)
+    for later in plan.steps[plan.steps.index(step) + 1 :]:
+        if later["state"] == "pending":
+            later.update(state="skipped", message=f"Not started: the upgrade halted at {step['kind']} {step['name']}.")
     _audit_step(plan, "step_failed", step, f"CR-{plan.change_request_id}: {reason}")
     return ChangeState.FAILED, reason
 
@@ -712,8 +723,18 @@ def lifecycle_compliance() -> dict:
                     }
                 )
     running = []
-    for cr in ChangeRequest.objects.filter(kind=ChangeKind.UPGRADE, state=ChangeState.APPLYING).order_by("pk"):
-        plan = UpgradePlan.objects.filter(change_request_id=cr.pk).first()
+    plans = {
+        plan.change_request_id: plan
+        for plan in UpgradePlan.objects.filter(
+            change_request__kind=ChangeKind.UPGRADE, change_request__state=ChangeState.APPLYING
+        ).only("change_request_id", "target_version", "steps")
+    }
+    for cr in (
+        ChangeRequest.objects.filter(kind=ChangeKind.UPGRADE, state=ChangeState.APPLYING)
+        .only("pk", "cluster_name")
+        .order_by("pk")
+    ):
+        plan = plans.get(cr.pk)
         step = plan.current_step if plan else None
         running.append(
             {

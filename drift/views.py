@@ -150,7 +150,7 @@ def version_history(request):
 @require_http_methods(["GET", "POST"])
 def policy_edit(request):
     policy = VersionPolicy.load()
-    form = VersionPolicyForm(request.POST or None, instance=policy)
+    form = VersionPolicyForm(request.POST if request.method == "POST" else None, instance=policy)
     if request.method == "POST" and form.is_valid():
         try:
             update_version_policy(actor=request.user, **{name: form.cleaned_data[name] for name in form.Meta.fields})
@@ -390,7 +390,7 @@ def _cluster_or_404(name):
 def _isolation_page(request, name, *, action, form_class, perform, done):
     """Isolate and restore share one page: a reason (or note) form, the service call, the result."""
     cluster = _cluster_or_404(name)
-    form = form_class(request.POST or None)
+    form = form_class(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
             perform(cluster, form.cleaned_data)

@@ -118,15 +118,13 @@ def test_fleet_report_combines_skew_compat_propagation_and_drift(governed_fleet,
     by_name = {c.name: c for c in report.clusters}
     assert by_name["m25"].compat["incompatible"] == 1 and "api_compat" in by_name["m25"].failed_rules
     assert by_name["m26"].propagation["failed"] == 1
-    assert by_name["m29"].propagation["out_of_sync"] == 1 and by_name["m29"].failed_rules == [
-        "version_policy",
-        "resource_drift",
-    ]
-    assert by_name["m28"].failed_rules == ["version_policy"]  # P2 member skew with m31
+    # m29 runs the host's version: the members far behind it (m25, m26) answer for their skew with it
+    assert by_name["m29"].propagation["out_of_sync"] == 1 and by_name["m29"].failed_rules == ["resource_drift"]
+    assert by_name["m28"].failed_rules == ["version_policy"]  # P2 member skew with m31, m28 the older
     assert by_name["host"].compat["compatible"] == 1
     # the host answers for members newer than it (m30, m31), not for members behind it
     assert by_name["host"].skew_severity == "P0" and "m31" in by_name["host"].skew_messages[0]
-    assert by_name["m31"].skew_severity == "P2" and by_name["m25"].skew_severity == "P0"
+    assert by_name["m31"].skew_severity is None and by_name["m25"].skew_severity == "P0"
     assert report.open_drift == 1 and report.incompatible_cells == 3
     assert skew_counts["P0"] == 4
 
@@ -248,7 +246,8 @@ def test_isolate_and_restore_views(admin_client_, viewer_client, governed_fleet)
     banner = viewer_client.get(BANNER).content.decode()
     assert "m25" in banner and "blocking skew" in banner
     restore = reverse("drift:cluster_restore", args=["m25"])
-    assert admin_client_.post(restore, {"note": "done"}).status_code == 302
+    # a POST with no field at all (a script sending the CSRF token as a header): the note is optional
+    assert admin_client_.post(restore).status_code == 302
     assert not Cluster.objects.get(name="m25").isolated
     assert viewer_client.get(BANNER).content.decode().strip() == ""
 

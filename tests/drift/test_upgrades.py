@@ -11,6 +11,8 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from clusters import kube, lifecycle
@@ -26,6 +28,7 @@ from federation.models import PropagatedVersion
 from federation.services import create_resource, create_type
 from fedportal.models import AuditEvent
 from tests.clusters.factories import ClusterFactory
+from tests.federation.factories import ftype
 from tests.utils import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -210,6 +213,37 @@ def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_
     assert AuditEvent.objects.filter(action="approvals.change.preflight_override").count() == 1
 
 
+def test_a_field_the_target_version_refuses_is_p0_as_in_a_change_requests_preflight(operator):
+    """The next apply of the object would fail with 400 (fieldValidation=Strict): the upgrade must not
+    go out with a warning only (it was P1; a reviewer's finding)."""
+    cluster = ClusterFactory(name="w130", labels={"env": "dev"}, server_version="v1.30.2")
+    capi_managed(cluster, "v1.30.2", {"w130-md-0": "v1.30.2"})
+    pod = {
+        "containers": [{"name": "app", "image": "nginx"}],
+        "resourceClaims": [{"name": "gpu", "source": {"resourceClaimName": "gpu"}}],  # gone in v1.31
+    }
+    template = {
+        "spec": {
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {"metadata": {"labels": {"app": "w"}}, "spec": pod},
+        }
+    }
+    resource = create_resource(
+        ftype("Deployment"), namespace="shop", name="gpu", template=template, placement={"clusters": ["w130"]}
+    )
+    manifest = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "gpu", "namespace": "shop"},
+        **template,
+    }
+    PropagatedVersion.objects.create(resource=resource, cluster=cluster, applied_manifest=manifest)
+    cr = upgrades.request_upgrade(cluster, "v1.31.1", actor=operator)
+    (finding,) = [f for f in cr.upgrade_plan.findings if f["resource"] == str(resource)]
+    assert finding["severity"] == "P0" and "resourceClaims" in finding["message"]
+    assert any(p["severity"] == "blocking" and "shop/gpu" in p["message"] for p in cr.preflight)
+
+
 # --- the whole roll: real worker, simulator with a management cluster and two CAPI members -------------
 
 CAPI_FLEET = {
@@ -311,6 +345,10 @@ def test_a_stuck_machine_halts_the_upgrade_with_the_reason(fleet_factory, celery
     assert cr.state == ChangeState.FAILED
     assert "no machine changed phase" in cr.apply_error and "Provisioning" in cr.apply_error
     assert cr.upgrade_plan.steps[0]["state"] == "failed"
+    # the steps after the failed one never started, and do not read as still to come
+    later = cr.upgrade_plan.steps[1:]
+    assert later and {s["state"] for s in later} == {"skipped"}
+    assert all("halted at controlPlane" in s["message"] for s in later)
     assert fleet.version("w2") == "v1.29.4"
     assert lifecycle.managed_row(rows["w2"]).control_plane["version"] == "v1.30.2"
 
@@ -326,6 +364,16 @@ def test_compliance_report_lists_clusters_behind_and_upgrades_in_progress(operat
     assert data["target"] == "v1.30.2"
     assert [(r["cluster"], r["minors_behind"]) for r in data["behind"]] == [("w-old", 1)]
     assert [(r["cluster"], r["done"], r["steps"]) for r in data["in_progress"]] == [("w-old", 0, 2)]
+    with CaptureQueriesContext(connection) as one_upgrade:
+        upgrades.lifecycle_compliance()
+    for name in ("w-a", "w-b"):  # more upgrades in progress cost no query each (a reviewer counted 1 each)
+        member = ClusterFactory(name=name, labels={"env": "dev"})
+        capi_managed(member, "v1.29.4", {f"{name}-md-0": "v1.29.4"})
+        started = upgrades.request_upgrade(member, "v1.30.2", actor=operator)
+        ChangeRequest.objects.filter(pk=started.pk).update(state=ChangeState.APPLYING)
+    with CaptureQueriesContext(connection) as three_upgrades:
+        assert len(upgrades.lifecycle_compliance()["in_progress"]) == 3
+    assert len(three_upgrades) == len(one_upgrade)
     client.force_login(viewer)
     page = client.get(reverse("drift:compliance_report")).content.decode()
     assert "Clusters behind the fleet" in page and "w-old" in page and f"CR-{cr.pk}" in page

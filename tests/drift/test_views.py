@@ -42,12 +42,13 @@ def test_matrix_page_shows_heatmap_table_and_exact_policy_violations(viewer_clie
         "m25": Severity.P0,
         "m26": Severity.P0,
         "m27": Severity.P0,
-        "m28": Severity.P2,  # in policy with the host, 3 from m31 (member–member)
-        "m29": Severity.P2,
+        "m28": Severity.P2,  # in policy with the host, 3 from m31 (member–member): the older answers
+        # m29 runs the host's version; the member–member skew of m25-m27 with it is theirs to fix
+        "m29": None,
         # m30/m31 are newer than the host: those findings (P1/P0) are the host's to fix, listed on
         # their rows but not rating them, as in the compliance report (issue 23 item 7)
-        "m30": Severity.P2,
-        "m31": Severity.P2,
+        "m30": None,
+        "m31": None,
     }
     assert pair_url("host", "m27") in body
     assert 'href="/drift/"' in body or "Drift" in body  # nav link
@@ -58,7 +59,7 @@ def test_skew_page_and_compliance_report_rate_every_cluster_alike(viewer_client,
     report, _counts = selectors.fleet_compliance()
     compliance = {c.name: c.skew_severity for c in report.clusters if c.name in skew_page}
     assert skew_page == compliance
-    assert compliance["m31"] == Severity.P2
+    assert compliance["m31"] is None  # newer than the host and than m28: theirs to fix
     body = viewer_client.get(MATRIX).content.decode()
     assert "(for host to fix)" in body
 
@@ -87,7 +88,8 @@ def test_matrix_severity_filter_lists_the_members_with_a_finding_of_that_severit
     assert names("P1") == ["m30"]
     assert names("P0") == ["m25", "m26", "m27", "m31"]
     assert names("P3") == []
-    assert names("ok") == []
+    # nothing of their own to act on: the newer side of a member-member skew, the host's findings
+    assert names("ok") == ["m29", "m30", "m31"]
 
 
 @pytest.fixture
@@ -138,12 +140,12 @@ def test_every_finding_the_badge_counts_is_listed_under_its_severity(
 
 def test_a_host_side_finding_is_on_its_members_row_charged_to_the_host(viewer_client, host_older_fleet):
     row = {row.name: row for row in viewer_client.get(MATRIX).context["overview"].member_rows}["m29"]
-    assert row.severity == Severity.P2  # its own finding: three minors from m26; the P1 is the host's
+    assert row.severity is None  # three minors from m26 is m26's to fix, the P1 the host's
     assert row.finding_severities == {Severity.P1, Severity.P2}
     assert row.messages.split(" | ") == [
         "P1: Host host (v1.28) is older than member m29 (v1.29); the host must not be older than any member "
         "(status write-back may fail). (for host to fix)",
-        "P2: Members on v1.26 (m26) and on v1.29 (m29) are 3 minors apart; the policy allows 2.",
+        "P2: Members on v1.26 (m26) and on v1.29 (m29) are 3 minors apart; the policy allows 2. (for m26 to fix)",
     ]
 
 
