@@ -7,6 +7,7 @@ reason, which approvals audits); an unverifiable target, or an incompatible one 
 (propagation skips it), is a *warning*.
 """
 
+from clusters import schemas
 from drift import compat, selectors
 from drift.choices import CompatStatus
 from federation.approvals.choices import ChangeKind, Severity
@@ -59,6 +60,13 @@ def compat_preflight(change_request) -> list[PreflightProblem]:
                 PreflightProblem(
                     name, Severity.WARNING, f"Cannot verify on {name} ({version}): {_describe(cell.result)}"
                 )
+            )
+        elif cell.result.minor is not None and (
+            deprecated := schemas.deprecation_warning(cell.result.minor, resource.type.api_version, resource.type.kind)
+        ):
+            # served, so compatible; the apiserver answers with this Warning, and a later minor refuses it
+            problems.append(
+                PreflightProblem(name, Severity.WARNING, f"Deprecated on {name} ({version}): {deprecated}.")
             )
     return problems
 
