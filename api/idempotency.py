@@ -103,7 +103,7 @@ def idempotent(view):
                 # still running, or abandoned (the process died mid-way): then this retry takes it over
                 taken = record.created_at < now - ABANDONED_AFTER and IdempotencyRecord.objects.filter(
                     pk=record.pk, status=0, created_at=record.created_at
-                ).update(created_at=now)
+                ).update(created_at=now, roles=",".join(sorted(user_roles(user))))  # the roles this run has
                 if not taken:
                     return _json(
                         409, "conflict", f"The first request with this {HEADER} is still running; retry later."

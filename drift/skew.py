@@ -175,7 +175,12 @@ def _host_member_findings(host: ClusterVersion, member: ClusterVersion, policy: 
 
 
 def _member_member_finding(
-    older: list[str], newer: list[str], old: KubeVersion, new: KubeVersion, policy: SkewPolicy
+    older: list[str],
+    newer: list[str],
+    old: KubeVersion,
+    new: KubeVersion,
+    policy: SkewPolicy,
+    host: ClusterVersion | None = None,
 ) -> SkewFinding | None:
     diff = new.minor - old.minor
     allowed = policy.member_member_max_minor_skew
@@ -186,9 +191,12 @@ def _member_member_finding(
         f"apart; the policy allows {allowed}."
     )
     # the older members answer for it: the seeds' repair upgrades the lower member (000 §1.4); a newer
-    # member at the host's version meets the target already (one ahead of the host: the host answers)
+    # member at the host's version meets the target already. Older members at the host's version cannot
+    # go past it: the newer ones are ahead of the host, and the host (upgraded first) answers
+    behind_host = host is None or host.version is None or old.minor < host.version.minor
+    responsible = tuple(older) if behind_host else (host.name,)
     return SkewFinding(
-        SkewRule.MEMBER_MEMBER_SKEW, Severity.P2, message, tuple(older) + tuple(newer), diff, responsible=tuple(older)
+        SkewRule.MEMBER_MEMBER_SKEW, Severity.P2, message, tuple(older) + tuple(newer), diff, responsible=responsible
     )
 
 
@@ -442,6 +450,7 @@ def evaluate_fleet(clusters: Iterable[ClusterVersion], policy: SkewPolicy | None
             host_member.append(verdict)
             findings.extend(f for f in verdict.findings if f.rule != SkewRule.VERSION_UNKNOWN)
     for group in (members, hosts):
+        fleet_host = hosts[0] if group is members and hosts else None
         by_minor: dict[KubeVersion, list[str]] = defaultdict(list)
         for cluster in group:
             if cluster.version is not None:
@@ -450,7 +459,9 @@ def evaluate_fleet(clusters: Iterable[ClusterVersion], policy: SkewPolicy | None
         minors = sorted(by_minor)
         for i, old in enumerate(minors):
             for new in minors[i + 1 :]:
-                finding = _member_member_finding(sorted(by_minor[old]), sorted(by_minor[new]), old, new, policy)
+                finding = _member_member_finding(
+                    sorted(by_minor[old]), sorted(by_minor[new]), old, new, policy, fleet_host
+                )
                 if finding:
                     findings.append(finding)
     kubelets = {c.name: evaluate_kubelets(c, policy) for c in clusters}

@@ -178,7 +178,8 @@ def required_approvals_for(clusters, *, severe: bool = False) -> int:
     return needed
 
 
-APPROVED_AND_SENT = (ChangeState.APPLYING, ChangeState.APPLIED, ChangeState.PARTIALLY_FAILED)
+# a request that failed on every target still made its revision the propagated one
+APPROVED_AND_SENT = (ChangeState.APPLYING, ChangeState.APPLIED, ChangeState.PARTIALLY_FAILED, ChangeState.FAILED)
 
 
 def approvals_granted(resource: FederatedResource, revision: Revision) -> int | None:
@@ -577,11 +578,12 @@ def revise_from_current(cr: ChangeRequest, *, actor) -> ChangeRequest:
 # --- submit / approve / reject / cancel -------------------------------------------------------
 
 
-def may_submit(cr: ChangeRequest, actor) -> bool:
+def may_submit(cr: ChangeRequest, user) -> bool:
     """Its author, or an admin, releases a draft for approval; a draft the system opened (a reconcile
     request, no author) any operator. Another operator submitting someone's draft released content its
     author had not released, and an operator who is an approver too could then approve it."""
-    return cr.author_id is None or cr.author_id == getattr(actor, "pk", None) or has_role(actor, Role.ADMIN)
+    opened_by_the_system = cr.author_id is None and cr.kind == ChangeKind.RECONCILE
+    return opened_by_the_system or cr.author_id == getattr(user, "pk", None) or has_role(user, Role.ADMIN)
 
 
 def submit(cr: ChangeRequest, *, actor) -> ChangeRequest:
@@ -1008,6 +1010,14 @@ def _apply(cr: ChangeRequest, *, actor, rechecked: bool = False) -> ChangeReques
             rollout.refuse_during_rollout(cr.resource_id, applying=cr)
         except rollout.RolloutError as exc:
             raise TransitionError(str(exc)) from None
+        # the run plans its clusters again: one relabelled into production since the check above (or
+        # since the approval, on auto-apply) must not get the content with fewer approvals than it needs
+        needed_now = required_approvals_for(_targets(cr))
+        if needed_now > cr.required_approvals:
+            raise TransitionError(
+                f"The clusters CR-{cr.pk} reaches changed a moment ago: they need {needed_now} approvals now. "
+                "Nothing was applied; apply it again to have it checked."
+            )
         cr = transition(cr, (ChangeState.APPROVED,), ChangeState.APPLYING, verb="applied", applied_at=timezone.now())
         _adopt_approved_settings(cr)
         if rollout.is_staged(cr):
@@ -1044,10 +1054,9 @@ def _recheck_at_apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     placement may need more approvals now (a production one): the request goes back to Submitted for
     them. A cluster whose version changed may not accept the manifest now: a blocking preflight
     problem refuses the apply until the change is fixed or an admin overrides it."""
-    approvals_needed = cr.required_approvals
     cr = refresh_change_request(cr, actor=actor, diffs=False)
     summary = approval_summary(cr)
-    if not summary.enough and cr.required_approvals > approvals_needed:
+    if not summary.enough:  # more are needed now, or an approver left the role: Approved would stay stuck
         with transaction.atomic():
             _transition_audited(
                 cr,
@@ -1056,14 +1065,15 @@ def _recheck_at_apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
                 verb="sent back for approval",
                 actor=actor,
                 action="needs_approvals",
-                summary=f"CR-{cr.pk} needs {cr.required_approvals} approvals now ({summary.valid} given): "
-                f"its targets changed since it was approved ({', '.join(cr.target_clusters)})",
+                summary=f"CR-{cr.pk} needs {cr.required_approvals} approvals now ({summary.valid} valid): "
+                f"its targets or its approvers changed since it was approved ({', '.join(cr.target_clusters)})",
                 after={"required": cr.required_approvals, "valid": summary.valid, "targets": cr.target_clusters},
                 decided_at=None,
             )
         raise TransitionError(
-            f"CR-{cr.pk} needs {cr.required_approvals} approvals now (it has {summary.valid}): its targets changed "
-            f"since it was approved ({', '.join(cr.target_clusters)}). It is back in Submitted for another approver."
+            f"CR-{cr.pk} needs {cr.required_approvals} approvals now (it has {summary.valid} valid): its targets or "
+            f"its approvers changed since it was approved ({', '.join(cr.target_clusters)}). It is back in Submitted "
+            "for another approver."
         )
     if summary.blocked:
         problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)

@@ -89,7 +89,8 @@ EXPECTED = {
     ("GET", "/api/v1/change-requests"): (READ, None, None),
     ("POST", "/api/v1/change-requests"): (Role.OPERATOR, None, "resource"),
     ("GET", "/api/v1/change-requests/{change_id}"): (READ, _change, None),
-    ("POST", "/api/v1/change-requests/{change_id}/submit"): (Role.OPERATOR, _change, {}),
+    # a draft nobody here wrote (and not the system's reconcile request): an admin's to submit
+    ("POST", "/api/v1/change-requests/{change_id}/submit"): (Role.ADMIN, _change, {}),
     ("POST", "/api/v1/change-requests/{change_id}/approve"): (Role.APPROVER, lambda: _change("Submitted"), {}),
     ("POST", "/api/v1/change-requests/{change_id}/reject"): (
         Role.APPROVER,

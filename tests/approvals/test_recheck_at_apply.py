@@ -53,3 +53,31 @@ def test_a_blocking_preflight_problem_found_after_approval_refuses_the_apply(app
         assert services.apply_change_request(cr, actor=operator).state == ChangeState.APPLYING
     finally:
         unregister_preflight(check)
+
+
+def test_an_approval_whose_approver_left_the_role_sends_the_request_back_not_stuck(
+    approved_later, operator, approver, second_approver
+):
+    """It stayed Approved with 0 of 1, and no approver could approve an Approved request."""
+    from django.contrib.auth.models import Group
+
+    from fedportal.roles import Role
+
+    approver.groups.remove(Group.objects.get(name=Role.APPROVER))
+    with pytest.raises(services.TransitionError, match="needs 1 approvals now"):
+        services.apply_change_request(approved_later, actor=operator)
+    cr = services.ChangeRequest.objects.get(pk=approved_later.pk)
+    assert cr.state == ChangeState.SUBMITTED
+    assert services.approve(cr, actor=second_approver).state == ChangeState.APPROVED
+
+
+def test_a_cluster_relabelled_between_the_check_and_the_run_is_caught_under_the_lock(
+    approved_later, dev_cluster, approver
+):
+    """Auto-apply re-checks at approval, then applies: a relabel in between must not let the run plan
+    production with one approval."""
+    Cluster.objects.filter(pk=dev_cluster.pk).update(labels={"env": "prod"})
+    with pytest.raises(services.TransitionError, match="changed a moment ago: they need 2 approvals"):
+        services._apply(approved_later, actor=approver, rechecked=True)
+    cr = services.ChangeRequest.objects.get(pk=approved_later.pk)
+    assert cr.state == ChangeState.APPROVED and not cr.runs.exists()

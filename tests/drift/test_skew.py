@@ -205,5 +205,9 @@ def test_the_cluster_that_must_act_is_accountable():
     report = evaluate_fleet([host("v1.29.0"), member("old", "v1.27.0"), member("new", "v1.30.0")])
     # the member-member skew of old and new is old's to fix (the seeds upgrade the lower member)
     assert report.worst_accountable_by_cluster == {"host": Severity.P1, "old": Severity.P0, "new": None}
+    # ... unless old runs the host's version (it cannot go past the host): new is ahead of the host,
+    # which answers for both findings
+    at_host = evaluate_fleet([host("v1.28.0"), member("old", "v1.28.0"), member("new", "v1.31.0")])
+    assert at_host.worst_accountable_by_cluster == {"host": Severity.P0, "old": None, "new": None}
     assert report.worst_by_cluster["new"] == Severity.P1  # involved in the host pair
     assert [f.rule for f in report.findings_accountable("host")] == [SkewRule.HOST_OLDER_THAN_MEMBER]

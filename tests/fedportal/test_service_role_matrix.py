@@ -259,7 +259,8 @@ TABLE = [
         [ADMIN],
         lambda w, a: _ap().create_change_request(kind="unjoin", cluster=w.cluster, actor=a),
     ),
-    row("federation.approvals.services.submit", [OPERATOR], lambda w, a: _ap().submit(w.change(), actor=a)),
+    # another operator's draft: its author or an admin submits it
+    row("federation.approvals.services.submit", [ADMIN], lambda w, a: _ap().submit(w.change(), actor=a)),
     row("federation.approvals.services.submit(unjoin)", [ADMIN], lambda w, a: _ap().submit(w.unjoin_draft(), actor=a)),
     row(
         "federation.approvals.services.approve", [APPROVER], lambda w, a: _ap().approve(w.change("Submitted"), actor=a)
