@@ -267,3 +267,16 @@ def test_auto_isolation_only_when_the_policy_says_so(governed_fleet):
     event = AuditEvent.objects.filter(action="cluster.isolate").first()
     assert event.actor_name == "system" and event.after["automatic"] is True
     assert services.enforce_version_policy() == []  # safe to run twice
+
+
+def test_the_compliance_report_follows_an_edit_of_a_resources_type(governed_fleet, admin_user):
+    """The type decides the apiVersion a manifest is rendered with: its report was cached on the
+    resources' revisions only, and kept the old counts for a day (a reviewer's finding)."""
+    from federation.services import update_type
+
+    host, _members, resource = governed_fleet
+    before, _ = selectors.fleet_compliance()
+    assert {c.name: c for c in before.clusters}["host"].compat["compatible"] == 1
+    update_type(resource.type, actor=admin_user, version="v1beta1")
+    after, _ = selectors.fleet_compliance()
+    assert {c.name: c for c in after.clusters}["host"].compat.get("compatible", 0) == 0
