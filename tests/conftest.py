@@ -90,6 +90,16 @@ def page_cache():
         yield
 
 
+# --- the audit chain's checkpoints --------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _audit_checkpoints_of_this_test(settings, tmp_path):
+    """Each test's database starts a new audit chain: its checkpoints go to a folder of its own, since
+    another chain's checkpoints beside it are what a wiped log looks like to verify_audit."""
+    settings.FEDPORTAL_AUDIT_CHECKPOINTS = tmp_path / "audit-checkpoints"
+
+
 # --- the real Celery worker ----------------------------------------------------------------------
 
 

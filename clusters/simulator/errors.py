@@ -95,6 +95,18 @@ def conflict(plural: str, group: str, name: str) -> ApiError:
     )
 
 
+def uid_mismatch_no_object(plural: str, group: str, name: str, uid: str) -> ApiError:
+    """A patch (server-side apply too) naming a metadata.uid where no object exists: kube-apiserver's
+    patcher refuses it before admission (apiserver pkg/endpoints/handlers/patch.go, applyPatch:
+    objToUpdateHasUID && !currentObjectHasUID -> errors.NewConflict), so never creates it."""
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {resource_ref(plural, group)} "{name}": uid mismatch: the provided '
+        f"object specified uid {uid}, and no existing object was found",
+        details={"name": name, "group": group, "kind": plural},
+    )
+
+
 def invalid(kind: str, group: str, name: str, causes: list[dict]) -> ApiError:
     ref = f"{kind}.{group}" if group else kind
     parts = ", ".join(f"{c['field']}: {c['message']}" for c in causes)

@@ -14,7 +14,7 @@ import jsonpatch
 from clusters import schemas
 
 from . import capi, custom, defaults, merge, reviews, rollout
-from .errors import ApiError, already_exists, conflict, invalid, not_found, success
+from .errors import ApiError, already_exists, conflict, invalid, not_found, success, uid_mismatch_no_object
 from .meta import metadata_causes
 from .store import ClusterState, now_text
 
@@ -416,7 +416,9 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 meta[key] = old_meta[key]
         if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             generation = old_meta.get("generation", 1)
-            if _body_without_meta(obj) != _body_without_meta(old):
+            if _body_without_meta(obj) != _body_without_meta(old) or _deployment_annotations_changed(
+                ctx, meta, old_meta
+            ):
                 generation += 1
             meta["generation"] = generation
         else:
@@ -483,6 +485,29 @@ def _unchanged(obj: dict, old: dict) -> bool:
         return {**o, "metadata": meta}
 
     return strip(obj) == strip(old)
+
+
+def _refuse_uid_without_object(ctx: Ctx, body) -> None:
+    uid = ((body.get("metadata") if isinstance(body, dict) else None) or {}).get("uid")
+    if not uid or not isinstance(uid, str) or ctx.res.kind in READ_ONLY_KINDS:
+        return
+    if ctx.res.namespaced and not ctx.namespace:
+        return
+    if ctx.res.namespaced and not ctx.cluster.namespace_exists(ctx.namespace):
+        raise uid_mismatch_no_object(ctx.res.plural, ctx.res.group, ctx.name, uid)
+    if ctx.cluster.load(ctx.res, ctx.namespace, ctx.name) is None:
+        raise uid_mismatch_no_object(ctx.res.plural, ctx.res.group, ctx.name, uid)
+
+
+def _deployment_annotations_changed(ctx: Ctx, meta: dict, old_meta: dict) -> bool:
+    """A Deployment's generation moves with its annotations too: they are copied to its ReplicaSets
+    (pkg/registry/apps/deployment/strategy.go, PrepareForUpdate)."""
+    return (
+        ctx.res.group == "apps"
+        and ctx.res.kind == "Deployment"
+        and ctx.subresource != "status"
+        and (meta.get("annotations") or {}) != (old_meta.get("annotations") or {})
+    )
 
 
 def _guard_writable(ctx: Ctx) -> None:
@@ -642,7 +667,10 @@ def write_status(ctx: Ctx, patch_type: str | None, body) -> dict:
 
 
 def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
-    """Server-side apply. Returns (object, created)."""
+    """Server-side apply. Returns (object, created). One naming a metadata.uid never creates: where
+    no object is, it is refused (409) before the namespace is looked for, as kube-apiserver's patcher
+    refuses it before admission."""
+    _refuse_uid_without_object(ctx, body)
     _guard_writable(ctx)
     if not ctx.field_manager:
         raise ApiError(400, "PATCH, fieldManager: Required value: is required for apply patch")

@@ -132,8 +132,16 @@ def apply_as_fedportal(conn, ftype: FederatedType, manifest: dict, *, body: byte
 
 
 def naming_uid(manifest: dict, uid: str) -> dict:
-    """The manifest with metadata.uid set: an apiserver writes it only to that object, or creates."""
+    """The manifest with metadata.uid set: an apiserver writes it only to that object; where no object
+    is, it refuses it (``object_missing``), never creates."""
     return {**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": uid}}
+
+
+def object_missing(exc: kube.KubeError) -> bool:
+    """An apply naming a uid found no object under the name (kube-apiserver's patcher: 409 "uid
+    mismatch: the provided object specified uid ..., and no existing object was found")."""
+    text = (exc.message or "").lower()
+    return exc.kind == kube.KIND_CONFLICT and "uid mismatch" in text and "no existing object" in text
 
 
 def live_identity(obj: dict) -> dict:

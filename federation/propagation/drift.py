@@ -25,6 +25,7 @@ from federation.propagation.common import (
     kube_timeout,
     live_identity,
     naming_uid,
+    object_missing,
     object_version,
     read_live,
     remote_status,
@@ -346,12 +347,19 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
     # propagation to the cluster started since (it would be undone by the old manifest)
     if not drift_candidates(ready_only=False).filter(pk=pv.pk, **as_read).exists():
         return _superseded(pv)
-    # naming the uid we wrote: a replaced object is refused (never taken over), a removed one made again
+    # naming the uid we wrote: a replaced object is refused (never taken over); a removed one is
+    # refused too (kube-apiserver creates nothing for an apply naming a uid), and made again by an
+    # apply naming none
     manifest = naming_uid(pv.applied_manifest, pv.live_uid) if pv.live_uid else pv.applied_manifest
     if fence is not None:
         fence()
     try:
-        result = apply_as_fedportal(conn, ftype, manifest)
+        try:
+            result = apply_as_fedportal(conn, ftype, manifest)
+        except kube.KubeError as exc:
+            if not (pv.live_uid and object_missing(exc)):
+                raise
+            result = apply_as_fedportal(conn, ftype, pv.applied_manifest)
     except kube.KubeError as exc:
         if exc.transient:
             raise

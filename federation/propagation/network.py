@@ -2,7 +2,6 @@
 is classified (KubeFed's reasons). No database access: this runs on the worker's thread pool."""
 
 import re
-import uuid
 from dataclasses import dataclass, field
 
 from clusters import kube
@@ -21,6 +20,7 @@ from federation.overrides import OverrideError
 from federation.propagation.common import (
     apply_as_fedportal,
     kube_timeout,
+    object_missing,
     object_version,
     read_live,
     read_namespace,
@@ -39,6 +39,10 @@ from federation.rendering import (
 )
 from fedportal.masking import is_secret_kind, scrub_message
 
+# kube-apiserver's words for an apply it cannot type (structuredmerge.go) and for a write into a
+# namespace being deleted (the NamespaceLifecycle admission plugin)
+_UNTYPED_PATCH = "failed to create typed patch object"
+_TERMINATING = "because it is being terminated"
 _UNKNOWN_FIELD_RE = re.compile(r'unknown field \\?"([^"\\]+)\\?"')
 # Server-side apply's spelling of the same rejection: ".spec.foo: field not declared in schema".
 _UNDECLARED_FIELD_RE = re.compile(r"\.?([A-Za-z0-9_.\[\]-]+): field not declared in schema")
@@ -82,10 +86,20 @@ class Step:
 def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) -> StepFailure:
     undeclared = _UNDECLARED_FIELD_RE.findall(exc.message or "")
     # Real apiservers answer an apply whose typed patch cannot be built with a 500 (kubernetes#122480):
-    # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status.
-    if exc.transient and not undeclared:
+    # retrying cannot help, so "field not declared in schema" is FieldNotSupported whatever the status,
+    # and a value of the wrong type ("expected numeric ..., got string") fails for good too
+    untyped = _UNTYPED_PATCH in (exc.message or "")
+    if exc.transient and not undeclared and not untyped:
         return StepFailure(
             PropagationReason.CLUSTER_NOT_READY, f"{cluster.name} is unreachable: {exc.message}", transient=True
+        )
+    if _TERMINATING in (exc.message or ""):
+        # the namespace is being deleted (Terminating): writes into it are forbidden until it is gone,
+        # after which the object can be made again (and its namespace, if FedPortal federates it)
+        return StepFailure(
+            PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED,
+            f"{cluster.name}: {exc.message}; retrying once the namespace is gone.",
+            transient=True,
         )
     fields = _UNKNOWN_FIELD_RE.findall(exc.message or "") + undeclared
     if (exc.kind in (kube.KIND_BAD_REQUEST, kube.KIND_INVALID) or undeclared) and fields:
@@ -146,38 +160,36 @@ def apply_step(
 def _apply_naming_uid(
     resource: FederatedResource, revision: Revision, cluster: Cluster, pv: PropagatedVersion, conn, *, replicas
 ) -> Step | None:
-    """Apply without reading, the manifest carrying a metadata.uid. An apiserver refuses to change an
-    object's uid (422, "field is immutable") and gives a new object its own uid, so:
+    """An object we wrote (its uid recorded, status OK) whose desired state changed is applied naming
+    its uid, without reading it first: kube-apiserver writes the apply only to that object, refusing
+    it where the name now belongs to another object (422, "field is immutable") or to none (409,
+    "uid mismatch ... no existing object was found": deleted meanwhile). Kinds whose cluster-assigned
+    fields KubeFed retains are read first instead.
 
-    * an object we wrote (its uid recorded, status OK) whose desired state changed is applied naming
-      its uid: if the name now belongs to another object (deleted and made again by someone else)
-      nothing is written; kinds whose cluster-assigned fields KubeFed retains are read first instead;
-    * an object we have not written is applied naming a fresh uid, which only a create can accept:
-      an object already there, ours or not, is never written this way.
-
-    None means "read first": the uid was refused, the namespace is missing, or nothing changed on our
-    side (the read then finds drift, or an object that is already up to date)."""
+    None means "read first" (``_read_then_apply``): an object we have not written (whether one is
+    there, and whose, decides what is done: kube-apiserver creates nothing for an apply naming a uid,
+    and an apply naming none would write over someone else's object), the uid was refused, or nothing
+    changed on our side (the read then finds drift, or an object that is already up to date)."""
     ftype = resource.type
     ours = bool(pv.live_uid) and pv.status == PropagationReason.OK
-    if ours and ftype.kind in RETAINED_PATHS:
+    if not ours or ftype.kind in RETAINED_PATHS:
         return None
     common = render_args(resource, revision, cluster, live=None)
     template_hash = hash_template(revision, ftype, common)
     override_hash = hash_overrides(revision.overrides, cluster.name, replicas)
-    if ours and (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
+    if (pv.revision_id, pv.template_hash, pv.override_hash) == (revision.pk, template_hash, override_hash):
         return None
     try:
         bodies = _shared_manifest(revision, ftype, common, override_hash, replicas=replicas)
     except OverrideError as exc:
         raise StepFailure(PropagationReason.APPLY_OVERRIDES_FAILED, str(exc)) from None
     manifest = bodies.manifest
-    uid = pv.live_uid if ours else str(uuid.uuid4())
     try:
-        result = apply_as_fedportal(conn, ftype, manifest, body=bodies.naming(uid))
+        result = apply_as_fedportal(conn, ftype, manifest, body=bodies.naming(pv.live_uid))
     except kube.KubeError as exc:
-        if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc):
+        if exc.kind == kube.KIND_NOT_FOUND or uid_refused(exc) or object_missing(exc):
             return None
-        raise classify_failure(exc, existed=ours, cluster=cluster) from None
+        raise classify_failure(exc, existed=True, cluster=cluster) from None
     return Step(
         cluster,
         pv,

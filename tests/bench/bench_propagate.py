@@ -20,9 +20,10 @@ be applying (8 tasks a worker: 1.71 s against 1.31 s with 2, SQLite, the same ma
   rounds (9: a single round of either varies by a third on a shared 2-core machine), FedPortal and
   the baseline alternating, each starting once the processes are idle (``settle``); the medians are
   reported, each round too.
-  FedPortal makes the same one call per cluster (an apply naming a fresh uid, which only a create
-  accepts; federation/propagation.py), so the difference is FedPortal's own work: rendering,
-  recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
+  FedPortal reads each new object before creating it (a GET, then the apply: an object of that
+  name someone else made is never written; federation/propagation/network.py), so it makes two
+  calls per cluster where the bare loop makes one; the rest of the difference is FedPortal's own
+  work: rendering, recording, auditing, Celery. ``worker_cpu_seconds``, ``simulator_cpu_seconds``,
   ``bench_process_cpu_seconds`` (starting the run, polling for its end) and, on PostgreSQL,
   ``database_cpu_seconds`` (every PostgreSQL process on this machine, the backends that exited
   meanwhile too: the server is local and otherwise idle) say where the 2 cores went until the run

@@ -239,20 +239,21 @@ def replace_outside(fleet, cluster):
     kube.apply_object(connection_for(cluster), theirs, plural="deployments", namespaced=True, field_manager="kubectl")
 
 
-def test_a_new_object_is_created_by_one_apply_and_one_already_there_is_read_and_left_alone(fleet, fleet_clusters):
+def test_a_new_object_is_read_then_created_and_one_already_there_is_left_alone(fleet, fleet_clusters):
+    """kube-apiserver creates nothing for an apply naming a uid (409), so a new object is read first
+    and created by an apply naming none; someone else's object of that name is never written."""
     before = served(fleet, "m128")
     resource = web_deployment(placement={"clusters": ["m128"]})
     drain(propagation.propagate_revision(resource))
     after = served(fleet, "m128")
-    assert calls_between(before, after) == {"PATCH": 1}
+    assert calls_between(before, after) == {"GET": 1, "PATCH": 1}
     assert pv(resource, "m128").live_uid == live(fleet, "m128")["metadata"]["uid"]
-    # someone else's object of that name: the apply naming a fresh uid is refused, the read decides
     someone_elses_configmap(fleet_clusters["m128"], "theirs")
     before = served(fleet, "m128")
     cfg = fedportal_configmap("theirs")
     drain(propagation.propagate_revision(cfg))
     after = served(fleet, "m128")
-    assert calls_between(before, after) == {"PATCH": 1, "GET": 1}
+    assert calls_between(before, after) == {"GET": 1}
     assert pv(cfg, "m128").status == PropagationReason.ALREADY_EXISTS
     assert fleet.get_object("m128", "v1", "ConfigMap", "shop", "theirs")["data"] == {"owner": "someone-else"}
 
@@ -825,6 +826,41 @@ def test_apply_typed_patch_500_naming_an_undeclared_field_is_field_not_supported
     )
     assert failure.reason == PropagationReason.FIELD_NOT_SUPPORTED and not failure.transient
     assert "spec.template.spec.initContainers[0].restartPolicy" in failure.message
+
+
+def test_apply_typed_patch_500_for_a_value_of_the_wrong_type_fails_for_good_not_a_retry():
+    """kube-apiserver's 500 for an apply it cannot type (kubernetes#122480): retried as an unreachable
+    cluster, it was retried for ever (a reviewer's finding)."""
+    from clusters.models import Cluster
+
+    message = (
+        "failed to create typed patch object (shop/web; apps/v1, Kind=Deployment): "
+        ".spec.replicas: expected numeric (int or float), got string"
+    )
+    failure = network.classify_failure(
+        kube.KubeTransientError(message, kind=kube.KIND_SERVER_ERROR, status=500),
+        existed=False,
+        cluster=Cluster(name="c", server_version="v1.30.1"),
+    )
+    assert failure.reason == PropagationReason.CREATION_FAILED and not failure.transient
+    assert "expected numeric" in failure.message
+
+
+def test_a_write_into_a_namespace_being_deleted_is_retried():
+    """A Terminating namespace forbids new content until it is gone (NamespaceLifecycle, 403): a
+    permanent failure left the object missing once the namespace was made again."""
+    from clusters.models import Cluster
+
+    message = (
+        'configmaps "cfg" is forbidden: unable to create new content in namespace shop because it is being terminated'
+    )
+    failure = network.classify_failure(
+        kube.KubePermanentError(message, kind=kube.KIND_FORBIDDEN, status=403),
+        existed=False,
+        cluster=Cluster(name="c"),
+    )
+    assert failure.transient and failure.reason == PropagationReason.CREATION_FAILED
+    assert "retrying once the namespace is gone" in failure.message
 
 
 def test_other_errors_are_creation_or_update_failed_and_transient_ones_retry():

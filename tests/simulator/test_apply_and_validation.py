@@ -246,3 +246,28 @@ def test_a_write_naming_another_uid_is_refused_and_a_create_ignores_the_uid(api)
     assert apply(uid).status == 200  # the right uid is no obstacle
     assert core.read_namespaced_config_map("uid-cm", "default").data == {"a": "2"}
     core.delete_namespaced_config_map("uid-cm", "default")
+    # an apply naming a uid creates nothing where no object is: kube-apiserver's patcher answers 409
+    # (apiserver pkg/endpoints/handlers/patch.go, applyPatch), before admission, so before a
+    # missing namespace is noticed too
+    with pytest.raises(ApiException) as no_object:
+        apply(uid)
+    body = no_object.value.body.decode() if isinstance(no_object.value.body, bytes) else no_object.value.body
+    assert no_object.value.status == 409 and json.loads(body)["reason"] == "Conflict"
+    assert json.loads(body)["message"] == (
+        f'Operation cannot be fulfilled on configmaps "uid-cm": uid mismatch: the provided object specified uid '
+        f"{uid}, and no existing object was found"
+    )
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map("uid-cm", "default")
+    with pytest.raises(ApiException) as in_missing_namespace:
+        c.call_api(
+            "/api/v1/namespaces/nowhere/configmaps/uid-cm",
+            "PATCH",
+            query_params=[("fieldManager", "t")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "uid-cm", "uid": uid}},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _return_http_data_only=True,
+        )
+    assert in_missing_namespace.value.status == 409

@@ -60,6 +60,10 @@ def test_resource_version_increases_and_generation_follows_spec_only(api, ns):
     d3 = apps.patch_namespaced_deployment("web", ns, {"spec": {"replicas": 4}})
     assert d3.metadata.generation == 2 and int(d3.metadata.resource_version) > int(d2.metadata.resource_version)
     assert d3.metadata.uid == d.metadata.uid and d3.metadata.labels["x"] == "y"
+    # a Deployment's annotations move its generation too (copied to its ReplicaSets: the apps
+    # registry strategy's PrepareForUpdate); a ConfigMap has no generation at all
+    d4 = apps.patch_namespaced_deployment("web", ns, {"metadata": {"annotations": {"team": "blue"}}})
+    assert d4.metadata.generation == 3
 
 
 def test_create_existing_name_is_409_already_exists(api, ns):
