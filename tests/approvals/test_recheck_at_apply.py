@@ -72,12 +72,20 @@ def test_an_approval_whose_approver_left_the_role_sends_the_request_back_not_stu
 
 
 def test_a_cluster_relabelled_between_the_check_and_the_run_is_caught_under_the_lock(
-    approved_later, dev_cluster, approver
+    dev_resource, dev_cluster, operator, approver, monkeypatch
 ):
-    """Auto-apply re-checks at approval, then applies: a relabel in between must not let the run plan
-    production with one approval."""
-    Cluster.objects.filter(pk=dev_cluster.pk).update(labels={"env": "prod"})
+    """Auto-apply re-checks at approval, then applies: a relabel in between (here right after the
+    approval's re-check) must not let the run plan production with one approval."""
+    refresh = services.refresh_change_request
+
+    def refresh_then_relabel(*args, **kwargs):
+        checked = refresh(*args, **kwargs)
+        Cluster.objects.filter(pk=dev_cluster.pk).update(labels={"env": "prod"})
+        return checked
+
+    cr = submitted(dev_resource, operator)
+    monkeypatch.setattr(services, "refresh_change_request", refresh_then_relabel)
     with pytest.raises(services.TransitionError, match="changed a moment ago: they need 2 approvals"):
-        services._apply(approved_later, actor=approver, rechecked=True)
-    cr = services.ChangeRequest.objects.get(pk=approved_later.pk)
+        services.approve(cr, actor=approver)
+    cr = services.ChangeRequest.objects.get(pk=cr.pk)
     assert cr.state == ChangeState.APPROVED and not cr.runs.exists()
