@@ -724,7 +724,7 @@ def approve(cr: ChangeRequest, *, actor, comment: str = "", seen_hash: str | Non
     _refuse_content_author(cr, actor)  # again: the refreshed content may hold another edit
     summary = approval_summary(cr)
     if summary.blocked:
-        problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
+        problems = _blocking_problems(summary)
         raise TransitionError(
             f"Preflight found blocking problems ({problems}). Fix the change, or an admin can override with a reason."
         )
@@ -1048,6 +1048,11 @@ def _apply(cr: ChangeRequest, *, actor, rechecked: bool = False) -> ChangeReques
     return _fresh(cr)
 
 
+def _blocking_problems(summary) -> str:
+    """The blocking preflight problems of an approval summary, one "cluster: message" each."""
+    return "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
+
+
 def _recheck_at_apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
     """An Approved request applied some time after its approval (FEDPORTAL_APPROVALS_AUTO_APPLY off):
     what decided the approval is taken again, as ``approve`` takes it. A cluster relabelled into its
@@ -1076,7 +1081,7 @@ def _recheck_at_apply(cr: ChangeRequest, *, actor) -> ChangeRequest:
             "for another approver."
         )
     if summary.blocked:
-        problems = "; ".join(f"{p.get('cluster_name') or 'all'}: {p.get('message')}" for p in summary.blocking)
+        problems = _blocking_problems(summary)
         raise TransitionError(
             f"Preflight found blocking problems since CR-{cr.pk} was approved ({problems}). It stays Approved: "
             "fix the change or the cluster and apply again, or an admin can override with a reason."

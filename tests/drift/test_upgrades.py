@@ -175,26 +175,32 @@ def test_viewer_cannot_request_and_author_cannot_approve_their_own(member, viewe
         upgrades.request_upgrade(member, "v1.29.2", actor=both)
 
 
+def applied_on_a_capi_member(cluster_name, version, federated_type, name, template):
+    """A Cluster API-managed dev member at ``version`` holding one resource (shop/``name``) as applied."""
+    cluster = ClusterFactory(name=cluster_name, labels={"env": "dev"}, server_version=version)
+    capi_managed(cluster, version, {f"{cluster_name}-md-0": version})
+    resource = create_resource(
+        federated_type, namespace="shop", name=name, template=template, placement={"clusters": [cluster_name]}
+    )
+    manifest = {
+        "apiVersion": federated_type.api_version,
+        "kind": federated_type.kind,
+        "metadata": {"name": name, "namespace": "shop"},
+        **template,
+    }
+    PropagatedVersion.objects.create(resource=resource, cluster=cluster, applied_manifest=manifest)
+    return cluster, resource
+
+
 def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_user, client, settings):
     settings.FEDPORTAL_APPROVALS_AUTO_APPLY = False
-    cluster = ClusterFactory(name="w125", labels={"env": "dev"}, server_version="v1.25.9")
-    capi_managed(cluster, "v1.25.9", {"w125-md-0": "v1.25.9"})
     hpa_type = create_type(
         group="autoscaling", version="v2beta2", kind="HorizontalPodAutoscaler", plural="horizontalpodautoscalers"
     )
     template = {
         "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 5}
     }
-    resource = create_resource(
-        hpa_type, namespace="shop", name="web", template=template, placement={"clusters": ["w125"]}
-    )
-    manifest = {
-        "apiVersion": "autoscaling/v2beta2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "web", "namespace": "shop"},
-        **template,
-    }
-    PropagatedVersion.objects.create(resource=resource, cluster=cluster, applied_manifest=manifest)
+    cluster, resource = applied_on_a_capi_member("w125", "v1.25.9", hpa_type, "web", template)
     cr = upgrades.request_upgrade(cluster, "v1.26.4", actor=operator)
     p0 = [f for f in cr.upgrade_plan.findings if f["severity"] == "P0"]
     assert p0 and p0[0]["resource"] == str(resource) and "autoscaling/v2beta2" in p0[0]["message"]
@@ -216,8 +222,6 @@ def test_p0_preflight_blocks_until_an_admin_overrides(operator, approver, admin_
 def test_a_field_the_target_version_refuses_is_p0_as_in_a_change_requests_preflight(operator):
     """The next apply of the object would fail with 400 (fieldValidation=Strict): the upgrade must not
     go out with a warning only (it was P1; a reviewer's finding)."""
-    cluster = ClusterFactory(name="w130", labels={"env": "dev"}, server_version="v1.30.2")
-    capi_managed(cluster, "v1.30.2", {"w130-md-0": "v1.30.2"})
     pod = {
         "containers": [{"name": "app", "image": "nginx"}],
         "resourceClaims": [{"name": "gpu", "source": {"resourceClaimName": "gpu"}}],  # gone in v1.31
@@ -228,16 +232,7 @@ def test_a_field_the_target_version_refuses_is_p0_as_in_a_change_requests_prefli
             "template": {"metadata": {"labels": {"app": "w"}}, "spec": pod},
         }
     }
-    resource = create_resource(
-        ftype("Deployment"), namespace="shop", name="gpu", template=template, placement={"clusters": ["w130"]}
-    )
-    manifest = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "gpu", "namespace": "shop"},
-        **template,
-    }
-    PropagatedVersion.objects.create(resource=resource, cluster=cluster, applied_manifest=manifest)
+    cluster, resource = applied_on_a_capi_member("w130", "v1.30.2", ftype("Deployment"), "gpu", template)
     cr = upgrades.request_upgrade(cluster, "v1.31.1", actor=operator)
     (finding,) = [f for f in cr.upgrade_plan.findings if f["resource"] == str(resource)]
     assert finding["severity"] == "P0" and "resourceClaims" in finding["message"]
