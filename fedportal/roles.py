@@ -57,6 +57,19 @@ def role_groups_of(user) -> set[str]:
         return {name for (name,) in cursor.fetchall() if name in Role.values}
 
 
+def holders_of(role: str):
+    """The users who hold ``role`` now, as ``user_roles`` decides it (active; superusers, the admin
+    group, or the role's group), as a queryset to filter or nest in another query."""
+    from django.contrib.auth import get_user_model
+
+    groups = {role, Role.ADMIN}
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(models.Q(is_superuser=True) | models.Q(groups__name__in=sorted(groups)))
+    )
+
+
 def has_role(user, role: str) -> bool:
     return role in user_roles(user)
 

@@ -32,7 +32,6 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -57,7 +56,7 @@ from federation.protected import protected_namespace_of, protected_namespace_ref
 from federation.rollout_strategy import StrategyError, normalize_strategy
 from fedportal.audit import record_event
 from fedportal.masking import is_secret_kind, mask_secrets, secret_values
-from fedportal.roles import Role, has_role, require_role
+from fedportal.roles import Role, has_role, holders_of, require_role
 from fedportal.text import with_article
 
 logger = logging.getLogger(__name__)
@@ -637,12 +636,7 @@ def approvers_among(user_ids) -> set[int]:
     or superusers): one query, none for an empty set."""
     if not user_ids:
         return set()
-    return set(
-        get_user_model()
-        .objects.filter(pk__in=user_ids, is_active=True)
-        .filter(Q(is_superuser=True) | Q(groups__name__in=(Role.APPROVER, Role.ADMIN)))
-        .values_list("pk", flat=True)
-    )
+    return set(holders_of(Role.APPROVER).filter(pk__in=user_ids).values_list("pk", flat=True))
 
 
 def approval_summary(cr: ChangeRequest, approvals=None, authors=None) -> ApprovalSummary:

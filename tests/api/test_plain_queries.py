@@ -11,6 +11,7 @@ from api.tokens import authenticate, create_token
 from federation.approvals import selectors
 from federation.approvals.choices import Decision
 from federation.approvals.models import Approval, ChangeRequest
+from fedportal.roles import Role, holders_of
 
 pytestmark = pytest.mark.django_db
 
@@ -71,7 +72,10 @@ def _orm_counts(ids) -> dict[int, int]:
 
     return dict(
         Approval.objects.filter(
-            change_request_id__in=ids, decision=Decision.APPROVE, content_hash=F("change_request__proposed_hash")
+            change_request_id__in=ids,
+            decision=Decision.APPROVE,
+            content_hash=F("change_request__proposed_hash"),
+            approver__in=holders_of(Role.APPROVER),
         )
         .values_list("change_request_id")
         .annotate(n=Count("pk"))
@@ -80,10 +84,10 @@ def _orm_counts(ids) -> dict[int, int]:
 
 
 def test_approval_counts_count_approvals_of_the_content_proposed_now(configmap, operator, approver, make_user):
-    second = make_user("approver-2")
-    current, stale, rejected, none = (
+    second = make_user("approver-2", Role.APPROVER)
+    current, stale, rejected, none, left = (
         ChangeRequest.objects.create(resource=configmap, author=operator, title=f"cr {i}", proposed_hash=h)
-        for i, h in enumerate(["a" * 64, "b" * 64, "c" * 64, "d" * 64])
+        for i, h in enumerate(["a" * 64, "b" * 64, "c" * 64, "d" * 64, "e" * 64])
     )
 
     def decide(cr, user, decision, content_hash):
@@ -100,8 +104,21 @@ def test_approval_counts_count_approvals_of_the_content_proposed_now(configmap, 
     decide(stale, approver, Decision.APPROVE, "0" * 64)  # approved what it proposed before an edit
     decide(stale, second, Decision.APPROVE, "b" * 64)
     decide(rejected, approver, Decision.REJECT, "c" * 64)
-    ids = [current.pk, stale.pk, rejected.pk, none.pk]
-    assert selectors.valid_approval_counts(ids) == _orm_counts(ids) == {current.pk: 2, stale.pk: 1}
+    # approvals by those who left the role (group removed, deactivated) do not count, an admin's and a
+    # superuser's do, as on the request's own page (services.approval_summary)
+    removed, inactive = make_user("approver-removed", Role.APPROVER), make_user("approver-inactive", Role.APPROVER)
+    admin, root = make_user("an-admin", Role.ADMIN), make_user("root")
+    root.is_superuser = True
+    root.save()
+    for user in (removed, inactive, admin, root):
+        decide(left, user, Decision.APPROVE, "e" * 64)
+    removed.groups.clear()
+    inactive.is_active = False
+    inactive.save()
+    ids = [current.pk, stale.pk, rejected.pk, none.pk, left.pk]
+    assert selectors.valid_approval_counts(ids) == _orm_counts(ids) == {current.pk: 2, stale.pk: 1, left.pk: 2}
+    counted = {cr.pk: cr.approval_count for cr in selectors.with_approval_counts(ChangeRequest.objects.all())}
+    assert counted == {current.pk: 2, stale.pk: 1, rejected.pk: 0, none.pk: 0, left.pk: 2}
     assert selectors.valid_approval_counts([]) == {}
     assert selectors.valid_approval_counts([none.pk]) == {}
 
