@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import jsonpatch
 
 from clusters import schemas
+from clusters.immutable_fields import immutable_changes
 
 from . import capi, custom, defaults, merge, reviews, rollout
 from .errors import ApiError, already_exists, conflict, invalid, not_found, success, uid_mismatch_no_object
@@ -410,6 +411,13 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                         "message": f'Invalid value: "{meta["uid"]}": field is immutable',
                     }
                 ],
+            )
+        if not ctx.subresource and (changes := immutable_changes(ctx.res.group, ctx.res.kind, obj, old)):
+            raise invalid(
+                ctx.res.kind,
+                ctx.res.group,
+                meta.get("name", ""),
+                [{"reason": c.reason, "field": c.field, "message": c.message} for c in changes],
             )
         for key in ("uid", "creationTimestamp"):
             if key in old_meta:

@@ -27,3 +27,7 @@ class ApprovalsConfig(AppConfig):
         from federation.approvals.wave_preflight import unknown_wave_clusters
 
         register_preflight(unknown_wave_clusters)
+
+        from federation.approvals.immutable_preflight import immutable_field_check
+
+        register_preflight(immutable_field_check)

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusters import kube
+from clusters.immutable_fields import is_immutable_refusal
 from clusters.models import Cluster
 from clusters.services import connection_for
 from federation.choices import (
@@ -108,6 +109,13 @@ def classify_failure(exc: kube.KubeError, *, existed: bool, cluster: Cluster) ->
         return StepFailure(
             PropagationReason.FIELD_NOT_SUPPORTED,
             f"{cluster.name} ({version}) does not support field {names}: {exc.message}",
+        )
+    if existed and exc.kind == kube.KIND_INVALID and is_immutable_refusal(exc.message):
+        # retrying cannot help: the object keeps the field until it is made again
+        return StepFailure(
+            PropagationReason.UPDATE_FAILED,
+            f"{exc.message}. {cluster.name} keeps the object as it is: restore the field in the template, "
+            f"or delete the object on {cluster.name} so that the next propagation makes it again.",
         )
     reason = PropagationReason.UPDATE_FAILED if existed else PropagationReason.CREATION_FAILED
     return StepFailure(reason, exc.message)

@@ -1,6 +1,7 @@
 """Propagation, drift and preview services against the fleet simulator, run in-process (the
 worker path is covered by test_integration.py)."""
 
+import copy
 import threading
 import time
 
@@ -123,6 +124,26 @@ def test_v128_only_field_is_field_not_supported_on_v127_only(fleet, fleet_cluste
     run.refresh_from_db()
     assert run.state == RunState.PARTIALLY_FAILED
     assert propagation.aggregate_condition(resource.propagated_versions.all()) == Condition.DEGRADED
+
+
+def test_a_selector_change_kube_apiserver_refuses_fails_for_good_and_says_how_to_get_out(fleet, fleet_clusters):
+    """apps/v1 refuses a Deployment whose selector changes (422, field is immutable): UpdateFailed, no
+    retry, the object left as it was, and the message names the way out (restore it, or delete it)."""
+    resource = web_deployment(placement={"clusters": ["m128"]})
+    drain(propagation.propagate_revision(resource))
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    services.update_resource(resource, template=moved, placement={"clusters": ["m128"]})
+    run = propagation.propagate_revision(resource)
+    drain(run)
+    failed = pv(resource, "m128")
+    assert failed.status == PropagationReason.UPDATE_FAILED
+    assert "spec.selector" in failed.message and "field is immutable" in failed.message
+    assert "delete the object on m128 so that the next propagation makes it again" in failed.message
+    target = run.targets.get()
+    assert target.state == TargetState.FAILED and target.attempts == 1  # permanent: not retried
+    assert live(fleet, "m128")["spec"]["selector"] == {"matchLabels": {"app": "web"}}
 
 
 def test_without_a_federated_namespace_nothing_is_placed_and_the_resource_says_why(fleet):

@@ -271,3 +271,120 @@ def test_a_write_naming_another_uid_is_refused_and_a_create_ignores_the_uid(api)
             _return_http_data_only=True,
         )
     assert in_missing_namespace.value.status == 409
+
+
+def _refusal(exc: ApiException) -> dict:
+    return json.loads(exc.body.decode() if isinstance(exc.body, bytes) else exc.body)
+
+
+def _moved_selector(name: str) -> dict:
+    body = deployment(name)
+    body["spec"]["selector"] = {"matchLabels": {"app": name, "track": "new"}}
+    body["spec"]["template"]["metadata"]["labels"]["track"] = "new"
+    return body
+
+
+def test_an_update_changing_a_deployments_selector_is_refused_and_changes_nothing(api, ns):
+    """apps/v1 strategies: "disallow mutation of selector" (422 FieldValueInvalid, field is immutable),
+    by apply and by PUT alike; the object keeps its selector and its resourceVersion."""
+    c = api("host")
+    made, _, _ = apply(c, dep_path(ns, "sel"), deployment("sel"), force=True)
+    with pytest.raises(ApiException) as refused:
+        apply(c, dep_path(ns, "sel"), _moved_selector("sel"), force=True)
+    status = _refusal(refused.value)
+    assert refused.value.status == 422 and status["reason"] == "Invalid"
+    assert status["message"].startswith('Deployment.apps "sel" is invalid: spec.selector: Invalid value: ')
+    assert status["message"].endswith("field is immutable")
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "field": "spec.selector",
+            "message": 'Invalid value: {"matchLabels":{"app":"sel","track":"new"}}: field is immutable',
+        }
+    ]
+    apps = client.AppsV1Api(c)
+    live = apps.read_namespaced_deployment("sel", ns)
+    with pytest.raises(ApiException) as replaced:
+        put = _moved_selector("sel")
+        put["metadata"]["resourceVersion"] = live.metadata.resource_version
+        apps.replace_namespaced_deployment("sel", ns, put)
+    assert replaced.value.status == 422 and "spec.selector" in _refusal(replaced.value)["message"]
+    after = apps.read_namespaced_deployment("sel", ns)
+    assert after.spec.selector.match_labels == {"app": "sel"}
+    assert after.metadata.resource_version == made["metadata"]["resourceVersion"]
+    image_only, status_code, _ = apply(c, dep_path(ns, "sel"), deployment("sel", image="nginx:1.27"), force=True)
+    assert status_code == 200 and image_only["metadata"]["generation"] == 2  # the rest of the spec still changes
+
+
+def test_an_immutable_configmap_keeps_its_data_and_its_flag(api, ns):
+    """core validation ValidateConfigMapUpdate: Forbidden "field is immutable when `immutable` is set"."""
+    c = api("host")
+    path = f"/api/v1/namespaces/{ns}/configmaps/frozen"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "frozen"}, "data": {"a": "1"}}
+    apply(c, path, {**body, "immutable": True}, force=True)
+    _, status_code, _ = apply(c, path, {**body, "immutable": True}, force=True)
+    assert status_code == 200  # the same content again is no change
+    with pytest.raises(ApiException) as edited:
+        apply(c, path, {**body, "immutable": True, "data": {"a": "2"}}, force=True)
+    assert edited.value.status == 422
+    assert _refusal(edited.value)["message"] == (
+        'ConfigMap "frozen" is invalid: data: Forbidden: field is immutable when `immutable` is set'
+    )
+    with pytest.raises(ApiException) as thawed:
+        apply(c, path, {**body, "immutable": False}, force=True)
+    assert [cause["field"] for cause in _refusal(thawed.value)["details"]["causes"]] == ["immutable"]
+    assert client.CoreV1Api(c).read_namespaced_config_map("frozen", ns).data == {"a": "1"}
+
+
+@pytest.mark.parametrize(
+    "path, body, changed, field",
+    [
+        (
+            "/apis/apps/v1/namespaces/{ns}/statefulsets/db",
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "db"},
+                "spec": {
+                    "serviceName": "db",
+                    "selector": {"matchLabels": {"app": "db"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "db"}},
+                        "spec": {"containers": [{"name": "db", "image": "postgres:16"}]},
+                    },
+                },
+            },
+            {"serviceName": "db-headless"},
+            "spec",
+        ),
+        (
+            "/apis/batch/v1/namespaces/{ns}/jobs/once",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "once"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "run", "image": "busybox:1.36"}],
+                        }
+                    }
+                },
+            },
+            {
+                "template": {
+                    "spec": {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.37"}]}
+                }
+            },
+            "spec.template",
+        ),
+    ],
+)
+def test_a_statefulsets_fixed_fields_and_a_jobs_template_cannot_change(api, ns, path, body, changed, field):
+    c = api("host")
+    apply(c, path.format(ns=ns), body, force=True)
+    with pytest.raises(ApiException) as refused:
+        apply(c, path.format(ns=ns), {**body, "spec": {**body["spec"], **changed}}, force=True)
+    assert refused.value.status == 422
+    assert [cause["field"] for cause in _refusal(refused.value)["details"]["causes"]] == [field]

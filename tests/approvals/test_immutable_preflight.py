@@ -1,0 +1,87 @@
+"""Preflight: an edit changing a field kube-apiserver never lets change on an existing object blocks
+approval on each cluster holding the object (clusters.immutable_fields), until it is restored or an
+admin overrides it; clusters without the object, and edits of mutable fields, are not held up."""
+
+import copy
+
+import pytest
+
+from federation import services as federation
+from federation.approvals import services
+from federation.approvals.choices import ChangeState, Severity
+from federation.choices import PropagationReason
+from federation.models import PropagatedVersion
+from federation.propagation.common import render_args
+from federation.rendering import render_manifest
+from tests.approvals.factories import submitted
+from tests.clusters.factories import ClusterFactory
+from tests.federation.factories import WEB_TEMPLATE, ftype
+
+pytestmark = pytest.mark.django_db
+
+
+def held_as_applied(resource, cluster):
+    """``cluster`` holds ``resource``'s current revision as FedPortal applied it."""
+    revision = resource.current_revision
+    manifest = render_manifest(
+        overrides=revision.overrides, replicas=None, **render_args(resource, revision, cluster, live=None)
+    )
+    return PropagatedVersion.objects.create(
+        resource=resource,
+        cluster=cluster,
+        revision=revision,
+        applied_manifest=manifest,
+        live_uid="3f1e0000-0000-4000-8000-000000000001",
+        status=PropagationReason.OK,
+    )
+
+
+def blocking(cr):
+    return [p for p in cr.preflight if p["severity"] == Severity.BLOCKING]
+
+
+def test_a_moved_selector_blocks_where_the_object_exists_until_an_admin_overrides(
+    make_resource, dev_cluster, operator, approver, admin_user
+):
+    ClusterFactory(name="dev-b", labels={"env": "dev"}, state=dev_cluster.state)
+    resource = make_resource("web", ("dev-a", "dev-b"))
+    held_as_applied(resource, dev_cluster)  # dev-b has not got it yet: it would be created there
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a", "dev-b"]}, actor=operator)
+
+    cr = submitted(resource, operator)
+    (problem,) = blocking(cr)
+    assert problem["cluster_name"] == "dev-a"
+    assert "spec.selector cannot change on an object that exists" in problem["message"]
+    assert "delete the object on dev-a first" in problem["message"]
+    with pytest.raises(services.TransitionError, match="Preflight found blocking problems .*spec.selector"):
+        services.approve(cr, actor=approver)
+    services.override_preflight(cr, actor=admin_user, reason="dev-a's copy is deleted first")
+    assert services.approve(cr, actor=approver).state in (ChangeState.APPROVED, ChangeState.APPLYING)
+
+
+def test_an_image_change_and_an_unchanged_selector_are_not_held_up(make_resource, dev_cluster, operator):
+    resource = make_resource("web", ("dev-a",))
+    held_as_applied(resource, dev_cluster)
+    newer = copy.deepcopy(WEB_TEMPLATE)
+    newer["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.27"
+    federation.update_resource(resource, template=newer, placement={"clusters": ["dev-a"]}, actor=operator)
+    assert blocking(submitted(resource, operator)) == []
+
+
+def test_an_immutable_configmaps_new_data_blocks(dev_cluster, operator):
+    from tests.federation.factories import namespace_everywhere
+
+    namespace_everywhere("shop")
+    frozen = {"immutable": True, "data": {"mode": "a"}}
+    resource = federation.create_resource(
+        ftype("ConfigMap"), namespace="shop", name="cfg", template=frozen, placement={"clusters": ["dev-a"]}
+    )
+    held_as_applied(resource, dev_cluster)
+    federation.update_resource(
+        resource, template={"immutable": True, "data": {"mode": "b"}}, placement={"clusters": ["dev-a"]}, actor=operator
+    )
+    (problem,) = blocking(submitted(resource, operator))
+    assert "ConfigMap shop/cfg exists on dev-a, and data cannot change" in problem["message"]
