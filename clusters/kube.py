@@ -657,15 +657,27 @@ def get_object(
 
 
 def delete_object(
-    conn: ClusterConnection, *, api_version: str, plural: str, namespace: str | None, name: str, timeout=None
+    conn: ClusterConnection,
+    *,
+    api_version: str,
+    plural: str,
+    namespace: str | None,
+    name: str,
+    uid: str | None = None,
+    timeout=None,
 ) -> bool:
-    """Delete (background propagation). False when it was already gone."""
+    """Delete (background propagation). False when it was already gone. ``uid``: only the object of
+    that uid (a precondition: another object under the name is a 409 and stays, see
+    ``precondition_failed``)."""
+    options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    if uid:
+        options["preconditions"] = {"uid": uid}
     try:
         _request(
             conn,
             "DELETE",
             resource_path(api_version, plural, namespace, name),
-            body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
+            body=options,
             timeout=timeout,
         )
     except KubeError as exc:
@@ -673,6 +685,12 @@ def delete_object(
             return False
         raise
     return True
+
+
+def precondition_failed(exc: KubeError) -> bool:
+    """A write or delete naming a uid (or resourceVersion) found another object under the name
+    (kube-apiserver: 409 "Precondition failed: UID in precondition: ...")."""
+    return exc.kind == KIND_CONFLICT and "precondition failed" in (exc.message or "").lower()
 
 
 def merge_patch_object(

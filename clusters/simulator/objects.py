@@ -15,7 +15,16 @@ from clusters import schemas
 from clusters.immutable_fields import immutable_changes
 
 from . import capi, custom, defaults, merge, reviews, rollout
-from .errors import ApiError, already_exists, conflict, invalid, not_found, success, uid_mismatch_no_object
+from .errors import (
+    ApiError,
+    already_exists,
+    conflict,
+    invalid,
+    not_found,
+    resource_ref,
+    success,
+    uid_mismatch_no_object,
+)
 from .meta import metadata_causes
 from .store import ClusterState, now_text
 
@@ -763,11 +772,12 @@ def _manager_text(key: tuple[str, str, str], versions: dict) -> str:
     return text
 
 
-def delete(ctx: Ctx) -> dict:
+def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
     _guard_writable(ctx)
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
     if old is None:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
+    _check_preconditions(ctx, old, preconditions or {})
     if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:
         raise ApiError(
             403,
@@ -783,3 +793,26 @@ def delete(ctx: Ctx) -> dict:
         if ctx.res.kind == "CustomResourceDefinition":
             ctx.cluster.refresh_custom()
     return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))
+
+
+def _check_preconditions(ctx: Ctx, old: dict, preconditions: dict) -> None:
+    """DeleteOptions.preconditions: a uid or resourceVersion other than the stored object's is a 409
+    and nothing is deleted (apiserver storage Preconditions.Check; a Namespace's registry checks
+    them itself, without the storage error's wording)."""
+    meta = old["metadata"]
+    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+        wanted = preconditions.get(key)
+        if wanted is None or str(wanted) == str(meta.get(key, "")):
+            continue
+        failed = f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key, '')}"
+        if ctx.res.kind != "Namespace":
+            key_path = "/".join(p for p in ("/registry", ctx.res.plural, ctx.namespace, ctx.name) if p)
+            failed = (
+                f"StorageError: invalid object, Code: 4, Key: {key_path}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: {failed}"
+            )
+        raise ApiError(
+            409,
+            f'Operation cannot be fulfilled on {resource_ref(ctx.res.plural, ctx.res.group)} "{ctx.name}": {failed}',
+            details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural},
+        )

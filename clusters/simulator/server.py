@@ -109,6 +109,27 @@ def _error(err: ApiError) -> web.Response:
     return _json(json.dumps(err.status(), separators=(",", ":")).encode() + b"\n", err.code)
 
 
+async def _delete_options(request: web.Request) -> dict:
+    """A DELETE's DeleteOptions body (preconditions, dryRun), {} without one. kubectl's protobuf
+    DeleteOptions are not decoded (their preconditions are not checked)."""
+    if not request.can_read_body or request.content_type == protobuf.CONTENT_TYPE:
+        return {}
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
+    if not raw.strip():
+        return {}
+    try:
+        options = (
+            json.loads(raw) if raw.lstrip().startswith(b"{") else yaml.load(raw.decode("utf-8"), Loader=_SAFE_LOADER)
+        )
+    except (ValueError, yaml.YAMLError) as exc:
+        raise ApiError(400, f"the body of the request could not be decoded as DeleteOptions: {exc}") from None
+    if not isinstance(options, dict):
+        raise ApiError(400, "the body of the request must be a DeleteOptions object")
+    return options
+
+
 async def _read_body(request: web.Request):
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
@@ -371,7 +392,9 @@ class ClusterHandler:
         if method == "DELETE":
             if ctx.name is None:
                 return self.delete_collection(request, ctx)
-            return _json(objects.delete(ctx), 200, ctx.warnings)
+            options = await _delete_options(request)
+            ctx.dry_run = ctx.dry_run or options.get("dryRun") == ["All"]
+            return _json(objects.delete(ctx, preconditions=options.get("preconditions") or {}), 200, ctx.warnings)
         if method == "POST":
             if ctx.name is not None:
                 raise ApiError(405, "the server does not allow this method on the requested resource")

@@ -311,20 +311,45 @@ def hash_template(revision: Revision, ftype: FederatedType, common: dict) -> str
 
 
 def delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
+    """Delete the object FedPortal made, and only that one: the delete names its uid (a precondition),
+    so an object someone made under the name after ours went is left (KubeFed deletes only what it
+    manages). Without a recorded uid the object is read first and deleted only when it carries
+    FedPortal's label."""
     ftype = resource.type
+    conn = connection_for(cluster)
+    uid = pv.live_uid if pv is not None else ""
     try:
+        if not uid:
+            live = read_live(conn, resource)
+            if live is None:
+                return Step(cluster, pv, GONE)
+            if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+                return _not_ours(resource, cluster, pv)
+            uid = (live.get("metadata") or {}).get("uid") or ""
         deleted = kube.delete_object(
-            connection_for(cluster),
+            conn,
             api_version=ftype.api_version,
             plural=ftype.plural,
             namespace=resource.namespace or None,
             name=resource.name,
+            uid=uid or None,
             timeout=kube_timeout(),
         )
     except kube.KubeError as exc:
+        if kube.precondition_failed(exc):
+            return _not_ours(resource, cluster, pv)
         if exc.transient:
             raise StepFailure(
                 PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True
             ) from None
         raise StepFailure(PropagationReason.DELETION_FAILED, exc.message) from None
     return Step(cluster, pv, DELETED if deleted else GONE)
+
+
+def _not_ours(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
+    """Ours is gone; what is under the name now was made by someone else, and stays."""
+    note = (
+        f"{resource.type.kind} {resource.qualified_name} on {cluster.name} is not the object FedPortal made "
+        "(another was made under the name after ours was removed): left untouched."
+    )
+    return Step(cluster, pv, GONE, warnings=[note])

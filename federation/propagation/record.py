@@ -197,10 +197,11 @@ def record_steps(
                 result = (TargetState.DONE, PropagationReason.ORPHANED, "Orphaned.", False)
             elif step.outcome in (DELETED, GONE):
                 deleted = step.outcome == DELETED
+                gone = "; ".join(step.warnings) or f"Already gone from {cluster.name}."
                 status_change(
                     pv,
                     PropagationReason.REMOVED,
-                    f"Deleted from {cluster.name}." if deleted else f"Already gone from {cluster.name}.",
+                    f"Deleted from {cluster.name}." if deleted else gone,
                     actor=actor,
                     events=events,
                     applied_manifest=None,
@@ -213,7 +214,7 @@ def record_steps(
                 result = (
                     TargetState.DONE,
                     PropagationReason.REMOVED,
-                    "Deleted." if deleted else "Already gone.",
+                    "Deleted." if deleted else ("; ".join(step.warnings) or "Already gone."),
                     deleted,
                 )
             else:  # SUPERSEDED

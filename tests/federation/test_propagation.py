@@ -260,6 +260,21 @@ def replace_outside(fleet, cluster):
     kube.apply_object(connection_for(cluster), theirs, plural="deployments", namespaced=True, field_manager="kubectl")
 
 
+def test_removing_a_cluster_deletes_our_object_only_never_one_made_after_it(fleet, fleet_clusters):
+    """The delete names the uid FedPortal wrote (a precondition): an object someone made under the name
+    after ours was removed stays, and the record says why (KubeFed deletes only what it manages)."""
+    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    drain(propagation.propagate_revision(resource))
+    replace_outside(fleet, fleet_clusters["m128"])
+    theirs = live(fleet, "m128")["metadata"]["uid"]
+    services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": []})
+    drain(propagation.propagate_revision(resource))
+    assert live(fleet, "m128")["metadata"]["uid"] == theirs  # left untouched
+    kept = pv(resource, "m128")
+    assert kept.status == PropagationReason.REMOVED and "is not the object FedPortal made" in kept.message
+    assert live(fleet, "m130") is None and pv(resource, "m130").message == "Deleted from m130."
+
+
 def test_a_new_object_is_read_then_created_and_one_already_there_is_left_alone(fleet, fleet_clusters):
     """kube-apiserver creates nothing for an apply naming a uid (409), so a new object is read first
     and created by an apply naming none; someone else's object of that name is never written."""

@@ -388,3 +388,38 @@ def test_a_statefulsets_fixed_fields_and_a_jobs_template_cannot_change(api, ns, 
         apply(c, path.format(ns=ns), {**body, "spec": {**body["spec"], **changed}}, force=True)
     assert refused.value.status == 422
     assert [cause["field"] for cause in _refusal(refused.value)["details"]["causes"]] == [field]
+
+
+def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
+    """DeleteOptions.preconditions (storage Preconditions.Check): another uid or resourceVersion is a
+    409 and the object stays; a dryRun in the body deletes nothing; the right uid deletes it."""
+    c = api("host")
+    path = f"/api/v1/namespaces/{ns}/configmaps/pre"
+    made, _, _ = apply(c, path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pre"}}, force=True)
+    core = client.CoreV1Api(c)
+    with pytest.raises(ApiException) as other_uid:
+        core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(preconditions={"uid": "not-it"}))
+    status = _refusal(other_uid.value)
+    assert other_uid.value.status == 409 and status["reason"] == "Conflict"
+    assert status["message"].startswith(
+        'Operation cannot be fulfilled on configmaps "pre": StorageError: invalid object'
+    )
+    assert status["message"].endswith(
+        f"Precondition failed: UID in precondition: not-it, UID in object meta: {made['metadata']['uid']}"
+    )
+    with pytest.raises(ApiException) as old_version:
+        core.delete_namespaced_config_map(
+            "pre", ns, body=client.V1DeleteOptions(preconditions={"resourceVersion": "1"})
+        )
+    assert (
+        old_version.value.status == 409
+        and "ResourceVersion in precondition: 1" in _refusal(old_version.value)["message"]
+    )
+    core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(dry_run=["All"]))
+    assert core.read_namespaced_config_map("pre", ns).metadata.uid == made["metadata"]["uid"]
+    core.delete_namespaced_config_map(
+        "pre", ns, body=client.V1DeleteOptions(preconditions={"uid": made["metadata"]["uid"]})
+    )
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_config_map("pre", ns)
+    assert gone.value.status == 404
