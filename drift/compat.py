@@ -130,7 +130,7 @@ def clear_cache() -> None:
         cache_stats.update(hits=0, misses=0)
 
 
-def _cached(digest: str, minor: int, manifest, served: frozenset | None = None) -> CompatResult:
+def _cached(digest: str, minor: int, manifest, served: frozenset | str | None = None) -> CompatResult:
     key = (digest, minor, served)
     with _cache_lock:
         result = _cache.get(key)
@@ -150,13 +150,18 @@ def _cached(digest: str, minor: int, manifest, served: frozenset | None = None) 
 # --- checks -------------------------------------------------------------------------------------
 
 
-def served_key(minor: int, served) -> frozenset | None:
-    """``served`` (group-versions from a cluster's discovery) as a cache key; None when it is unknown
-    (empty) or what a default apiserver of ``minor`` serves anyway."""
+# served_key's answer for a discovery that lists what a default apiserver of the minor serves, no more
+DEFAULT_DISCOVERY = "default discovery"
+
+
+def served_key(minor: int, served) -> frozenset | str | None:
+    """``served`` (group-versions from a cluster's discovery) as a cache key: None when it is unknown
+    (empty: not read yet), DEFAULT_DISCOVERY when it is what a default apiserver of ``minor`` serves
+    (one cache entry for most of a fleet)."""
     if not served:
         return None
     wanted = frozenset(str(gv) for gv in served)
-    return None if wanted == served_apis.served_group_versions(minor) else wanted
+    return DEFAULT_DISCOVERY if wanted == served_apis.served_group_versions(minor) else wanted
 
 
 def check_manifest(manifest, version, *, digest: str | None = None, served=None) -> CompatResult:
@@ -209,12 +214,12 @@ def _builtin_groups() -> frozenset[str]:
 _BUILTIN_GROUPS: frozenset[str] | None = None
 
 
-def _served(minor: int, served: frozenset | None) -> frozenset:
-    return served if served is not None else served_apis.served_group_versions(minor)
+def _served(minor: int, served: frozenset | str | None) -> frozenset:
+    return served if isinstance(served, frozenset) else served_apis.served_group_versions(minor)
 
 
 @functools.lru_cache(maxsize=4096)  # a scan of ~600 resources, asked once per manifest and minor
-def _replacement(minor: int, group: str, kind: str, served: frozenset | None = None) -> str | None:
+def _replacement(minor: int, group: str, kind: str, served: frozenset | str | None = None) -> str | None:
     enabled = _served(minor, served)
     candidates = [r for r in schemas.api_resources(minor) if r.kind == kind and r.group_version in enabled]
     if not candidates:
@@ -223,7 +228,7 @@ def _replacement(minor: int, group: str, kind: str, served: frozenset | None = N
     return candidates[0].api_version
 
 
-def _api_problem(manifest: dict, minor: int, served: frozenset | None = None) -> CompatProblem | None | str:
+def _api_problem(manifest: dict, minor: int, served: frozenset | str | None = None) -> CompatProblem | None | str:
     """A problem when the apiVersion/kind is not served at ``minor``; "unknown" for CRD-like kinds."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
@@ -325,7 +330,7 @@ def _accepted_from(manifest: dict, minor: int, pointer: str, code: str) -> int |
     return None
 
 
-def _check_minor(manifest, minor: int, served: frozenset | None = None) -> CompatResult:
+def _check_minor(manifest, minor: int, served: frozenset | str | None = None) -> CompatResult:
     if not isinstance(manifest, dict):
         return CompatResult(
             CompatStatus.INCOMPATIBLE,
@@ -333,6 +338,22 @@ def _check_minor(manifest, minor: int, served: frozenset | None = None) -> Compa
             (CompatProblem(CompatProblemCode.INVALID, "", "The manifest is not an object."),),
         )
     api = _api_problem(manifest, minor, served)
+    if api == "unknown" and served is not None and manifest.get("apiVersion") not in _served(minor, served):
+        # a custom resource whose group-version the cluster's discovery does not list: no CRD serves it
+        # there (as of the last inventory), and the apply would be answered 404
+        return CompatResult(
+            CompatStatus.INCOMPATIBLE,
+            minor,
+            (
+                CompatProblem(
+                    CompatProblemCode.API_NOT_SERVED,
+                    "/apiVersion",
+                    f"{manifest.get('apiVersion')} {manifest.get('kind')} is not served by this cluster: its discovery "
+                    "(read with the last inventory) does not list the group-version. Install its CustomResourceDefinition "
+                    "there, or leave the cluster out of the placement.",
+                ),
+            ),
+        )
     if api == "unknown":
         return CompatResult(
             CompatStatus.UNVERIFIABLE,

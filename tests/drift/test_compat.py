@@ -153,10 +153,25 @@ def test_versions_outside_schema_range_are_unverifiable_not_errors(version):
     assert result.problems[0].code == CompatProblemCode.VERSION_UNVERIFIABLE
 
 
-def test_custom_resource_is_unverifiable():
-    result = check_manifest({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}, 29)
-    assert result.status == CompatStatus.UNVERIFIABLE
-    assert result.problems[0].code == CompatProblemCode.UNKNOWN_KIND
+WIDGET = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+
+
+def test_a_custom_resource_is_unverifiable_where_it_is_served_or_discovery_is_not_read():
+    for served in (None, [], [*served_apis.served_group_versions(29), "example.com/v1"]):
+        result = check_manifest(WIDGET, 29, served=served)
+        assert result.status == CompatStatus.UNVERIFIABLE
+        assert result.problems[0].code == CompatProblemCode.UNKNOWN_KIND
+
+
+@pytest.mark.parametrize("crds", [[], ["other.example.com/v1"], ["example.com/v2"]])
+def test_a_custom_resource_its_clusters_discovery_does_not_list_is_incompatible(crds):
+    """No CustomResourceDefinition serves it there: the apply would be answered 404. A discovery
+    that lists exactly a default apiserver's (no CRD at all) was taken for an unread one."""
+    result = check_manifest(WIDGET, "v1.29.4", served=[*served_apis.served_group_versions(29), *crds])
+    assert result.status == CompatStatus.INCOMPATIBLE
+    (problem,) = result.problems
+    assert problem.code == CompatProblemCode.API_NOT_SERVED and problem.path == "/apiVersion"
+    assert "does not list the group-version" in problem.message
 
 
 @pytest.mark.parametrize(
