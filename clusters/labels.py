@@ -92,6 +92,30 @@ def matches(labels, requirements) -> bool:
     return all(requirement.matches(labels) for requirement in requirements)
 
 
+_SELECTOR_OPERATORS = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": NOT_EXISTS}
+
+
+def label_selector_requirements(selector) -> list[Requirement] | None:
+    """A metav1.LabelSelector (``matchLabels``, ``matchExpressions``) as requirements; None when it is
+    not well formed (the schema, or the apiserver's own check of it, reports that)."""
+    if not isinstance(selector, dict):
+        return None
+    match_labels, expressions = selector.get("matchLabels") or {}, selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list):
+        return None
+    requirements = [Requirement(str(key), EQUALS, (value,)) for key, value in match_labels.items()]
+    for expression in expressions:
+        if not isinstance(expression, dict) or expression.get("operator") not in _SELECTOR_OPERATORS:
+            return None
+        values = expression.get("values") or []
+        if not isinstance(values, list):
+            return None
+        requirements.append(
+            Requirement(str(expression.get("key")), _SELECTOR_OPERATORS[expression["operator"]], tuple(values))
+        )
+    return requirements
+
+
 def filter_labels(queryset, requirements, *, field: str = "labels"):
     """``queryset`` narrowed to rows whose JSON ``field`` satisfies every requirement. Values are
     compared as text (Cast), which SQLite and PostgreSQL agree on (a bare key transform compares JSON,

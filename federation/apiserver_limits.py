@@ -6,11 +6,15 @@ Each problem names the field ("spec.replicas must be at least 0, got -1."), so a
 next to the input it came from. The rules follow Kubernetes' own validation
 (kubernetes/kubernetes pkg/apis/apps/validation, pkg/apis/autoscaling/validation,
 pkg/apis/batch/validation, pkg/apis/core/validation; Apache-2.0), carried over as data below:
-only the numeric bounds the apiserver always enforces, not defaults or admission policies.
+the numeric bounds the apiserver always enforces, not defaults or admission policies, and an apps/v1
+workload's selector that is empty or does not match its pod template's labels (clusters.pod_selectors).
 """
 
 from __future__ import annotations
 
+import json
+
+from clusters.pod_selectors import selector_problems
 from federation.overrides import OverrideError, apply_operations
 from federation.rendering import base_manifest
 
@@ -112,12 +116,32 @@ def _port_problems(kind: str, manifest: dict) -> list[str]:
     return problems
 
 
+def _selector_problems(kind: str, manifest: dict) -> list[str]:
+    """apps/v1 workloads: a selector that selects nothing, or not the pod template's own labels."""
+    problems = []
+    for problem in selector_problems("apps", kind, manifest):
+        shown = json.dumps(problem.value, sort_keys=True, separators=(",", ":"))
+        if problem.field == "spec.selector":
+            problems.append(
+                f"spec.selector is empty ({shown}): kube-apiserver refuses a {kind} whose selector selects nothing "
+                "(give it matchLabels or matchExpressions)."
+            )
+        else:
+            selector = json.dumps(manifest["spec"]["selector"], sort_keys=True, separators=(",", ":"))
+            problems.append(
+                f"spec.template.metadata.labels ({shown}) do not match spec.selector ({selector}): kube-apiserver "
+                f"refuses a {kind} whose selector does not select its own pod template."
+            )
+    return problems
+
+
 def spec_value_problems(kind: str, manifest, *, where: str = "") -> list[str]:
     """Every value in ``manifest`` the apiserver would reject outright; ``where`` prefixes each
     message (e.g. "Override for cluster 'east': ")."""
     if not isinstance(manifest, dict):
         return []
-    return [where + p for p in _bound_problems(kind, manifest) + _port_problems(kind, manifest)]
+    found = _bound_problems(kind, manifest) + _port_problems(kind, manifest) + _selector_problems(kind, manifest)
+    return [where + p for p in found]
 
 
 def override_value_problems(kind: str, rendered: dict, overrides: list[dict]) -> list[str]:

@@ -13,6 +13,7 @@ import jsonpatch
 
 from clusters import schemas
 from clusters.immutable_fields import immutable_changes
+from clusters.pod_selectors import selector_problems
 
 from . import capi, custom, defaults, merge, reviews, rollout
 from .errors import (
@@ -389,6 +390,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
     if causes := metadata_causes(meta):
         raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
+    if not ctx.subresource and (problems := selector_problems(ctx.res.group, ctx.res.kind, obj)):
+        raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), [p.cause for p in problems])
     if ctx.custom and ctx.subresource != "status" and capi.schema_for(ctx.res.group, ctx.res.version, ctx.res.plural):
         if causes := capi.webhook_causes(ctx.res.plural, obj, old):  # its admission webhooks
             raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)

@@ -73,6 +73,55 @@ CASES = [
         ["spec.ports[1].port must be a port number between 1 and 65535, got 70000."],
     ),
     ("ConfigMap", {"data": {"replicas": "-1"}}, []),
+    # apps validation: a selector must select the pod template's own labels, and select something
+    ("Deployment", WEB_TEMPLATE, []),
+    (
+        "Deployment",
+        {"spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "api"}}}}},
+        [
+            'spec.template.metadata.labels ({"app":"api"}) do not match spec.selector ({"matchLabels":{"app":"web"}}): '
+            "kube-apiserver refuses a Deployment whose selector does not select its own pod template."
+        ],
+    ),
+    (
+        "StatefulSet",
+        {"spec": {"selector": {"matchLabels": {}}, "template": {"metadata": {"labels": {"app": "db"}}}}},
+        [
+            'spec.selector is empty ({"matchLabels":{}}): kube-apiserver refuses a StatefulSet whose selector '
+            "selects nothing (give it matchLabels or matchExpressions)."
+        ],
+    ),
+    (
+        "DaemonSet",
+        {
+            "spec": {
+                "selector": {
+                    "matchLabels": {"app": "agent"},
+                    "matchExpressions": [
+                        {"key": "tier", "operator": "In", "values": ["node", "edge"]},
+                        {"key": "legacy", "operator": "DoesNotExist"},
+                    ],
+                },
+                "template": {"metadata": {"labels": {"app": "agent", "tier": "edge", "extra": "x"}}},
+            }
+        },
+        [],
+    ),
+    (
+        "ReplicaSet",
+        {
+            "spec": {
+                "selector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["edge"]}]},
+                "template": {"metadata": {"labels": {"tier": "edge"}}},
+            }
+        },
+        [
+            'spec.template.metadata.labels ({"tier":"edge"}) do not match spec.selector ({"matchExpressions":'
+            '[{"key":"tier","operator":"NotIn","values":["edge"]}]}): kube-apiserver refuses a ReplicaSet whose '
+            "selector does not select its own pod template."
+        ],
+    ),
+    ("Job", {"spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {}}}}}, []),
 ]
 
 
@@ -102,6 +151,26 @@ def test_negative_replicas_in_an_override_names_the_cluster_and_the_field(client
     assert response.context["overrides"].service_errors == [
         "Override for cluster 'west': spec.replicas must be at least 0, got -3."
     ]
+    assert not FederatedResource.objects.exists()
+
+
+def test_template_labels_the_selector_does_not_match_are_an_error_on_the_template(client, operator, clusters):
+    response = post(client, operator, template_yaml=TEMPLATE_YAML.replace("labels: {app: web}}", "labels: {app: api}}"))
+    assert response.status_code == 400
+    (error,) = response.context["form"].errors["template_yaml"]
+    assert error.startswith('spec.template.metadata.labels ({"app":"api"}) do not match spec.selector')
+    assert not FederatedResource.objects.exists() and not Revision.objects.exists()
+
+
+def test_an_override_relabelling_the_pod_template_names_the_cluster(client, operator, clusters):
+    response = post(
+        client,
+        operator,
+        **{"ov-0-op": "replace", "ov-0-path": "/spec/template/metadata/labels/app", "ov-0-value": "canary"},
+    )
+    assert response.status_code == 400
+    (error,) = response.context["overrides"].service_errors
+    assert error.startswith('Override for cluster \'west\': spec.template.metadata.labels ({"app":"canary"})')
     assert not FederatedResource.objects.exists()
 
 

@@ -423,3 +423,36 @@ def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
     with pytest.raises(ApiException) as gone:
         core.read_namespaced_config_map("pre", ns)
     assert gone.value.status == 404
+
+
+def test_a_workload_whose_selector_does_not_select_its_pod_template_is_refused(api, ns):
+    """apps validation on create and update: "`selector` does not match template `labels`", and "empty
+    selector is invalid for deployment"; nothing is stored."""
+    c = api("host")
+    body = deployment("mismatch")
+    body["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    with pytest.raises(ApiException) as created:
+        apply(c, dep_path(ns, "mismatch"), body, force=True)
+    assert created.value.status == 422
+    assert _refusal(created.value)["details"]["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "field": "spec.template.metadata.labels",
+            "message": 'Invalid value: {"app":"other"}: `selector` does not match template `labels`',
+        }
+    ]
+    empty = deployment("empty")
+    empty["spec"]["selector"] = {"matchLabels": {}}
+    with pytest.raises(ApiException) as refused:
+        apply(c, dep_path(ns, "empty"), empty, force=True)
+    assert "spec.selector: Invalid value: " in _refusal(refused.value)["message"]
+    assert _refusal(refused.value)["message"].endswith("empty selector is invalid for deployment")
+    apps = client.AppsV1Api(c)
+    for name in ("mismatch", "empty"):
+        with pytest.raises(ApiException) as missing:
+            apps.read_namespaced_deployment(name, ns)
+        assert missing.value.status == 404
+    apply(c, dep_path(ns, "mismatch"), deployment("mismatch"), force=True)
+    with pytest.raises(ApiException) as updated:
+        apply(c, dep_path(ns, "mismatch"), body, force=True)
+    assert updated.value.status == 422 and "does not match template" in _refusal(updated.value)["message"]
