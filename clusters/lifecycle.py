@@ -257,6 +257,7 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
                     here=here,
                     snapshot=snapshot,
                 )
+            machine_nodes_before = {m.get("nodeName") for m in row.machines or [] if isinstance(m, dict)}
             row.endpoint = entry["endpoint"][:512]
             row.phase = entry["phase"][:32]
             row.control_plane = entry["control_plane"]
@@ -267,7 +268,7 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
             snapshot.moved(row)
             rows.append(row)
             if row.member_id is not None:
-                _record_kubelets(row.member, entry["machines"], now)
+                _record_kubelets(row.member, entry["machines"], now, machine_nodes_before=machine_nodes_before)
         for row in existing.values():
             if not row.gone:
                 row.gone = True
@@ -275,12 +276,22 @@ def refresh(management: Cluster, timeout: float | None = None) -> list[ManagedCl
     return rows
 
 
-def _record_kubelets(member: Cluster, machines: list[dict], now) -> None:
+def _record_kubelets(member: Cluster, machines: list[dict], now, *, machine_nodes_before: set = frozenset()) -> None:
     """The member's node kubelet versions as its Machines report them (Running or Deleting, with a
-    node): what the skew matrix reads, refreshed at every poll of the management cluster."""
-    kubelets = {m["nodeName"]: m["kubelet"] for m in machines if m["nodeName"] and m["kubelet"]}
+    node): what the skew matrix reads, refreshed at every poll of the management cluster. Nodes no
+    Machine backs (added outside Cluster API, seen by the member's own probe) are kept, and the nodes
+    of Machines gone since the last poll dropped: the probe and the poll agree instead of writing the
+    member's nodes (and a version sample) in turn."""
+    from_machines = {m["nodeName"]: m["kubelet"] for m in machines if m["nodeName"] and m["kubelet"]}
     member = Cluster.objects.select_for_update().get(pk=member.pk)
-    if not kubelets or kubelets == (member.kubelet_versions or {}):
+    if not from_machines:
+        return
+    machine_nodes = machine_nodes_before | set(from_machines)
+    kubelets = {
+        **{node: v for node, v in (member.kubelet_versions or {}).items() if node not in machine_nodes},
+        **from_machines,
+    }
+    if kubelets == (member.kubelet_versions or {}):
         return
     member.kubelet_versions = kubelets
     member.node_count = len(kubelets)

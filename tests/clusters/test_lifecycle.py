@@ -153,3 +153,34 @@ def test_a_stored_api_server_with_a_port_out_of_range_does_not_stop_the_refresh(
     Cluster.objects.bulk_create([Cluster(name="bad-port", api_server="https://10.9.9.9:99999")])
     found = {m.name: m for m in lifecycle.refresh(rows["host"])}
     assert found["w1"].member_id == rows["w1"].pk
+
+
+def test_the_poll_keeps_nodes_no_machine_backs_and_the_probe_and_poll_stop_writing_in_turn(capi):
+    """A node added outside Cluster API is seen by the member's probe, not by its Machines: the poll
+    wrote the Machines' nodes only, the probe all of them, each time a version sample (a reviewer's
+    finding: the two wrote the member's nodes in turn)."""
+    from clusters.models import VersionSample
+
+    fleet, rows = capi
+    member = Cluster.objects.get(pk=rows["w1"].pk)
+    machines = dict(member.kubelet_versions)
+    assert len(machines) == 3
+    Cluster.objects.filter(pk=member.pk).update(kubelet_versions={**machines, "byo-1": "v1.29.4"})
+    samples = VersionSample.objects.filter(cluster=member).count()
+    for _ in range(2):
+        lifecycle.refresh(rows["host"])
+    member.refresh_from_db()
+    assert member.kubelet_versions == {**machines, "byo-1": "v1.29.4"}
+    assert VersionSample.objects.filter(cluster=member).count() == samples
+    # a Machine's node the poll saw before and no longer lists is dropped, the others stay
+    kept = sorted(machines)[0]
+    row = ManagedCluster.objects.get(member=member)
+    row.machines = [*row.machines, {"name": "old", "nodeName": "old-node", "kubelet": "v1.29.4", "phase": "Running"}]
+    row.save(update_fields=["machines"])
+    Cluster.objects.filter(pk=member.pk).update(
+        kubelet_versions={**machines, "byo-1": "v1.29.4", "old-node": "v1.29.4"}
+    )
+    lifecycle.refresh(rows["host"])
+    member.refresh_from_db()
+    assert "old-node" not in member.kubelet_versions and kept in member.kubelet_versions
+    assert "byo-1" in member.kubelet_versions
