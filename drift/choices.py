@@ -37,5 +37,6 @@ class CompatProblemCode(models.TextChoices):
     API_REMOVED = "api_removed", "apiVersion removed"
     API_NOT_YET = "api_not_yet_available", "apiVersion not yet available"
     API_NOT_SERVED = "api_not_served", "apiVersion not enabled on the cluster"
+    CRD_NOT_SERVED = "crd_not_served", "Custom resource not served by the cluster"
     UNKNOWN_KIND = "unknown_kind", "Kind unknown to the schemas"
     VERSION_UNVERIFIABLE = "version_unverifiable", "Version outside the schemas' range"

@@ -13,7 +13,8 @@ needs to act on a result:
 * **served APIs**: an apiVersion is accepted only when the cluster serves it: the group-versions its
   discovery advertised (``served``), or, before discovery was read, what a default apiserver of
   that minor serves (``clusters.served_apis``: no alpha APIs, no betas that are off by default).
-  A kind in the schemas but not served is ``api_not_served``.
+  A kind in the schemas but not served is ``api_not_served``; a custom resource whose group-version
+  a cluster's discovery (when read) does not list is ``crd_not_served``.
 * **unverifiable**: versions outside the schemas' range, unreadable versions, and kinds no
   schema knows (CRDs) are "unverifiable", never a crash.
 
@@ -346,7 +347,7 @@ def _check_minor(manifest, minor: int, served: frozenset | str | None = None) ->
             minor,
             (
                 CompatProblem(
-                    CompatProblemCode.API_NOT_SERVED,
+                    CompatProblemCode.CRD_NOT_SERVED,
                     "/apiVersion",
                     f"{manifest.get('apiVersion')} {manifest.get('kind')} is not served by this cluster: its discovery "
                     "(read with the last inventory) does not list the group-version. Install its CustomResourceDefinition "

@@ -9,7 +9,7 @@ reason, which approvals audits); an unverifiable target, or an incompatible one 
 
 from clusters import schemas
 from drift import compat, selectors
-from drift.choices import CompatStatus
+from drift.choices import CompatProblemCode, CompatStatus
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
 
@@ -47,10 +47,12 @@ def compat_preflight(change_request) -> list[PreflightProblem]:
         version = by_name[name].server_version or "unknown version"
         if cell.result.status == CompatStatus.INCOMPATIBLE:
             isolated = by_name[name].isolated
+            # a CRD installed since the cluster's discovery was last read is served already: a warning
+            crd_only = all(p.code == CompatProblemCode.CRD_NOT_SERVED for p in cell.result.problems)
             problems.append(
                 PreflightProblem(
                     name,
-                    Severity.WARNING if isolated else Severity.BLOCKING,
+                    Severity.WARNING if isolated or crd_only else Severity.BLOCKING,
                     f"Incompatible with {name} ({version}){' — isolated, so propagation skips it' if isolated else ''}: "
                     + _describe(cell.result),
                 )

@@ -809,7 +809,9 @@ def _check_preconditions(ctx: Ctx, old: dict, preconditions: dict) -> None:
             continue
         failed = f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key, '')}"
         if ctx.res.kind != "Namespace":
-            key_path = "/".join(p for p in ("/registry", ctx.res.plural, ctx.namespace, ctx.name) if p)
+            # built-in kinds are stored under their resource, custom resources under group/resource too
+            group = ctx.res.group if ctx.custom else ""
+            key_path = "/".join(p for p in ("/registry", group, ctx.res.plural, ctx.namespace, ctx.name) if p)
             failed = (
                 f"StorageError: invalid object, Code: 4, Key: {key_path}, ResourceVersion: 0, "
                 f"AdditionalErrorMsg: {failed}"

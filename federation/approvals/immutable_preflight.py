@@ -7,6 +7,7 @@ would get the new content: a fleet split in two that nobody asked for."""
 from clusters.immutable_fields import immutable_changes
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
+from federation.choices import DriftPolicy, SyncState
 from federation.models import PropagatedVersion
 from federation.overrides import OverrideError
 from federation.propagation.common import render_args
@@ -28,12 +29,16 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
         .select_related("cluster")
         .order_by("cluster__name")
     )
+    enforced = resource.drift_policy == DriftPolicy.ENFORCE
     problems = []
     for pv in held:
+        if _gone_or_replaced(pv):
+            continue  # ours is not there any more: the next propagation makes it (or leaves another's)
         try:
-            manifest = render_manifest(
-                overrides=revision.overrides, replicas=None, **render_args(resource, revision, pv.cluster, live=None)
-            )
+            # rendered as the propagation renders it over the object: the fields KubeFed retains from
+            # the live one (a Job's generated selector and labels) come from what was applied
+            args = render_args(resource, revision, pv.cluster, live=pv.applied_manifest)
+            manifest = render_manifest(overrides=revision.overrides, replicas=None, **args)
         except OverrideError:
             continue  # the preview and the propagation report an override that does not apply
         changes = immutable_changes(ftype.group, ftype.kind, manifest, pv.applied_manifest)
@@ -41,13 +46,23 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
             continue
         fields = ", ".join(dict.fromkeys(change.field for change in changes))
         name = pv.cluster.name
+        way_out = f"Restore {fields}, or delete the object on {name} first so that it is made again"
+        if enforced:
+            way_out += " (its drift policy is Enforce, which would make it again as it was: set it to Report first)"
         problems.append(
             PreflightProblem(
                 name,
                 Severity.BLOCKING,
                 f"{ftype.kind} {resource.qualified_name} exists on {name}, and {fields} cannot change on an object "
                 f"that exists: kube-apiserver would refuse the update (422, field is immutable) and keep the object "
-                f"as it is. Restore {fields}, or delete the object on {name} first so that it is made again.",
+                f"as it is. {way_out}.",
             )
         )
     return problems
+
+
+def _gone_or_replaced(pv: PropagatedVersion) -> bool:
+    """Drift recorded that the object FedPortal applied was removed, or replaced by another."""
+    return pv.sync_state == SyncState.OUT_OF_SYNC and any(
+        isinstance(change, dict) and change.get("change") in ("removed", "replaced") for change in pv.drift or []
+    )

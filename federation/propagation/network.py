@@ -313,37 +313,63 @@ def hash_template(revision: Revision, ftype: FederatedType, common: dict) -> str
 def delete_step(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:
     """Delete the object FedPortal made, and only that one: the delete names its uid (a precondition),
     so an object someone made under the name after ours went is left (KubeFed deletes only what it
-    manages). Without a recorded uid the object is read first and deleted only when it carries
-    FedPortal's label."""
-    ftype = resource.type
+    manages). Where the uid is not the recorded one (none recorded, or a stale one: the object was
+    made again by FedPortal or restored from a backup), the object is read and deleted only when it
+    is FedPortal's: its label, and FedPortal's own apply among its field managers."""
     conn = connection_for(cluster)
-    uid = pv.live_uid if pv is not None else ""
     try:
-        if not uid:
+        deleted = _delete_naming(resource, conn, pv.live_uid if pv is not None else "")
+        if deleted is None:
             live = read_live(conn, resource)
             if live is None:
                 return Step(cluster, pv, GONE)
-            if ((live.get("metadata") or {}).get("labels") or {}).get(MANAGED_LABEL) != "true":
+            if not _made_by_fedportal(live):
                 return _not_ours(resource, cluster, pv)
-            uid = (live.get("metadata") or {}).get("uid") or ""
-        deleted = kube.delete_object(
-            conn,
-            api_version=ftype.api_version,
-            plural=ftype.plural,
-            namespace=resource.namespace or None,
-            name=resource.name,
-            uid=uid or None,
-            timeout=kube_timeout(),
-        )
+            deleted = _delete_naming(resource, conn, (live.get("metadata") or {}).get("uid") or "")
+            if deleted is None:  # replaced again between the read and the delete
+                return _not_ours(resource, cluster, pv)
     except kube.KubeError as exc:
-        if kube.precondition_failed(exc):
-            return _not_ours(resource, cluster, pv)
         if exc.transient:
             raise StepFailure(
                 PropagationReason.DELETION_FAILED, f"{cluster.name} is unreachable: {exc.message}", transient=True
             ) from None
         raise StepFailure(PropagationReason.DELETION_FAILED, exc.message) from None
     return Step(cluster, pv, DELETED if deleted else GONE)
+
+
+def _delete_naming(resource: FederatedResource, conn, uid: str) -> bool | None:
+    """Delete the object of ``uid``: True, False when none is under the name, None when another
+    object is (or no uid was given)."""
+    if not uid:
+        return None
+    ftype = resource.type
+    try:
+        return kube.delete_object(
+            conn,
+            api_version=ftype.api_version,
+            plural=ftype.plural,
+            namespace=resource.namespace or None,
+            name=resource.name,
+            uid=uid,
+            timeout=kube_timeout(),
+        )
+    except kube.KubeError as exc:
+        if kube.precondition_failed(exc):
+            return None
+        raise
+
+
+def _made_by_fedportal(live: dict) -> bool:
+    """FedPortal's label, and an apply by FedPortal among the object's field managers (a copy of our
+    manifest someone else applied carries the label, not our manager)."""
+    meta = live.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_LABEL) != "true":
+        return False
+    return any(
+        entry.get("manager") == kube.FIELD_MANAGER and entry.get("operation") == "Apply"
+        for entry in meta.get("managedFields") or []
+        if isinstance(entry, dict)
+    )
 
 
 def _not_ours(resource: FederatedResource, cluster: Cluster, pv: PropagatedVersion) -> Step:

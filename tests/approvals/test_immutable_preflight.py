@@ -20,11 +20,11 @@ from tests.federation.factories import WEB_TEMPLATE, ftype
 pytestmark = pytest.mark.django_db
 
 
-def held_as_applied(resource, cluster):
-    """``cluster`` holds ``resource``'s current revision as FedPortal applied it."""
+def held_as_applied(resource, cluster, live=None):
+    """``cluster`` holds ``resource``'s current revision as FedPortal applied it (over ``live``)."""
     revision = resource.current_revision
     manifest = render_manifest(
-        overrides=revision.overrides, replicas=None, **render_args(resource, revision, cluster, live=None)
+        overrides=revision.overrides, replicas=None, **render_args(resource, revision, cluster, live=live)
     )
     return PropagatedVersion.objects.create(
         resource=resource,
@@ -85,3 +85,51 @@ def test_an_immutable_configmaps_new_data_blocks(dev_cluster, operator):
     )
     (problem,) = blocking(submitted(resource, operator))
     assert "ConfigMap shop/cfg exists on dev-a, and data cannot change" in problem["message"]
+
+
+def test_an_edit_of_a_job_applied_over_its_generated_selector_blocks_only_a_template_change(dev_cluster, operator):
+    """A Job is applied over the live one, keeping the selector and pod labels its apiserver generated
+    (KubeFed's retained fields): an edit of a mutable field is no selector change (a reviewer's
+    finding: every edit of such a Job was blocked), a new image is a template change."""
+    from tests.federation.factories import namespace_everywhere
+
+    namespace_everywhere("shop")
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}
+    job = {"spec": {"backoffLimit": 2, "template": {"spec": pod}}}
+    resource = federation.create_resource(
+        ftype("Job"), namespace="shop", name="once", template=job, placement={"clusters": ["dev-a"]}
+    )
+    generated = {"batch.kubernetes.io/controller-uid": "3f1e", "job-name": "once"}
+    live = {"spec": {"selector": {"matchLabels": generated}, "template": {"metadata": {"labels": generated}}}}
+    held_as_applied(resource, dev_cluster, live=live)
+    federation.update_resource(
+        resource,
+        template={"spec": {**job["spec"], "backoffLimit": 4}},
+        placement={"clusters": ["dev-a"]},
+        actor=operator,
+    )
+    first = submitted(resource, operator)
+    assert blocking(first) == []
+    services.cancel(first, actor=operator)
+    newer = {
+        "spec": {**job["spec"], "template": {"spec": {**pod, "containers": [{"name": "run", "image": "busybox:1.37"}]}}}
+    }
+    federation.update_resource(resource, template=newer, placement={"clusters": ["dev-a"]}, actor=operator)
+    (problem,) = blocking(submitted(resource, operator))
+    assert "spec.template cannot change" in problem["message"]
+
+
+def test_an_object_drift_found_removed_is_not_held_up(make_resource, dev_cluster, operator):
+    """The way out the message gives (delete it there) must clear the block: drift records the removal."""
+    from federation.choices import SyncState
+
+    resource = make_resource("web", ("dev-a",))
+    pv = held_as_applied(resource, dev_cluster)
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
+    PropagatedVersion.objects.filter(pk=pv.pk).update(
+        sync_state=SyncState.OUT_OF_SYNC, drift=[{"path": "/", "before": "present", "after": None, "change": "removed"}]
+    )
+    assert blocking(submitted(resource, operator)) == []

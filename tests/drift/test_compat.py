@@ -170,7 +170,7 @@ def test_a_custom_resource_its_clusters_discovery_does_not_list_is_incompatible(
     result = check_manifest(WIDGET, "v1.29.4", served=[*served_apis.served_group_versions(29), *crds])
     assert result.status == CompatStatus.INCOMPATIBLE
     (problem,) = result.problems
-    assert problem.code == CompatProblemCode.API_NOT_SERVED and problem.path == "/apiVersion"
+    assert problem.code == CompatProblemCode.CRD_NOT_SERVED and problem.path == "/apiVersion"
     assert "does not list the group-version" in problem.message
 
 

@@ -157,3 +157,29 @@ def test_a_deprecated_api_still_served_is_a_warning_naming_its_removal(sim_fleet
         "Deprecated on m30 (v1.30.1): flowcontrol.apiserver.k8s.io/v1beta3 FlowSchema is deprecated in v1.29+, "
         "unavailable in v1.32+; use flowcontrol.apiserver.k8s.io/v1 FlowSchema."
     )
+
+
+def test_a_custom_resource_a_targets_discovery_does_not_list_is_a_warning_there(sim_fleet, operator):
+    """No CRD serves it on m29 as of its last discovery read (the apply would be answered 404): said,
+    as a warning, since a CRD installed since then serves it already; m30 lists it, m28's discovery
+    is not read yet (unverifiable as before)."""
+    from clusters import served_apis
+    from clusters.models import Cluster
+    from federation.services import create_type
+
+    widget = create_type(group="example.com", version="v1", kind="Widget", plural="widgets", scope="Cluster")
+    Cluster.objects.filter(name="m29").update(served_apis=sorted(served_apis.served_group_versions(29)))
+    Cluster.objects.filter(name="m30").update(
+        served_apis=sorted([*served_apis.served_group_versions(30), "example.com/v1"])
+    )
+    resource = create_resource(
+        widget, namespace="", name="w", template={"spec": {"size": 1}}, placement={"clusters": ["m28", "m29", "m30"]}
+    )
+    cr = approvals.create_change_request(resource, actor=operator)
+    by_cluster = {p["cluster_name"]: p for p in cr.preflight if p["message"].startswith(("Incompatible", "Cannot"))}
+    assert by_cluster["m29"]["severity"] == "warning"
+    assert by_cluster["m29"]["message"].startswith(
+        "Incompatible with m29 (v1.29.1): example.com/v1 Widget is not served"
+    )
+    assert by_cluster["m28"]["message"].startswith("Cannot verify on m28")
+    assert by_cluster["m30"]["message"].startswith("Cannot verify on m30")

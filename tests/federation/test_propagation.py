@@ -262,17 +262,31 @@ def replace_outside(fleet, cluster):
 
 def test_removing_a_cluster_deletes_our_object_only_never_one_made_after_it(fleet, fleet_clusters):
     """The delete names the uid FedPortal wrote (a precondition): an object someone made under the name
-    after ours was removed stays, and the record says why (KubeFed deletes only what it manages)."""
-    resource = web_deployment(placement={"clusters": ["m128", "m130"]})
+    after ours was removed stays, even one carrying FedPortal's label (a copy of our manifest applied
+    by someone else), and the record says why (KubeFed deletes only what it manages). A stale uid
+    (FedPortal made the object again, a restore from a backup) does not leave FedPortal's own behind."""
+    resource = web_deployment(placement={"clusters": MEMBERS})
     drain(propagation.propagate_revision(resource))
     replace_outside(fleet, fleet_clusters["m128"])
-    theirs = live(fleet, "m128")["metadata"]["uid"]
+    copy_of_ours = live(fleet, "m131")
+    fleet.external_delete("m131", "apps/v1", "Deployment", "shop", "web")
+    copied = {k: copy_of_ours[k] for k in ("apiVersion", "kind", "spec")}
+    copied["metadata"] = {"name": "web", "namespace": "shop", "labels": copy_of_ours["metadata"]["labels"]}
+    kube.apply_object(
+        connection_for(fleet_clusters["m131"]), copied, plural="deployments", namespaced=True, field_manager="kubectl"
+    )
+    PropagatedVersion.objects.filter(resource=resource, cluster__name="m130").update(
+        live_uid="0b7d5a4e-0000-4000-8000-000000000000"
+    )
+    theirs = {name: live(fleet, name)["metadata"]["uid"] for name in ("m128", "m131")}
     services.update_resource(resource, template=WEB_TEMPLATE, placement={"clusters": []})
     drain(propagation.propagate_revision(resource))
-    assert live(fleet, "m128")["metadata"]["uid"] == theirs  # left untouched
-    kept = pv(resource, "m128")
-    assert kept.status == PropagationReason.REMOVED and "is not the object FedPortal made" in kept.message
-    assert live(fleet, "m130") is None and pv(resource, "m130").message == "Deleted from m130."
+    for name in ("m128", "m131"):
+        assert live(fleet, name)["metadata"]["uid"] == theirs[name]  # left untouched
+        kept = pv(resource, name)
+        assert kept.status == PropagationReason.REMOVED and "is not the object FedPortal made" in kept.message
+    for name in ("m127", "m130"):
+        assert live(fleet, name) is None and pv(resource, name).message == f"Deleted from {name}."
 
 
 def test_a_new_object_is_read_then_created_and_one_already_there_is_left_alone(fleet, fleet_clusters):
