@@ -66,6 +66,9 @@ class ClusterSpec:
     control_plane_replicas: int = 1
     machine_deployments: list[tuple[str, int]] = field(default_factory=list)  # (name, replicas)
     machine_seconds: float = 2.0  # how long a Machine takes to provision, or to be deleted
+    # how long a deleted namespace stays Terminating (its content being deleted) before it is gone;
+    # 0: gone at once
+    namespace_deletion_seconds: float = 0.0
 
 
 @dataclass
@@ -180,12 +183,17 @@ def parse_cluster(raw: dict, defaults: dict) -> ClusterSpec:
         control_plane_replicas=cp_replicas,
         machine_deployments=mds,
         machine_seconds=_positive(raw.get("machineSeconds", defaults.get("machineSeconds", 2.0)), name),
+        namespace_deletion_seconds=_positive(
+            raw.get("namespaceDeletionSeconds", defaults.get("namespaceDeletionSeconds", 0)),
+            name,
+            "namespaceDeletionSeconds",
+        ),
     )
 
 
-def _positive(value, name: str) -> float:
+def _positive(value, name: str, key: str = "machineSeconds") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise FleetSpecError(f"{name}: machineSeconds must be a number >= 0, not {value!r}")
+        raise FleetSpecError(f"{name}: {key} must be a number >= 0, not {value!r}")
     return float(value)
 
 

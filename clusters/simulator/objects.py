@@ -388,6 +388,8 @@ def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[di
 
 def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
+    if old is None and not ctx.subresource:
+        _refuse_content_in_terminating_namespace(ctx, meta.get("name", ""))
     if causes := metadata_causes(meta):
         raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
     if not ctx.subresource and (problems := selector_problems(ctx.res.group, ctx.res.kind, obj)):
@@ -431,9 +433,14 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 meta.get("name", ""),
                 [{"reason": c.reason, "field": c.field, "message": c.message} for c in changes],
             )
-        for key in ("uid", "creationTimestamp"):
+        # an update never sets nor clears a deletion (rest.BeforeUpdate keeps the stored one)
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old_meta:
                 meta[key] = old_meta[key]
+            elif key.startswith("deletion"):
+                meta.pop(key, None)
+        if ctx.res.kind == "Namespace" and "status" in old and ctx.subresource != "status":
+            obj["status"] = old["status"]  # the namespace strategy keeps its status on update
         if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             generation = old_meta.get("generation", 1)
             if _body_without_meta(obj) != _body_without_meta(old) or _deployment_annotations_changed(
@@ -787,15 +794,58 @@ def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
             f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
             details={"name": ctx.name, "group": "", "kind": "namespaces"},
         )
+    if ctx.res.kind == "Namespace" and ctx.cluster.spec.namespace_deletion_seconds > 0:
+        return _terminate_namespace(ctx, old)
     if not ctx.dry_run:
         ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
         if ctx.res.kind == "Namespace":
-            for bucket_key, bucket in ctx.cluster.data.items():
-                for key in [k for k in bucket if k[0] == ctx.name]:
-                    ctx.cluster.drop_key(bucket_key, *key)
+            _drop_namespace_content(ctx.cluster, ctx.name)
         if ctx.res.kind == "CustomResourceDefinition":
             ctx.cluster.refresh_custom()
     return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))
+
+
+def _drop_namespace_content(cluster: ClusterState, namespace: str) -> None:
+    for bucket_key, bucket in cluster.data.items():
+        for key in [k for k in bucket if k[0] == namespace]:
+            cluster.drop_key(bucket_key, *key)
+
+
+def _terminate_namespace(ctx: Ctx, old: dict) -> dict:
+    """A namespace deletion as the apiserver and the namespace controller do it: the Namespace is
+    answered (200) Terminating, with a deletionTimestamp, while its content is deleted; it is gone
+    ``namespaceDeletionSeconds`` later. Nothing new may be made in it meanwhile (NamespaceLifecycle)."""
+    if old["metadata"].get("deletionTimestamp"):
+        return old
+    obj = copy.deepcopy(old)
+    obj["metadata"].update(deletionTimestamp=now_text(), deletionGracePeriodSeconds=0)
+    obj["status"] = {"phase": "Terminating"}
+    if ctx.dry_run:
+        return obj
+    obj["metadata"]["resourceVersion"] = ctx.cluster.next_rv()
+    ctx.cluster.save(ctx.res, obj)
+    cluster, res, name, uid = ctx.cluster, ctx.res, ctx.name, old["metadata"].get("uid")
+
+    def finish():
+        current = cluster.load(res, "", name)
+        if current is None or current["metadata"].get("uid") != uid:
+            return
+        _drop_namespace_content(cluster, name)
+        cluster.drop(res, "", name)
+
+    cluster.later(cluster.spec.namespace_deletion_seconds, finish)
+    return obj
+
+
+def _refuse_content_in_terminating_namespace(ctx: Ctx, name: str) -> None:
+    """NamespaceLifecycle admission: nothing new in a namespace being deleted (403)."""
+    if ctx.res.namespaced and ctx.namespace and ctx.cluster.namespace_terminating(ctx.namespace):
+        raise ApiError(
+            403,
+            f'{resource_ref(ctx.res.plural, ctx.res.group)} "{name}" is forbidden: unable to create new content in '
+            f"namespace {ctx.namespace} because it is being terminated",
+            details={"name": name, "group": ctx.res.group, "kind": ctx.res.plural},
+        )
 
 
 def _check_preconditions(ctx: Ctx, old: dict, preconditions: dict) -> None:

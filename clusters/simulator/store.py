@@ -249,6 +249,20 @@ class ClusterState:
     def namespace_exists(self, name: str) -> bool:
         return ("", name) in self.data.get(("", "namespaces"), {})
 
+    def namespace_terminating(self, name: str) -> bool:
+        raw = self.data.get(("", "namespaces"), {}).get(("", name))
+        return raw is not None and bool(json.loads(raw)["metadata"].get("deletionTimestamp"))
+
+    def later(self, delay: float, callback, *args) -> None:
+        """Run ``callback(*args)`` after ``delay`` seconds on the serving loop; at once when not serving
+        (a test driving the store directly)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            callback(*args)
+            return
+        loop.call_later(delay, callback, *args)
+
     def object_count(self) -> int:
         return sum(len(b) for b in self.data.values())
 

@@ -289,6 +289,38 @@ def test_removing_a_cluster_deletes_our_object_only_never_one_made_after_it(flee
         assert live(fleet, name) is None and pv(resource, name).message == f"Deleted from {name}."
 
 
+def test_a_write_into_a_namespace_being_deleted_waits_for_it_and_lands_once_it_is_made_again(fleet_factory):
+    """A deleted namespace is Terminating while its content goes (NamespaceLifecycle refuses new content,
+    403): the write is retried, not failed for good, and lands once the namespace is made again."""
+    fleet = fleet_factory(
+        {"defaults": {"namespaceDeletionSeconds": 1.5}, "clusters": [{"name": "m1", "version": "v1.30.1"}]}
+    )
+    register_fleet(fleet, ["m1"])
+    ns = federate_namespace("shop", ["m1"])
+    drain(propagation.propagate_revision(ns))
+    fleet.external_delete("m1", "v1", "Namespace", None, "shop")
+    assert fleet.get_object("m1", "v1", "Namespace", None, "shop")["status"]["phase"] == "Terminating"
+    cfg = services.create_resource(
+        services.find_type("ConfigMap"),
+        namespace="shop",
+        name="cfg",
+        template={"data": {"a": "1"}},
+        placement={"clusters": ["m1"]},
+    )
+    run = propagation.propagate_revision(cfg)
+    drain(run, rounds=1)
+    target = run.targets.get()
+    assert target.state == TargetState.RETRYING and target.reason == PropagationReason.CREATION_FAILED
+    assert (
+        "because it is being terminated" in target.message and "retrying once the namespace is gone" in target.message
+    )
+    wait_for(lambda: fleet.get_object("m1", "v1", "Namespace", None, "shop") is None, timeout=10)
+    drain(propagation.propagate_revision(ns, reapply=True))  # an operator's re-sync makes it again
+    drain(run)
+    assert pv(cfg, "m1").status == PropagationReason.OK
+    assert fleet.get_object("m1", "v1", "ConfigMap", "shop", "cfg")["data"] == {"a": "1"}
+
+
 def test_a_new_object_is_read_then_created_and_one_already_there_is_left_alone(fleet, fleet_clusters):
     """kube-apiserver creates nothing for an apply naming a uid (409), so a new object is read first
     and created by an apply naming none; someone else's object of that name is never written."""

@@ -7,6 +7,7 @@ from kubernetes import client
 from kubernetes.client import ApiException
 
 from tests.simulator.conftest import deployment
+from tests.utils import wait_for
 
 
 @pytest.fixture
@@ -248,3 +249,41 @@ def test_strategic_merge_patch_directives(api, ns):
     assert patched.metadata.finalizers == ["c/d"]
     assert patched.spec.strategy.type == "Recreate" and patched.spec.strategy.rolling_update is None
     assert patched.spec.template.spec.containers[0].image == "nginx:1.28"
+
+
+def test_a_deleted_namespace_is_terminating_until_its_content_is_gone(fleet_factory):
+    """As the namespace registry and controller do it: the DELETE answers the Namespace Terminating
+    (with a deletionTimestamp); new content is refused (NamespaceLifecycle, 403) while existing
+    objects may still be updated; an apply to the Namespace does not bring it back; then it is gone."""
+    from tests.simulator.conftest import make_client
+
+    fleet = fleet_factory(
+        {"defaults": {"namespaceDeletionSeconds": 1.0}, "clusters": [{"name": "c", "version": "v1.30.1"}]}
+    )
+    c = make_client(fleet, "c")
+    core = client.CoreV1Api(c)
+    core.create_namespace({"metadata": {"name": "going"}})
+    core.create_namespaced_config_map("going", {"metadata": {"name": "old"}, "data": {"a": "1"}})
+    answered = json.loads(core.delete_namespace("going", _preload_content=False).data)
+    assert answered["kind"] == "Namespace" and answered["status"]["phase"] == "Terminating"
+    assert answered["metadata"]["deletionTimestamp"]
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_config_map("going", {"metadata": {"name": "new"}})
+    assert refused.value.status == 403
+    assert json.loads(refused.value.body)["message"] == (
+        'configmaps "new" is forbidden: unable to create new content in namespace going because it is being terminated'
+    )
+    core.patch_namespaced_config_map("old", "going", {"data": {"a": "2"}})
+    core.patch_namespace("going", {"metadata": {"labels": {"team": "a"}}})
+    still = core.read_namespace("going")
+    assert still.status.phase == "Terminating" and still.metadata.deletion_timestamp is not None
+    wait_for(lambda: not core.list_namespaced_config_map("going").items and _gone(core, "going"), timeout=10)
+    c.close()
+
+
+def _gone(core, name: str) -> bool:
+    try:
+        core.read_namespace(name)
+    except ApiException as exc:
+        return exc.status == 404
+    return False
