@@ -65,9 +65,20 @@ def test_clusters_down_during_propagation_converge_when_back_and_say_why(fleet_f
     assert_converged(resource, run, names, fleet, api_version="apps/v1", kind="Deployment", namespace="shop")
 
 
-def test_one_api_call_in_five_failing_with_500_still_converges_with_backoff(fleet_factory, celery_worker):
-    # one apply per attempt: with 60 clusters, the chance that none meets an error is 0.8**60 (2 in a
-    # million; with 30 it was 0.8**30, 1 in 800, and a CI run met it)
+def test_one_api_call_in_five_failing_with_500_still_converges_with_backoff(fleet_factory, celery_worker_factory):
+    # two calls per attempt (a new object is read, then created): an attempt fails with 1 - 0.8**2 = 0.36.
+    # With 60 clusters the chance that none meets an error is 0.64**60 (1 in 10**12). With the default
+    # 8 attempts, 2 s doubling to 60 s, one cluster in 60 failing all of them was 0.36**8 * 60 = 1.7 %, and
+    # the eighth attempt came after the 180 s this test waits (a CI run met it at the seventh): 12
+    # attempts (0.36**12 * 60 = 3 in 10,000) a short backoff apart, the backoff all the same
+    worker = celery_worker_factory(
+        "flaky-api",
+        env={
+            "FEDERATION_MAX_ATTEMPTS": "12",
+            "FEDERATION_RETRY_BASE_SECONDS": "0.5",
+            "FEDERATION_RETRY_MAX_SECONDS": "4",
+        },
+    )
     fleet = fleet_factory({"generate": 60, "versions": "1.27-1.31"})
     names = fleet.names
     register_clusters(fleet, names, versions=fleet_versions(fleet))
@@ -75,7 +86,7 @@ def test_one_api_call_in_five_failing_with_500_still_converges_with_backoff(flee
         fleet.set_error_rate(name, 0.2)
     resource = federate("Namespace", "payments", names)
     run = propagation.propagate_revision(resource)
-    wait_for_run(run, timeout=180, worker=celery_worker)
+    wait_for_run(run, timeout=180, worker=worker)
     assert_converged(resource, run, names, fleet, api_version="v1", kind="Namespace")
     retried = PropagationTarget.objects.filter(run=run, attempts__gt=1).count()
     assert retried >= 1, "with 20% errors some targets needed a retry"
