@@ -388,8 +388,6 @@ def _record_update(ctx: Ctx, old: dict | None, new: dict, prior_entries: list[di
 
 def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
     meta = obj["metadata"]
-    if old is None and not ctx.subresource:
-        _refuse_content_in_terminating_namespace(ctx, meta.get("name", ""))
     if causes := metadata_causes(meta):
         raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
     if not ctx.subresource and (problems := selector_problems(ctx.res.group, ctx.res.kind, obj)):
@@ -439,8 +437,15 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 meta[key] = old_meta[key]
             elif key.startswith("deletion"):
                 meta.pop(key, None)
-        if ctx.res.kind == "Namespace" and "status" in old and ctx.subresource != "status":
-            obj["status"] = old["status"]  # the namespace strategy keeps its status on update
+        if (ctx.res.group, ctx.res.kind) == ("", "Namespace") and ctx.subresource != "status":
+            # the namespace strategy keeps its status and its finalizers on update
+            if "status" in old:
+                obj["status"] = old["status"]
+            finalizers = (old.get("spec") or {}).get("finalizers")
+            if finalizers is not None:
+                obj.setdefault("spec", {})["finalizers"] = finalizers
+            elif isinstance(obj.get("spec"), dict):
+                obj["spec"].pop("finalizers", None)
         if defaults.sets_generation(ctx.res.kind, ctx.minor, ctx.custom):
             generation = old_meta.get("generation", 1)
             if _body_without_meta(obj) != _body_without_meta(old) or _deployment_annotations_changed(
@@ -577,6 +582,8 @@ def create(ctx: Ctx, body) -> dict:
         _check_type_meta(ctx, obj)
         return reviews.answer(ctx.res.kind, obj, ctx.can_write)
     obj = _prepare(ctx, body)
+    meta = obj.get("metadata") or {}
+    _refuse_content_in_terminating_namespace(ctx, meta.get("name") or meta.get("generateName") or "")
     obj = _schema_step(ctx, obj)
     name = obj["metadata"]["name"]
     if ctx.cluster.load(ctx.res, ctx.namespace, name) is not None:
@@ -705,6 +712,8 @@ def apply(ctx: Ctx, body, *, force: bool) -> tuple[dict, bool]:
     if not applied.get("apiVersion") or not body.get("kind"):
         raise ApiError(400, "apply patches must include apiVersion and kind")
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
+    if old is None:
+        _refuse_content_in_terminating_namespace(ctx, ctx.name or "")
     applied = _schema_step(ctx, applied, check_required=old is None)
     if applied["metadata"].get("managedFields") is not None:
         raise ApiError(400, "metadata.managedFields must be nil")
@@ -794,7 +803,7 @@ def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
             f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
             details={"name": ctx.name, "group": "", "kind": "namespaces"},
         )
-    if ctx.res.kind == "Namespace" and ctx.cluster.spec.namespace_deletion_seconds > 0:
+    if (ctx.res.group, ctx.res.kind) == ("", "Namespace") and ctx.cluster.spec.namespace_deletion_seconds > 0:
         return _terminate_namespace(ctx, old)
     if not ctx.dry_run:
         ctx.cluster.drop(ctx.res, ctx.namespace, ctx.name)
@@ -813,24 +822,26 @@ def _drop_namespace_content(cluster: ClusterState, namespace: str) -> None:
 
 def _terminate_namespace(ctx: Ctx, old: dict) -> dict:
     """A namespace deletion as the apiserver and the namespace controller do it: the Namespace is
-    answered (200) Terminating, with a deletionTimestamp, while its content is deleted; it is gone
-    ``namespaceDeletionSeconds`` later. Nothing new may be made in it meanwhile (NamespaceLifecycle)."""
+    answered (200) Terminating, with a deletionTimestamp; its content is deleted, and the Namespace
+    is gone ``namespaceDeletionSeconds`` later. Nothing new may be made in it meanwhile
+    (NamespaceLifecycle)."""
     if old["metadata"].get("deletionTimestamp"):
         return old
     obj = copy.deepcopy(old)
-    obj["metadata"].update(deletionTimestamp=now_text(), deletionGracePeriodSeconds=0)
+    obj["metadata"]["deletionTimestamp"] = now_text()
     obj["status"] = {"phase": "Terminating"}
     if ctx.dry_run:
         return obj
     obj["metadata"]["resourceVersion"] = ctx.cluster.next_rv()
     ctx.cluster.save(ctx.res, obj)
     cluster, res, name, uid = ctx.cluster, ctx.res, ctx.name, old["metadata"].get("uid")
+    _drop_namespace_content(cluster, name)  # the controller deletes the content first
 
     def finish():
         current = cluster.load(res, "", name)
         if current is None or current["metadata"].get("uid") != uid:
             return
-        _drop_namespace_content(cluster, name)
+        _drop_namespace_content(cluster, name)  # anything an update put back meanwhile
         cluster.drop(res, "", name)
 
     cluster.later(cluster.spec.namespace_deletion_seconds, finish)
@@ -838,13 +849,25 @@ def _terminate_namespace(ctx: Ctx, old: dict) -> dict:
 
 
 def _refuse_content_in_terminating_namespace(ctx: Ctx, name: str) -> None:
-    """NamespaceLifecycle admission: nothing new in a namespace being deleted (403)."""
+    """NamespaceLifecycle admission: nothing new in a namespace being deleted (403, before the object
+    is validated or found to exist: admission comes first)."""
     if ctx.res.namespaced and ctx.namespace and ctx.cluster.namespace_terminating(ctx.namespace):
         raise ApiError(
             403,
             f'{resource_ref(ctx.res.plural, ctx.res.group)} "{name}" is forbidden: unable to create new content in '
             f"namespace {ctx.namespace} because it is being terminated",
-            details={"name": name, "group": ctx.res.group, "kind": ctx.res.plural},
+            details={
+                "name": name,
+                "group": ctx.res.group,
+                "kind": ctx.res.plural,
+                "causes": [
+                    {
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {ctx.namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    }
+                ],
+            },
         )
 
 

@@ -385,6 +385,17 @@ def judge_live(pv: PropagatedVersion, live: dict | None, *, conn=None, fence=Non
         pv.message = failure
         return "out_of_sync"
     obj = result.object
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        # being deleted on the cluster (a Terminating namespace): the apply landed on an object that
+        # is going, which is no repair; the next check after it is gone makes it again
+        message = (
+            f"Drift repair waits: {ftype.kind} {resource.qualified_name} is being deleted on {cluster.name}; "
+            "it is made again once it is gone."
+        )
+        if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(message=message):
+            return _superseded(pv)
+        pv.message = message
+        return "out_of_sync"
     if not PropagatedVersion.objects.filter(pk=pv.pk, **as_read).update(
         sync_state=SyncState.IN_SYNC,
         drift=[],

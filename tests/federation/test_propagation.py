@@ -289,12 +289,13 @@ def test_removing_a_cluster_deletes_our_object_only_never_one_made_after_it(flee
         assert live(fleet, name) is None and pv(resource, name).message == f"Deleted from {name}."
 
 
+TERMINATING_FLEET = {"defaults": {"namespaceDeletionSeconds": 5}, "clusters": [{"name": "m1", "version": "v1.30.1"}]}
+
+
 def test_a_write_into_a_namespace_being_deleted_waits_for_it_and_lands_once_it_is_made_again(fleet_factory):
     """A deleted namespace is Terminating while its content goes (NamespaceLifecycle refuses new content,
     403): the write is retried, not failed for good, and lands once the namespace is made again."""
-    fleet = fleet_factory(
-        {"defaults": {"namespaceDeletionSeconds": 1.5}, "clusters": [{"name": "m1", "version": "v1.30.1"}]}
-    )
+    fleet = fleet_factory(TERMINATING_FLEET)
     register_fleet(fleet, ["m1"])
     ns = federate_namespace("shop", ["m1"])
     drain(propagation.propagate_revision(ns))
@@ -314,11 +315,32 @@ def test_a_write_into_a_namespace_being_deleted_waits_for_it_and_lands_once_it_i
     assert (
         "because it is being terminated" in target.message and "retrying once the namespace is gone" in target.message
     )
-    wait_for(lambda: fleet.get_object("m1", "v1", "Namespace", None, "shop") is None, timeout=10)
+    wait_for(lambda: fleet.get_object("m1", "v1", "Namespace", None, "shop") is None, timeout=20)
     drain(propagation.propagate_revision(ns, reapply=True))  # an operator's re-sync makes it again
     drain(run)
     assert pv(cfg, "m1").status == PropagationReason.OK
     assert fleet.get_object("m1", "v1", "ConfigMap", "shop", "cfg")["data"] == {"a": "1"}
+
+
+def test_enforce_does_not_call_an_apply_to_a_namespace_being_deleted_a_repair(fleet_factory):
+    """The apply lands on the Terminating namespace (an update is allowed) and changes nothing about
+    its going: no repair is recorded until it is gone and made again (a reviewer's finding)."""
+    fleet = fleet_factory(TERMINATING_FLEET)
+    register_fleet(fleet, ["m1"])
+    ns = federate_namespace("shop", ["m1"])
+    type(ns).objects.filter(pk=ns.pk).update(
+        drift_policy=DriftPolicy.ENFORCE, approved_drift_policy=DriftPolicy.ENFORCE
+    )
+    ns.refresh_from_db()
+    drain(propagation.propagate_revision(ns))
+    fleet.external_delete("m1", "v1", "Namespace", None, "shop")
+    assert propagation.detect_drift(resource=ns).repaired == 0
+    waiting = pv(ns, "m1")
+    assert waiting.sync_state == SyncState.OUT_OF_SYNC and waiting.message.startswith("Drift repair waits")
+    wait_for(lambda: fleet.get_object("m1", "v1", "Namespace", None, "shop") is None, timeout=20)
+    assert propagation.detect_drift(resource=ns).repaired == 1
+    made = fleet.get_object("m1", "v1", "Namespace", None, "shop")
+    assert made["status"]["phase"] == "Active" and pv(ns, "m1").sync_state == SyncState.IN_SYNC
 
 
 def test_a_new_object_is_read_then_created_and_one_already_there_is_left_alone(fleet, fleet_clusters):

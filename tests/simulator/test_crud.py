@@ -253,31 +253,55 @@ def test_strategic_merge_patch_directives(api, ns):
 
 def test_a_deleted_namespace_is_terminating_until_its_content_is_gone(fleet_factory):
     """As the namespace registry and controller do it: the DELETE answers the Namespace Terminating
-    (with a deletionTimestamp); new content is refused (NamespaceLifecycle, 403) while existing
-    objects may still be updated; an apply to the Namespace does not bring it back; then it is gone."""
+    (a deletionTimestamp, no grace period); its content is deleted; new content is refused
+    (NamespaceLifecycle, 403 with its cause, before the object is validated); a PUT of the Namespace
+    read before the DELETE, or an apply of it, neither clears the deletion nor its finalizers; a second
+    DELETE answers it again; then it is gone."""
     from tests.simulator.conftest import make_client
 
     fleet = fleet_factory(
-        {"defaults": {"namespaceDeletionSeconds": 1.0}, "clusters": [{"name": "c", "version": "v1.30.1"}]}
+        {"defaults": {"namespaceDeletionSeconds": 5}, "clusters": [{"name": "c", "version": "v1.30.1"}]}
     )
     c = make_client(fleet, "c")
     core = client.CoreV1Api(c)
     core.create_namespace({"metadata": {"name": "going"}})
     core.create_namespaced_config_map("going", {"metadata": {"name": "old"}, "data": {"a": "1"}})
+    before = core.read_namespace("going")
     answered = json.loads(core.delete_namespace("going", _preload_content=False).data)
     assert answered["kind"] == "Namespace" and answered["status"]["phase"] == "Terminating"
-    assert answered["metadata"]["deletionTimestamp"]
+    assert answered["metadata"]["deletionTimestamp"] and "deletionGracePeriodSeconds" not in answered["metadata"]
+    assert core.list_namespaced_config_map("going").items == []
     with pytest.raises(ApiException) as refused:
-        core.create_namespaced_config_map("going", {"metadata": {"name": "new"}})
-    assert refused.value.status == 403
-    assert json.loads(refused.value.body)["message"] == (
+        core.create_namespaced_config_map("going", {"metadata": {"name": "new"}, "data": {"a": 1}})  # 422 otherwise
+    body = json.loads(refused.value.body)
+    assert refused.value.status == 403 and body["message"] == (
         'configmaps "new" is forbidden: unable to create new content in namespace going because it is being terminated'
     )
-    core.patch_namespaced_config_map("old", "going", {"data": {"a": "2"}})
-    core.patch_namespace("going", {"metadata": {"labels": {"team": "a"}}})
-    still = core.read_namespace("going")
-    assert still.status.phase == "Terminating" and still.metadata.deletion_timestamp is not None
-    wait_for(lambda: not core.list_namespaced_config_map("going").items and _gone(core, "going"), timeout=10)
+    assert body["details"]["causes"] == [
+        {
+            "reason": "NamespaceTerminating",
+            "message": "namespace going is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    before.spec.finalizers = []
+    before.metadata.resource_version = None
+    core.replace_namespace("going", before)
+    c.call_api(
+        "/api/v1/namespaces/going",
+        "PATCH",
+        query_params=[("fieldManager", "t"), ("force", "true")],
+        header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "going", "labels": {"team": "a"}}},
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+    )
+    still = json.loads(core.read_namespace("going", _preload_content=False).data)
+    assert still["status"]["phase"] == "Terminating" and still["metadata"]["deletionTimestamp"]
+    assert still["spec"]["finalizers"] == ["kubernetes"] and still["metadata"]["labels"]["team"] == "a"
+    again = json.loads(core.delete_namespace("going", _preload_content=False).data)
+    assert again["metadata"]["deletionTimestamp"] == answered["metadata"]["deletionTimestamp"]
+    wait_for(lambda: _gone(core, "going"), timeout=20)
     c.close()
 
 
