@@ -10,8 +10,14 @@ validation they call:
   ``selector`` and ``serviceName`` are modelled, forbidden in every minor and never defaulted (a
   defaulted field such as podManagementPolicy would turn writing its default into a change); the
   message is the v1.27-v1.33 one;
-- batch/v1 Job: ``spec.selector`` and ``spec.template`` (pkg/apis/batch/validation,
-  ``ValidateJobSpecUpdate``; the scheduling directives a suspended Job may change are not modelled);
+- batch/v1 Job: ``spec.selector``, ``spec.template``, ``completionMode``, ``podFailurePolicy``,
+  ``backoffLimitPerIndex``, ``managedBy`` and ``successPolicy`` (pkg/apis/batch/validation,
+  ``ValidateJobSpecUpdate``, v1.33; the later fields exist only on the minors that serve them), and
+  ``completions``, which an Indexed Job may change from v1.27 (ElasticIndexedJob, on by default) only
+  in tandem with ``parallelism`` (``validateCompletions``: "can only be modified in tandem with
+  spec.parallelism"). Compared as stored: SetDefaults_Job's completions, parallelism and
+  completionMode, a pod failure rule's condition status "True". The scheduling directives a
+  suspended Job may change are not modelled;
 - v1 ConfigMap and Secret: once stored with ``immutable: true``, ``data``, ``binaryData`` and
   ``immutable`` itself (pkg/apis/core/validation ``ValidateConfigMapUpdate`` /
   ``ValidateSecretUpdate``: Forbidden, "field is immutable when `immutable` is set"); a Secret's
@@ -24,11 +30,16 @@ to say, before anything is sent, which clusters would refuse an edit.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from dataclasses import dataclass
 
+from clusters.simulator.defaults import default_job
+
 IMMUTABLE = "field is immutable"
 IMMUTABLE_WHEN_SET = "field is immutable when `immutable` is set"
+IN_TANDEM = "can only be modified in tandem with spec.parallelism"
+ELASTIC_INDEXED_JOB_MINOR = 27  # ElasticIndexedJob beta, on by default (KEP-3715)
 STATEFULSET_FORBIDDEN = (
     "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
     "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
@@ -40,13 +51,30 @@ _ALWAYS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     ("apps", "Deployment"): _SELECTOR,
     ("apps", "ReplicaSet"): _SELECTOR,
     ("apps", "DaemonSet"): _SELECTOR,
-    ("batch", "Job"): (("spec", "selector"), ("spec", "template")),
+    ("batch", "Job"): tuple(
+        ("spec", name)
+        for name in (
+            "selector",
+            "template",
+            "completionMode",
+            "podFailurePolicy",
+            "backoffLimitPerIndex",
+            "managedBy",
+            "successPolicy",
+        )
+    ),
     ("", "Secret"): (("type",),),
 }
 _STATEFULSET_FIXED = (("spec", "selector"), ("spec", "serviceName"))
 _STATEFULSET_FORBIDDEN_PREFIX = "updates to statefulset spec for fields other than"
 # kinds whose content is frozen once stored with immutable: true
 _FROZEN_WHEN_IMMUTABLE = {("", "ConfigMap"): ("data", "binaryData"), ("", "Secret"): ("data",)}
+
+
+def has_rules(group: str, kind: str) -> bool:
+    """Whether any field of this kind is fixed once an object exists."""
+    key = (group, kind)
+    return key in _ALWAYS or key in _FROZEN_WHEN_IMMUTABLE or key == ("apps", "StatefulSet")
 
 
 @dataclass(frozen=True)
@@ -83,7 +111,9 @@ def _pruned(value):
 
 def _as_stored(group: str, kind: str, obj: dict) -> dict:
     """What the apiserver compares: a Secret's stringData folded into its data (base64), its type
-    defaulted to Opaque."""
+    defaulted to Opaque; a Job's spec defaulted (SetDefaults_Job)."""
+    if (group, kind) == ("batch", "Job"):
+        return _job_as_stored(obj)
     if (group, kind) != ("", "Secret"):
         return obj
     data = dict(obj.get("data") or {})
@@ -92,19 +122,53 @@ def _as_stored(group: str, kind: str, obj: dict) -> dict:
     return {**obj, "data": data, "type": obj.get("type") or "Opaque"}
 
 
+def _job_as_stored(obj: dict) -> dict:
+    spec = copy.deepcopy(obj.get("spec") or {})
+    default_job(spec)
+    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
+        for pattern in (rule or {}).get("onPodConditions") or []:
+            if isinstance(pattern, dict) and not pattern.get("status"):
+                pattern["status"] = "True"
+    return {**obj, "spec": spec}
+
+
+def _completions_change(new: dict, old: dict, minor: int | None) -> ImmutableChange | None:
+    """validateCompletions: a change of completions is refused, but for an Indexed Job (from
+    v1.27) that sets it to its parallelism."""
+    path = ("spec", "completions")
+    completions = _at(new, path)
+    if completions == _at(old, path):
+        return None
+    elastic = minor is None or minor >= ELASTIC_INDEXED_JOB_MINOR
+    if elastic and _at(new, ("spec", "completionMode")) == "Indexed":
+        if completions is _MISSING or completions == _at(new, ("spec", "parallelism")):
+            return None
+        return ImmutableChange(
+            "spec.completions", "FieldValueInvalid", f"Invalid value: {_shown(completions)}: {IN_TANDEM}"
+        )
+    return ImmutableChange(
+        "spec.completions", "FieldValueInvalid", f"Invalid value: {_shown(completions)}: {IMMUTABLE}"
+    )
+
+
 def _shown(value) -> str:
     return "null" if value is _MISSING else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def immutable_changes(group: str, kind: str, new: dict, old: dict) -> list[ImmutableChange]:
+def immutable_changes(
+    group: str, kind: str, new: dict, old: dict, *, minor: int | None = None
+) -> list[ImmutableChange]:
     """What of ``new`` (the object an update would store) kube-apiserver refuses against ``old``
-    (the stored one): [] when the update may go ahead."""
+    (the stored one): [] when the update may go ahead. ``minor``: the cluster's Kubernetes minor
+    where a rule changed over the minors (None: the newest rules)."""
     new, old = _as_stored(group, kind, new), _as_stored(group, kind, old)
     changes = [
         ImmutableChange(".".join(path), "FieldValueInvalid", f"Invalid value: {_shown(_at(new, path))}: {IMMUTABLE}")
         for path in _ALWAYS.get((group, kind), ())
         if _at(new, path) != _at(old, path)
     ]
+    if (group, kind) == ("batch", "Job") and (change := _completions_change(new, old, minor)):
+        changes.insert(0, change)  # validateCompletions comes before the selector's check
     if (group, kind) == ("apps", "StatefulSet") and any(
         _at(new, path) != _at(old, path) for path in _STATEFULSET_FIXED
     ):
@@ -124,4 +188,4 @@ def immutable_changes(group: str, kind: str, new: dict, old: dict) -> list[Immut
 def is_immutable_refusal(message: str) -> bool:
     """An apiserver's 422 says the update changed a field that cannot change."""
     text = message or ""
-    return IMMUTABLE in text or _STATEFULSET_FORBIDDEN_PREFIX in text
+    return IMMUTABLE in text or IN_TANDEM in text or _STATEFULSET_FORBIDDEN_PREFIX in text

@@ -424,7 +424,9 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                     }
                 ],
             )
-        if not ctx.subresource and (changes := immutable_changes(ctx.res.group, ctx.res.kind, obj, old)):
+        if not ctx.subresource and (
+            changes := immutable_changes(ctx.res.group, ctx.res.kind, obj, old, minor=ctx.minor)
+        ):
             raise invalid(
                 ctx.res.kind,
                 ctx.res.group,

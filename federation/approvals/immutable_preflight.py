@@ -4,7 +4,7 @@ blocks approval, once per cluster that holds the object as FedPortal applied it.
 refused there (422, "field is immutable") and the object left as it was, while clusters without it
 would get the new content: a fleet split in two that nobody asked for."""
 
-from clusters.immutable_fields import immutable_changes
+from clusters.immutable_fields import has_rules, immutable_changes
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
 from federation.choices import DriftPolicy, SyncState
@@ -21,6 +21,8 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
     if change_request.kind not in REVISION_KINDS or resource is None or revision is None:
         return []
     ftype = resource.type
+    if not has_rules(ftype.group, ftype.kind):
+        return []  # nothing of this kind is fixed once it exists: no query, no render
     held = (
         PropagatedVersion.objects.filter(
             resource=resource, cluster__name__in=change_request.target_clusters or [], applied_manifest__isnull=False
@@ -41,7 +43,9 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
             manifest = render_manifest(overrides=revision.overrides, replicas=None, **args)
         except OverrideError:
             continue  # the preview and the propagation report an override that does not apply
-        changes = immutable_changes(ftype.group, ftype.kind, manifest, pv.applied_manifest)
+        changes = immutable_changes(
+            ftype.group, ftype.kind, manifest, pv.applied_manifest, minor=pv.cluster.version_minor
+        )
         if not changes:
             continue
         fields = ", ".join(dict.fromkeys(change.field for change in changes))

@@ -3,7 +3,7 @@ stringData folded into data, empty lists and maps as absent), and how its refusa
 
 import pytest
 
-from clusters.immutable_fields import immutable_changes, is_immutable_refusal
+from clusters.immutable_fields import has_rules, immutable_changes, is_immutable_refusal
 
 SELECTOR = {"matchLabels": {"app": "web"}}
 
@@ -48,3 +48,92 @@ def test_a_statefulsets_fixed_fields_are_one_forbidden_cause_on_spec():
 )
 def test_refusals_are_recognised_in_every_minors_words(message):
     assert is_immutable_refusal(message)
+
+
+@pytest.mark.parametrize(
+    "group, kind, expected",
+    [
+        ("apps", "Deployment", True),
+        ("apps", "StatefulSet", True),
+        ("batch", "Job", True),
+        ("", "ConfigMap", True),
+        ("", "Secret", True),
+        ("", "Service", False),
+        ("networking.k8s.io", "Ingress", False),
+        ("example.com", "Widget", False),
+    ],
+)
+def test_only_kinds_with_a_fixed_field_have_rules(group, kind, expected):
+    assert has_rules(group, kind) is expected
+    if not expected:  # the preflight skips such kinds: nothing may be found for them either
+        new = {"type": "A", "immutable": True, "data": {"k": "1"}, "spec": {"selector": SELECTOR, "template": {}}}
+        old = {"type": "B", "immutable": True, "data": {"k": "2"}, "spec": {"selector": {}, "template": {"x": 1}}}
+        assert immutable_changes(group, kind, new, old) == []
+
+
+# The cases of kube's TestValidateJobUpdate (pkg/apis/batch/validation/validation_test.go,
+# Apache-2.0) that FedPortal models, as (name, old spec, new spec, minor, refused fields).
+INDEXED = {"completionMode": "Indexed", "completions": 2, "parallelism": 2}
+JOB_UPDATE_CASES = [
+    ("mutable parallelism", {"parallelism": 1}, {"parallelism": 3}, 33, []),
+    ("immutable completions for non-indexed jobs", {"completions": 1}, {"completions": 3}, 33, ["spec.completions"]),
+    ("mutable completions for indexed job", INDEXED, {**INDEXED, "completions": 4, "parallelism": 4}, 33, []),
+    (
+        "indexed job updating completions and parallelism to different values is invalid",
+        INDEXED,
+        {**INDEXED, "completions": 4, "parallelism": 3},
+        33,
+        ["spec.completions"],
+    ),
+    (
+        "immutable completions for indexed job when AllowElasticIndexedJobs is false",
+        INDEXED,
+        {**INDEXED, "completions": 4, "parallelism": 4},
+        26,
+        ["spec.completions"],
+    ),
+    (
+        "immutable completionMode",
+        {"completionMode": "NonIndexed"},
+        {"completionMode": "Indexed", "completions": 1},
+        33,
+        ["spec.completionMode"],
+    ),
+    ("completionMode written as its default", {}, {"completionMode": "NonIndexed", "completions": 1}, 33, []),
+    (
+        "immutable podFailurePolicy",
+        {"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}},
+        {"podFailurePolicy": {"rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}]}},
+        33,
+        ["spec.podFailurePolicy"],
+    ),
+    (
+        "a pod failure rule's condition status written as its default",
+        {"podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}},
+        {
+            "podFailurePolicy": {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+            }
+        },
+        33,
+        [],
+    ),
+    (
+        "immutable backoffLimitPerIndex",
+        {**INDEXED, "backoffLimitPerIndex": 1},
+        {**INDEXED, "backoffLimitPerIndex": 2},
+        33,
+        ["spec.backoffLimitPerIndex"],
+    ),
+    ("immutable managedBy", {}, {"managedBy": "example.com/queue"}, 33, ["spec.managedBy"]),
+]
+
+
+@pytest.mark.parametrize(
+    "name, old, new, minor, expected", JOB_UPDATE_CASES, ids=[case[0] for case in JOB_UPDATE_CASES]
+)
+def test_a_jobs_update(name, old, new, minor, expected):
+    changes = immutable_changes("batch", "Job", {"spec": new}, {"spec": old}, minor=minor)
+    assert [change.field for change in changes] == expected
+    for change in changes:
+        assert is_immutable_refusal(change.message)

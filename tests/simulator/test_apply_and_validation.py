@@ -390,6 +390,32 @@ def test_a_statefulsets_fixed_fields_and_a_jobs_template_cannot_change(api, ns, 
     assert [cause["field"] for cause in _refusal(refused.value)["details"]["causes"]] == [field]
 
 
+def test_an_indexed_jobs_completions_change_only_in_tandem_with_its_parallelism(api, ns):
+    """validateCompletions (v1.27+): an Indexed Job's completions may change with parallelism set to
+    the same value, and not otherwise; a NonIndexed Job's never (the simulator's host is v1.27+)."""
+    c = api("host")
+    path = f"/apis/batch/v1/namespaces/{ns}/jobs/indexed"
+    pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}}
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "indexed"},
+        "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "template": pod},
+    }
+    apply(c, path, body, force=True)
+    with pytest.raises(ApiException) as refused:
+        apply(c, path, {**body, "spec": {**body["spec"], "completions": 4}}, force=True)
+    assert refused.value.status == 422
+    (cause,) = _refusal(refused.value)["details"]["causes"]
+    assert cause["field"] == "spec.completions"
+    assert cause["message"] == "Invalid value: 4: can only be modified in tandem with spec.parallelism"
+    scaled, _, _ = apply(c, path, {**body, "spec": {**body["spec"], "completions": 4, "parallelism": 4}}, force=True)
+    assert (scaled["spec"]["completions"], scaled["spec"]["parallelism"]) == (4, 4)
+    with pytest.raises(ApiException) as mode:
+        apply(c, path, {**body, "spec": {**scaled["spec"], "completionMode": "NonIndexed"}}, force=True)
+    assert [cause["field"] for cause in _refusal(mode.value)["details"]["causes"]] == ["spec.completionMode"]
+
+
 def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
     """DeleteOptions.preconditions (storage Preconditions.Check): another uid or resourceVersion is a
     409 and the object stays; a dryRun in the body deletes nothing; the right uid deletes it."""
