@@ -1,10 +1,12 @@
 """kube-apiserver's checks of metadata.labels and metadata.annotations (apimachinery's
 ValidateLabels, ValidateAnnotations and validation.IsQualifiedName / IsValidLabelValue,
-k8s.io/apimachinery, Apache-2.0): the causes of the 422 it answers, with its messages."""
+k8s.io/apimachinery, Apache-2.0), and of the deletion fields on an update (rest.BeforeUpdate, then
+ValidateObjectMetaAccessorUpdate): the causes of the 422 it answers, with its messages."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 _NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 # fullmatch, as Go's anchored regexps: Python's "$" also matches before a final newline ("web\n")
@@ -93,3 +95,29 @@ def metadata_causes(meta: dict) -> list[dict]:
 
 def _invalid(field: str, value: str, error: str) -> dict:
     return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {_quoted(str(value))}: {error}"}
+
+
+def deletion_update_causes(meta: dict, old_meta: dict) -> list[dict]:
+    """An update never sets a deletion: rest.BeforeUpdate keeps a stored deletionTimestamp and a
+    stored grace period the update leaves out, and ValidateImmutableField refuses the rest (a
+    deletionTimestamp where none is stored, another grace period)."""
+    causes = []
+    stamp = meta.get("deletionTimestamp")
+    if stamp and not old_meta.get("deletionTimestamp"):
+        causes.append(_immutable("metadata.deletionTimestamp", _go_time(stamp)))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if grace is not None and grace != old_meta.get("deletionGracePeriodSeconds"):
+        causes.append(_immutable("metadata.deletionGracePeriodSeconds", grace))
+    return causes
+
+
+def _go_time(stamp) -> str:
+    """metav1.Time as field.Error prints it (its String(): Go's time format)."""
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
+    except ValueError:
+        return str(stamp)
+
+
+def _immutable(field: str, value) -> dict:
+    return {"reason": "FieldValueInvalid", "field": field, "message": f"Invalid value: {value}: field is immutable"}

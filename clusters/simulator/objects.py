@@ -26,7 +26,7 @@ from .errors import (
     success,
     uid_mismatch_no_object,
 )
-from .meta import metadata_causes
+from .meta import deletion_update_causes, metadata_causes
 from .store import ClusterState, now_text
 
 FIELD_VALIDATION = ("Strict", "Warn", "Ignore")
@@ -424,6 +424,8 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                     }
                 ],
             )
+        if causes := deletion_update_causes(meta, old_meta):
+            raise invalid(ctx.res.kind, ctx.res.group, meta.get("name", ""), causes)
         if not ctx.subresource and (
             changes := immutable_changes(ctx.res.group, ctx.res.kind, obj, old, minor=ctx.minor)
         ):
@@ -433,7 +435,7 @@ def _finish(ctx: Ctx, obj: dict, old: dict | None) -> dict:
                 meta.get("name", ""),
                 [{"reason": c.reason, "field": c.field, "message": c.message} for c in changes],
             )
-        # an update never sets nor clears a deletion (rest.BeforeUpdate keeps the stored one)
+        # an update never clears a deletion (rest.BeforeUpdate keeps the stored one; a new one was refused)
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
             if key in old_meta:
                 meta[key] = old_meta[key]

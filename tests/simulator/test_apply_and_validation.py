@@ -1,6 +1,7 @@
 """Server-side apply (fieldManager, force, conflicts, removal of fields no longer applied) and
 fieldValidation Strict/Warn/Ignore against each cluster version's schema."""
 
+import datetime
 import json
 
 import pytest
@@ -414,6 +415,37 @@ def test_an_indexed_jobs_completions_change_only_in_tandem_with_its_parallelism(
     with pytest.raises(ApiException) as mode:
         apply(c, path, {**body, "spec": {**scaled["spec"], "completionMode": "NonIndexed"}}, force=True)
     assert [cause["field"] for cause in _refusal(mode.value)["details"]["causes"]] == ["spec.completionMode"]
+
+
+def test_an_update_cannot_start_a_deletion(api, ns):
+    """rest.BeforeUpdate keeps a stored deletion; ValidateObjectMetaAccessorUpdate refuses one an
+    update sets (422 on metadata.deletionTimestamp, field is immutable), and the object stays."""
+    c = api("host")
+    core = client.CoreV1Api(c)
+    path = f"/api/v1/namespaces/{ns}/configmaps/keep"
+    apply(
+        c, path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep"}, "data": {"a": "1"}}, force=True
+    )
+    live = core.read_namespaced_config_map("keep", ns)
+    live.data = {"a": "2"}
+    live.metadata.deletion_timestamp = datetime.datetime(2026, 12, 7, 23, 30, tzinfo=datetime.UTC)
+    with pytest.raises(ApiException) as refused:
+        core.replace_namespaced_config_map("keep", ns, live)
+    assert refused.value.status == 422
+    (cause,) = _refusal(refused.value)["details"]["causes"]
+    assert cause == {
+        "reason": "FieldValueInvalid",
+        "field": "metadata.deletionTimestamp",
+        "message": "Invalid value: 2026-12-07 23:30:00 +0000 UTC: field is immutable",
+    }
+    live.metadata.deletion_timestamp, live.metadata.deletion_grace_period_seconds = None, 30
+    with pytest.raises(ApiException) as grace:
+        core.replace_namespaced_config_map("keep", ns, live)
+    assert [cause["field"] for cause in _refusal(grace.value)["details"]["causes"]] == [
+        "metadata.deletionGracePeriodSeconds"
+    ]
+    kept = core.read_namespaced_config_map("keep", ns)
+    assert kept.data == {"a": "1"} and kept.metadata.deletion_timestamp is None
 
 
 def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
