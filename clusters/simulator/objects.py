@@ -815,7 +815,18 @@ def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
             _drop_namespace_content(ctx.cluster, ctx.name)
         if ctx.res.kind == "CustomResourceDefinition":
             ctx.cluster.refresh_custom()
+    if (ctx.res.group, ctx.res.kind) == ("", "Namespace"):
+        # the namespace registry answers the Namespace it marked Terminating (its "kubernetes"
+        # finalizer keeps it until the controller is done), here done at once
+        return _marked_terminating(old)
     return success(ctx.res.plural, ctx.res.group, ctx.name, old["metadata"].get("uid"))
+
+
+def _marked_terminating(old: dict) -> dict:
+    obj = copy.deepcopy(old)
+    obj["metadata"]["deletionTimestamp"] = now_text()
+    obj["status"] = {"phase": "Terminating"}
+    return obj
 
 
 def _drop_namespace_content(cluster: ClusterState, namespace: str) -> None:
@@ -831,9 +842,7 @@ def _terminate_namespace(ctx: Ctx, old: dict) -> dict:
     (NamespaceLifecycle)."""
     if old["metadata"].get("deletionTimestamp"):
         return old
-    obj = copy.deepcopy(old)
-    obj["metadata"]["deletionTimestamp"] = now_text()
-    obj["status"] = {"phase": "Terminating"}
+    obj = _marked_terminating(old)
     if ctx.dry_run:
         return obj
     obj["metadata"]["resourceVersion"] = ctx.cluster.next_rv()

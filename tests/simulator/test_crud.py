@@ -172,7 +172,10 @@ def test_services_secrets_and_cluster_scoped_objects(api, ns):
     )
     assert role.metadata.namespace is None
     assert any(r.metadata.name == f"{ns}-reader" for r in rbac.list_cluster_role().items)
-    core.delete_namespace(ns)
+    answered = json.loads(core.delete_namespace(ns, _preload_content=False).data)
+    # the namespace registry answers the Namespace Terminating, even when it is gone at once
+    assert answered["kind"] == "Namespace" and answered["status"]["phase"] == "Terminating"
+    assert answered["metadata"]["name"] == ns and answered["metadata"]["deletionTimestamp"]
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_service("web", ns)
     assert exc.value.status == 404
