@@ -11,7 +11,7 @@ from federation.choices import DriftPolicy, SyncState
 from federation.models import PropagatedVersion
 from federation.overrides import OverrideError
 from federation.propagation.common import render_args
-from federation.rendering import render_manifest
+from federation.rendering import RETAINED_PATHS, override_hash, render_manifest
 
 REVISION_KINDS = (ChangeKind.CREATE, ChangeKind.EDIT, ChangeKind.ROLLBACK)
 
@@ -32,16 +32,22 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
         .order_by("cluster__name")
     )
     enforced = resource.drift_policy == DriftPolicy.ENFORCE
+    retains = ftype.kind in RETAINED_PATHS
+    rendered: dict[str, dict | None] = {}  # override hash -> manifest (None: an override that does not apply)
     problems = []
     for pv in held:
         if _gone_or_replaced(pv):
             continue  # ours is not there any more: the next propagation makes it (or leaves another's)
-        try:
+        if retains:
             # rendered as the propagation renders it over the object: the fields KubeFed retains from
             # the live one (a Job's generated selector and labels) come from what was applied
-            args = render_args(resource, revision, pv.cluster, live=pv.applied_manifest)
-            manifest = render_manifest(overrides=revision.overrides, replicas=None, **args)
-        except OverrideError:
+            manifest = _rendered(resource, revision, pv.cluster, live=pv.applied_manifest)
+        else:  # the same for every cluster with the same overrides (most of a fleet): rendered once
+            key = override_hash(revision.overrides, pv.cluster.name, None)
+            if key not in rendered:
+                rendered[key] = _rendered(resource, revision, pv.cluster, live=None)
+            manifest = rendered[key]
+        if manifest is None:
             continue  # the preview and the propagation report an override that does not apply
         changes = immutable_changes(
             ftype.group, ftype.kind, manifest, pv.applied_manifest, minor=pv.cluster.version_minor
@@ -63,6 +69,14 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
             )
         )
     return problems
+
+
+def _rendered(resource, revision, cluster, *, live) -> dict | None:
+    try:
+        args = render_args(resource, revision, cluster, live=live)
+        return render_manifest(overrides=revision.overrides, replicas=None, **args)
+    except OverrideError:
+        return None
 
 
 def _gone_or_replaced(pv: PropagatedVersion) -> bool:

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from clusters.models import Cluster
 from federation import services as federation
 from federation.approvals import services
 from federation.approvals.choices import ChangeState, Severity
@@ -133,3 +134,36 @@ def test_an_object_drift_found_removed_is_not_held_up(make_resource, dev_cluster
         sync_state=SyncState.OUT_OF_SYNC, drift=[{"path": "/", "before": "present", "after": None, "change": "removed"}]
     )
     assert blocking(submitted(resource, operator)) == []
+
+
+def test_clusters_sharing_their_overrides_are_rendered_once_and_judged_by_their_own(
+    make_resource, dev_cluster, operator, monkeypatch
+):
+    """Most of a fleet shares a rendering (no overrides): it is rendered once; a cluster whose override
+    keeps the old selector is judged by its own rendering, and not held up."""
+    from federation.approvals import immutable_preflight
+
+    names = ("dev-a", "dev-b", "dev-c")
+    for name in names[1:]:
+        ClusterFactory(name=name, labels={"env": "dev"}, state=dev_cluster.state)
+    resource = make_resource("web", names)
+    for name in names:
+        held_as_applied(resource, Cluster.objects.get(name=name))
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    keep_selector = [{"op": "remove", "path": "/spec/selector/matchLabels/track"}]
+    federation.update_resource(
+        resource,
+        template=moved,
+        placement={"clusters": list(names)},
+        overrides=[{"clusterName": "dev-c", "clusterOverrides": keep_selector}],
+        actor=operator,
+    )
+    renders = []
+    real = immutable_preflight.render_manifest
+    monkeypatch.setattr(immutable_preflight, "render_manifest", lambda **kw: renders.append(1) or real(**kw))
+
+    cr = submitted(resource, operator)
+    assert [problem["cluster_name"] for problem in blocking(cr)] == ["dev-a", "dev-b"]
+    assert len(renders) == 2  # dev-a and dev-b's shared one, dev-c's own
