@@ -688,9 +688,12 @@ def delete_object(
 
 
 def precondition_failed(exc: KubeError) -> bool:
-    """A write or delete naming a uid (or resourceVersion) found another object under the name
-    (kube-apiserver: 409 "Precondition failed: UID in precondition: ...")."""
-    return exc.kind == KIND_CONFLICT and "precondition failed" in (exc.message or "").lower()
+    """A delete naming a uid (or resourceVersion) found another object under the name: a 409 in
+    rest.BeforeDelete's words ("the UID in the precondition (x) does not match the UID in record
+    (y)"), the namespace registry's or the storage layer's in a race ("Precondition failed: UID in
+    precondition: ...")."""
+    message = (exc.message or "").lower()
+    return exc.kind == KIND_CONFLICT and ("in the precondition (" in message or "precondition failed" in message)
 
 
 def merge_patch_object(

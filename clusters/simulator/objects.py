@@ -800,13 +800,13 @@ def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
     if old is None:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
-    _check_preconditions(ctx, old, preconditions or {})
-    if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:
+    if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:  # admission, before the registry
         raise ApiError(
             403,
             f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
             details={"name": ctx.name, "group": "", "kind": "namespaces"},
         )
+    _check_preconditions(ctx, old, preconditions or {})
     if (ctx.res.group, ctx.res.kind) == ("", "Namespace") and ctx.cluster.spec.namespace_deletion_seconds > 0:
         return _terminate_namespace(ctx, old)
     if not ctx.dry_run:
@@ -886,24 +886,77 @@ def _refuse_content_in_terminating_namespace(ctx: Ctx, name: str) -> None:
 
 def _check_preconditions(ctx: Ctx, old: dict, preconditions: dict) -> None:
     """DeleteOptions.preconditions: a uid or resourceVersion other than the stored object's is a 409
-    and nothing is deleted (apiserver storage Preconditions.Check; a Namespace's registry checks
-    them itself, without the storage error's wording)."""
+    and nothing is deleted. The generic registry checks them in rest.BeforeDelete, its conflict
+    naming the kind ("the UID in the precondition (x) does not match the UID in record (y)"); the
+    namespace registry checks them itself, in its own words ("Precondition failed: ...")."""
     meta = old["metadata"]
-    for key, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+    for key, label, why in (
+        ("uid", "UID", "deleted and then recreated"),
+        ("resourceVersion", "ResourceVersion", "modified"),
+    ):
         wanted = preconditions.get(key)
         if wanted is None or str(wanted) == str(meta.get(key, "")):
             continue
-        failed = f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {meta.get(key, '')}"
-        if ctx.res.kind != "Namespace":
-            # built-in kinds are stored under their resource, custom resources under group/resource too
-            group = ctx.res.group if ctx.custom else ""
-            key_path = "/".join(p for p in ("/registry", group, ctx.res.plural, ctx.namespace, ctx.name) if p)
+        stored = meta.get(key, "")
+        if ctx.res.kind == "Namespace" and not ctx.res.group:
+            failed = f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {stored}"
+            ref, kind = "namespaces", "namespaces"
+        else:
             failed = (
-                f"StorageError: invalid object, Code: 4, Key: {key_path}, ResourceVersion: 0, "
-                f"AdditionalErrorMsg: {failed}"
+                f"the {label} in the precondition ({wanted}) does not match the {label} in record ({stored}). "
+                f"The object might have been {why}"
             )
+            ref, kind = resource_ref(ctx.res.kind, ctx.res.group), ctx.res.kind
         raise ApiError(
             409,
-            f'Operation cannot be fulfilled on {resource_ref(ctx.res.plural, ctx.res.group)} "{ctx.name}": {failed}',
-            details={"name": ctx.name, "group": ctx.res.group, "kind": ctx.res.plural},
+            f'Operation cannot be fulfilled on {ref} "{ctx.name}": {failed}',
+            details={"name": ctx.name, "group": ctx.res.group, "kind": kind},
         )
+
+
+DELETE_PROPAGATION = ("Foreground", "Background", "Orphan")
+
+
+def checked_delete_options(options: dict) -> dict:
+    """A DeleteOptions body as the apiserver decodes and validates it: a field of the wrong type is a
+    400 (the decoder's), a dryRun or propagationPolicy it does not know a 422 (ValidateDeleteOptions)."""
+    for key, go_type in (("preconditions", "v1.Preconditions"), ("dryRun", "[]string")):
+        value = options.get(key)
+        expected = dict if key == "preconditions" else list
+        if value is not None and not isinstance(value, expected):
+            raise ApiError(
+                400,
+                f"json: cannot unmarshal {_json_type(value)} into Go struct field DeleteOptions.{key} of type {go_type}",
+            )
+    causes = [
+        {
+            "reason": "FieldValueNotSupported",
+            "field": "dryRun",
+            "message": f'Unsupported value: {json.dumps(value)}: supported values: "All"',
+        }
+        for value in options.get("dryRun") or []
+        if value != "All"
+    ]
+    policy = options.get("propagationPolicy")
+    if policy is not None and policy not in DELETE_PROPAGATION:
+        supported = ", ".join(f'"{p}"' for p in DELETE_PROPAGATION)
+        causes.append(
+            {
+                "reason": "FieldValueNotSupported",
+                "field": "propagationPolicy",
+                "message": f"Unsupported value: {json.dumps(policy)}: supported values: {supported}",
+            }
+        )
+    if causes:
+        raise invalid("DeleteOptions", "meta.k8s.io", "", causes)
+    return options
+
+
+def _json_type(value) -> str:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object"

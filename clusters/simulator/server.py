@@ -127,7 +127,7 @@ async def _delete_options(request: web.Request) -> dict:
         raise ApiError(400, f"the body of the request could not be decoded as DeleteOptions: {exc}") from None
     if not isinstance(options, dict):
         raise ApiError(400, "the body of the request must be a DeleteOptions object")
-    return options
+    return objects.checked_delete_options(options)
 
 
 async def _read_body(request: web.Request):

@@ -449,8 +449,8 @@ def test_an_update_cannot_start_a_deletion(api, ns):
 
 
 def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
-    """DeleteOptions.preconditions (storage Preconditions.Check): another uid or resourceVersion is a
-    409 and the object stays; a dryRun in the body deletes nothing; the right uid deletes it."""
+    """DeleteOptions.preconditions (rest.BeforeDelete): another uid or resourceVersion is a 409 naming
+    the kind, and the object stays; a dryRun in the body deletes nothing; the right uid deletes it."""
     c = api("host")
     path = f"/api/v1/namespaces/{ns}/configmaps/pre"
     made, _, _ = apply(c, path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pre"}}, force=True)
@@ -459,19 +459,18 @@ def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
         core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(preconditions={"uid": "not-it"}))
     status = _refusal(other_uid.value)
     assert other_uid.value.status == 409 and status["reason"] == "Conflict"
-    assert status["message"].startswith(
-        'Operation cannot be fulfilled on configmaps "pre": StorageError: invalid object'
+    assert status["message"] == (
+        f'Operation cannot be fulfilled on ConfigMap "pre": the UID in the precondition (not-it) does not match '
+        f"the UID in record ({made['metadata']['uid']}). The object might have been deleted and then recreated"
     )
-    assert status["message"].endswith(
-        f"Precondition failed: UID in precondition: not-it, UID in object meta: {made['metadata']['uid']}"
-    )
+    assert status["details"] == {"name": "pre", "kind": "ConfigMap"}
     with pytest.raises(ApiException) as old_version:
         core.delete_namespaced_config_map(
             "pre", ns, body=client.V1DeleteOptions(preconditions={"resourceVersion": "1"})
         )
     assert (
         old_version.value.status == 409
-        and "ResourceVersion in precondition: 1" in _refusal(old_version.value)["message"]
+        and "the ResourceVersion in the precondition (1) does not match" in _refusal(old_version.value)["message"]
     )
     core.delete_namespaced_config_map("pre", ns, body=client.V1DeleteOptions(dry_run=["All"]))
     assert core.read_namespaced_config_map("pre", ns).metadata.uid == made["metadata"]["uid"]
@@ -481,6 +480,57 @@ def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
     with pytest.raises(ApiException) as gone:
         core.read_namespaced_config_map("pre", ns)
     assert gone.value.status == 404
+
+
+@pytest.mark.parametrize(
+    "options, status, message",
+    [
+        (
+            {"preconditions": "x"},
+            400,
+            "json: cannot unmarshal string into Go struct field DeleteOptions.preconditions of type v1.Preconditions",
+        ),
+        (
+            {"dryRun": ["Foo"]},
+            422,
+            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Foo": supported values: "All"',
+        ),
+        (
+            {"propagationPolicy": "Later"},
+            422,
+            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Later": supported '
+            'values: "Foreground", "Background", "Orphan"',
+        ),
+    ],
+)
+def test_delete_options_the_apiserver_cannot_decode_or_accept_delete_nothing(api, ns, options, status, message):
+    c = api("host")
+    path = f"/api/v1/namespaces/{ns}/configmaps/opts"
+    apply(c, path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "opts"}}, force=True)
+    with pytest.raises(ApiException) as refused:
+        c.call_api(
+            path,
+            "DELETE",
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=options,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+    assert refused.value.status == status and _refusal(refused.value)["message"] == message
+    assert client.CoreV1Api(c).read_namespaced_config_map("opts", ns).metadata.name == "opts"
+
+
+def test_a_namespaces_preconditions_are_its_registrys_and_come_after_admission(api, ns):
+    core = client.CoreV1Api(api("host"))
+    with pytest.raises(ApiException) as other_uid:
+        core.delete_namespace(ns, body=client.V1DeleteOptions(preconditions={"uid": "not-it"}))
+    assert other_uid.value.status == 409
+    assert _refusal(other_uid.value)["message"].startswith(
+        f'Operation cannot be fulfilled on namespaces "{ns}": Precondition failed: UID in precondition: not-it, '
+    )
+    with pytest.raises(ApiException) as protected:
+        core.delete_namespace("default", body=client.V1DeleteOptions(preconditions={"uid": "not-it"}))
+    assert protected.value.status == 403  # NamespaceLifecycle admission answers before the registry
 
 
 def test_a_workload_whose_selector_does_not_select_its_pod_template_is_refused(api, ns):
