@@ -7,9 +7,10 @@ would get the new content: a fleet split in two that nobody asked for."""
 from clusters.immutable_fields import has_rules, immutable_changes
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
-from federation.choices import DriftPolicy, SyncState
+from federation.choices import DriftPolicy, SyncState, TargetAction
 from federation.models import PropagatedVersion
 from federation.overrides import OverrideError
+from federation.propagation import plan_targets
 from federation.propagation.common import render_args
 from federation.rendering import RETAINED_PATHS, override_hash, render_manifest
 
@@ -23,10 +24,14 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
     ftype = resource.type
     if not has_rules(ftype.group, ftype.kind):
         return []  # nothing of this kind is fixed once it exists: no query, no render
+    # the clusters that get this revision (now or once ready): not those it removes the object from
+    updated = [
+        plan.cluster.name
+        for plan in plan_targets(resource, revision)
+        if plan.action not in (TargetAction.DELETE, TargetAction.ORPHAN)
+    ]
     held = (
-        PropagatedVersion.objects.filter(
-            resource=resource, cluster__name__in=change_request.target_clusters or [], applied_manifest__isnull=False
-        )
+        PropagatedVersion.objects.filter(resource=resource, cluster__name__in=updated, applied_manifest__isnull=False)
         .exclude(live_uid="")
         .select_related("cluster")
         .order_by("cluster__name")

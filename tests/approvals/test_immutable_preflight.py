@@ -14,7 +14,7 @@ from federation.choices import PropagationReason
 from federation.models import PropagatedVersion
 from federation.propagation.common import render_args
 from federation.rendering import render_manifest
-from tests.approvals.factories import submitted
+from tests.approvals.factories import draft, submitted
 from tests.clusters.factories import ClusterFactory
 from tests.federation.factories import WEB_TEMPLATE, ftype
 
@@ -160,10 +160,37 @@ def test_clusters_sharing_their_overrides_are_rendered_once_and_judged_by_their_
         overrides=[{"clusterName": "dev-c", "clusterOverrides": keep_selector}],
         actor=operator,
     )
+    cr = submitted(resource, operator)
+    assert [problem["cluster_name"] for problem in blocking(cr)] == ["dev-a", "dev-b"]
     renders = []
     real = immutable_preflight.render_manifest
     monkeypatch.setattr(immutable_preflight, "render_manifest", lambda **kw: renders.append(1) or real(**kw))
-
-    cr = submitted(resource, operator)
-    assert [problem["cluster_name"] for problem in blocking(cr)] == ["dev-a", "dev-b"]
+    assert len(immutable_preflight.immutable_field_check(cr)) == 2
     assert len(renders) == 2  # dev-a and dev-b's shared one, dev-c's own
+
+
+def test_a_cluster_the_edit_removes_the_object_from_is_not_held_up(make_resource, dev_cluster, operator):
+    """A reviewer's finding: moving the placement away from a cluster and the selector in one edit
+    deletes (or orphans) the object there, and creates it elsewhere; nothing is updated, nothing refused."""
+    ClusterFactory(name="dev-b", labels={"env": "dev"}, state=dev_cluster.state)
+    resource = make_resource("web", ("dev-a",))
+    held_as_applied(resource, dev_cluster)
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    federation.update_resource(resource, template=moved, placement={"clusters": ["dev-b"]}, actor=operator)
+    cr = submitted(resource, operator)
+    assert "dev-a" in cr.target_clusters and blocking(cr) == []
+
+
+def test_the_first_preflight_of_a_new_request_already_sees_its_clusters(make_resource, dev_cluster, operator):
+    """The preflight runs before the request's target clusters are stored (they are refreshed with it):
+    it reads the plan itself, so a draft already shows the refusal."""
+    resource = make_resource("web", ("dev-a",))
+    held_as_applied(resource, dev_cluster)
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
+    (problem,) = blocking(draft(resource, operator))
+    assert problem["cluster_name"] == "dev-a"
