@@ -91,21 +91,22 @@ _MISSING = object()
 
 def _at(obj: dict, path: tuple[str, ...]):
     """The value at ``path``, empty maps and lists taken for absent (as apiequality.Semantic and Go's
-    omitempty see them: ``matchExpressions: []`` is no selector change)."""
+    omitempty see them: ``matchExpressions: []`` is no selector change), and so is an empty string
+    there (a Go string field's zero value: ``serviceName: ""`` is no serviceName)."""
     node = obj
     for key in path:
         if not isinstance(node, dict) or key not in node:
             return _MISSING
         node = node[key]
-    return _pruned(node)
+    return _MISSING if node == "" else _pruned(node)
 
 
 def _pruned(value):
     if isinstance(value, dict):
         pruned = {k: v for k, v in ((k, _pruned(v)) for k, v in value.items()) if v is not _MISSING}
         return pruned or _MISSING
-    if isinstance(value, list):
-        return [_pruned(v) for v in value] or _MISSING
+    if isinstance(value, list):  # an empty item stays an item (``imagePullSecrets: [{}]``), as null
+        return [None if item is _MISSING else item for item in map(_pruned, value)] or _MISSING
     return _MISSING if value is None else value
 
 
@@ -149,6 +150,20 @@ def _completions_change(new: dict, old: dict, minor: int | None) -> ImmutableCha
     return ImmutableChange(
         "spec.completions", "FieldValueInvalid", f"Invalid value: {_shown(completions)}: {IMMUTABLE}"
     )
+
+
+def stored_after_apply(group: str, kind: str, manifest: dict, applied: dict) -> dict:
+    """What an apply of ``manifest`` by the manager that applied ``applied`` leaves stored, as far as
+    this table compares it: a field neither sets is nobody's and keeps its stored value. Only a Job's
+    completions needs it (SetDefaults_Job defaults it only when parallelism is absent too: adding
+    parallelism to a Job applied with neither leaves the defaulted completions as it is)."""
+    if (group, kind) != ("batch", "Job"):
+        return manifest
+    spec, before = manifest.get("spec") or {}, applied.get("spec") or {}
+    if not isinstance(spec, dict) or not isinstance(before, dict) or "completions" in spec or "completions" in before:
+        return manifest
+    stored = _job_as_stored(applied)["spec"].get("completions")
+    return {**manifest, "spec": {**spec, "completions": stored}} if stored is not None else manifest
 
 
 def _shown(value) -> str:

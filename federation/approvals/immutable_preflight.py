@@ -4,7 +4,7 @@ blocks approval, once per cluster that holds the object as FedPortal applied it.
 refused there (422, "field is immutable") and the object left as it was, while clusters without it
 would get the new content: a fleet split in two that nobody asked for."""
 
-from clusters.immutable_fields import has_rules, immutable_changes
+from clusters.immutable_fields import has_rules, immutable_changes, stored_after_apply
 from federation.approvals.choices import ChangeKind, Severity
 from federation.approvals.preflight import PreflightProblem
 from federation.choices import DriftPolicy, SyncState, TargetAction
@@ -54,8 +54,9 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
             manifest = rendered[key]
         if manifest is None:
             continue  # the preview and the propagation report an override that does not apply
+        stored = stored_after_apply(ftype.group, ftype.kind, manifest, pv.applied_manifest)
         changes = immutable_changes(
-            ftype.group, ftype.kind, manifest, pv.applied_manifest, minor=pv.cluster.version_minor
+            ftype.group, ftype.kind, stored, pv.applied_manifest, minor=pv.cluster.version_minor
         )
         if not changes:
             continue

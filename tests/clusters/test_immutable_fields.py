@@ -3,7 +3,7 @@ stringData folded into data, empty lists and maps as absent), and how its refusa
 
 import pytest
 
-from clusters.immutable_fields import has_rules, immutable_changes, is_immutable_refusal
+from clusters.immutable_fields import has_rules, immutable_changes, is_immutable_refusal, stored_after_apply
 
 SELECTOR = {"matchLabels": {"app": "web"}}
 
@@ -137,3 +137,33 @@ def test_a_jobs_update(name, old, new, minor, expected):
     assert [change.field for change in changes] == expected
     for change in changes:
         assert is_immutable_refusal(change.message)
+
+
+def test_an_empty_item_in_a_list_is_compared_and_shown_not_a_crash():
+    """A reviewer's finding: ``imagePullSecrets: [{}]`` (valid) made the refusal's message unprintable."""
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox"}], "imagePullSecrets": [{}]}
+    newer = {**pod, "containers": [{"name": "run", "image": "busybox:1.37"}]}
+    (change,) = immutable_changes(
+        "batch", "Job", {"spec": {"template": {"spec": newer}}}, {"spec": {"template": {"spec": pod}}}
+    )
+    assert change.field == "spec.template" and '"imagePullSecrets":[null]' in change.message
+
+
+def test_an_empty_string_field_is_no_field():
+    old = {"spec": {"selector": SELECTOR, "serviceName": ""}}
+    assert fields("apps", "StatefulSet", {"spec": {"selector": SELECTOR}}, old) == []
+
+
+@pytest.mark.parametrize(
+    "applied, edited, expected",
+    [
+        ({}, {"parallelism": 2}, []),  # completions was defaulted, nobody's: it stays 1
+        ({"completions": 3}, {"parallelism": 2}, ["spec.completions"]),  # ours, released: 3 -> none
+        ({"completions": 3}, {"completions": 3, "parallelism": 2}, []),
+    ],
+)
+def test_a_jobs_completions_after_an_apply_that_leaves_it_out(applied, edited, expected):
+    """A reviewer's finding: the preflight compared the edited manifest defaulted on its own, and
+    blocked adding parallelism to a Job applied with neither field (kube-apiserver accepts it)."""
+    new = stored_after_apply("batch", "Job", {"spec": edited}, {"spec": applied})
+    assert [change.field for change in immutable_changes("batch", "Job", new, {"spec": applied})] == expected

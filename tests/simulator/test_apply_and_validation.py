@@ -412,6 +412,12 @@ def test_an_indexed_jobs_completions_change_only_in_tandem_with_its_parallelism(
     assert cause["message"] == "Invalid value: 4: can only be modified in tandem with spec.parallelism"
     scaled, _, _ = apply(c, path, {**body, "spec": {**body["spec"], "completions": 4, "parallelism": 4}}, force=True)
     assert (scaled["spec"]["completions"], scaled["spec"]["parallelism"]) == (4, 4)
+    plain = {**body, "metadata": {"name": "plain"}, "spec": {"template": pod}}
+    plain_path = f"/apis/batch/v1/namespaces/{ns}/jobs/plain"
+    apply(c, plain_path, plain, force=True)
+    # completions was defaulted (nobody's): adding parallelism leaves it, and is accepted
+    grown, _, _ = apply(c, plain_path, {**plain, "spec": {**plain["spec"], "parallelism": 2}}, force=True)
+    assert (grown["spec"]["completions"], grown["spec"]["parallelism"]) == (1, 2)
     with pytest.raises(ApiException) as mode:
         apply(c, path, {**body, "spec": {**scaled["spec"], "completionMode": "NonIndexed"}}, force=True)
     assert [cause["field"] for cause in _refusal(mode.value)["details"]["causes"]] == ["spec.completionMode"]
