@@ -16,8 +16,10 @@ validation they call:
   ``completions``, which an Indexed Job may change from v1.27 (ElasticIndexedJob, on by default) only
   in tandem with ``parallelism`` (``validateCompletions``: "can only be modified in tandem with
   spec.parallelism"). Compared as stored: SetDefaults_Job's completions, parallelism and
-  completionMode, a pod failure rule's condition status "True". The scheduling directives a
-  suspended Job may change are not modelled;
+  completionMode, a pod failure rule's condition status "True", the pod template's defaults
+  (SetDefaults_PodSpec, SetDefaults_Container). A Job suspended that never started may change its
+  scheduling directives (``validatePodTemplateUpdate``; modelled from v1.27, where it is GA: the beta
+  of v1.23-v1.26 allowed fewer of them, and those minors are taken to refuse every template change);
 - v1 ConfigMap and Secret: once stored with ``immutable: true``, ``data``, ``binaryData`` and
   ``immutable`` itself (pkg/apis/core/validation ``ValidateConfigMapUpdate`` /
   ``ValidateSecretUpdate``: Forbidden, "field is immutable when `immutable` is set"); a Secret's
@@ -34,12 +36,13 @@ import copy
 import json
 from dataclasses import dataclass
 
-from clusters.simulator.defaults import default_job
+from clusters.simulator.defaults import default_job, default_pod_spec
 
 IMMUTABLE = "field is immutable"
 IMMUTABLE_WHEN_SET = "field is immutable when `immutable` is set"
 IN_TANDEM = "can only be modified in tandem with spec.parallelism"
 ELASTIC_INDEXED_JOB_MINOR = 27  # ElasticIndexedJob beta, on by default (KEP-3715)
+MUTABLE_SCHEDULING_MINOR = 27  # JobMutableNodeSchedulingDirectives GA, with scheduling gates (KEP-2926)
 STATEFULSET_FORBIDDEN = (
     "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
     "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
@@ -125,12 +128,62 @@ def _as_stored(group: str, kind: str, obj: dict) -> dict:
 
 def _job_as_stored(obj: dict) -> dict:
     spec = copy.deepcopy(obj.get("spec") or {})
+    if not isinstance(spec, dict):
+        return obj
     default_job(spec)
+    template = spec.get("template")
+    if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+        default_pod_spec(template["spec"])  # writing a default out is no template change
     for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
         for pattern in (rule or {}).get("onPodConditions") or []:
             if isinstance(pattern, dict) and not pattern.get("status"):
                 pattern["status"] = "True"
     return {**obj, "spec": spec}
+
+
+def _scheduling_mutable(old: dict, minor: int | None) -> bool:
+    """A Job suspended that never started may change where its pods go (validationOptionsForJob:
+    old spec.suspend and no status.startTime; GA with schedulingGates, labels and annotations in v1.27)."""
+    spec, status = old.get("spec") or {}, old.get("status") or {}
+    mutable_minor = minor is None or minor >= MUTABLE_SCHEDULING_MINOR
+    return mutable_minor and spec.get("suspend") is True and not status.get("startTime")
+
+
+def _with_scheduling_of(new: dict, old: dict) -> dict:
+    """``old`` with ``new``'s scheduling directives (validatePodTemplateUpdate): node selector,
+    tolerations, scheduling gates, the template's labels and annotations, and node affinity (only
+    that part of the affinity)."""
+    template = copy.deepcopy(((old.get("spec") or {}).get("template")) or {})
+    new_template = ((new.get("spec") or {}).get("template")) or {}
+    if not isinstance(template, dict) or not isinstance(new_template, dict):
+        return old
+    pod, new_pod = template.setdefault("spec", {}), new_template.get("spec") or {}
+    meta, new_meta = template.setdefault("metadata", {}), new_template.get("metadata") or {}
+    if not all(isinstance(part, dict) for part in (pod, new_pod, meta, new_meta)):
+        return old
+    for key in ("labels", "annotations"):
+        _copy_key(new_meta, meta, key)
+    for key in ("nodeSelector", "tolerations", "schedulingGates"):
+        _copy_key(new_pod, pod, key)
+    affinity, new_affinity = pod.get("affinity"), new_pod.get("affinity")
+    if isinstance(new_affinity, dict):
+        affinity = dict(affinity) if isinstance(affinity, dict) else {}
+        _copy_key(new_affinity, affinity, "nodeAffinity")
+        pod["affinity"] = affinity
+    elif isinstance(affinity, dict):
+        rest = {k: v for k, v in affinity.items() if k != "nodeAffinity"}
+        if any(v is not None for v in rest.values()):
+            pod["affinity"] = rest
+        else:
+            pod.pop("affinity", None)
+    return {**old, "spec": {**old["spec"], "template": template}}
+
+
+def _copy_key(source: dict, target: dict, key: str) -> None:
+    if key in source:
+        target[key] = copy.deepcopy(source[key])
+    else:
+        target.pop(key, None)
 
 
 def _completions_change(new: dict, old: dict, minor: int | None) -> ImmutableChange | None:
@@ -177,6 +230,8 @@ def immutable_changes(
     (the stored one): [] when the update may go ahead. ``minor``: the cluster's Kubernetes minor
     where a rule changed over the minors (None: the newest rules)."""
     new, old = _as_stored(group, kind, new), _as_stored(group, kind, old)
+    if (group, kind) == ("batch", "Job") and _scheduling_mutable(old, minor):
+        old = _with_scheduling_of(new, old)
     changes = [
         ImmutableChange(".".join(path), "FieldValueInvalid", f"Invalid value: {_shown(_at(new, path))}: {IMMUTABLE}")
         for path in _ALWAYS.get((group, kind), ())

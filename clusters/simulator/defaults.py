@@ -92,6 +92,35 @@ def initial_status(kind: str, obj: dict) -> dict | None:
     return None
 
 
+# --- pod templates -----------------------------------------------------------------------------------
+
+
+def _image_pull_policy(image: str) -> str:
+    tail = image.rsplit("/", 1)[-1]
+    return "Always" if ":" not in tail or tail.endswith(":latest") else "IfNotPresent"
+
+
+def default_pod_spec(spec: dict) -> None:
+    """SetDefaults_PodSpec and SetDefaults_Container: what a pod (template) spec is stored with."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            if isinstance(c.get("image"), str):
+                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
 # --- Jobs --------------------------------------------------------------------------------------------
 
 

@@ -188,31 +188,6 @@ def _capi_schema_step(ctx: Ctx, obj: dict, check_required: bool) -> dict:
     return obj
 
 
-def _image_pull_policy(image: str) -> str:
-    tail = image.rsplit("/", 1)[-1]
-    return "Always" if ":" not in tail or tail.endswith(":latest") else "IfNotPresent"
-
-
-def _default_pod_spec(spec: dict) -> None:
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            if not isinstance(c, dict):
-                continue
-            if isinstance(c.get("image"), str):
-                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            for port in c.get("ports") or []:
-                if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
-
-
 def _apply_defaults(ctx: Ctx, obj: dict) -> None:
     kind = ctx.res.kind
     spec = obj.get("spec")
@@ -227,15 +202,15 @@ def _apply_defaults(ctx: Ctx, obj: dict) -> None:
         template = spec.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
             template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
-            _default_pod_spec(template["spec"])
+            defaults.default_pod_spec(template["spec"])
     elif kind == "Pod" and isinstance(spec, dict):
-        _default_pod_spec(spec)
+        defaults.default_pod_spec(spec)
     elif kind == "Job" and isinstance(spec, dict):
         defaults.default_job(spec)
         template = spec.get("template")
         if isinstance(template, dict) and isinstance(template.get("spec"), dict):
             template.setdefault("metadata", {}).setdefault("creationTimestamp", None)
-            _default_pod_spec(template["spec"])
+            defaults.default_pod_spec(template["spec"])
     elif kind == "Service" and isinstance(spec, dict):
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")

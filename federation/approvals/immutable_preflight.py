@@ -2,7 +2,9 @@
 (a Deployment's selector, a Job's template, an immutable ConfigMap's data: clusters.immutable_fields)
 blocks approval, once per cluster that holds the object as FedPortal applied it. Its apply would be
 refused there (422, "field is immutable") and the object left as it was, while clusters without it
-would get the new content: a fleet split in two that nobody asked for."""
+would get the new content: a fleet split in two that nobody asked for. What was applied stands for the
+stored object (with the apiserver's defaults on both sides); it has no status, so a Job applied
+suspended is taken as never started (its scheduling directives may change)."""
 
 from clusters.immutable_fields import has_rules, immutable_changes, stored_after_apply
 from federation.approvals.choices import ChangeKind, Severity

@@ -1,6 +1,8 @@
 """clusters.immutable_fields: what kube-apiserver compares on an update (the stored form: defaults,
 stringData folded into data, empty lists and maps as absent), and how its refusals read."""
 
+import copy
+
 import pytest
 
 from clusters.immutable_fields import has_rules, immutable_changes, is_immutable_refusal, stored_after_apply
@@ -167,3 +169,77 @@ def test_a_jobs_completions_after_an_apply_that_leaves_it_out(applied, edited, e
     blocked adding parallelism to a Job applied with neither field (kube-apiserver accepts it)."""
     new = stored_after_apply("batch", "Job", {"spec": edited}, {"spec": applied})
     assert [change.field for change in immutable_changes("batch", "Job", new, {"spec": applied})] == expected
+
+
+def test_a_job_template_that_writes_out_a_default_is_unchanged():
+    """A reviewer's finding: an explicit protocol, pull policy or grace period (the values the
+    apiserver stores anyway) is no template change; another value is."""
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "run", "image": "busybox:1.36", "ports": [{"containerPort": 80}]}],
+    }
+    explicit = {
+        **pod,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [
+            {
+                "name": "run",
+                "image": "busybox:1.36",
+                "imagePullPolicy": "IfNotPresent",
+                "ports": [{"containerPort": 80, "protocol": "TCP"}],
+            }
+        ],
+    }
+
+    def job(spec):
+        return {"spec": {"template": {"spec": spec}}}
+
+    assert fields("batch", "Job", job(explicit), job(pod)) == []
+    assert fields("batch", "Job", job({**explicit, "terminationGracePeriodSeconds": 5}), job(pod)) == ["spec.template"]
+
+
+# kube's TestValidateJobUpdate cases with AllowMutableSchedulingDirectives (Apache-2.0), as
+# (name, change to the pod template, allowed while suspended and never started)
+NODE_AFFINITY = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+}
+SCHEDULING_CASES = [
+    ("add node affinity", lambda t: t["spec"].update(affinity={"nodeAffinity": NODE_AFFINITY}), True),
+    (
+        "add pod affinity",  # not a scheduling directive: only node affinity may change
+        lambda t: t["spec"].update(
+            affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+        ),
+        False,
+    ),
+    ("update node selector", lambda t: t["spec"].update(nodeSelector={"zone": "b"}), True),
+    ("add tolerations", lambda t: t["spec"].update(tolerations=[{"key": "spot", "operator": "Exists"}]), True),
+    ("add scheduling gates", lambda t: t["spec"].update(schedulingGates=[{"name": "queue"}]), True),
+    ("update pod template labels", lambda t: t["metadata"]["labels"].update(team="b"), True),
+    ("immutable image", lambda t: t["spec"]["containers"][0].update(image="busybox:1.37"), False),
+]
+
+
+@pytest.mark.parametrize("name, change, allowed", SCHEDULING_CASES, ids=[case[0] for case in SCHEDULING_CASES])
+@pytest.mark.parametrize("suspended, started", [(True, False), (True, True), (False, False)])
+def test_a_suspended_job_that_never_started_may_change_where_its_pods_go(name, change, allowed, suspended, started):
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"zone": "a"},
+            "containers": [{"name": "run", "image": "busybox:1.36"}],
+        },
+    }
+    old = {
+        "spec": {"suspend": suspended, "template": template},
+        "status": {"startTime": "2026-12-07T23:00:00Z"} if started else {},
+    }
+    new = copy.deepcopy(old)
+    change(new["spec"]["template"])
+    refused = [c.field for c in immutable_changes("batch", "Job", new, old, minor=33)]
+    assert refused == ([] if allowed and suspended and not started else ["spec.template"])
+    if allowed and suspended and not started:  # not before the feature's GA
+        assert [c.field for c in immutable_changes("batch", "Job", new, old, minor=26)] == ["spec.template"]
