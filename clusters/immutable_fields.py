@@ -17,9 +17,10 @@ validation they call:
   in tandem with ``parallelism`` (``validateCompletions``: "can only be modified in tandem with
   spec.parallelism"). Compared as stored: SetDefaults_Job's completions, parallelism and
   completionMode, a pod failure rule's condition status "True", the pod template's defaults
-  (SetDefaults_PodSpec, SetDefaults_Container). A Job suspended that never started may change its
-  scheduling directives (``validatePodTemplateUpdate``; modelled from v1.27, where it is GA: the beta
-  of v1.23-v1.26 allowed fewer of them, and those minors are taken to refuse every template change);
+  (SetDefaults_PodSpec, SetDefaults_Container, as far as clusters.simulator.defaults models them: not
+  a volume's defaultMode, a fieldRef's apiVersion or a probe's timings), a null as the field left out. A Job suspended that never started may change its
+  scheduling directives (``validatePodTemplateUpdate``, on by default from v1.23; its scheduling
+  gates from v1.27);
 - v1 ConfigMap and Secret: once stored with ``immutable: true``, ``data``, ``binaryData`` and
   ``immutable`` itself (pkg/apis/core/validation ``ValidateConfigMapUpdate`` /
   ``ValidateSecretUpdate``: Forbidden, "field is immutable when `immutable` is set"); a Secret's
@@ -42,7 +43,8 @@ IMMUTABLE = "field is immutable"
 IMMUTABLE_WHEN_SET = "field is immutable when `immutable` is set"
 IN_TANDEM = "can only be modified in tandem with spec.parallelism"
 ELASTIC_INDEXED_JOB_MINOR = 27  # ElasticIndexedJob beta, on by default (KEP-3715)
-MUTABLE_SCHEDULING_MINOR = 27  # JobMutableNodeSchedulingDirectives GA, with scheduling gates (KEP-2926)
+MUTABLE_SCHEDULING_MINOR = 23  # JobMutableNodeSchedulingDirectives beta, on by default (KEP-2926)
+SCHEDULING_GATES_MINOR = 27  # a suspended Job's schedulingGates may change too (KEP-3521)
 STATEFULSET_FORBIDDEN = (
     "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', "
     "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"
@@ -134,8 +136,10 @@ def _job_as_stored(obj: dict) -> dict:
     template = spec.get("template")
     if isinstance(template, dict) and isinstance(template.get("spec"), dict):
         default_pod_spec(template["spec"])  # writing a default out is no template change
-    for rule in (spec.get("podFailurePolicy") or {}).get("rules") or []:
-        for pattern in (rule or {}).get("onPodConditions") or []:
+    policy = spec.get("podFailurePolicy")
+    for rule in (policy.get("rules") if isinstance(policy, dict) else None) or []:
+        patterns = rule.get("onPodConditions") if isinstance(rule, dict) else None
+        for pattern in patterns if isinstance(patterns, list) else []:
             if isinstance(pattern, dict) and not pattern.get("status"):
                 pattern["status"] = "True"
     return {**obj, "spec": spec}
@@ -143,18 +147,21 @@ def _job_as_stored(obj: dict) -> dict:
 
 def _scheduling_mutable(old: dict, minor: int | None) -> bool:
     """A Job suspended that never started may change where its pods go (validationOptionsForJob:
-    old spec.suspend and no status.startTime; GA with schedulingGates, labels and annotations in v1.27)."""
-    spec, status = old.get("spec") or {}, old.get("status") or {}
+    old spec.suspend and no status.startTime; from v1.23, on by default)."""
+    spec, status = old.get("spec"), old.get("status")
+    if not isinstance(spec, dict) or not (status is None or isinstance(status, dict)):
+        return False
     mutable_minor = minor is None or minor >= MUTABLE_SCHEDULING_MINOR
-    return mutable_minor and spec.get("suspend") is True and not status.get("startTime")
+    return mutable_minor and spec.get("suspend") is True and not (status or {}).get("startTime")
 
 
-def _with_scheduling_of(new: dict, old: dict) -> dict:
+def _with_scheduling_of(new: dict, old: dict, *, gates: bool) -> dict:
     """``old`` with ``new``'s scheduling directives (validatePodTemplateUpdate): node selector,
-    tolerations, scheduling gates, the template's labels and annotations, and node affinity (only
-    that part of the affinity)."""
-    template = copy.deepcopy(((old.get("spec") or {}).get("template")) or {})
-    new_template = ((new.get("spec") or {}).get("template")) or {}
+    tolerations, the template's labels and annotations, node affinity (only that part of the
+    affinity), and from v1.27 scheduling gates."""
+    new_spec = new.get("spec")
+    template = copy.deepcopy(old["spec"].get("template") or {})
+    new_template = (new_spec.get("template") if isinstance(new_spec, dict) else None) or {}
     if not isinstance(template, dict) or not isinstance(new_template, dict):
         return old
     pod, new_pod = template.setdefault("spec", {}), new_template.get("spec") or {}
@@ -163,7 +170,7 @@ def _with_scheduling_of(new: dict, old: dict) -> dict:
         return old
     for key in ("labels", "annotations"):
         _copy_key(new_meta, meta, key)
-    for key in ("nodeSelector", "tolerations", "schedulingGates"):
+    for key in ("nodeSelector", "tolerations", *(("schedulingGates",) if gates else ())):
         _copy_key(new_pod, pod, key)
     affinity, new_affinity = pod.get("affinity"), new_pod.get("affinity")
     if isinstance(new_affinity, dict):
@@ -231,7 +238,7 @@ def immutable_changes(
     where a rule changed over the minors (None: the newest rules)."""
     new, old = _as_stored(group, kind, new), _as_stored(group, kind, old)
     if (group, kind) == ("batch", "Job") and _scheduling_mutable(old, minor):
-        old = _with_scheduling_of(new, old)
+        old = _with_scheduling_of(new, old, gates=minor is None or minor >= SCHEDULING_GATES_MINOR)
     changes = [
         ImmutableChange(".".join(path), "FieldValueInvalid", f"Invalid value: {_shown(_at(new, path))}: {IMMUTABLE}")
         for path in _ALWAYS.get((group, kind), ())

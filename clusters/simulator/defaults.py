@@ -95,6 +95,12 @@ def initial_status(kind: str, obj: dict) -> dict | None:
 # --- pod templates -----------------------------------------------------------------------------------
 
 
+def _default(obj: dict, key: str, value) -> None:
+    """A default fills a field that is absent or null (Go decodes null to the zero value)."""
+    if obj.get(key) is None:
+        obj[key] = value
+
+
 def _image_pull_policy(image: str) -> str:
     tail = image.rsplit("/", 1)[-1]
     return "Always" if ":" not in tail or tail.endswith(":latest") else "IfNotPresent"
@@ -102,23 +108,23 @@ def _image_pull_policy(image: str) -> str:
 
 def default_pod_spec(spec: dict) -> None:
     """SetDefaults_PodSpec and SetDefaults_Container: what a pod (template) spec is stored with."""
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
+    _default(spec, "restartPolicy", "Always")
+    _default(spec, "dnsPolicy", "ClusterFirst")
+    _default(spec, "schedulerName", "default-scheduler")
+    _default(spec, "terminationGracePeriodSeconds", 30)
+    _default(spec, "securityContext", {})
     for key in ("containers", "initContainers"):
         for c in spec.get(key) or []:
             if not isinstance(c, dict):
                 continue
             if isinstance(c.get("image"), str):
-                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
+                _default(c, "imagePullPolicy", _image_pull_policy(c["image"]))
+            _default(c, "terminationMessagePath", "/dev/termination-log")
+            _default(c, "terminationMessagePolicy", "File")
+            _default(c, "resources", {})
             for port in c.get("ports") or []:
                 if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
+                    _default(port, "protocol", "TCP")
 
 
 # --- Jobs --------------------------------------------------------------------------------------------
@@ -129,10 +135,10 @@ def default_job(spec: dict) -> None:
     with backoffLimitPerIndex), completionMode NonIndexed, suspend false."""
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
-    spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
-    spec.setdefault("completionMode", "NonIndexed")
-    spec.setdefault("suspend", False)
+    _default(spec, "parallelism", 1)
+    _default(spec, "backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") is not None else 6)
+    _default(spec, "completionMode", "NonIndexed")
+    _default(spec, "suspend", False)
 
 
 def job_selector(obj: dict, minor: int) -> None:
@@ -148,9 +154,9 @@ def job_selector(obj: dict, minor: int) -> None:
         labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, **labels}
         key = "batch.kubernetes.io/controller-uid"
     spec["selector"] = {"matchLabels": {key: uid}}
-    template = spec.setdefault("template", {})
+    template = _default(spec, "template", {})
     if isinstance(template, dict):
-        meta = template.setdefault("metadata", {})
+        meta = _default(template, "metadata", {})
         if isinstance(meta, dict):
             meta["labels"] = {**(meta.get("labels") or {}), **labels}
 

@@ -775,13 +775,14 @@ def delete(ctx: Ctx, *, preconditions: dict | None = None) -> dict:
     old = ctx.cluster.load(ctx.res, ctx.namespace, ctx.name)
     if old is None:
         raise not_found(ctx.res.plural, ctx.res.group, ctx.name)
-    if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:  # admission, before the registry
+    _check_preconditions(ctx, old, preconditions or {})
+    if ctx.res.kind == "Namespace" and ctx.name in UNDELETABLE_NAMESPACES:
+        # NamespaceLifecycle, run as the registry's delete validation: after its preconditions
         raise ApiError(
             403,
             f'namespaces "{ctx.name}" is forbidden: this namespace may not be deleted',
             details={"name": ctx.name, "group": "", "kind": "namespaces"},
         )
-    _check_preconditions(ctx, old, preconditions or {})
     if (ctx.res.group, ctx.res.kind) == ("", "Namespace") and ctx.cluster.spec.namespace_deletion_seconds > 0:
         return _terminate_namespace(ctx, old)
     if not ctx.dry_run:
@@ -890,31 +891,41 @@ def _check_preconditions(ctx: Ctx, old: dict, preconditions: dict) -> None:
 
 
 DELETE_PROPAGATION = ("Foreground", "Background", "Orphan")
+_DELETE_OPTION_TYPES = {
+    "preconditions": (dict, "v1.Preconditions"),
+    "dryRun": (list, "[]string"),
+    "propagationPolicy": (str, "v1.DeletionPropagation"),
+    "orphanDependents": (bool, "bool"),
+    "gracePeriodSeconds": (int, "int64"),
+}
 
 
 def checked_delete_options(options: dict) -> dict:
-    """A DeleteOptions body as the apiserver decodes and validates it: a field of the wrong type is a
-    400 (the decoder's), a dryRun or propagationPolicy it does not know a 422 (ValidateDeleteOptions)."""
-    for key, go_type in (("preconditions", "v1.Preconditions"), ("dryRun", "[]string")):
+    """DeleteOptions as the apiserver decodes and validates them (handlers.DeleteResource,
+    ValidateDeleteOptions): a field of the wrong type is a 400 (the decoder's); both
+    orphanDependents and propagationPolicy, a policy or a dryRun value it does not know, a 422."""
+    for key, (expected, go_type) in _DELETE_OPTION_TYPES.items():
         value = options.get(key)
-        expected = dict if key == "preconditions" else list
-        if value is not None and not isinstance(value, expected):
+        if key == "dryRun" and isinstance(value, list):  # its items are strings (a null one is "")
+            value = next((item for item in value if item is not None and not isinstance(item, str)), None)
+            key, expected, go_type = "dryRun", str, "string"
+        if value is not None and (not isinstance(value, expected) or (expected is int and isinstance(value, bool))):
             raise ApiError(
                 400,
                 f"json: cannot unmarshal {_json_type(value)} into Go struct field DeleteOptions.{key} of type {go_type}",
             )
-    causes = [
-        {
-            "reason": "FieldValueNotSupported",
-            "field": "dryRun",
-            "message": f'Unsupported value: {json.dumps(value)}: supported values: "All"',
-        }
-        for value in options.get("dryRun") or []
-        if value != "All"
-    ]
+    causes = []
     policy = options.get("propagationPolicy")
+    if policy is not None and options.get("orphanDependents") is not None:
+        causes.append(
+            {
+                "reason": "FieldValueInvalid",
+                "field": "propagationPolicy",
+                "message": f"Invalid value: {json.dumps(policy)}: orphanDependents and deletionPropagation cannot be both set",
+            }
+        )
     if policy is not None and policy not in DELETE_PROPAGATION:
-        supported = ", ".join(f'"{p}"' for p in DELETE_PROPAGATION)
+        supported = ", ".join(f'"{p}"' for p in (*DELETE_PROPAGATION, "nil"))
         causes.append(
             {
                 "reason": "FieldValueNotSupported",
@@ -922,8 +933,32 @@ def checked_delete_options(options: dict) -> dict:
                 "message": f"Unsupported value: {json.dumps(policy)}: supported values: {supported}",
             }
         )
+    dry_run = [item or "" for item in options.get("dryRun") or []]
+    if any(value != "All" for value in dry_run):
+        causes.append(
+            {
+                "reason": "FieldValueNotSupported",
+                "field": "dryRun",
+                "message": f'Unsupported value: {json.dumps(dry_run, separators=(",", ":"))}: supported values: "All"',
+            }
+        )
     if causes:
         raise invalid("DeleteOptions", "meta.k8s.io", "", causes)
+    return options
+
+
+def delete_options_from_query(query) -> dict:
+    """A DELETE without a body takes its DeleteOptions from the query (delete.go)."""
+    options: dict = {}
+    if dry_run := query.getall("dryRun", []):
+        options["dryRun"] = list(dry_run)
+    if "propagationPolicy" in query:
+        options["propagationPolicy"] = query["propagationPolicy"]
+    if "orphanDependents" in query:
+        raw = query["orphanDependents"]
+        if raw not in ("true", "false"):
+            raise ApiError(400, f'orphanDependents: strconv.ParseBool: parsing "{raw}": invalid syntax')
+        options["orphanDependents"] = raw == "true"
     return options
 
 

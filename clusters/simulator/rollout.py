@@ -145,10 +145,14 @@ WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Job")
 def workload_status(kind: str, obj: dict, *, nodes: int, blocked: bool) -> dict:
     """The status its controller converges a StatefulSet, DaemonSet or Job to (at once: the
     simulator runs no pods): every replica (a DaemonSet: one per node) updated, ready and available,
-    the update revision current; a Job complete. ``blocked`` (its image never pulls, or the
+    the update revision current; a Job complete (suspended: not started). ``blocked`` (its image never pulls, or the
     rollout-fail fault): no pod ever becomes ready, and a Job never completes."""
     generation = obj["metadata"].get("generation", 1)
     if kind == "Job":
+        if (obj.get("spec") or {}).get("suspend") is True:
+            # the job controller starts nothing and clears startTime while a Job is suspended
+            suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended"}
+            return {"conditions": [suspended]}
         if blocked:
             return {"active": 1, "startTime": obj["metadata"].get("creationTimestamp")}
         completions = (obj.get("spec") or {}).get("completions") or 1

@@ -110,15 +110,16 @@ def _error(err: ApiError) -> web.Response:
 
 
 async def _delete_options(request: web.Request) -> dict:
-    """A DELETE's DeleteOptions body (preconditions, dryRun), {} without one. kubectl's protobuf
-    DeleteOptions are not decoded (their preconditions are not checked)."""
-    if not request.can_read_body or request.content_type == protobuf.CONTENT_TYPE:
+    """A DELETE's DeleteOptions: its body's (preconditions, dryRun, propagationPolicy), or without one
+    its query's, validated. kubectl's protobuf DeleteOptions are not decoded (their preconditions are
+    not checked)."""
+    if request.content_type == protobuf.CONTENT_TYPE:
         return {}
-    raw = await request.content.read(MAX_BODY + 1)
+    raw = await request.content.read(MAX_BODY + 1) if request.can_read_body else b""
     if len(raw) > MAX_BODY:
         raise ApiError(413, f"Request entity too large: limit is {MAX_BODY}")
     if not raw.strip():
-        return {}
+        return objects.checked_delete_options(objects.delete_options_from_query(request.query))
     try:
         options = (
             json.loads(raw) if raw.lstrip().startswith(b"{") else yaml.load(raw.decode("utf-8"), Loader=_SAFE_LOADER)
@@ -393,7 +394,7 @@ class ClusterHandler:
             if ctx.name is None:
                 return self.delete_collection(request, ctx)
             options = await _delete_options(request)
-            ctx.dry_run = ctx.dry_run or options.get("dryRun") == ["All"]
+            ctx.dry_run = bool(options.get("dryRun"))  # the body's, or the query's without one
             return _json(objects.delete(ctx, preconditions=options.get("preconditions") or {}), 200, ctx.warnings)
         if method == "POST":
             if ctx.name is not None:

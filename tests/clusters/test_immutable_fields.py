@@ -241,5 +241,31 @@ def test_a_suspended_job_that_never_started_may_change_where_its_pods_go(name, c
     change(new["spec"]["template"])
     refused = [c.field for c in immutable_changes("batch", "Job", new, old, minor=33)]
     assert refused == ([] if allowed and suspended and not started else ["spec.template"])
-    if allowed and suspended and not started:  # not before the feature's GA
-        assert [c.field for c in immutable_changes("batch", "Job", new, old, minor=26)] == ["spec.template"]
+    if allowed and suspended and not started:  # on by default from v1.23, scheduling gates from v1.27
+        before = 26 if name == "add scheduling gates" else 22
+        assert [c.field for c in immutable_changes("batch", "Job", new, old, minor=before)] == ["spec.template"]
+        assert [c.field for c in immutable_changes("batch", "Job", new, old, minor=before + 1)] == []
+
+
+def test_a_null_is_the_field_left_out():
+    """Go decodes null to the zero value, which SetDefaults then fills: no change (a reviewer's finding)."""
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}
+    old = {"spec": {"template": {"spec": pod}}}
+    nulls = {"spec": {"completionMode": None, "template": {"spec": {**pod, "terminationGracePeriodSeconds": None}}}}
+    assert fields("batch", "Job", nulls, old) == []
+    indexed = {"completionMode": "Indexed", "completions": 2, "parallelism": 2}
+    assert fields("batch", "Job", {"spec": {**indexed, "completions": 1, "parallelism": None}}, {"spec": indexed}) == []
+
+
+@pytest.mark.parametrize(
+    "new, old",
+    [
+        ({"spec": {"podFailurePolicy": ["x"]}}, {"spec": {}}),
+        ({"spec": {"podFailurePolicy": {"rules": [1, {"onPodConditions": "x"}]}}}, {"spec": {}}),
+        ({"spec": "replaced"}, {"spec": {"suspend": True, "template": {}}}),
+        ({"spec": {"template": "x"}}, {"spec": {"suspend": True, "template": {}}, "status": "x"}),
+    ],
+)
+def test_a_malformed_job_is_compared_not_a_crash(new, old):
+    """A reviewer's finding: an exception dropped the whole preflight check to one warning."""
+    immutable_changes("batch", "Job", new, old, minor=33)

@@ -423,6 +423,31 @@ def test_an_indexed_jobs_completions_change_only_in_tandem_with_its_parallelism(
     assert [cause["field"] for cause in _refusal(mode.value)["details"]["causes"]] == ["spec.completionMode"]
 
 
+def test_a_suspended_job_may_move_its_pods_until_it_starts(api, ns):
+    """A suspended Job has not started (no startTime, a Suspended condition), so its node selector may
+    change (validationOptionsForJob); its image may not; once resumed it starts."""
+    c = api("host")
+    path = f"/apis/batch/v1/namespaces/{ns}/jobs/later"
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "later"},
+        "spec": {"suspend": True, "template": {"spec": pod}},
+    }
+    made, _, _ = apply(c, path, body, force=True)
+    assert "startTime" not in made["status"] and made["status"]["conditions"][0]["type"] == "Suspended"
+    moved = {**body, "spec": {**body["spec"], "template": {"spec": {**pod, "nodeSelector": {"zone": "b"}}}}}
+    stored, _, _ = apply(c, path, moved, force=True)
+    assert stored["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "b"}
+    newer = {**pod, "nodeSelector": {"zone": "b"}, "containers": [{"name": "run", "image": "busybox:1.37"}]}
+    with pytest.raises(ApiException) as refused:
+        apply(c, path, {**moved, "spec": {**moved["spec"], "template": {"spec": newer}}}, force=True)
+    assert [cause["field"] for cause in _refusal(refused.value)["details"]["causes"]] == ["spec.template"]
+    started, _, _ = apply(c, path, {**moved, "spec": {**moved["spec"], "suspend": False}}, force=True)
+    assert started["status"]["startTime"]
+
+
 def test_an_update_cannot_start_a_deletion(api, ns):
     """rest.BeforeUpdate keeps a stored deletion; ValidateObjectMetaAccessorUpdate refuses one an
     update sets (422 on metadata.deletionTimestamp, field is immutable), and the object stays."""
@@ -499,13 +524,30 @@ def test_a_delete_with_preconditions_deletes_only_that_object(api, ns):
         (
             {"dryRun": ["Foo"]},
             422,
-            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Foo": supported values: "All"',
+            'DeleteOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Foo"]: supported values: "All"',
         ),
         (
             {"propagationPolicy": "Later"},
             422,
             'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Later": supported '
-            'values: "Foreground", "Background", "Orphan"',
+            'values: "Foreground", "Background", "Orphan", "nil"',
+        ),
+        (
+            {"propagationPolicy": "Orphan", "orphanDependents": True},
+            422,
+            'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Invalid value: "Orphan": orphanDependents '
+            "and deletionPropagation cannot be both set",
+        ),
+        (
+            {"propagationPolicy": 5},
+            400,
+            "json: cannot unmarshal number into Go struct field DeleteOptions.propagationPolicy of type "
+            "v1.DeletionPropagation",
+        ),
+        (
+            {"dryRun": [5]},
+            400,
+            "json: cannot unmarshal number into Go struct field DeleteOptions.dryRun of type string",
         ),
     ],
 )
@@ -534,9 +576,46 @@ def test_a_namespaces_preconditions_are_its_registrys_and_come_after_admission(a
     assert _refusal(other_uid.value)["message"].startswith(
         f'Operation cannot be fulfilled on namespaces "{ns}": Precondition failed: UID in precondition: not-it, '
     )
-    with pytest.raises(ApiException) as protected:
+    with pytest.raises(ApiException) as stale:
         core.delete_namespace("default", body=client.V1DeleteOptions(preconditions={"uid": "not-it"}))
-    assert protected.value.status == 403  # NamespaceLifecycle admission answers before the registry
+    assert stale.value.status == 409  # the registry's preconditions come before its delete validation
+    with pytest.raises(ApiException) as protected:
+        core.delete_namespace("default")
+    assert protected.value.status == 403  # NamespaceLifecycle
+
+
+def test_a_delete_without_a_body_takes_its_options_from_the_query_and_a_body_wins(api, ns):
+    """delete.go: DeleteOptions come from the query only when the body is empty; any dryRun list is
+    a dry run (IsDryRun), an unknown value a 422 that deletes nothing."""
+    c = api("host")
+    core = client.CoreV1Api(c)
+    path = f"/api/v1/namespaces/{ns}/configmaps/q"
+    apply(c, path, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "q"}}, force=True)
+
+    def delete(query, body=None):
+        return c.call_api(
+            path,
+            "DELETE",
+            query_params=query,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+
+    with pytest.raises(ApiException) as unknown:
+        delete([("dryRun", "Al")])
+    assert unknown.value.status == 422
+    with pytest.raises(ApiException) as policy:
+        delete([("propagationPolicy", "Bogus")])
+    assert policy.value.status == 422
+    delete([("dryRun", "All")])
+    delete([], {"dryRun": ["All", "All"]})
+    assert core.read_namespaced_config_map("q", ns).metadata.name == "q"  # dry runs, all of them
+    delete([("dryRun", "All")], {"kind": "DeleteOptions", "apiVersion": "v1"})  # the body's options: none
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_config_map("q", ns)
+    assert gone.value.status == 404
 
 
 def test_a_workload_whose_selector_does_not_select_its_pod_template_is_refused(api, ns):
