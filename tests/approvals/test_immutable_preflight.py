@@ -37,6 +37,14 @@ def held_as_applied(resource, cluster, live=None):
     )
 
 
+def moved_selector():
+    """WEB_TEMPLATE with its selector (and the pod labels it selects) changed."""
+    moved = copy.deepcopy(WEB_TEMPLATE)
+    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
+    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    return moved
+
+
 def blocking(cr):
     return [p for p in cr.preflight if p["severity"] == Severity.BLOCKING]
 
@@ -47,9 +55,7 @@ def test_a_moved_selector_blocks_where_the_object_exists_until_an_admin_override
     ClusterFactory(name="dev-b", labels={"env": "dev"}, state=dev_cluster.state)
     resource = make_resource("web", ("dev-a", "dev-b"))
     held_as_applied(resource, dev_cluster)  # dev-b has not got it yet: it would be created there
-    moved = copy.deepcopy(WEB_TEMPLATE)
-    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
-    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    moved = moved_selector()
     federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a", "dev-b"]}, actor=operator)
 
     cr = submitted(resource, operator)
@@ -126,9 +132,7 @@ def test_an_object_drift_found_removed_is_not_held_up(make_resource, dev_cluster
 
     resource = make_resource("web", ("dev-a",))
     pv = held_as_applied(resource, dev_cluster)
-    moved = copy.deepcopy(WEB_TEMPLATE)
-    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
-    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    moved = moved_selector()
     federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
     PropagatedVersion.objects.filter(pk=pv.pk).update(
         sync_state=SyncState.OUT_OF_SYNC, drift=[{"path": "/", "before": "present", "after": None, "change": "removed"}]
@@ -149,9 +153,7 @@ def test_clusters_sharing_their_overrides_are_rendered_once_and_judged_by_their_
     resource = make_resource("web", names)
     for name in names:
         held_as_applied(resource, Cluster.objects.get(name=name))
-    moved = copy.deepcopy(WEB_TEMPLATE)
-    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
-    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    moved = moved_selector()
     keep_selector = [{"op": "remove", "path": "/spec/selector/matchLabels/track"}]
     federation.update_resource(
         resource,
@@ -175,9 +177,7 @@ def test_a_cluster_the_edit_removes_the_object_from_is_not_held_up(make_resource
     ClusterFactory(name="dev-b", labels={"env": "dev"}, state=dev_cluster.state)
     resource = make_resource("web", ("dev-a",))
     held_as_applied(resource, dev_cluster)
-    moved = copy.deepcopy(WEB_TEMPLATE)
-    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
-    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    moved = moved_selector()
     federation.update_resource(resource, template=moved, placement={"clusters": ["dev-b"]}, actor=operator)
     cr = submitted(resource, operator)
     assert "dev-a" in cr.target_clusters and blocking(cr) == []
@@ -188,9 +188,7 @@ def test_the_first_preflight_of_a_new_request_already_sees_its_clusters(make_res
     it reads the plan itself, so a draft already shows the refusal."""
     resource = make_resource("web", ("dev-a",))
     held_as_applied(resource, dev_cluster)
-    moved = copy.deepcopy(WEB_TEMPLATE)
-    moved["spec"]["selector"]["matchLabels"]["track"] = "stable"
-    moved["spec"]["template"]["metadata"]["labels"]["track"] = "stable"
+    moved = moved_selector()
     federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
     (problem,) = blocking(draft(resource, operator))
     assert problem["cluster_name"] == "dev-a"
