@@ -95,9 +95,11 @@ def initial_status(kind: str, obj: dict) -> dict | None:
 # --- pod templates -----------------------------------------------------------------------------------
 
 
-def _default(obj: dict, key: str, value) -> None:
-    """A default fills a field that is absent or null (Go decodes null to the zero value)."""
-    if obj.get(key) is None:
+def _default(obj: dict, key: str, value, *, string_field: bool = False) -> None:
+    """A default fills a field that is absent or null (Go decodes null to the zero value), and a plain
+    Go string field's "" too (SetDefaults compares it with ""; a pointer's "" is a value)."""
+    current = obj.get(key)
+    if current is None or (string_field and current == ""):
         obj[key] = value
 
 
@@ -108,9 +110,9 @@ def _image_pull_policy(image: str) -> str:
 
 def default_pod_spec(spec: dict) -> None:
     """SetDefaults_PodSpec and SetDefaults_Container: what a pod (template) spec is stored with."""
-    _default(spec, "restartPolicy", "Always")
-    _default(spec, "dnsPolicy", "ClusterFirst")
-    _default(spec, "schedulerName", "default-scheduler")
+    _default(spec, "restartPolicy", "Always", string_field=True)
+    _default(spec, "dnsPolicy", "ClusterFirst", string_field=True)
+    _default(spec, "schedulerName", "default-scheduler", string_field=True)
     _default(spec, "terminationGracePeriodSeconds", 30)
     _default(spec, "securityContext", {})
     for key in ("containers", "initContainers"):
@@ -118,13 +120,13 @@ def default_pod_spec(spec: dict) -> None:
             if not isinstance(c, dict):
                 continue
             if isinstance(c.get("image"), str):
-                _default(c, "imagePullPolicy", _image_pull_policy(c["image"]))
-            _default(c, "terminationMessagePath", "/dev/termination-log")
-            _default(c, "terminationMessagePolicy", "File")
+                _default(c, "imagePullPolicy", _image_pull_policy(c["image"]), string_field=True)
+            _default(c, "terminationMessagePath", "/dev/termination-log", string_field=True)
+            _default(c, "terminationMessagePolicy", "File", string_field=True)
             _default(c, "resources", {})
             for port in c.get("ports") or []:
                 if isinstance(port, dict):
-                    _default(port, "protocol", "TCP")
+                    _default(port, "protocol", "TCP", string_field=True)
 
 
 # --- Jobs --------------------------------------------------------------------------------------------
@@ -154,9 +156,9 @@ def job_selector(obj: dict, minor: int) -> None:
         labels = {"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name, **labels}
         key = "batch.kubernetes.io/controller-uid"
     spec["selector"] = {"matchLabels": {key: uid}}
-    template = _default(spec, "template", {})
+    template = spec.setdefault("template", {})
     if isinstance(template, dict):
-        meta = _default(template, "metadata", {})
+        meta = template.setdefault("metadata", {})
         if isinstance(meta, dict):
             meta["labels"] = {**(meta.get("labels") or {}), **labels}
 

@@ -954,11 +954,14 @@ def delete_options_from_query(query) -> dict:
         options["dryRun"] = list(dry_run)
     if "propagationPolicy" in query:
         options["propagationPolicy"] = query["propagationPolicy"]
-    if "orphanDependents" in query:
-        raw = query["orphanDependents"]
-        if raw not in ("true", "false"):
-            raise ApiError(400, f'orphanDependents: strconv.ParseBool: parsing "{raw}": invalid syntax')
-        options["orphanDependents"] = raw == "true"
+    if "orphanDependents" in query:  # Convert_Slice_string_To_Pointer_bool: only "0" and "false" are false
+        options["orphanDependents"] = query["orphanDependents"].lower() not in ("0", "false")
+    if "gracePeriodSeconds" in query:
+        raw = query["gracePeriodSeconds"]
+        try:
+            options["gracePeriodSeconds"] = int(raw)
+        except ValueError:
+            raise ApiError(400, f'strconv.ParseInt: parsing "{raw}": invalid syntax') from None
     return options
 
 

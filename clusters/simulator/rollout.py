@@ -142,6 +142,20 @@ def same_template(obj: dict, old: dict | None) -> bool:
 WORKLOAD_KINDS = ("StatefulSet", "DaemonSet", "Job")
 
 
+def _suspended_job_status(status) -> dict:
+    """The job controller's syncJob for a suspended Job: its pods go and a Suspended condition is
+    set; startTime stays (it is reset when the Job resumes), and a finished Job is left as it is. A
+    Job created suspended has no startTime: it never started."""
+    current = dict(status) if isinstance(status, dict) else {}
+    conditions = [c for c in current.get("conditions") or [] if isinstance(c, dict)]
+    if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions):
+        return current
+    current.pop("active", None)
+    suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended"}
+    current["conditions"] = [c for c in conditions if c.get("type") != "Suspended"] + [suspended]
+    return current
+
+
 def workload_status(kind: str, obj: dict, *, nodes: int, blocked: bool) -> dict:
     """The status its controller converges a StatefulSet, DaemonSet or Job to (at once: the
     simulator runs no pods): every replica (a DaemonSet: one per node) updated, ready and available,
@@ -150,9 +164,7 @@ def workload_status(kind: str, obj: dict, *, nodes: int, blocked: bool) -> dict:
     generation = obj["metadata"].get("generation", 1)
     if kind == "Job":
         if (obj.get("spec") or {}).get("suspend") is True:
-            # the job controller starts nothing and clears startTime while a Job is suspended
-            suspended = {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended"}
-            return {"conditions": [suspended]}
+            return _suspended_job_status(obj.get("status"))
         if blocked:
             return {"active": 1, "startTime": obj["metadata"].get("creationTimestamp")}
         completions = (obj.get("spec") or {}).get("completions") or 1

@@ -3,8 +3,8 @@
 blocks approval, once per cluster that holds the object as FedPortal applied it. Its apply would be
 refused there (422, "field is immutable") and the object left as it was, while clusters without it
 would get the new content: a fleet split in two that nobody asked for. What was applied stands for the
-stored object (with the apiserver's defaults on both sides); it has no status, so a Job applied
-suspended is taken as never started (its scheduling directives may change)."""
+stored object (with the apiserver's defaults on both sides), with the status last collected (a
+suspended Job that never started may move its pods)."""
 
 from clusters.immutable_fields import has_rules, immutable_changes, stored_after_apply
 from federation.approvals.choices import ChangeKind, Severity
@@ -57,9 +57,7 @@ def immutable_field_check(change_request) -> list[PreflightProblem]:
         if manifest is None:
             continue  # the preview and the propagation report an override that does not apply
         stored = stored_after_apply(ftype.group, ftype.kind, manifest, pv.applied_manifest)
-        changes = immutable_changes(
-            ftype.group, ftype.kind, stored, pv.applied_manifest, minor=pv.cluster.version_minor
-        )
+        changes = immutable_changes(ftype.group, ftype.kind, stored, _as_last_seen(pv), minor=pv.cluster.version_minor)
         if not changes:
             continue
         fields = ", ".join(dict.fromkeys(change.field for change in changes))
@@ -85,6 +83,14 @@ def _rendered(resource, revision, cluster, *, live) -> dict | None:
         return render_manifest(overrides=revision.overrides, replicas=None, **args)
     except OverrideError:
         return None
+
+
+def _as_last_seen(pv: PropagatedVersion) -> dict:
+    """What was applied, with the status last collected from the cluster: a suspended Job may move its
+    pods only while it has no startTime. Without a collected status it is taken as started (the
+    stricter answer: an admin may override the block)."""
+    status = pv.remote_status if isinstance(pv.remote_status, dict) else {"startTime": "not collected"}
+    return {**pv.applied_manifest, "status": status}
 
 
 def _gone_or_replaced(pv: PropagatedVersion) -> bool:

@@ -192,3 +192,31 @@ def test_the_first_preflight_of_a_new_request_already_sees_its_clusters(make_res
     federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
     (problem,) = blocking(draft(resource, operator))
     assert problem["cluster_name"] == "dev-a"
+
+
+@pytest.mark.parametrize(
+    "remote_status, blocks",
+    [
+        ({"conditions": [{"type": "Suspended", "status": "True"}]}, False),
+        ({"startTime": "2026-12-07T23:00:00Z"}, True),
+        (None, True),
+    ],
+    ids=["never started", "started", "status not collected"],
+)
+def test_a_suspended_job_may_move_its_pods_only_while_the_cluster_says_it_never_started(
+    dev_cluster, operator, remote_status, blocks
+):
+    from tests.federation.factories import namespace_everywhere
+
+    namespace_everywhere("shop")
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}
+    job = {"spec": {"suspend": True, "template": {"spec": pod}}}
+    resource = federation.create_resource(
+        ftype("Job"), namespace="shop", name="later", template=job, placement={"clusters": ["dev-a"]}
+    )
+    pv = held_as_applied(resource, dev_cluster)
+    PropagatedVersion.objects.filter(pk=pv.pk).update(remote_status=remote_status)
+    moved = {"spec": {"suspend": True, "template": {"spec": {**pod, "nodeSelector": {"zone": "b"}}}}}
+    federation.update_resource(resource, template=moved, placement={"clusters": ["dev-a"]}, actor=operator)
+    problems = blocking(submitted(resource, operator))
+    assert [p["cluster_name"] for p in problems] == (["dev-a"] if blocks else [])

@@ -269,3 +269,11 @@ def test_a_null_is_the_field_left_out():
 def test_a_malformed_job_is_compared_not_a_crash(new, old):
     """A reviewer's finding: an exception dropped the whole preflight check to one warning."""
     immutable_changes("batch", "Job", new, old, minor=33)
+
+
+def test_an_empty_string_field_with_a_default_is_that_default():
+    """A plain Go string field's "" is defaulted (SetDefaults_Container compares with ""): applied as
+    imagePullPolicy: "" and then left out is no change (a reviewer's finding)."""
+    pod = {"restartPolicy": "Never", "containers": [{"name": "run", "image": "busybox:1.36"}]}
+    blank = {**pod, "dnsPolicy": "", "containers": [{"name": "run", "image": "busybox:1.36", "imagePullPolicy": ""}]}
+    assert fields("batch", "Job", {"spec": {"template": {"spec": pod}}}, {"spec": {"template": {"spec": blank}}}) == []

@@ -446,6 +446,16 @@ def test_a_suspended_job_may_move_its_pods_until_it_starts(api, ns):
     assert [cause["field"] for cause in _refusal(refused.value)["details"]["causes"]] == ["spec.template"]
     started, _, _ = apply(c, path, {**moved, "spec": {**moved["spec"], "suspend": False}}, force=True)
     assert started["status"]["startTime"]
+    # suspended again after it started (here: finished): its status stays, and so does its template
+    again, _, _ = apply(c, path, {**moved, "spec": {**moved["spec"], "suspend": True}}, force=True)
+    assert again["status"]["startTime"] == started["status"]["startTime"]
+    assert [c["type"] for c in again["status"]["conditions"]] == ["Complete"]
+    elsewhere = {**pod, "nodeSelector": {"zone": "c"}}
+    with pytest.raises(ApiException) as started_refused:
+        apply(
+            c, path, {**moved, "spec": {**moved["spec"], "suspend": True, "template": {"spec": elsewhere}}}, force=True
+        )
+    assert [cause["field"] for cause in _refusal(started_refused.value)["details"]["causes"]] == ["spec.template"]
 
 
 def test_an_update_cannot_start_a_deletion(api, ns):
@@ -609,6 +619,12 @@ def test_a_delete_without_a_body_takes_its_options_from_the_query_and_a_body_win
     with pytest.raises(ApiException) as policy:
         delete([("propagationPolicy", "Bogus")])
     assert policy.value.status == 422
+    with pytest.raises(ApiException) as grace:
+        delete([("gracePeriodSeconds", "soon")])
+    assert grace.value.status == 400
+    with pytest.raises(ApiException) as both:  # any orphanDependents but "0"/"false" is true
+        delete([("orphanDependents", "1"), ("propagationPolicy", "Background")])
+    assert both.value.status == 422 and "cannot be both set" in _refusal(both.value)["message"]
     delete([("dryRun", "All")])
     delete([], {"dryRun": ["All", "All"]})
     assert core.read_namespaced_config_map("q", ns).metadata.name == "q"  # dry runs, all of them
