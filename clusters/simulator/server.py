@@ -109,6 +109,21 @@ def _error(err: ApiError) -> web.Response:
     return _json(json.dumps(err.status(), separators=(",", ":")).encode() + b"\n", err.code)
 
 
+def _list_key(obj: dict) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+def _continue_state(token: str) -> tuple[int, tuple[str, str]]:
+    """The resourceVersion and last key a continue token names (400 for a token we did not make)."""
+    try:
+        state = json.loads(base64.urlsafe_b64decode(token.encode()).decode())
+        namespace, name = state["start"]
+        return int(state["rv"]), (str(namespace), str(name))
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"continue key is not valid: {exc}") from None
+
+
 async def _delete_options(request: web.Request) -> dict:
     """A DELETE's DeleteOptions: its body's (preconditions, dryRun, propagationPolicy), or without one
     its query's, validated. kubectl's protobuf DeleteOptions are not decoded (their preconditions are
@@ -560,25 +575,32 @@ class ClusterHandler:
         return response
 
     def list(self, request: web.Request, ctx: objects.Ctx) -> web.Response:
+        """A list, in pages when asked (limit, continue). As kube-apiserver's continue token does, ours
+        names the first page's resourceVersion and the key of the last object served: every page
+        answers that resourceVersion (the one to watch from), and the next page starts after that
+        key, so an object deleted meanwhile shifts nothing. Objects are read as they are now (etcd
+        would serve the first page's snapshot): a change made between pages reaches a watch from that
+        resourceVersion anyway."""
         items = self._selected(request, ctx)
         meta = {"resourceVersion": str(ctx.cluster.rv)}
-        start = 0
         if request.query.get("continue"):
-            try:
-                start = int(base64.urlsafe_b64decode(request.query["continue"].encode()).decode())
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ApiError(400, "continue key is not valid: malformed token") from exc
+            snapshot, after = _continue_state(request.query["continue"])
+            meta["resourceVersion"] = str(snapshot)
+            items = [o for o in items if _list_key(o) > after]
         limit_text = request.query.get("limit", "")
         try:
             limit = int(limit_text) if limit_text else 0
         except ValueError as exc:
             raise ApiError(400, f'invalid value for limit: "{limit_text}"') from exc
-        if start or limit > 0:
-            end = start + limit if limit > 0 else len(items)
-            if end < len(items):
-                meta["continue"] = base64.urlsafe_b64encode(str(end).encode()).decode()
-                meta["remainingItemCount"] = len(items) - end
-            items = items[start:end]
+        if 0 < limit < len(items):
+            state = {
+                "v": "meta.k8s.io/v1",
+                "rv": int(meta["resourceVersion"]),
+                "start": list(_list_key(items[limit - 1])),
+            }
+            meta["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
+            meta["remainingItemCount"] = len(items) - limit
+            items = items[:limit]
         table_version = tables.wants_table(request.headers.get("Accept", ""))
         if table_version:
             doc = tables.table(table_version, ctx.res.kind, items, meta["resourceVersion"])

@@ -203,9 +203,16 @@ def test_list_pages_with_limit_and_continue(api, ns):
     first = core.list_namespaced_config_map(ns, limit=2, label_selector="paged")
     assert [i.metadata.name for i in first.items] == ["page-0", "page-1"]
     assert first.metadata._continue and first.metadata.remaining_item_count == 3
+    # an object the first page served goes, another comes: the next page starts after the last one
+    # served (nothing skipped), and answers the first page's resourceVersion, the one to watch from
+    core.delete_namespaced_config_map("page-0", ns)
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "page-5", "labels": {"paged": "yes"}}})
     rest = core.list_namespaced_config_map(ns, limit=10, _continue=first.metadata._continue, label_selector="paged")
-    assert [i.metadata.name for i in rest.items] == ["page-2", "page-3", "page-4"]
-    assert not rest.metadata._continue
+    assert [i.metadata.name for i in rest.items] == ["page-2", "page-3", "page-4", "page-5"]
+    assert not rest.metadata._continue and rest.metadata.resource_version == first.metadata.resource_version
+    with pytest.raises(ApiException) as forged:
+        core.list_namespaced_config_map(ns, limit=2, _continue="MTA=")  # an offset, as tokens once were
+    assert forged.value.status == 400
 
 
 def test_delete_collection_by_label(api, ns):
