@@ -65,6 +65,7 @@ class Health(models.TextChoices):
     HEALTHY = "Healthy", "Healthy"
     PROGRESSING = "Progressing", "Progressing"
     DEGRADED = "Degraded", "Degraded"
+    SUSPENDED = "Suspended", "Suspended"  # held on purpose: a suspended Job
     MISSING = "Missing", "Missing"
     UNKNOWN = "Unknown", "Unknown"  # the cluster is not Ready: what was collected cannot be vouched for
 

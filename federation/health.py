@@ -1,6 +1,6 @@
 """Health of a propagated object on one cluster, from the status FedPortal collected, the way Argo CD
-users know it: Healthy, Progressing (still rolling out), Degraded (failed), Missing (not on the
-cluster). The per-kind rules are modelled on Argo CD's built-in checks for the workload kinds (a
+users know it: Healthy, Progressing (still rolling out), Degraded (failed), Suspended (a Job held on
+purpose), Missing (not on the cluster). The per-kind rules are modelled on Argo CD's built-in checks for the workload kinds (a
 rollout is Progressing until every wanted replica is updated and available; a deadline exceeded or
 a failed Job is Degraded); kinds without a rule are Healthy once they exist.
 
@@ -55,10 +55,13 @@ def _daemonset(status: dict) -> str:
 
 
 def _job(status: dict) -> str:
+    """Argo CD's getBatchv1JobHealth: failed, complete, or held by its Suspended condition."""
     if (_condition(status, "Failed") or {}).get("status") == "True":
         return Health.DEGRADED
     if (_condition(status, "Complete") or {}).get("status") == "True":
         return Health.HEALTHY
+    if (_condition(status, "Suspended") or {}).get("status") == "True":
+        return Health.SUSPENDED
     return Health.PROGRESSING
 
 

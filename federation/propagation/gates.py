@@ -118,7 +118,8 @@ def statefulset_rollout(obj: dict) -> tuple[str, str]:
 def job_rollout(obj: dict) -> tuple[str, str]:
     """(verdict, reason) for a live Job: complete, failed, or still running."""
     name = (obj.get("metadata") or {}).get("name")
-    for condition in (obj.get("status") or {}).get("conditions") or []:
+    conditions = [c for c in (obj.get("status") or {}).get("conditions") or [] if isinstance(c, dict)]
+    for condition in conditions:
         if condition.get("status") != "True":
             continue
         if condition.get("type") == "Failed":
@@ -126,6 +127,9 @@ def job_rollout(obj: dict) -> tuple[str, str]:
             return FAILED, f"Job {name} failed" + (f": {why}" if why else "")
         if condition.get("type") == "Complete":
             return HEALTHY, ""
+    if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions):
+        # as `argocd app wait --health`: a suspended Job is not healthy; the wave waits for its resumption
+        return WAITING, f"Job {name} is suspended: the wave waits until it is resumed and completes"
     return WAITING, f"Job {name} has not completed"
 
 

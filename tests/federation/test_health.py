@@ -30,6 +30,10 @@ CASES = [
     ("Job", {"conditions": [{"type": "Failed", "status": "True"}]}, D),
     ("Job", {"conditions": [{"type": "Complete", "status": "True"}]}, H),
     ("Job", {"active": 1}, P),
+    # Argo CD's getBatchv1JobHealth: held by its Suspended condition, unless it already finished
+    ("Job", {"conditions": [{"type": "Suspended", "status": "True"}]}, Health.SUSPENDED),
+    ("Job", {"conditions": [{"type": "Suspended", "status": "False"}]}, P),
+    ("Job", {"conditions": [{"type": "Complete", "status": "True"}, {"type": "Suspended", "status": "True"}]}, H),
     ("PersistentVolumeClaim", {"phase": "Pending"}, P),
     ("ConfigMap", {}, H),
     ("Deployment", None, H),  # status collection off: it exists, nothing more is known
@@ -99,7 +103,7 @@ def test_resource_page_has_a_health_column_and_status_filters(client, viewer, re
 def test_dashboard_counts_health(client, viewer, resource_on_three):
     client.force_login(viewer)
     response = client.get(reverse("federation:summary"))
-    assert response.context["summary"]["health"] == {H: 1, P: 1, D: 0, M: 1, Health.UNKNOWN: 0}
+    assert response.context["summary"]["health"] == {H: 1, P: 1, D: 0, Health.SUSPENDED: 0, M: 1, Health.UNKNOWN: 0}
     fragment = client.get(reverse("federation:summary"), HTTP_HX_REQUEST="true").content.decode()
     assert 'data-health="Missing">Missing 1</span>' in fragment and 'data-health="Healthy">Healthy 1</span>' in fragment
 

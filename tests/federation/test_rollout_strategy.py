@@ -282,3 +282,8 @@ def test_on_delete_workloads_have_no_rollout_to_wait_for_and_a_failed_job_fails_
     assert job_rollout({**job, "status": done})[0] == HEALTHY
     failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
     assert job_rollout({**job, "status": failed}) == (FAILED, "Job migrate failed: BackoffLimitExceeded")
+    suspended = {"conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}
+    assert job_rollout({**job, "status": suspended}) == (
+        WAITING,
+        "Job migrate is suspended: the wave waits until it is resumed and completes",
+    )
