@@ -55,7 +55,9 @@ def _daemonset(status: dict) -> str:
 
 
 def _job(status: dict) -> str:
-    """Argo CD's getBatchv1JobHealth: failed, complete, or held by its Suspended condition."""
+    """Failed, complete, or held by its Suspended condition. Argo CD's getBatchv1JobHealth also shows
+    a finished Job that is suspended as Suspended, and a resumed one (Suspended False) as Healthy;
+    FedPortal says what the Job did (Healthy or Degraded once finished) and Progressing until then."""
     if (_condition(status, "Failed") or {}).get("status") == "True":
         return Health.DEGRADED
     if (_condition(status, "Complete") or {}).get("status") == "True":

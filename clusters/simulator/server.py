@@ -115,13 +115,21 @@ def _list_key(obj: dict) -> tuple[str, str]:
 
 
 def _continue_state(token: str) -> tuple[int, tuple[str, str]]:
-    """The resourceVersion and last key a continue token names (400 for a token we did not make)."""
+    """The resourceVersion and last key a continue token names (storage.DecodeContinue): 400 for a
+    token we did not make or one naming no resourceVersion."""
     try:
         state = json.loads(base64.urlsafe_b64decode(token.encode()).decode())
         namespace, name = state["start"]
-        return int(state["rv"]), (str(namespace), str(name))
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"continue key is not valid: {exc}") from None
+        version = int(state["rv"])
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+        raise ApiError(400, f"invalid continue token: continue key is not valid: {exc}") from None
+    if version == 0:
+        raise ApiError(
+            400,
+            "invalid continue token: continue key is not valid: incorrect encoded start resourceVersion "
+            "(version meta.k8s.io/v1)",
+        )
+    return version, (str(namespace), str(name))
 
 
 async def _delete_options(request: web.Request) -> dict:
@@ -584,8 +592,11 @@ class ClusterHandler:
         items = self._selected(request, ctx)
         meta = {"resourceVersion": str(ctx.cluster.rv)}
         if request.query.get("continue"):
+            if request.query.get("resourceVersion", "") not in ("", "0"):
+                raise ApiError(400, "specifying resource version is not allowed when using continue")
             snapshot, after = _continue_state(request.query["continue"])
-            meta["resourceVersion"] = str(snapshot)
+            if snapshot > 0:  # a negative one reads the latest (etcd3's continue)
+                meta["resourceVersion"] = str(snapshot)
             items = [o for o in items if _list_key(o) > after]
         limit_text = request.query.get("limit", "")
         try:
@@ -599,7 +610,8 @@ class ClusterHandler:
                 "start": list(_list_key(items[limit - 1])),
             }
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
-            meta["remainingItemCount"] = len(items) - limit
+            if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(items) - limit  # only an unfiltered list counts them
             items = items[:limit]
         table_version = tables.wants_table(request.headers.get("Accept", ""))
         if table_version:

@@ -128,8 +128,8 @@ def job_rollout(obj: dict) -> tuple[str, str]:
         if condition.get("type") == "Complete":
             return HEALTHY, ""
     if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions):
-        # as `argocd app wait --health`: a suspended Job is not healthy; the wave waits for its resumption
-        return WAITING, f"Job {name} is suspended: the wave waits until it is resumed and completes"
+        # as `argocd app wait --health`: a suspended Job is not healthy (the wave halts at its deadline)
+        return WAITING, f"Job {name} is suspended: the wave cannot pass until it is resumed and completes"
     return WAITING, f"Job {name} has not completed"
 
 

@@ -30,7 +30,7 @@ CASES = [
     ("Job", {"conditions": [{"type": "Failed", "status": "True"}]}, D),
     ("Job", {"conditions": [{"type": "Complete", "status": "True"}]}, H),
     ("Job", {"active": 1}, P),
-    # Argo CD's getBatchv1JobHealth: held by its Suspended condition, unless it already finished
+    # held by its Suspended condition, unless it already finished (where Argo CD says Suspended too)
     ("Job", {"conditions": [{"type": "Suspended", "status": "True"}]}, Health.SUSPENDED),
     ("Job", {"conditions": [{"type": "Suspended", "status": "False"}]}, P),
     ("Job", {"conditions": [{"type": "Complete", "status": "True"}, {"type": "Suspended", "status": "True"}]}, H),

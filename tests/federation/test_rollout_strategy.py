@@ -285,5 +285,5 @@ def test_on_delete_workloads_have_no_rollout_to_wait_for_and_a_failed_job_fails_
     suspended = {"conditions": [{"type": "Suspended", "status": "True", "reason": "JobSuspended"}]}
     assert job_rollout({**job, "status": suspended}) == (
         WAITING,
-        "Job migrate is suspended: the wave waits until it is resumed and completes",
+        "Job migrate is suspended: the wave cannot pass until it is resumed and completes",
     )

@@ -1,5 +1,6 @@
 """CRUD, lists, metadata, conflicts and patches through the official kubernetes client."""
 
+import base64
 import json
 
 import pytest
@@ -202,7 +203,9 @@ def test_list_pages_with_limit_and_continue(api, ns):
         core.create_namespaced_config_map(ns, {"metadata": {"name": f"page-{i}", "labels": {"paged": "yes"}}})
     first = core.list_namespaced_config_map(ns, limit=2, label_selector="paged")
     assert [i.metadata.name for i in first.items] == ["page-0", "page-1"]
-    assert first.metadata._continue and first.metadata.remaining_item_count == 3
+    # remainingItemCount only for a list without selectors (the apiserver cannot count a filtered rest)
+    assert first.metadata._continue and first.metadata.remaining_item_count is None
+    assert core.list_namespaced_config_map(ns, limit=2).metadata.remaining_item_count >= 3
     # an object the first page served goes, another comes: the next page starts after the last one
     # served (nothing skipped), and answers the first page's resourceVersion, the one to watch from
     core.delete_namespaced_config_map("page-0", ns)
@@ -213,6 +216,14 @@ def test_list_pages_with_limit_and_continue(api, ns):
     with pytest.raises(ApiException) as forged:
         core.list_namespaced_config_map(ns, limit=2, _continue="MTA=")  # an offset, as tokens once were
     assert forged.value.status == 400
+    with pytest.raises(ApiException) as pinned:
+        core.list_namespaced_config_map(ns, limit=2, _continue=first.metadata._continue, resource_version="5")
+    assert pinned.value.status == 400 and "not allowed when using continue" in pinned.value.body
+    for state in ({"rv": 1e999, "start": ["a", "b"]}, {"rv": 0, "start": ["a", "b"]}):
+        token = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
+        with pytest.raises(ApiException) as bad:
+            core.list_namespaced_config_map(ns, limit=2, _continue=token)
+        assert bad.value.status == 400 and "invalid continue token" in bad.value.body
 
 
 def test_delete_collection_by_label(api, ns):
