@@ -18,9 +18,9 @@ validation they call:
   spec.parallelism"). Compared as stored: SetDefaults_Job's completions, parallelism and
   completionMode, a pod failure rule's condition status "True", the pod template's defaults
   (SetDefaults_PodSpec, SetDefaults_Container, as far as clusters.simulator.defaults models them: not
-  a volume's defaultMode, a fieldRef's apiVersion or a probe's timings), a null as the field left out. A Job suspended that never started may change its
-  scheduling directives (``validatePodTemplateUpdate``, on by default from v1.23; its scheduling
-  gates from v1.27);
+  a volume's defaultMode, a fieldRef's apiVersion or a probe's timings), a null as the field left
+  out. A Job suspended that never started may change its scheduling directives
+  (``validatePodTemplateUpdate``, on by default from v1.23; its scheduling gates from v1.27);
 - v1 ConfigMap and Secret: once stored with ``immutable: true``, ``data``, ``binaryData`` and
   ``immutable`` itself (pkg/apis/core/validation ``ValidateConfigMapUpdate`` /
   ``ValidateSecretUpdate``: Forbidden, "field is immutable when `immutable` is set"); a Secret's
