@@ -908,7 +908,7 @@ def checked_delete_options(options: dict) -> dict:
         value = options.get(key)
         if key == "dryRun" and isinstance(value, list):  # its items are strings (a null one is "")
             value = next((item for item in value if item is not None and not isinstance(item, str)), None)
-            key, expected, go_type = "dryRun", str, "string"
+            expected, go_type = str, "string"
         if value is not None and (not isinstance(value, expected) or (expected is int and isinstance(value, bool))):
             raise ApiError(
                 400,
